@@ -1,0 +1,40 @@
+#pragma once
+
+// FileStore: a directory on local disk. Reads use pread on a small bounded IO pool, so a
+// slow disk never blocks a decoder thread. Accepts a plain path or a file:// URL.
+
+#include <memory>
+#include <string>
+
+#include "insitubatch/io/store.h"
+#include "insitubatch/util/thread_pool.h"
+
+namespace insitubatch {
+
+class FileStore final : public Store {
+ public:
+  // `root` is a directory path or file:// URL. NotFound if it does not exist.
+  // `io_threads` bounds concurrent preads (0 = a default of 8).
+  static Result<std::shared_ptr<FileStore>> Open(const std::string& root, size_t io_threads = 0);
+  ~FileStore() override;
+
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override;
+  Result<std::vector<std::string>> List(std::string_view prefix) override;
+  std::string Describe(std::string_view key) const override;
+
+  // Blocking read on the calling thread (no pool hop).
+  Result<ReadResult> ReadNow(const std::string& key, ByteRange range) const;
+
+  const std::string& root() const { return root_; }
+
+ private:
+  FileStore(std::string root, size_t io_threads);
+  std::string root_;
+  std::unique_ptr<ThreadPool> pool_;
+};
+
+// Strips "file://" from a URL (percent-decoding not needed for local test paths); other
+// schemes are InvalidArgument.
+Result<std::string> LocalPathFromUrl(const std::string& url);
+
+}  // namespace insitubatch

@@ -1,0 +1,35 @@
+#pragma once
+
+// MemoryStore: keys held in memory (tests, fuzzing, small in-process stores). Thread-safe.
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "insitubatch/io/store.h"
+
+namespace insitubatch {
+
+class MemoryStore final : public Store {
+ public:
+  void Set(std::string key, std::string bytes);
+  void Erase(const std::string& key);
+
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override;
+  Result<std::vector<std::string>> List(std::string_view prefix) override;
+  std::string Describe(std::string_view key) const override;
+
+ private:
+  mutable std::mutex mutex_;
+  std::map<std::string, std::string, std::less<>> objects_;
+};
+
+// Applies `range` to an object of `size` bytes: the [begin, end) offsets, or DataLoss when
+// the range runs past the end (a truncated object). Shared by every store backend.
+struct ResolvedRange {
+  uint64_t begin = 0;
+  uint64_t end = 0;
+};
+Result<ResolvedRange> ResolveRange(ByteRange range, uint64_t size);
+
+}  // namespace insitubatch

@@ -1,0 +1,66 @@
+#pragma once
+
+// Store: the key -> bytes interface every backend implements (file, memory, HTTP, S3, ...).
+// A missing key is a value (ReadResult::found == false), not an error: zarr reads it as
+// fill value. Reads are asynchronous; Read() is the blocking convenience over ReadAsync().
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "insitubatch/util/buffer.h"
+#include "insitubatch/util/result.h"
+
+namespace insitubatch {
+
+// Which bytes of an object to read.
+struct ByteRange {
+  enum class Kind { kAll, kRange, kSuffix };
+  Kind kind = Kind::kAll;
+  uint64_t offset = 0;  // kRange: first byte
+  uint64_t length = 0;  // kRange: byte count; kSuffix: the last `length` bytes
+
+  static ByteRange All() { return {}; }
+  static ByteRange Range(uint64_t offset, uint64_t length) {
+    return {Kind::kRange, offset, length};
+  }
+  static ByteRange Suffix(uint64_t length) { return {Kind::kSuffix, 0, length}; }
+
+  // "" for kAll, " [bytes 10-19]" or " [last 16 bytes]" otherwise; used in error context.
+  std::string Describe() const;
+};
+
+struct ReadResult {
+  bool found = false;
+  Buffer data;  // the requested bytes; empty when !found
+
+  static ReadResult Missing() { return {}; }
+};
+
+using ReadCallback = std::function<void(Result<ReadResult>)>;
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  // Starts a read; `done` runs exactly once, on an IO thread or inline. A range that
+  // extends past the end of the object is an error (DataLoss: the object is truncated).
+  virtual void ReadAsync(std::string key, ByteRange range, ReadCallback done) = 0;
+
+  // Every key under `prefix` ("" = all), sorted. Keys are relative to the store root.
+  virtual Result<std::vector<std::string>> List(std::string_view prefix) = 0;
+
+  // A human-readable location for `key` (a path or URL) used in error messages.
+  virtual std::string Describe(std::string_view key) const = 0;
+
+  // Blocking read.
+  Result<ReadResult> Read(std::string key, ByteRange range = ByteRange::All());
+};
+
+// Rejects keys that could escape the store root ("..", absolute, empty segments, NUL).
+Status ValidateKey(std::string_view key);
+
+}  // namespace insitubatch

@@ -1,0 +1,46 @@
+#include "insitubatch/util/status.h"
+
+namespace insitubatch {
+
+std::string_view StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kInvalidArgument: return "InvalidArgument";
+    case StatusCode::kNotFound: return "NotFound";
+    case StatusCode::kIoError: return "IoError";
+    case StatusCode::kDataLoss: return "DataLoss";
+    case StatusCode::kResourceExhausted: return "ResourceExhausted";
+    case StatusCode::kCancelled: return "Cancelled";
+    case StatusCode::kUnimplemented: return "Unimplemented";
+    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
+  }
+  return "Unknown";
+}
+
+Status Status::WithContext(std::string_view context) const {
+  if (ok() || context.empty()) return *this;
+  if (message_.find(context) != std::string::npos) return *this;
+  Status out(code_, std::string(context) + ": " + message_);
+  out.detail_ = detail_;
+  return out;
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  return std::string(StatusCodeName(code_)) + ": " + message_;
+}
+
+Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
+Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
+Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
+Status ResourceExhausted(std::string m) {
+  return {StatusCode::kResourceExhausted, std::move(m)};
+}
+Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+Status FailedPrecondition(std::string m) {
+  return {StatusCode::kFailedPrecondition, std::move(m)};
+}
+
+}  // namespace insitubatch

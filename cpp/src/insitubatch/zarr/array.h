@@ -1,0 +1,59 @@
+#pragma once
+
+// Array: one opened zarr array — its normalized metadata plus the codec chain bound to its
+// stored-chunk shape. Decodes one stored chunk (on a sharded array: one shard) into a
+// caller buffer; an absent chunk object is fill value.
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "insitubatch/io/store.h"
+#include "insitubatch/zarr/codec/codec_chain.h"
+#include "insitubatch/zarr/metadata.h"
+
+namespace insitubatch::zarr {
+
+class Array {
+ public:
+  // Binds `metadata` to `store`; `path` is the array's key prefix ("" for a root array,
+  // "group/t2m" otherwise). Unsupported codecs fail here, naming the codec and array.
+  static Result<std::shared_ptr<const Array>> Create(std::shared_ptr<Store> store,
+                                                     std::string path,
+                                                     ArrayMetadata metadata);
+
+  const ArrayMetadata& metadata() const { return metadata_; }
+  const std::string& path() const { return path_; }
+  const std::shared_ptr<Store>& store() const { return store_; }
+  const CodecChain& codecs() const { return chain_; }
+  // Bytes of one decoded stored chunk (the full chunk shape, edge chunks included).
+  uint64_t chunk_bytes() const { return metadata_.chunk_bytes(); }
+
+  // InvalidArgument unless coords has ndim entries each inside the chunk grid.
+  Status ValidateChunkCoords(const std::vector<uint64_t>& coords) const;
+  // The store key of the stored chunk at `coords`.
+  std::string ChunkKey(const std::vector<uint64_t>& coords) const;
+
+  // Decodes the stored bytes of chunk `coords` into `out` (chunk_bytes(), C order over
+  // the chunk shape, native-endian). Errors name the array path and chunk coordinates.
+  Status DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords,
+                     MutableByteSpan out) const;
+  // Writes the fill value into every element of `out`.
+  void FillChunk(MutableByteSpan out) const;
+  // Blocking fetch + decode; a missing chunk object reads as fill value.
+  Status ReadChunk(const std::vector<uint64_t>& coords, MutableByteSpan out) const;
+
+ private:
+  Array() = default;
+
+  std::shared_ptr<Store> store_;
+  std::string path_;
+  ArrayMetadata metadata_;
+  CodecChain chain_;
+};
+
+// "t2m [1, 0, 0]" — how errors name a chunk.
+std::string DescribeChunk(const std::string& array_path, const std::vector<uint64_t>& coords);
+
+}  // namespace insitubatch::zarr

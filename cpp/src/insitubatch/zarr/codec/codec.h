@@ -1,0 +1,89 @@
+#pragma once
+
+// Codec interfaces (zarr v3's three kinds). A codec is immutable and thread-safe once
+// built; CodecChain (codec_chain.h) strings them together.
+//
+// Decoding is "into": the caller owns the output span, sized to what the decoded data
+// must be. A decoder that would produce any other size reports DataLoss — declared sizes
+// in stored bytes are untrusted.
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "insitubatch/util/buffer.h"
+#include "insitubatch/util/result.h"
+#include "insitubatch/zarr/dtype.h"
+#include "insitubatch/zarr/metadata.h"
+
+namespace insitubatch::zarr {
+
+using ByteSpan = std::span<const std::byte>;
+using MutableByteSpan = std::span<std::byte>;
+
+// What an array codec sees: a C-order array of `shape` x `dtype`, native-endian.
+struct ArrayRepr {
+  std::vector<uint64_t> shape;
+  DataType dtype;
+  FillValue fill_value;
+
+  uint64_t elements() const;
+  uint64_t nbytes() const { return elements() * dtype.itemsize(); }
+};
+
+// Bytes -> bytes (compressors, checksums).
+class BytesToBytesCodec {
+ public:
+  virtual ~BytesToBytesCodec() = default;
+  virtual std::string name() const = 0;
+
+  // Decodes `in` into exactly `out.size()` bytes (the caller knows the decoded size).
+  virtual Status DecodeInto(ByteSpan in, MutableByteSpan out) const = 0;
+  // Decodes `in` when the decoded size is not known in advance. `max_size` bounds the
+  // output (DataLoss past it) so a hostile frame cannot exhaust memory.
+  virtual Result<Buffer> Decode(ByteSpan in, size_t max_size) const = 0;
+  virtual Result<Buffer> Encode(ByteSpan in) const = 0;
+
+  // Codecs whose decoded form is a sub-range of the input (checksums) return it here,
+  // validated, so no copy is made; the default returns nullopt-like empty Result.
+  virtual bool decodes_to_subspan() const { return false; }
+  virtual Result<ByteSpan> DecodeSubspan(ByteSpan in) const {
+    return Unimplemented(name() + " does not decode to a subspan");
+  }
+};
+
+// Array -> bytes (`bytes`, `sharding_indexed`).
+class ArrayToBytesCodec {
+ public:
+  virtual ~ArrayToBytesCodec() = default;
+  virtual std::string name() const = 0;
+
+  // Decodes `in` into `out` (exactly repr.nbytes(), C order, native-endian).
+  virtual Status DecodeInto(ByteSpan in, const ArrayRepr& repr, MutableByteSpan out) const = 0;
+  virtual Result<Buffer> Encode(ByteSpan array, const ArrayRepr& repr) const = 0;
+  // Size of the encoded form when it is fixed by the repr (the `bytes` codec), else 0.
+  virtual uint64_t FixedEncodedSize(const ArrayRepr& repr) const { return 0; }
+  // True when DecodeInto is a plain byte copy (bytes codec, native byte order): lets the
+  // chain decode the innermost compressor straight into the caller's buffer.
+  virtual bool is_identity(const ArrayRepr& repr) const { return false; }
+  // Byte-swaps `data` in place when the stored order differs (bytes codec); no-op else.
+  virtual void FixByteOrderInPlace(MutableByteSpan data, const ArrayRepr& repr) const {}
+};
+
+// Array -> array (`transpose`).
+class ArrayToArrayCodec {
+ public:
+  virtual ~ArrayToArrayCodec() = default;
+  virtual std::string name() const = 0;
+
+  // The representation this codec hands to the next codec when encoding `decoded`.
+  virtual Result<ArrayRepr> EncodedRepr(const ArrayRepr& decoded) const = 0;
+  // `in` is in EncodedRepr(decoded) form; writes `decoded` form into `out`.
+  virtual Status DecodeInto(ByteSpan in, const ArrayRepr& decoded, MutableByteSpan out) const = 0;
+  virtual Result<Buffer> Encode(ByteSpan in, const ArrayRepr& decoded) const = 0;
+};
+
+}  // namespace insitubatch::zarr

@@ -1,0 +1,143 @@
+#include "insitubatch/zarr/codec/codec_chain.h"
+
+#include <cstring>
+
+#include "insitubatch/zarr/codec/registry.h"
+
+namespace insitubatch::zarr {
+
+uint64_t ArrayRepr::elements() const {
+  uint64_t n = 1;
+  for (uint64_t extent : shape) n *= extent;
+  return n;
+}
+
+Result<CodecChain> CodecChain::Build(const std::vector<CodecSpec>& specs,
+                                     const ArrayRepr& repr, const CodecRegistry& registry) {
+  CodecChain chain;
+  chain.repr_ = repr;
+  ArrayRepr current = repr;
+  for (const CodecSpec& spec : specs) {
+    INSITU_ASSIGN_OR_RETURN(AnyCodec codec, registry.Create(spec, current));
+    if (auto* a2a = std::get_if<std::shared_ptr<const ArrayToArrayCodec>>(&codec)) {
+      if (chain.array_to_bytes_ != nullptr) {
+        return InvalidArgument("codec \"" + spec.name +
+                               "\" (array -> array) must come before the array -> bytes codec");
+      }
+      chain.array_reprs_.push_back(current);
+      INSITU_ASSIGN_OR_RETURN(current, (*a2a)->EncodedRepr(current));
+      chain.array_to_array_.push_back(*a2a);
+    } else if (auto* a2b = std::get_if<std::shared_ptr<const ArrayToBytesCodec>>(&codec)) {
+      if (chain.array_to_bytes_ != nullptr) {
+        return InvalidArgument("codec chain has more than one array -> bytes codec (\"" +
+                               chain.array_to_bytes_->name() + "\", \"" + spec.name + "\")");
+      }
+      chain.array_reprs_.push_back(current);
+      chain.array_to_bytes_ = *a2b;
+    } else {
+      if (chain.array_to_bytes_ == nullptr) {
+        return InvalidArgument("codec \"" + spec.name +
+                               "\" (bytes -> bytes) must come after the array -> bytes codec");
+      }
+      chain.bytes_to_bytes_.push_back(
+          std::get<std::shared_ptr<const BytesToBytesCodec>>(codec));
+    }
+  }
+  if (chain.array_to_bytes_ == nullptr) {
+    return InvalidArgument("codec chain has no array -> bytes codec (e.g. \"bytes\")");
+  }
+  return chain;
+}
+
+Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out) const {
+  if (out.size() != repr_.nbytes()) {
+    return InvalidArgument("output buffer holds " + std::to_string(out.size()) +
+                           " bytes, the chunk needs " + std::to_string(repr_.nbytes()));
+  }
+  const ArrayRepr& bytes_repr = array_reprs_.back();  // what the array->bytes codec sees
+  const bool direct = array_to_array_.empty() && array_to_bytes_->is_identity(bytes_repr);
+  const uint64_t fixed_size = array_to_bytes_->FixedEncodedSize(bytes_repr);
+
+  // Bytes stage, outermost codec first. The innermost real decoder writes straight into
+  // `out` when the array->bytes step is a plain copy (the common no-copy path).
+  ByteSpan current = stored;
+  Buffer holder;
+  bool in_out = false;
+  for (size_t i = bytes_to_bytes_.size(); i-- > 0;) {
+    const BytesToBytesCodec& codec = *bytes_to_bytes_[i];
+    if (codec.decodes_to_subspan()) {
+      INSITU_ASSIGN_OR_RETURN(current, codec.DecodeSubspan(current));
+      continue;
+    }
+    if (i == 0 && fixed_size != 0) {  // innermost real decoder
+      if (direct) {
+        INSITU_RETURN_IF_ERROR(codec.DecodeInto(current, out));
+        in_out = true;
+        current = ByteSpan(out.data(), out.size());
+        continue;
+      }
+      INSITU_ASSIGN_OR_RETURN(Buffer next, Buffer::Allocate(fixed_size));
+      INSITU_RETURN_IF_ERROR(codec.DecodeInto(current, next.span()));
+      holder = std::move(next);
+      current = holder.span();
+      continue;
+    }
+    // Intermediate stage (or sharding underneath): size unknown, bounded.
+    const size_t max_size =
+        fixed_size != 0 ? fixed_size : static_cast<size_t>(repr_.nbytes() * 2 + (1u << 20));
+    INSITU_ASSIGN_OR_RETURN(Buffer next, codec.Decode(current, max_size));
+    holder = std::move(next);
+    current = holder.span();
+  }
+
+  // Array->bytes stage.
+  if (array_to_array_.empty()) {
+    if (in_out) {
+      array_to_bytes_->FixByteOrderInPlace(out, bytes_repr);
+      return Status::Ok();
+    }
+    return array_to_bytes_->DecodeInto(current, bytes_repr, out);
+  }
+  INSITU_ASSIGN_OR_RETURN(Buffer array, Buffer::Allocate(bytes_repr.nbytes()));
+  INSITU_RETURN_IF_ERROR(array_to_bytes_->DecodeInto(current, bytes_repr, array.span()));
+
+  // Array->array stage, innermost first; the last one writes into `out`.
+  for (size_t i = array_to_array_.size(); i-- > 0;) {
+    const ArrayRepr& decoded = array_reprs_[i];
+    if (i == 0) return array_to_array_[i]->DecodeInto(array.span(), decoded, out);
+    INSITU_ASSIGN_OR_RETURN(Buffer next, Buffer::Allocate(decoded.nbytes()));
+    INSITU_RETURN_IF_ERROR(array_to_array_[i]->DecodeInto(array.span(), decoded, next.span()));
+    array = std::move(next);
+  }
+  return Status::Ok();
+}
+
+Result<Buffer> CodecChain::Encode(ByteSpan decoded) const {
+  if (decoded.size() != repr_.nbytes()) {
+    return InvalidArgument("chunk holds " + std::to_string(decoded.size()) +
+                           " bytes, expected " + std::to_string(repr_.nbytes()));
+  }
+  INSITU_ASSIGN_OR_RETURN(Buffer current, Buffer::CopyOf(decoded));
+  for (size_t i = 0; i < array_to_array_.size(); ++i) {
+    INSITU_ASSIGN_OR_RETURN(current, array_to_array_[i]->Encode(current.span(), array_reprs_[i]));
+  }
+  INSITU_ASSIGN_OR_RETURN(current, array_to_bytes_->Encode(current.span(), array_reprs_.back()));
+  for (const auto& codec : bytes_to_bytes_) {
+    INSITU_ASSIGN_OR_RETURN(current, codec->Encode(current.span()));
+  }
+  return current;
+}
+
+std::string CodecChain::Describe() const {
+  std::string out;
+  auto add = [&](const std::string& name) {
+    if (!out.empty()) out += " -> ";
+    out += name;
+  };
+  for (const auto& c : array_to_array_) add(c->name());
+  if (array_to_bytes_) add(array_to_bytes_->name());
+  for (const auto& c : bytes_to_bytes_) add(c->name());
+  return out;
+}
+
+}  // namespace insitubatch::zarr

@@ -1,0 +1,41 @@
+#pragma once
+
+// CodecChain: a validated v3 codec list bound to one chunk representation, so decoding a
+// stored chunk is one call that writes into the caller's buffer.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "insitubatch/zarr/codec/codec.h"
+
+namespace insitubatch::zarr {
+
+class CodecRegistry;
+
+class CodecChain {
+ public:
+  // Builds the chain for chunks of `repr` from `specs` (array->array*, array->bytes,
+  // bytes->bytes*). Unknown codecs are Unimplemented, malformed ones InvalidArgument.
+  static Result<CodecChain> Build(const std::vector<CodecSpec>& specs, const ArrayRepr& repr,
+                                  const CodecRegistry& registry);
+
+  // Decodes one stored chunk into `out` (exactly repr().nbytes(), C order, native-endian).
+  // Writes straight into `out` when the layout allows (no transpose, no sharding).
+  Status DecodeInto(ByteSpan stored, MutableByteSpan out) const;
+  // Encodes one chunk (tests, fuzz seeds, benchmarks).
+  Result<Buffer> Encode(ByteSpan decoded) const;
+
+  const ArrayRepr& repr() const { return repr_; }
+  // "transpose -> bytes -> zstd" for messages and debug output.
+  std::string Describe() const;
+
+ private:
+  ArrayRepr repr_;
+  std::vector<std::shared_ptr<const ArrayToArrayCodec>> array_to_array_;
+  std::vector<ArrayRepr> array_reprs_;  // repr entering each array->array codec, then bytes
+  std::shared_ptr<const ArrayToBytesCodec> array_to_bytes_;
+  std::vector<std::shared_ptr<const BytesToBytesCodec>> bytes_to_bytes_;
+};
+
+}  // namespace insitubatch::zarr

@@ -1,0 +1,57 @@
+#pragma once
+
+// Zarr data types (v3 names; v2 typestrings are mapped onto them on open). Decoded chunk
+// memory is always native-endian; the `bytes` codec (v3) or the v2 typestring says how the
+// stored bytes are ordered.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "insitubatch/util/result.h"
+
+namespace insitubatch::zarr {
+
+enum class DataTypeId {
+  kBool,
+  kInt8,
+  kInt16,
+  kInt32,
+  kInt64,
+  kUInt8,
+  kUInt16,
+  kUInt32,
+  kUInt64,
+  kFloat16,
+  kFloat32,
+  kFloat64,
+  kComplex64,
+  kComplex128,
+};
+
+struct DataType {
+  DataTypeId id = DataTypeId::kUInt8;
+
+  size_t itemsize() const;
+  // Bytes of the scalar component that endianness swaps (complex64 -> 4).
+  size_t component_size() const;
+  bool is_float() const;    // float16/32/64
+  bool is_complex() const;  // complex64/128
+  std::string_view name() const;  // v3 name, e.g. "float32"
+  // NumPy typestring in native byte order, e.g. "<f4" on little-endian hosts.
+  std::string numpy_typestr() const;
+
+  // "float32" etc.
+  static Result<DataType> FromV3Name(std::string_view name);
+
+  friend bool operator==(const DataType&, const DataType&) = default;
+};
+
+// A v2 typestring ("<f4", ">i8", "|b1", "|u1") as a data type plus its stored byte order.
+struct V2DataType {
+  DataType dtype;
+  bool big_endian = false;  // only meaningful when itemsize > 1
+};
+Result<V2DataType> ParseV2TypeString(std::string_view typestr);
+
+}  // namespace insitubatch::zarr
