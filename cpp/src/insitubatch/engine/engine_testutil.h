@@ -1,0 +1,93 @@
+#pragma once
+
+// Test helpers for the engine: arrays written into an in-memory store through the real
+// codec chain, and a store wrapper that counts (and can fail or delay) reads.
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "insitubatch/engine/source.h"
+#include "insitubatch/io/memory_store.h"
+#include "insitubatch/zarr/array.h"
+
+namespace insitubatch::engine::testing {
+
+// Counts reads per key; keys in `fail_keys` return IoError; `delay` slows every read.
+class CountingStore final : public Store {
+ public:
+  explicit CountingStore(std::shared_ptr<MemoryStore> inner) : inner_(std::move(inner)) {}
+
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override {
+    {
+      std::lock_guard lock(mutex_);
+      ++reads_[key];
+      ++total_;
+      if (fail_keys_.count(key) != 0) {
+        done(IoError("injected failure reading " + key));
+        return;
+      }
+    }
+    if (delay_.count() > 0) {
+      // Complete on a separate thread, like a network store would.
+      std::thread([this, key = std::move(key), range, done = std::move(done)]() mutable {
+        std::this_thread::sleep_for(delay_);
+        inner_->ReadAsync(std::move(key), range, std::move(done));
+      }).detach();
+      return;
+    }
+    inner_->ReadAsync(std::move(key), range, std::move(done));
+  }
+  Result<std::vector<std::string>> List(std::string_view prefix) override {
+    return inner_->List(prefix);
+  }
+  std::string Describe(std::string_view key) const override {
+    return "counting://" + std::string(key);
+  }
+
+  std::map<std::string, int> reads() const {
+    std::lock_guard lock(mutex_);
+    return reads_;
+  }
+  int total() const {
+    std::lock_guard lock(mutex_);
+    return total_;
+  }
+  void Reset() {
+    std::lock_guard lock(mutex_);
+    reads_.clear();
+    total_ = 0;
+  }
+  void Fail(std::string key) {
+    std::lock_guard lock(mutex_);
+    fail_keys_.insert(std::move(key));
+  }
+  void set_delay(std::chrono::milliseconds delay) { delay_ = delay; }
+
+ private:
+  std::shared_ptr<MemoryStore> inner_;
+  mutable std::mutex mutex_;
+  std::map<std::string, int> reads_;
+  std::set<std::string> fail_keys_;
+  int total_ = 0;
+  std::chrono::milliseconds delay_{0};
+};
+
+// A float32 array at `path` whose element i (C order over `shape`) equals `base + i`,
+// chunked by `chunks`, stored zstd-compressed. Returns the opened zarr::Array.
+std::shared_ptr<const zarr::Array> WriteIotaArray(const std::shared_ptr<MemoryStore>& memory,
+                                                  const std::shared_ptr<Store>& read_through,
+                                                  const std::string& path,
+                                                  std::vector<uint64_t> shape,
+                                                  std::vector<uint64_t> chunks, float base = 0);
+
+// The value WriteIotaArray stored at `index` (physical coordinates).
+float IotaValue(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& index, float base);
+
+}  // namespace insitubatch::engine::testing

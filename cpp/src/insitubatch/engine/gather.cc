@@ -1,0 +1,106 @@
+#include "insitubatch/engine/gather.h"
+
+#include <cstring>
+#include <vector>
+
+namespace insitubatch::engine {
+
+void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src,
+             const int64_t* src_strides, const uint64_t* extents, size_t ndim, size_t itemsize) {
+  if (ndim == 0) {
+    std::memcpy(dst, src, itemsize);
+    return;
+  }
+  for (size_t i = 0; i < ndim; ++i)
+    if (extents[i] == 0) return;
+  // Merge trailing axes that are contiguous on both sides into one longer run.
+  size_t inner = ndim - 1;
+  uint64_t run = extents[inner] * itemsize;
+  while (inner > 0 && dst_strides[inner - 1] == static_cast<int64_t>(run) &&
+         src_strides[inner - 1] == static_cast<int64_t>(run)) {
+    --inner;
+    run *= extents[inner];
+  }
+  if (inner == 0) {
+    std::memcpy(dst, src, run);
+    return;
+  }
+  // Odometer over axes [0, inner).
+  std::vector<uint64_t> index(inner, 0);
+  for (;;) {
+    std::memcpy(dst, src, run);
+    size_t axis = inner;
+    for (;;) {
+      if (axis == 0) return;
+      --axis;
+      dst += dst_strides[axis];
+      src += src_strides[axis];
+      if (++index[axis] < extents[axis]) break;
+      dst -= dst_strides[axis] * static_cast<int64_t>(extents[axis]);
+      src -= src_strides[axis] * static_cast<int64_t>(extents[axis]);
+      index[axis] = 0;
+    }
+  }
+}
+
+void GatherLabel(const ArraySource& source, const Label& label, std::span<const int64_t> anchors,
+                 const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out) {
+  const size_t nd = source.inner_shape.size();
+  const uint64_t sample_bytes = source.sample_bytes();
+  const uint64_t tile_sample_bytes = source.tile_bytes / static_cast<uint64_t>(source.spc);
+  // One tile covering the whole field: each sample is one contiguous copy.
+  bool whole_field = source.n_tiles == 1;
+  for (size_t i = 0; i < nd && whole_field; ++i)
+    whole_field = source.inner_chunks[i] == source.inner_shape[i];
+
+  // Byte strides of a sample in the batch (dst) and of a sample inside a tile (src).
+  std::vector<int64_t> dst_strides(nd), src_strides(nd);
+  {
+    int64_t d = static_cast<int64_t>(source.itemsize);
+    int64_t s = d;
+    for (size_t i = nd; i-- > 0;) {
+      dst_strides[i] = d;
+      src_strides[i] = s;
+      d *= static_cast<int64_t>(source.inner_shape[i]);
+      s *= static_cast<int64_t>(source.inner_chunks[i]);
+    }
+  }
+
+  SlotKey cached_key{UINT32_MAX, -1};
+  const Slot* cached = nullptr;
+  std::vector<uint64_t> tile_index(nd), extents(nd);
+  for (size_t row = 0; row < anchors.size(); ++row) {
+    const int64_t sample = anchors[row] + label.offset;
+    const SlotKey key{label.source, sample / source.spc};
+    const int64_t within = sample % source.spc;
+    if (!(key == cached_key)) {
+      cached = &slot_for(key);
+      cached_key = key;
+    }
+    std::byte* dst_sample = out + row * sample_bytes;
+    const std::byte* slot_data = cached->data.data();
+    if (whole_field) {
+      std::memcpy(dst_sample, slot_data + within * tile_sample_bytes, sample_bytes);
+      continue;
+    }
+    std::fill(tile_index.begin(), tile_index.end(), 0);
+    for (uint64_t tile = 0; tile < source.n_tiles; ++tile) {
+      // Tile `tile` covers [index * chunk, min(extent, (index + 1) * chunk)) per field axis.
+      int64_t dst_offset = 0;
+      for (size_t i = 0; i < nd; ++i) {
+        const uint64_t start = tile_index[i] * source.inner_chunks[i];
+        extents[i] = std::min(source.inner_chunks[i], source.inner_shape[i] - start);
+        dst_offset += static_cast<int64_t>(start) * dst_strides[i];
+      }
+      const std::byte* src = slot_data + tile * source.tile_bytes + within * tile_sample_bytes;
+      CopyBox(dst_sample + dst_offset, dst_strides.data(), src, src_strides.data(), extents.data(),
+              nd, source.itemsize);
+      for (size_t i = nd; i-- > 0;) {  // next tile, row-major over inner_grid
+        if (++tile_index[i] < source.inner_grid[i]) break;
+        tile_index[i] = 0;
+      }
+    }
+  }
+}
+
+}  // namespace insitubatch::engine

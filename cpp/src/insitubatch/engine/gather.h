@@ -1,0 +1,28 @@
+#pragma once
+
+// Gather: copy each batch row's sample out of its resident slot into the batch buffer.
+// Slots hold whole decoded stored chunks (tile-major, sample-first, edge tiles padded);
+// gather clips ragged edges and writes each tile's contiguous runs — work is O(rows x
+// tiles), and a batch never aliases pool memory, so a block can be released as soon as its
+// last batch is gathered.
+
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "insitubatch/engine/pool.h"
+#include "insitubatch/engine/source.h"
+
+namespace insitubatch::engine {
+
+// Writes `anchors.size()` samples of `label` into `out` (rows x source.sample_bytes()).
+// `slot_for(key)` returns the READY slot holding `key` (the caller pinned it).
+void GatherLabel(const ArraySource& source, const Label& label, std::span<const int64_t> anchors,
+                 const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out);
+
+// Copies an N-d box: `extents` elements per axis, between arrays with the given byte
+// strides; the innermost axis must be contiguous (stride == itemsize) on both sides.
+void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src,
+             const int64_t* src_strides, const uint64_t* extents, size_t ndim, size_t itemsize);
+
+}  // namespace insitubatch::engine

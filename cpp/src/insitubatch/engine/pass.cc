@@ -1,0 +1,410 @@
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <unordered_set>
+
+#include "insitubatch/engine/engine.h"
+#include "insitubatch/engine/gather.h"
+
+namespace insitubatch::engine {
+namespace {
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// How long a stall must persist before it is reported. Alone, a pass whose producer waits on
+// blocks its scheduler cannot admit, with nothing in flight, can never progress; the delay
+// only filters momentary observations. With other passes alive, their consumers may be
+// busy (a training step) and release pins later, so the wait is longer.
+constexpr double kOwnStallSeconds = 0.5;
+constexpr double kSharedStallSeconds = 5.0;
+
+// Writes the NaN-or-fill tile used by on_bad_chunk="nan".
+void FillBadTile(const zarr::Array& array, std::span<std::byte> tile) {
+  const zarr::DataType dtype = array.metadata().dtype;
+  if (!dtype.is_float() && !dtype.is_complex()) {
+    array.FillChunk(tile);
+    return;
+  }
+  const size_t component = dtype.component_size();
+  std::byte nan[8];
+  if (component == 8) {
+    const double v = std::numeric_limits<double>::quiet_NaN();
+    std::memcpy(nan, &v, 8);
+  } else if (component == 4) {
+    const float v = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(nan, &v, 4);
+  } else {
+    const uint16_t v = 0x7e00;  // float16 quiet NaN
+    std::memcpy(nan, &v, 2);
+  }
+  for (size_t i = 0; i + component <= tile.size(); i += component) {
+    std::memcpy(tile.data() + i, nan, component);
+  }
+}
+
+// Physical chunk (C order, sample axis `axis`) -> sample-first tile.
+void MoveSampleAxisToFront(const std::byte* src, std::byte* dst,
+                           const std::vector<uint64_t>& chunk_shape, int axis, size_t itemsize) {
+  uint64_t pre = 1;
+  uint64_t post = itemsize;
+  for (int i = 0; i < axis; ++i) pre *= chunk_shape[i];
+  for (size_t i = axis + 1; i < chunk_shape.size(); ++i) post *= chunk_shape[i];
+  const uint64_t spc = chunk_shape[axis];
+  const int64_t dst_strides[3] = {static_cast<int64_t>(pre * post), static_cast<int64_t>(post), 1};
+  const int64_t src_strides[3] = {static_cast<int64_t>(post), static_cast<int64_t>(spc * post), 1};
+  const uint64_t extents[3] = {spc, pre, post};
+  CopyBox(dst, dst_strides, src, src_strides, extents, 3, 1);
+}
+
+}  // namespace
+
+Pass::Pass(std::shared_ptr<Engine> engine, PassSpec spec, PassPlan plan)
+    : engine_(std::move(engine)), spec_(std::move(spec)), plan_(std::move(plan)) {
+  owner_ = engine_->pool().RegisterOwner();
+  stats_.split = spec_.split;
+  stats_.epoch = spec_.epoch;
+  stats_.depths.batch_queue_capacity = spec_.prefetch_depth;
+  stats_.depths.max_inflight = engine_->config().max_inflight;
+  stats_.depths.decode_threads = engine_->decode_pool_.size();
+  stats_.depths.budget_bytes = engine_->pool().budget_bytes();
+  evictions_at_start_ = engine_->pool().counters().evictions;
+  started_ = std::chrono::steady_clock::now();
+}
+
+Pass::~Pass() { Close(); }
+
+void Pass::Start() {
+  ++engine_->live_passes_;
+  scheduler_ = std::thread([this] { RunScheduler(); });
+  producer_ = std::thread([this] { RunProducer(); });
+}
+
+void Pass::RunScheduler() {
+  std::unordered_set<SlotKey, SlotKeyHash> touched;
+  auto cancelled = [this] { return cancelled_.load(); };
+  std::chrono::steady_clock::time_point stall_since{};
+  bool stall_timing = false;
+  auto stalled = [&] {
+    if (!producer_waiting_.load() || engine_->inflight() != 0) {
+      stall_timing = false;
+      return false;
+    }
+    if (!stall_timing) {
+      stall_timing = true;
+      stall_since = std::chrono::steady_clock::now();
+    }
+    const double limit = engine_->live_passes() <= 1 ? kOwnStallSeconds : kSharedStallSeconds;
+    return SecondsSince(stall_since) >= limit;
+  };
+  for (size_t b = 0; b < plan_.blocks() && !cancelled_.load(); ++b) {
+    for (const SlotKey& key : plan_.block_reads[b]) {
+      const ArraySource& source = engine_->sources_[key.source];
+      std::shared_ptr<Slot> slot;
+      const auto t0 = std::chrono::steady_clock::now();
+      scheduler_parked_ = true;
+      auto acquired = engine_->pool().Acquire(owner_, key, source.slot_bytes(),
+                                              static_cast<uint32_t>(source.n_tiles), cancelled,
+                                              stalled, &slot);
+      scheduler_parked_ = false;
+      const double waited = SecondsSince(t0);
+      if (!acquired.ok()) {
+        Status status = acquired.status();
+        if (status.code() == StatusCode::kResourceExhausted && engine_->live_passes() > 1) {
+          status = ResourceExhausted(status.message() + " (" +
+                                     std::to_string(engine_->live_passes()) +
+                                     " iterations share the pool)");
+        }
+        {
+          std::lock_guard lock(progress_mutex_);
+          scheduler_error_ = status;
+        }
+        progress_cv_.notify_all();
+        return;
+      }
+      const bool first_touch = touched.insert(key).second;
+      {
+        std::lock_guard lock(stats_mutex_);
+        stats_.times.admission_parked_s += waited;
+        if (*acquired == Acquired::kAdmitted) {
+          if (!first_touch) ++stats_.rereads;
+          ++stats_.cache_misses;
+        } else if (first_touch) {
+          ++stats_.cache_hits;
+        }
+        const PoolCounters counters = engine_->pool().counters();
+        stats_.depths.resident_peak = std::max(stats_.depths.resident_peak, counters.resident_slots);
+        stats_.depths.resident_peak_bytes =
+            std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
+      }
+      if (*acquired == Acquired::kAdmitted) {
+        Status status = FetchSlot(slot);
+        if (!status.ok()) {
+          std::lock_guard lock(progress_mutex_);
+          scheduler_error_ = status;
+          progress_cv_.notify_all();
+          return;
+        }
+      }
+    }
+    {
+      std::lock_guard lock(progress_mutex_);
+      blocks_scheduled_ = b + 1;
+    }
+    progress_cv_.notify_all();
+  }
+}
+
+Status Pass::FetchSlot(const std::shared_ptr<Slot>& slot) {
+  // Every tile of an admitted slot is issued, even if the pass is cancelled meanwhile, so a
+  // slot another pass may be waiting on always completes (READY or FAILED).
+  static const std::atomic<bool> kNeverCancelled{false};
+  const ArraySource& source = engine_->sources_[slot->key.source];
+  for (uint64_t tile = 0; tile < source.n_tiles; ++tile) {
+    engine_->AcquireInflight(kNeverCancelled);
+    {
+      std::lock_guard lock(tasks_mutex_);
+      ++tasks_in_flight_;
+    }
+    {
+      std::lock_guard lock(stats_mutex_);
+      stats_.depths.inflight_peak =
+          std::max<uint64_t>(stats_.depths.inflight_peak, engine_->inflight());
+      stats_.depths.decode_queue_peak =
+          std::max<uint64_t>(stats_.depths.decode_queue_peak, engine_->decode_pool_.queued());
+    }
+    FetchTile(slot, tile);
+  }
+  return Status::Ok();
+}
+
+void Pass::FetchTile(const std::shared_ptr<Slot>& slot, uint64_t tile) {
+  const ArraySource& source = engine_->sources_[slot->key.source];
+  const std::string key = source.array->ChunkKey(source.PhysicalCoords(slot->key.chunk, tile));
+  const auto t0 = std::chrono::steady_clock::now();
+  auto self = shared_from_this();
+  source.array->store()->ReadAsync(
+      key, ByteRange::All(), [self, slot, tile, t0](Result<ReadResult> read) mutable {
+        const double waited = SecondsSince(t0);
+        // IO threads never decode: hand the bytes to the decode pool.
+        // (std::function needs a copyable task, so the move-only result rides in a holder.)
+        auto holder = std::make_shared<Result<ReadResult>>(std::move(read));
+        self->engine_->decode_pool_.Submit([self, slot, tile, waited, holder] {
+          self->DecodeTile(slot, tile, std::move(*holder), waited);
+        });
+      });
+}
+
+void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<ReadResult> read,
+                      double fetch_wait_s) {
+  const double cpu0 = ThreadCpuSeconds();
+  const ArraySource& source = engine_->sources_[slot->key.source];
+  const zarr::Array& array = *source.array;
+  const std::vector<uint64_t> coords = source.PhysicalCoords(slot->key.chunk, tile);
+  std::span<std::byte> dst(slot->data.data() + tile * source.tile_bytes, source.tile_bytes);
+  uint64_t stored_bytes = 0;
+  Status status;
+  if (!read.ok()) {
+    status = read.status().WithContext(zarr::DescribeChunk(array.path(), coords));
+  } else if (!read->found) {
+    array.FillChunk(dst);
+  } else {
+    stored_bytes = read->data.size();
+    if (source.sample_axis == 0) {
+      status = array.DecodeChunk(read->data.span(), coords, dst);
+    } else {
+      auto physical = Buffer::Allocate(source.tile_bytes);
+      status = physical.ok() ? array.DecodeChunk(read->data.span(), coords, physical->span())
+                             : physical.status();
+      if (status.ok()) {
+        MoveSampleAxisToFront(physical->data(), dst.data(), array.metadata().chunk_shape,
+                              source.sample_axis, source.itemsize);
+      }
+    }
+  }
+  bool bad = false;
+  if (!status.ok() && engine_->config().on_bad_chunk == OnBadChunk::kNan &&
+      status.code() != StatusCode::kCancelled) {
+    FillBadTile(array, dst);
+    status = Status::Ok();
+    bad = true;
+  }
+  engine_->ReleaseInflight();
+  engine_->pool().TileDone(slot, status);
+  {
+    std::lock_guard lock(stats_mutex_);
+    stats_.times.fetch_wait_s += fetch_wait_s;
+    stats_.times.decode_s += ThreadCpuSeconds() - cpu0;
+    ++stats_.tiles_read;
+    stats_.bytes_read += stored_bytes;
+    if (bad) {
+      std::vector<uint64_t> inner = coords;
+      inner.erase(inner.begin() + source.sample_axis);
+      stats_.bad_chunks.push_back({array.path(), slot->key.chunk, std::move(inner)});
+    }
+  }
+  {
+    std::lock_guard lock(tasks_mutex_);
+    --tasks_in_flight_;
+  }
+  tasks_cv_.notify_all();
+}
+
+Result<BatchData> Pass::GatherBatch(size_t k) {
+  const double cpu0 = ThreadCpuSeconds();
+  const auto& needs = plan_.batch_needs[k];
+  std::vector<std::shared_ptr<Slot>> slots;
+  slots.reserve(needs.size());
+  for (const SlotKey& key : needs) {
+    producer_waiting_ = true;
+    auto slot = engine_->pool().WaitReady(key, [this] { return cancelled_.load(); });
+    producer_waiting_ = false;
+    if (!slot.ok()) {
+      const ArraySource& s = engine_->sources_[key.source];
+      return slot.status().WithContext("split '" + spec_.split + "', array '" + s.path() + "'");
+    }
+    slots.push_back(std::move(slot).value());
+  }
+  auto slot_for = [&](SlotKey key) -> const Slot& {
+    auto it = std::lower_bound(needs.begin(), needs.end(), key);
+    return *slots[static_cast<size_t>(it - needs.begin())];
+  };
+  const size_t begin = k * static_cast<size_t>(plan_.batch_size);
+  const size_t end = std::min(plan_.rows(), begin + static_cast<size_t>(plan_.batch_size));
+  BatchData batch;
+  batch.rows = end - begin;
+  batch.anchors.resize(batch.rows);
+  for (size_t r = begin; r < end; ++r) batch.anchors[r - begin] = plan_.order.anchor(r, plan_.ref_spc);
+  for (const Label& label : spec_.labels) {
+    const ArraySource& source = engine_->sources_[label.source];
+    INSITU_ASSIGN_OR_RETURN(Buffer buffer,
+                            engine_->buffers().Take(batch.rows * source.sample_bytes()));
+    GatherLabel(source, label, batch.anchors, slot_for, buffer.data());
+    batch.arrays.push_back(
+        std::make_shared<PooledBuffer>(std::move(buffer), engine_->buffers_));
+  }
+  std::lock_guard lock(stats_mutex_);
+  stats_.times.gather_s += ThreadCpuSeconds() - cpu0;
+  return batch;
+}
+
+void Pass::RunProducer() {
+  for (size_t k = 0; k < plan_.batches() && !cancelled_.load(); ++k) {
+    Status failure;
+    {
+      std::unique_lock lock(progress_mutex_);
+      producer_waiting_ = true;
+      while (blocks_scheduled_ <= plan_.batch_last_block[k] && scheduler_error_.ok() &&
+             !cancelled_.load()) {
+        progress_cv_.wait_for(lock, std::chrono::milliseconds(50));
+      }
+      producer_waiting_ = false;
+      if (blocks_scheduled_ <= plan_.batch_last_block[k]) failure = scheduler_error_;
+    }
+    if (cancelled_.load()) break;
+    Result<BatchData> batch = failure.ok() ? GatherBatch(k) : Result<BatchData>(failure);
+    if (batch.ok()) {
+      for (size_t b : plan_.release_after_batch[k]) {
+        for (const SlotKey& key : plan_.block_reads[b]) engine_->pool().Unpin(owner_, key);
+      }
+    }
+    const bool failed = !batch.ok();
+    if (failed && batch.status().code() == StatusCode::kCancelled && cancelled_.load()) break;
+    {
+      std::unique_lock lock(queue_mutex_);
+      while (queue_.size() >= spec_.prefetch_depth && !cancelled_.load()) {
+        queue_cv_.wait_for(lock, std::chrono::milliseconds(50));
+      }
+      if (cancelled_.load()) break;
+      queue_.push_back(std::move(batch));
+      std::lock_guard stats_lock(stats_mutex_);
+      stats_.depths.batch_queue_peak = std::max<uint64_t>(stats_.depths.batch_queue_peak, queue_.size());
+    }
+    queue_cv_.notify_all();
+    if (failed) break;
+  }
+  {
+    std::lock_guard lock(queue_mutex_);
+    producer_done_ = true;
+  }
+  queue_cv_.notify_all();
+}
+
+Result<std::optional<BatchData>> Pass::Next() {
+  std::unique_lock lock(queue_mutex_);
+  if (consumer_done_) return std::optional<BatchData>();
+  {
+    std::lock_guard stats_lock(stats_mutex_);
+    ++stats_.depths.batch_queue_samples;
+    if (queue_.empty()) ++stats_.depths.batch_queue_empty;
+    if (static_cast<double>(queue_.size()) >= 0.5 * static_cast<double>(spec_.prefetch_depth)) {
+      ++stats_.depths.batch_queue_full_enough;
+    }
+  }
+  queue_cv_.wait(lock, [this] { return !queue_.empty() || producer_done_; });
+  if (queue_.empty()) {
+    consumer_done_ = true;
+    std::lock_guard stats_lock(stats_mutex_);
+    stats_.finished = !cancelled_.load();
+    return std::optional<BatchData>();
+  }
+  Result<BatchData> item = std::move(queue_.front());
+  queue_.pop_front();
+  lock.unlock();
+  queue_cv_.notify_all();
+  if (!item.ok()) {
+    std::lock_guard relock(queue_mutex_);
+    consumer_done_ = true;
+    return item.status();
+  }
+  std::lock_guard stats_lock(stats_mutex_);
+  ++stats_.batches;
+  stats_.samples += item->rows;
+  return std::optional<BatchData>(std::move(item).value());
+}
+
+void Pass::Close() {
+  std::call_once(close_once_, [this] {
+    cancelled_ = true;
+    engine_->pool().NotifyAll();
+    progress_cv_.notify_all();
+    queue_cv_.notify_all();
+    if (producer_.joinable()) producer_.join();
+    if (scheduler_.joinable()) scheduler_.join();
+    {
+      std::unique_lock lock(tasks_mutex_);
+      tasks_cv_.wait(lock, [this] { return tasks_in_flight_ == 0; });
+    }
+    engine_->pool().ReleaseOwner(owner_);
+    {
+      std::lock_guard lock(queue_mutex_);
+      queue_.clear();
+      producer_done_ = true;
+      consumer_done_ = true;
+    }
+    std::lock_guard lock(stats_mutex_);
+    stats_.wall_s = SecondsSince(started_);
+    stats_.evictions = engine_->pool().counters().evictions - evictions_at_start_;
+    --engine_->live_passes_;
+  });
+}
+
+PassStats Pass::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  PassStats out = stats_;
+  if (out.wall_s == 0) out.wall_s = SecondsSince(started_);
+  return out;
+}
+
+}  // namespace insitubatch::engine

@@ -1,0 +1,287 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "insitubatch/engine/engine.h"
+#include "insitubatch/engine/engine_testutil.h"
+
+namespace insitubatch::engine {
+namespace {
+
+using testing::CountingStore;
+using testing::IotaValue;
+using testing::WriteIotaArray;
+
+struct Fixture {
+  std::shared_ptr<MemoryStore> memory = std::make_shared<MemoryStore>();
+  std::shared_ptr<CountingStore> store = std::make_shared<CountingStore>(memory);
+  std::vector<ArraySource> sources;
+
+  void Add(const std::string& path, std::vector<uint64_t> shape, std::vector<uint64_t> chunks,
+           int sample_axis = 0, float base = 0) {
+    auto array = WriteIotaArray(memory, store, path, std::move(shape), std::move(chunks), base);
+    sources.push_back(ArraySource::Create(array, sample_axis).value());
+  }
+
+  std::shared_ptr<Engine> MakeEngine(uint64_t budget = 0, uint32_t max_inflight = 4,
+                                     OnBadChunk on_bad = OnBadChunk::kRaise) {
+    EngineConfig config;
+    config.budget_bytes = budget;
+    config.max_inflight = max_inflight;
+    config.decode_threads = 3;
+    config.on_bad_chunk = on_bad;
+    return Engine::Create(sources, config).value();
+  }
+};
+
+std::vector<int64_t> Iota(int64_t n) {
+  std::vector<int64_t> v(static_cast<size_t>(n));
+  std::iota(v.begin(), v.end(), 0);
+  return v;
+}
+
+PassSpec Spec(EpochOrder order, int64_t ref_spc, int64_t batch, std::vector<Label> labels) {
+  PassSpec spec;
+  spec.split = "train";
+  spec.order = std::move(order);
+  spec.ref_spc = ref_spc;
+  spec.batch_size = batch;
+  spec.labels = std::move(labels);
+  return spec;
+}
+
+// Checks every row of every batch against the source values; returns the anchors seen.
+std::vector<int64_t> DrainAndCheck(Pass& pass, const std::vector<ArraySource>& sources,
+                                   std::vector<float> bases = {0}) {
+  std::vector<int64_t> anchors;
+  for (;;) {
+    auto next = pass.Next();
+    EXPECT_TRUE(next.ok()) << next.status().ToString();
+    if (!next.ok() || !next->has_value()) break;
+    BatchData& batch = **next;
+    for (size_t l = 0; l < pass.labels().size(); ++l) {
+      const Label& label = pass.labels()[l];
+      const ArraySource& s = sources[label.source];
+      const auto& shape = s.array->metadata().shape;
+      const auto* values = reinterpret_cast<const float*>(batch.arrays[l]->buffer().data());
+      const uint64_t per_sample = s.sample_bytes() / 4;
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(values) % 128, 0u);
+      for (size_t row = 0; row < batch.rows; ++row) {
+        const int64_t sample = batch.anchors[row] + label.offset;
+        // Walk the field in C order; the physical index inserts the sample at its axis.
+        std::vector<uint64_t> inner(s.inner_shape.size(), 0);
+        for (uint64_t e = 0; e < per_sample; ++e) {
+          std::vector<uint64_t> index = inner;
+          index.insert(index.begin() + s.sample_axis, static_cast<uint64_t>(sample));
+          const float expect = IotaValue(shape, index, bases[label.source]);
+          EXPECT_EQ(values[row * per_sample + e], expect)
+              << "label " << label.name << " sample " << sample << " element " << e;
+          for (size_t i = inner.size(); i-- > 0;) {
+            if (++inner[i] < s.inner_shape[i]) break;
+            inner[i] = 0;
+          }
+        }
+      }
+    }
+    for (size_t row = 0; row < batch.rows; ++row) anchors.push_back(batch.anchors[row]);
+  }
+  return anchors;
+}
+
+TEST(PassTest, ShuffledPassIsExactSampleOnceReadOnce) {
+  Fixture f;
+  f.Add("t2m", {37, 6, 5}, {4, 4, 3});  // ragged field tiles (2x2 grid) and a short tail
+  auto engine = f.MakeEngine();
+  const auto chunks = Iota(f.sources[0].n_chunks());
+  auto order = BlockShuffledOrder(chunks, 4, 37, 3, /*seed=*/1, /*epoch=*/0);
+  auto pass = engine->StartPass(Spec(order, 4, 5, {{"t2m", 0, 0}})).value();
+  auto anchors = DrainAndCheck(*pass, f.sources);
+  std::sort(anchors.begin(), anchors.end());
+  EXPECT_EQ(anchors, Iota(37));
+  for (const auto& [key, count] : f.store->reads()) EXPECT_EQ(count, 1) << key;
+  EXPECT_EQ(f.store->total(), 10 * 4);  // 10 outer chunks x 4 tiles
+  pass->Close();
+  PassStats stats = pass->stats();
+  EXPECT_TRUE(stats.finished);
+  EXPECT_EQ(stats.batches, 8u);  // 37 rows in batches of 5: only the last is short
+  EXPECT_EQ(stats.cache_misses, 10u);
+  EXPECT_EQ(stats.cache_hits, 0u);
+}
+
+TEST(PassTest, SecondEpochServedFromPool) {
+  Fixture f;
+  f.Add("t2m", {32, 4}, {4, 4});
+  auto engine = f.MakeEngine(/*budget=*/0);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    auto order = BlockShuffledOrder(Iota(8), 4, 32, 2, 0, epoch);
+    auto pass = engine->StartPass(Spec(order, 4, 8, {{"t2m", 0, 0}})).value();
+    DrainAndCheck(*pass, f.sources);
+    pass->Close();
+    EXPECT_EQ(pass->stats().cache_hits, epoch == 0 ? 0u : 8u);
+  }
+  EXPECT_EQ(f.store->total(), 8);  // nothing re-read in epoch 1
+}
+
+TEST(PassTest, ResidencyStaysWithinBudget) {
+  Fixture f;
+  f.Add("t2m", {160, 8}, {4, 8});  // 40 chunks of 128 bytes
+  const uint64_t slot = f.sources[0].slot_bytes();
+  const int64_t block_chunks = 4;
+  auto engine = f.MakeEngine(/*budget=*/2 * block_chunks * slot);
+  auto order = BlockShuffledOrder(Iota(40), 4, 160, block_chunks, 3, 0);
+  auto pass = engine->StartPass(Spec(order, 4, 16, {{"t2m", 0, 0}})).value();
+  DrainAndCheck(*pass, f.sources);
+  pass->Close();
+  EXPECT_LE(pass->stats().depths.resident_peak_bytes, 2 * block_chunks * slot);
+  EXPECT_EQ(f.store->total(), 40);
+}
+
+TEST(PassTest, WindowDropsEdgeAnchorsAndDecodesOnce) {
+  Fixture f;
+  f.Add("t2m", {40, 3}, {8, 3});
+  auto engine = f.MakeEngine();
+  auto order = SequentialOrder(Iota(5), 8, 40, 2);
+  auto pass =
+      engine->StartPass(Spec(order, 8, 7, {{"x", 0, 0}, {"y", 0, 1}, {"prev", 0, -2}})).value();
+  auto anchors = DrainAndCheck(*pass, f.sources);
+  std::vector<int64_t> expect(37);
+  std::iota(expect.begin(), expect.end(), 2);
+  EXPECT_EQ(anchors, expect);  // anchors 2..38: every anchor+offset inside [0, 40)
+  EXPECT_EQ(f.store->total(), 5);
+}
+
+TEST(PassTest, MixedSampleChunkingAndSampleAxis) {
+  Fixture f;
+  f.Add("raw", {2, 12, 4, 4}, {2, 1, 4, 2}, /*sample_axis=*/1);
+  f.Add("mask", {12, 4, 4}, {6, 4, 4}, /*sample_axis=*/0, /*base=*/1000);
+  auto engine = f.MakeEngine();
+  auto order = BlockShuffledOrder(Iota(12), 1, 12, 4, 9, 0);
+  auto pass = engine->StartPass(Spec(order, 1, 5, {{"raw", 0, 0}, {"mask", 1, 0}})).value();
+  auto anchors = DrainAndCheck(*pass, f.sources, {0, 1000});
+  EXPECT_EQ(anchors.size(), 12u);
+  for (const auto& [key, count] : f.store->reads()) EXPECT_EQ(count, 1) << key;
+}
+
+TEST(PassTest, CorruptChunkRaisesWithContextAndNextPassWorks) {
+  Fixture f;
+  f.Add("t2m", {16, 4}, {4, 4});
+  f.memory->Set("t2m/c/1/0", "garbage");
+  auto engine = f.MakeEngine();
+  auto order = SequentialOrder(Iota(4), 4, 16, 2);
+  auto pass = engine->StartPass(Spec(order, 4, 4, {{"t2m", 0, 0}})).value();
+  Status error;
+  for (;;) {
+    auto next = pass->Next();
+    if (!next.ok()) {
+      error = next.status();
+      break;
+    }
+    if (!next->has_value()) break;
+  }
+  EXPECT_EQ(error.code(), StatusCode::kDataLoss);
+  EXPECT_NE(error.message().find("t2m [1, 0]"), std::string::npos) << error.message();
+  EXPECT_NE(error.message().find("split 'train'"), std::string::npos) << error.message();
+  pass->Close();
+  EXPECT_EQ(engine->pool().CountPinned(), 0u);
+  // Repair the chunk: the failed slot must not poison the next pass.
+  f.sources.clear();
+  Fixture g;
+  auto array = WriteIotaArray(f.memory, f.store, "t2m", {16, 4}, {4, 4});
+  auto pass2 = engine->StartPass(Spec(order, 4, 4, {{"t2m", 0, 0}})).value();
+  std::vector<ArraySource> sources{ArraySource::Create(array, 0).value()};
+  EXPECT_EQ(DrainAndCheck(*pass2, sources).size(), 16u);
+}
+
+TEST(PassTest, OnBadChunkNanFillsAndRecords) {
+  Fixture f;
+  f.Add("t2m", {16, 4}, {4, 4});
+  f.store->Fail("t2m/c/2/0");
+  auto engine = f.MakeEngine(0, 4, OnBadChunk::kNan);
+  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(4), 4, 16, 4), 4, 16, {{"t2m", 0, 0}}))
+                  .value();
+  auto next = pass->Next();
+  ASSERT_TRUE(next.ok() && next->has_value());
+  const auto* v = reinterpret_cast<const float*>((*next)->arrays[0]->buffer().data());
+  for (int i = 0; i < 64; ++i) {
+    const bool bad = i >= 32 && i < 48;
+    EXPECT_EQ(std::isnan(v[i]), bad) << i;
+    if (!bad) EXPECT_EQ(v[i], static_cast<float>(i));
+  }
+  pass->Close();
+  ASSERT_EQ(pass->stats().bad_chunks.size(), 1u);
+  EXPECT_EQ(pass->stats().bad_chunks[0].chunk_index, 2);
+}
+
+TEST(PassTest, EarlyCloseReleasesEverythingAndNextPassCompletes) {
+  Fixture f;
+  f.Add("t2m", {64, 4}, {2, 4});
+  f.store->set_delay(std::chrono::milliseconds(2));
+  const uint64_t slot = f.sources[0].slot_bytes();
+  auto engine = f.MakeEngine(2 * 4 * slot);
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    auto order = BlockShuffledOrder(Iota(32), 2, 64, 4, 5, epoch);
+    auto pass = engine->StartPass(Spec(order, 2, 4, {{"t2m", 0, 0}})).value();
+    ASSERT_TRUE(pass->Next().ok());
+    pass->Close();  // mid-pass
+    EXPECT_FALSE(pass->stats().finished);
+    EXPECT_EQ(engine->pool().CountPinned(), 0u);
+    EXPECT_EQ(engine->pool().CountSlots(SlotState::kFilling), 0u);
+  }
+  auto order = BlockShuffledOrder(Iota(32), 2, 64, 4, 5, 9);
+  auto pass = engine->StartPass(Spec(order, 2, 4, {{"t2m", 0, 0}})).value();
+  EXPECT_EQ(DrainAndCheck(*pass, f.sources).size(), 64u);
+}
+
+TEST(PassTest, BudgetBelowFloorRaisesInsteadOfHanging) {
+  Fixture f;
+  f.Add("t2m", {32, 4}, {4, 4});
+  const uint64_t slot = f.sources[0].slot_bytes();
+  auto engine = f.MakeEngine(/*budget=*/2 * slot);  // a batch needs 4 chunks
+  auto order = BlockShuffledOrder(Iota(8), 4, 32, 4, 0, 0);
+  auto pass = engine->StartPass(Spec(order, 4, 16, {{"t2m", 0, 0}})).value();
+  auto next = pass->Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_EQ(next.status().code(), StatusCode::kResourceExhausted);
+  pass->Close();
+}
+
+TEST(PassTest, ConcurrentPassesShareOnePool) {
+  Fixture f;
+  f.Add("t2m", {48, 4}, {4, 4});
+  auto engine = f.MakeEngine();
+  auto train = engine->StartPass(Spec(BlockShuffledOrder(Iota(12), 4, 48, 4, 1, 0), 4, 8,
+                                      {{"t2m", 0, 0}}))
+                   .value();
+  auto all = engine->StartPass(Spec(SequentialOrder(Iota(12), 4, 48, 4), 4, 8, {{"t2m", 0, 0}}))
+                 .value();
+  size_t rows = 0;
+  for (;;) {
+    auto a = train->Next();
+    auto b = all->Next();
+    ASSERT_TRUE(a.ok() && b.ok());
+    if (!a->has_value() && !b->has_value()) break;
+    if (a->has_value()) rows += (*a)->rows;
+    if (b->has_value()) rows += (*b)->rows;
+  }
+  EXPECT_EQ(rows, 96u);
+  for (const auto& [key, count] : f.store->reads()) EXPECT_EQ(count, 1) << key;
+}
+
+TEST(PassTest, BatchBuffersAreRecycled) {
+  Fixture f;
+  f.Add("t2m", {64, 4}, {4, 4});
+  auto engine = f.MakeEngine();
+  for (int epoch = 0; epoch < 5; ++epoch) {
+    auto pass = engine->StartPass(Spec(SequentialOrder(Iota(16), 4, 64, 4), 4, 8, {{"t2m", 0, 0}}))
+                    .value();
+    DrainAndCheck(*pass, f.sources);
+  }
+  // 40 batches gathered; only as many buffers as were alive at once were allocated.
+  EXPECT_LE(engine->buffers().allocations(), 6u);
+}
+
+}  // namespace
+}  // namespace insitubatch::engine

@@ -1,0 +1,46 @@
+#pragma once
+
+// PassPlan: everything one pass will read and when it may release it, computed up front
+// from the epoch order (a pure function, so it can be recomputed for any epoch).
+//
+// Batches are cut over the whole epoch order (only the last batch may be short; a batch
+// may straddle two blocks). Each block pins its read set when the scheduler reaches it and
+// releases it after the batch holding the block's last row is gathered, so a chunk whose
+// samples are spread over many batches is still fetched and decoded once per pass.
+
+#include <cstdint>
+#include <vector>
+
+#include "insitubatch/engine/order.h"
+#include "insitubatch/engine/pool.h"
+#include "insitubatch/engine/source.h"
+
+namespace insitubatch::engine {
+
+struct PassPlan {
+  EpochOrder order;  // edge anchors of windows already removed
+  int64_t ref_spc = 1;
+  int64_t batch_size = 1;
+
+  std::vector<std::vector<SlotKey>> block_reads;          // sorted, unique per block
+  std::vector<std::vector<SlotKey>> batch_needs;          // what each batch gathers from
+  std::vector<size_t> batch_last_block;                   // last block a batch's rows touch
+  std::vector<std::vector<size_t>> release_after_batch;   // blocks drained by batch k
+
+  size_t batches() const { return batch_needs.size(); }
+  size_t blocks() const { return block_reads.size(); }
+  size_t rows() const { return order.rows(); }
+};
+
+// Valid anchors [lo, hi): every anchor + offset of every label lies inside the array.
+struct AnchorRange {
+  int64_t lo = 0;
+  int64_t hi = 0;
+};
+AnchorRange ValidAnchorRange(const std::vector<Label>& labels, int64_t n_samples);
+
+Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size,
+                           const std::vector<Label>& labels,
+                           const std::vector<ArraySource>& sources);
+
+}  // namespace insitubatch::engine

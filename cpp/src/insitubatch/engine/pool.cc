@@ -1,0 +1,206 @@
+#include "insitubatch/engine/pool.h"
+
+#include <chrono>
+#include <string>
+
+namespace insitubatch::engine {
+namespace {
+
+std::string DescribeKey(const SlotKey& key) {
+  return "source " + std::to_string(key.source) + " chunk " + std::to_string(key.chunk);
+}
+
+// Waits poll in slices so cancellation and stall predicates (which other threads flip
+// without this mutex) are re-checked even if a notify is missed.
+constexpr auto kPollInterval = std::chrono::milliseconds(50);
+
+}  // namespace
+
+ChunkPool::ChunkPool(uint64_t budget_bytes) : budget_(budget_bytes) {}
+
+OwnerId ChunkPool::RegisterOwner() {
+  std::lock_guard lock(mutex_);
+  return next_owner_++;
+}
+
+bool ChunkPool::HasRoomLocked(uint64_t charge) const {
+  return budget_ == 0 || resident_bytes_ + charge <= budget_;
+}
+
+void ChunkPool::TouchLocked(Slot& slot) {
+  if (slot.in_lru) {
+    lru_.erase(slot.lru_pos);
+    slot.in_lru = false;
+  }
+  if (slot.state == SlotState::kReady && slot.total_pins == 0) {
+    slot.lru_pos = lru_.insert(lru_.end(), slot.key);
+    slot.in_lru = true;
+  }
+}
+
+void ChunkPool::RemoveLocked(
+    std::unordered_map<SlotKey, std::shared_ptr<Slot>, SlotKeyHash>::iterator it) {
+  Slot& slot = *it->second;
+  if (slot.in_lru) {
+    lru_.erase(slot.lru_pos);
+    slot.in_lru = false;
+  }
+  resident_bytes_ -= slot.charge;
+  slots_.erase(it);
+}
+
+bool ChunkPool::EvictForLocked(uint64_t charge) {
+  while (!HasRoomLocked(charge) && !lru_.empty()) {
+    auto it = slots_.find(lru_.front());
+    RemoveLocked(it);
+    ++evictions_;
+  }
+  return HasRoomLocked(charge);
+}
+
+Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles,
+                                    const std::function<bool()>& cancelled,
+                                    const std::function<bool()>& stalled,
+                                    std::shared_ptr<Slot>* out) {
+  if (budget_ != 0 && charge > budget_) {
+    return ResourceExhausted("one outer chunk needs " + std::to_string(charge) +
+                             " bytes but the residency budget is " + std::to_string(budget_));
+  }
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    auto it = slots_.find(key);
+    if (it != slots_.end() && it->second->state != SlotState::kFailed) {
+      Slot& slot = *it->second;
+      ++slot.pins[owner];
+      ++slot.total_pins;
+      TouchLocked(slot);
+      *out = it->second;
+      return slot.state == SlotState::kReady ? Acquired::kHit : Acquired::kInFlight;
+    }
+    if (it != slots_.end()) RemoveLocked(it);  // FAILED: refetch
+    if (EvictForLocked(charge)) break;
+    // Parked: everything resident is pinned or filling. A release or completion wakes us.
+    if (cancelled()) return Cancelled("pass closed while waiting for residency budget");
+    if (stalled()) {
+      return ResourceExhausted(
+          "residency budget exhausted: every resident chunk is pinned and no pass can release "
+          "one (budget " + std::to_string(budget_) + " bytes, " +
+          std::to_string(resident_bytes_) + " resident). Concurrent iterations over one "
+          "dataset need describe(iterations=N) worth of cache_budget_bytes");
+    }
+    cv_.wait_for(lock, kPollInterval);
+  }
+  auto buffer = Buffer::Allocate(charge);
+  if (!buffer.ok()) return buffer.status().WithContext("admitting " + DescribeKey(key));
+  auto slot = std::make_shared<Slot>();
+  slot->key = key;
+  slot->data = std::move(buffer).value();
+  slot->charge = charge;
+  slot->pending_tiles = tiles;
+  slot->filler = owner;
+  slot->pins[owner] = 1;
+  slot->total_pins = 1;
+  if (tiles == 0) slot->state = SlotState::kReady;
+  resident_bytes_ += charge;
+  slots_.emplace(key, slot);
+  *out = std::move(slot);
+  return Acquired::kAdmitted;
+}
+
+void ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status) {
+  {
+    std::lock_guard lock(mutex_);
+    if (!status.ok() && slot->state == SlotState::kFilling) {
+      slot->state = SlotState::kFailed;
+      slot->error = status;
+    }
+    if (slot->pending_tiles > 0) --slot->pending_tiles;
+    if (slot->pending_tiles == 0 && slot->state == SlotState::kFilling) {
+      slot->state = SlotState::kReady;
+      auto it = slots_.find(slot->key);
+      if (it != slots_.end() && it->second == slot) TouchLocked(*slot);
+    }
+  }
+  cv_.notify_all();
+}
+
+Result<std::shared_ptr<Slot>> ChunkPool::WaitReady(SlotKey key,
+                                                   const std::function<bool()>& cancelled) {
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    auto it = slots_.find(key);
+    if (it == slots_.end()) {
+      return FailedPrecondition("chunk (" + DescribeKey(key) + ") is not admitted");
+    }
+    const Slot& slot = *it->second;
+    if (slot.state == SlotState::kReady) return it->second;
+    if (slot.state == SlotState::kFailed) return slot.error;
+    if (cancelled()) return Cancelled("pass closed");
+    cv_.wait_for(lock, kPollInterval);
+  }
+}
+
+void ChunkPool::Unpin(OwnerId owner, SlotKey key, int count) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = slots_.find(key);
+    if (it == slots_.end()) return;
+    Slot& slot = *it->second;
+    auto pin = slot.pins.find(owner);
+    if (pin == slot.pins.end()) return;
+    const int n = std::min(count, pin->second);
+    pin->second -= n;
+    slot.total_pins -= n;
+    if (pin->second == 0) slot.pins.erase(pin);
+    TouchLocked(slot);
+  }
+  cv_.notify_all();
+}
+
+void ChunkPool::ReleaseOwner(OwnerId owner) {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = slots_.begin(); it != slots_.end();) {
+      Slot& slot = *it->second;
+      auto pin = slot.pins.find(owner);
+      if (pin != slot.pins.end()) {
+        slot.total_pins -= pin->second;
+        slot.pins.erase(pin);
+      }
+      const bool abandoned = slot.state == SlotState::kFilling && slot.filler == owner;
+      const bool failed = slot.state == SlotState::kFailed && slot.total_pins == 0;
+      if (abandoned || failed) {
+        auto next = std::next(it);
+        RemoveLocked(it);
+        it = next;
+        continue;
+      }
+      TouchLocked(slot);
+      ++it;
+    }
+  }
+  cv_.notify_all();
+}
+
+void ChunkPool::NotifyAll() { cv_.notify_all(); }
+
+PoolCounters ChunkPool::counters() const {
+  std::lock_guard lock(mutex_);
+  return {resident_bytes_, slots_.size(), evictions_};
+}
+
+size_t ChunkPool::CountSlots(SlotState state) const {
+  std::lock_guard lock(mutex_);
+  size_t n = 0;
+  for (const auto& [key, slot] : slots_) n += slot->state == state ? 1 : 0;
+  return n;
+}
+
+size_t ChunkPool::CountPinned() const {
+  std::lock_guard lock(mutex_);
+  size_t n = 0;
+  for (const auto& [key, slot] : slots_) n += slot->total_pins > 0 ? 1 : 0;
+  return n;
+}
+
+}  // namespace insitubatch::engine

@@ -1,0 +1,150 @@
+#include "insitubatch/engine/pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+namespace insitubatch::engine {
+namespace {
+
+const auto kNever = [] { return false; };
+
+std::shared_ptr<Slot> Admit(ChunkPool& pool, OwnerId owner, int64_t chunk, uint64_t bytes = 100,
+                            Acquired expect = Acquired::kAdmitted, uint32_t tiles = 1) {
+  std::shared_ptr<Slot> slot;
+  auto r = pool.Acquire(owner, {0, chunk}, bytes, tiles, kNever, kNever, &slot);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (r.ok()) {
+    EXPECT_EQ(*r, expect);
+  }
+  return slot;
+}
+
+TEST(ChunkPoolTest, AdmitFillHit) {
+  ChunkPool pool(0);
+  OwnerId a = pool.RegisterOwner();
+  auto slot = Admit(pool, a, 3);
+  EXPECT_EQ(slot->state, SlotState::kFilling);
+  pool.TileDone(slot, Status::Ok());
+  EXPECT_EQ(slot->state, SlotState::kReady);
+  Admit(pool, a, 3, 100, Acquired::kHit);
+  EXPECT_EQ(slot->total_pins, 2);
+  auto ready = pool.WaitReady({0, 3}, kNever);
+  ASSERT_TRUE(ready.ok());
+  EXPECT_EQ(ready->get(), slot.get());
+}
+
+TEST(ChunkPoolTest, EvictsLeastRecentlyUsedUnpinnedOnly) {
+  ChunkPool pool(200);  // room for two 100-byte slots
+  OwnerId a = pool.RegisterOwner();
+  auto s0 = Admit(pool, a, 0);
+  auto s1 = Admit(pool, a, 1);
+  pool.TileDone(s0, Status::Ok());
+  pool.TileDone(s1, Status::Ok());
+  pool.Unpin(a, {0, 1});  // 1 unpinned first, then 0: LRU order 1, 0
+  pool.Unpin(a, {0, 0});
+  Admit(pool, a, 2);  // evicts chunk 1
+  EXPECT_EQ(pool.counters().evictions, 1u);
+  Admit(pool, a, 0, 100, Acquired::kHit);  // chunk 0 survived
+  // Everything pinned now: a third admission parks; cancelled gives up.
+  std::shared_ptr<Slot> slot;
+  auto r = pool.Acquire(a, {0, 9}, 100, 1, [] { return true; }, kNever, &slot);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
+  r = pool.Acquire(a, {0, 9}, 100, 1, kNever, [] { return true; }, &slot);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+}
+
+TEST(ChunkPoolTest, ParkedAdmissionResumesOnRelease) {
+  ChunkPool pool(100);
+  OwnerId a = pool.RegisterOwner();
+  auto s0 = Admit(pool, a, 0);
+  pool.TileDone(s0, Status::Ok());
+  std::thread releaser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    pool.Unpin(a, {0, 0});
+  });
+  Admit(pool, a, 1);  // waits for the release, then evicts chunk 0
+  releaser.join();
+  EXPECT_EQ(pool.counters().resident_slots, 1u);
+}
+
+TEST(ChunkPoolTest, RefcountedPinsNeedMatchingUnpins) {
+  ChunkPool pool(100);
+  OwnerId a = pool.RegisterOwner();
+  auto s0 = Admit(pool, a, 0);
+  pool.TileDone(s0, Status::Ok());
+  Admit(pool, a, 0, 100, Acquired::kHit);
+  pool.Unpin(a, {0, 0});
+  EXPECT_EQ(pool.CountPinned(), 1u);
+  pool.Unpin(a, {0, 0});
+  EXPECT_EQ(pool.CountPinned(), 0u);
+}
+
+TEST(ChunkPoolTest, OwnersDoNotReleaseEachOther) {
+  ChunkPool pool(0);
+  OwnerId a = pool.RegisterOwner();
+  OwnerId b = pool.RegisterOwner();
+  auto s0 = Admit(pool, a, 0);
+  pool.TileDone(s0, Status::Ok());
+  Admit(pool, b, 0, 100, Acquired::kHit);
+  pool.ReleaseOwner(a);
+  EXPECT_EQ(s0->total_pins, 1);
+  pool.Unpin(a, {0, 0});  // a holds nothing anymore: no effect
+  EXPECT_EQ(s0->total_pins, 1);
+  pool.ReleaseOwner(b);
+  EXPECT_EQ(pool.CountPinned(), 0u);
+  EXPECT_EQ(pool.CountSlots(SlotState::kReady), 1u);  // READY stays resident: the cache
+}
+
+TEST(ChunkPoolTest, FailedSlotsWakeWaitersAndAreRefetched) {
+  ChunkPool pool(0);
+  OwnerId a = pool.RegisterOwner();
+  auto s0 = Admit(pool, a, 0, 100, Acquired::kAdmitted, 2);
+  pool.TileDone(s0, DataLoss("bad frame"));
+  pool.TileDone(s0, Status::Ok());
+  auto r = pool.WaitReady({0, 0}, kNever);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(), "bad frame");
+  pool.ReleaseOwner(a);
+  EXPECT_EQ(pool.CountSlots(SlotState::kFailed), 0u);  // not poisoning the next pass
+  OwnerId b = pool.RegisterOwner();
+  Admit(pool, b, 0, 100, Acquired::kAdmitted, 2);
+}
+
+TEST(ChunkPoolTest, ChunkLargerThanBudgetFailsClearly) {
+  ChunkPool pool(50);
+  std::shared_ptr<Slot> slot;
+  auto r = pool.Acquire(pool.RegisterOwner(), {0, 0}, 100, 1, kNever, kNever, &slot);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
+}
+
+// 64 tiles of one slot delivered from 32 threads (TSan checks the publication edge).
+TEST(ChunkPoolTest, ConcurrentTileDelivery) {
+  for (int round = 0; round < 8; ++round) {
+    ChunkPool pool(0);
+    OwnerId a = pool.RegisterOwner();
+    auto slot = Admit(pool, a, 0, 64 * 64, Acquired::kAdmitted, 64);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 32; ++t) {
+      threads.emplace_back([&, t] {
+        for (int tile = t; tile < 64; tile += 32) {
+          std::memset(slot->data.data() + tile * 64, tile, 64);
+          pool.TileDone(slot, Status::Ok());
+        }
+      });
+    }
+    auto ready = pool.WaitReady({0, 0}, kNever);
+    ASSERT_TRUE(ready.ok());
+    for (int tile = 0; tile < 64; ++tile) {
+      ASSERT_EQ(static_cast<int>((*ready)->data.data()[tile * 64]), tile);
+    }
+    for (auto& t : threads) t.join();
+  }
+}
+
+}  // namespace
+}  // namespace insitubatch::engine

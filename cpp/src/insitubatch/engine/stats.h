@@ -1,0 +1,60 @@
+#pragma once
+
+// PassStats: what one pass did, for ds.last_pass and the per-epoch log line (B.14).
+// Costs are per-thread CPU time; waits are wall time.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace insitubatch::engine {
+
+struct StageTimes {
+  double fetch_wait_s = 0;        // wall, summed over concurrent reads
+  double admission_parked_s = 0;  // wall, waiting for residency budget
+  double decode_s = 0;            // thread CPU on the decode pool
+  double assemble_s = 0;          // thread CPU: tile placement and chunk transforms
+  double gather_s = 0;            // thread CPU on the producer
+  double batch_transform_s = 0;   // thread CPU on the producer
+};
+
+struct Depths {
+  uint64_t batch_queue_capacity = 0;
+  uint64_t batch_queue_peak = 0;
+  uint64_t batch_queue_samples = 0;
+  uint64_t batch_queue_empty = 0;
+  uint64_t batch_queue_full_enough = 0;
+  uint64_t inflight_peak = 0;
+  uint64_t max_inflight = 0;
+  uint64_t decode_queue_peak = 0;
+  uint64_t decode_threads = 0;
+  uint64_t resident_peak = 0;        // slots
+  uint64_t resident_peak_bytes = 0;
+  uint64_t budget_bytes = 0;         // 0 = unbounded
+};
+
+struct BadChunk {
+  std::string array;
+  int64_t chunk_index = 0;
+  std::vector<uint64_t> inner_coord;
+};
+
+struct PassStats {
+  std::string split;
+  int64_t epoch = 0;
+  uint64_t batches = 0;
+  uint64_t samples = 0;
+  uint64_t cache_hits = 0;    // chunk reads served by a resident slot
+  uint64_t cache_misses = 0;  // chunk reads fetched and decoded
+  uint64_t rereads = 0;       // misses of a chunk this pass had already read
+  uint64_t evictions = 0;
+  uint64_t tiles_read = 0;
+  uint64_t bytes_read = 0;    // stored (compressed) bytes fetched
+  std::vector<BadChunk> bad_chunks;
+  bool finished = false;      // false for an abandoned (closed early) pass
+  double wall_s = 0;
+  StageTimes times;
+  Depths depths;
+};
+
+}  // namespace insitubatch::engine
