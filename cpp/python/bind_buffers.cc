@@ -1,0 +1,43 @@
+// numpy export of C++ buffers: the ndarray's owner capsule holds the Buffer, so the
+// memory lives exactly as long as the last Python (or DLPack consumer) reference.
+
+#include "bindings.h"
+
+namespace insitubatch::python {
+
+nb::dlpack::dtype ToDlpackDtype(zarr::DataType dtype) {
+  using zarr::DataTypeId;
+  using Code = nb::dlpack::dtype_code;
+  auto make = [](Code code, size_t bytes) {
+    return nb::dlpack::dtype{static_cast<uint8_t>(code), static_cast<uint8_t>(bytes * 8), 1};
+  };
+  switch (dtype.id) {
+    case DataTypeId::kBool: return make(Code::Bool, 1);
+    case DataTypeId::kInt8:
+    case DataTypeId::kInt16:
+    case DataTypeId::kInt32:
+    case DataTypeId::kInt64: return make(Code::Int, dtype.itemsize());
+    case DataTypeId::kUInt8:
+    case DataTypeId::kUInt16:
+    case DataTypeId::kUInt32:
+    case DataTypeId::kUInt64: return make(Code::UInt, dtype.itemsize());
+    case DataTypeId::kFloat16:
+    case DataTypeId::kFloat32:
+    case DataTypeId::kFloat64: return make(Code::Float, dtype.itemsize());
+    case DataTypeId::kComplex64:
+    case DataTypeId::kComplex128: return make(Code::Complex, dtype.itemsize());
+  }
+  return make(Code::UInt, 1);
+}
+
+nb::object BufferToNumpy(Buffer buffer, const std::vector<uint64_t>& shape,
+                         zarr::DataType dtype) {
+  auto* owned = new Buffer(std::move(buffer));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Buffer*>(p); });
+  std::vector<size_t> dims(shape.begin(), shape.end());
+  nb::ndarray<nb::numpy> array(owned->data(), dims.size(), dims.data(), owner,
+                               /*strides=*/nullptr, ToDlpackDtype(dtype));
+  return nb::cast(array, nb::rv_policy::reference);
+}
+
+}  // namespace insitubatch::python

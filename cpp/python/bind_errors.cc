@@ -1,0 +1,44 @@
+// Status -> Python exception translation. The classes live in insitubatch/errors.py so
+// users can import and catch them without touching the extension.
+
+#include <string>
+
+#include "bindings.h"
+
+namespace insitubatch::python {
+namespace {
+
+const char* ClassNameFor(StatusCode code) {
+  switch (code) {
+    case StatusCode::kInvalidArgument: return "InvalidArgumentError";
+    case StatusCode::kNotFound: return "NotFoundError";
+    case StatusCode::kIoError: return "StoreError";
+    case StatusCode::kDataLoss: return "CorruptChunkError";
+    case StatusCode::kResourceExhausted: return "ResourceExhaustedError";
+    case StatusCode::kCancelled: return "CancelledError";
+    case StatusCode::kUnimplemented: return "UnsupportedError";
+    case StatusCode::kFailedPrecondition: return "FailedPreconditionError";
+    case StatusCode::kOk: break;
+  }
+  return "InSituError";
+}
+
+}  // namespace
+
+void BindErrors(nb::module_& m) {
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const StatusException& e) {
+      nb::object errors = nb::module_::import_("insitubatch.errors");
+      nb::object cls = errors.attr(ClassNameFor(e.status.code()));
+      nb::object exc = cls(nb::str(e.status.message().c_str()));
+      if (e.status.detail() != 0) {
+        nb::setattr(exc, "detail", nb::int_(e.status.detail()));
+      }
+      PyErr_SetObject(cls.ptr(), exc.ptr());
+    }
+  });
+}
+
+}  // namespace insitubatch::python

@@ -1,0 +1,109 @@
+// Epoch-order bindings: the shuffle helpers of insitubatch.shuffle (A.10) as thin calls
+// into engine/order.h. Results are numpy arrays whose memory a C++ vector owns.
+
+#include <nanobind/stl/pair.h>
+
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "bindings.h"
+#include "insitubatch/engine/order.h"
+
+namespace insitubatch::python {
+namespace {
+
+using ChunkIds = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+using Rows = nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
+
+// A numpy int64 array of `shape` viewing `values`; the capsule owns the vector.
+nb::object VectorToNumpy(std::vector<int64_t> values, std::initializer_list<size_t> shape) {
+  if (values.capacity() == 0) values.reserve(1);  // a non-null data pointer, even when empty
+  auto* owned = new std::vector<int64_t>(std::move(values));
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+  nb::ndarray<nb::numpy, int64_t> array(owned->data(), shape.size(), shape.begin(), owner);
+  return nb::cast(array, nb::rv_policy::reference);
+}
+
+std::span<const int64_t> AsSpan(const ChunkIds& ids) { return {ids.data(), ids.shape(0)}; }
+
+// (rows (N, 2) [chunk, within], block_start (n_blocks + 1,)).
+std::pair<nb::object, nb::object> OrderToNumpy(engine::EpochOrder order) {
+  const size_t n = order.rows();
+  std::vector<int64_t> rows(2 * n);
+  for (size_t r = 0; r < n; ++r) {
+    rows[2 * r] = order.chunk[r];
+    rows[2 * r + 1] = order.within[r];
+  }
+  const size_t blocks = order.block_start.size();
+  return {VectorToNumpy(std::move(rows), {n, 2}),
+          VectorToNumpy(std::move(order.block_start), {blocks})};
+}
+
+}  // namespace
+
+void BindOrder(nb::module_& m) {
+  m.def(
+      "chunk_permutation",
+      [](const ChunkIds& chunk_ids, uint64_t seed, uint64_t epoch) {
+        std::vector<int64_t> perm;
+        {
+          nb::gil_scoped_release release;
+          perm = engine::ChunkPermutation(AsSpan(chunk_ids), seed, epoch);
+        }
+        const size_t n = perm.size();
+        return VectorToNumpy(std::move(perm), {n});
+      },
+      nb::arg("chunk_ids"), nb::arg("seed"), nb::arg("epoch"),
+      "A permutation of `chunk_ids` keyed by (seed, epoch).");
+
+  m.def(
+      "block_shuffled_order",
+      [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks,
+         uint64_t seed, uint64_t epoch) {
+        ThrowIfError(engine::CheckOrderArgs(AsSpan(chunk_ids), spc, n_samples, block_chunks));
+        engine::EpochOrder order;
+        {
+          nb::gil_scoped_release release;
+          order = engine::BlockShuffledOrder(AsSpan(chunk_ids), spc, n_samples, block_chunks,
+                                             seed, epoch);
+        }
+        return OrderToNumpy(std::move(order));
+      },
+      nb::arg("chunk_ids"), nb::arg("spc"), nb::arg("n_samples"), nb::arg("block_chunks"),
+      nb::arg("seed"), nb::arg("epoch"),
+      "Block-local two-level shuffle: (rows (N, 2) [chunk, within], block_start).");
+
+  m.def(
+      "sequential_order",
+      [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks) {
+        ThrowIfError(engine::CheckOrderArgs(AsSpan(chunk_ids), spc, n_samples, block_chunks));
+        engine::EpochOrder order;
+        {
+          nb::gil_scoped_release release;
+          order = engine::SequentialOrder(AsSpan(chunk_ids), spc, n_samples, block_chunks);
+        }
+        return OrderToNumpy(std::move(order));
+      },
+      nb::arg("chunk_ids"), nb::arg("spc"), nb::arg("n_samples"), nb::arg("block_chunks"),
+      "Chunks in the given order, `within` ascending: (rows (N, 2), block_start).");
+
+  m.def(
+      "shuffle_quality",
+      [](const Rows& rows, int64_t spc) {
+        if (rows.shape(1) != 2) {
+          throw StatusException{InvalidArgument(
+              "shuffle_quality: rows must have shape (N, 2), got (" +
+              std::to_string(rows.shape(0)) + ", " + std::to_string(rows.shape(1)) + ")")};
+        }
+        std::span<const int64_t> pairs(rows.data(), 2 * rows.shape(0));
+        nb::gil_scoped_release release;
+        return engine::ShuffleQuality(pairs, spc);
+      },
+      nb::arg("rows"), nb::arg("spc"),
+      "mean(|diff(rank)|) / (n / 3) clipped to 1, rank = chunk * spc + within; 0 if n < 2.");
+}
+
+}  // namespace insitubatch::python

@@ -1,0 +1,77 @@
+// Store bindings: the opaque Store handle every other entry point accepts, and the local
+// constructors (file paths / file:// URLs, in-memory).
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "bindings.h"
+#include "insitubatch/io/file_store.h"
+#include "insitubatch/io/memory_store.h"
+
+namespace insitubatch::python {
+
+void BindStores(nb::module_& m) {
+  nb::class_<Store>(m, "Store", "A key -> bytes store (file, memory, HTTP, S3, ...).")
+      .def(
+          "read",
+          [](Store& store, std::string key, std::optional<uint64_t> offset,
+             std::optional<uint64_t> length, std::optional<uint64_t> suffix) -> nb::object {
+            ByteRange range = ByteRange::All();
+            if (suffix) {
+              range = ByteRange::Suffix(*suffix);
+            } else if (offset || length) {
+              if (!offset || !length) {
+                ThrowIfError(InvalidArgument("read: pass both offset and length"));
+              }
+              range = ByteRange::Range(*offset, *length);
+            }
+            ThrowIfError(ValidateKey(key));
+            Result<ReadResult> result = [&] {
+              nb::gil_scoped_release release;
+              return store.Read(key, range);
+            }();
+            ReadResult r = ValueOrThrow(std::move(result));
+            if (!r.found) return nb::none();
+            return nb::bytes(reinterpret_cast<const char*>(r.data.data()), r.data.size());
+          },
+          nb::arg("key"), nb::arg("offset") = nb::none(), nb::arg("length") = nb::none(),
+          nb::arg("suffix") = nb::none(),
+          "Reads a key (whole, a byte range, or a suffix); None when the key is absent.")
+      .def(
+          "list",
+          [](Store& store, const std::string& prefix) {
+            nb::gil_scoped_release release;
+            return ValueOrThrow(store.List(prefix));
+          },
+          nb::arg("prefix") = "", "Every key under `prefix`, sorted.")
+      .def("describe", &Store::Describe, nb::arg("key") = "",
+           "Where `key` lives, as a path or URL.")
+      .def("__repr__", [](const Store& store) {
+        return "<insitubatch.Store " + store.Describe("") + ">";
+      });
+
+  nb::class_<FileStore, Store>(m, "FileStore")
+      .def_prop_ro("root", &FileStore::root);
+
+  nb::class_<MemoryStore, Store>(m, "MemoryStore")
+      .def("__init__", [](MemoryStore* self) { new (self) MemoryStore(); })
+      .def(
+          "set",
+          [](MemoryStore& store, std::string key, nb::bytes value) {
+            ThrowIfError(ValidateKey(key));
+            store.Set(std::move(key), std::string(value.c_str(), value.size()));
+          },
+          nb::arg("key"), nb::arg("value"))
+      .def("erase", &MemoryStore::Erase, nb::arg("key"));
+
+  m.def(
+      "open_file_store",
+      [](const std::string& root) -> std::shared_ptr<Store> {
+        return ValueOrThrow(FileStore::Open(root));
+      },
+      nb::arg("root"), "A store over a local directory (a path or a file:// URL).");
+}
+
+}  // namespace insitubatch::python

@@ -1,0 +1,12 @@
+// insitubatch._ext: the native core. One bind_<topic>.cc per topic.
+
+#include "bindings.h"
+
+NB_MODULE(_ext, m) {
+  m.doc() = "insitubatch native core (C++20)";
+  insitubatch::python::BindErrors(m);
+  insitubatch::python::BindStores(m);
+  insitubatch::python::BindZarr(m);
+  insitubatch::python::BindBuildInfo(m);
+  insitubatch::python::BindOrder(m);
+}

@@ -1,0 +1,212 @@
+"""ArrayGeometry and open_geometries: what the engine needs to know about an array.
+
+A geometry is built from metadata alone (no chunk data is read). The *sample axis* is a
+role, not a fixed dimension: it is the one physical axis the engine splits, shuffles and
+batches along; every other axis is a field axis carried whole per sample. The *stored
+chunk* is what one store read returns — on a sharded array, the shard.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field, replace
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from . import _ext
+from .errors import InvalidArgumentError, NotFoundError
+
+
+def _as_int_tuple(name: str, values: Sequence[int]) -> tuple[int, ...]:
+    try:
+        out = tuple(int(v) for v in values)
+    except TypeError as exc:
+        raise InvalidArgumentError(f"{name} must be a sequence of integers, got {values!r}") from exc
+    return out
+
+
+@dataclass(frozen=True)
+class ArrayGeometry:
+    """Shape, chunking and sample axis of one array (or one windowed view of it).
+
+    ``shape`` and ``chunks`` are in physical (stored) axis order; ``chunks`` is the stored
+    chunk (the shard on a sharded array). ``offset`` shifts the sample axis for windowed
+    views (see :meth:`shift`).
+    """
+
+    path: str
+    shape: tuple[int, ...]
+    chunks: tuple[int, ...]
+    dtype: np.dtype
+    offset: int = 0
+    sample_axis: int = 0
+    _inner_read_chunks: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        shape = _as_int_tuple("shape", self.shape)
+        chunks = _as_int_tuple("chunks", self.chunks)
+        object.__setattr__(self, "shape", shape)
+        object.__setattr__(self, "chunks", chunks)
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+        object.__setattr__(self, "offset", int(self.offset))
+        ndim = len(shape)
+        if len(chunks) != ndim:
+            raise InvalidArgumentError(
+                f"chunks {chunks} and shape {shape} of {self.path!r} differ in rank"
+            )
+        if ndim == 0:
+            raise InvalidArgumentError(f"{self.path!r} is 0-d: there is no axis to sample along")
+        if not 0 <= int(self.sample_axis) < ndim:
+            raise InvalidArgumentError(
+                f"sample_axis {self.sample_axis} out of range for {ndim}-D array {self.path!r}"
+            )
+        object.__setattr__(self, "sample_axis", int(self.sample_axis))
+        if any(c < 1 for c in chunks) or any(s < 0 for s in shape):
+            raise InvalidArgumentError(f"invalid shape {shape} / chunks {chunks} for {self.path!r}")
+
+    # -- windowing -------------------------------------------------------------------
+    def shift(self, k: int) -> "ArrayGeometry":
+        """A copy whose sample-axis reads are offset by ``k`` more (composes)."""
+        return replace(self, offset=self.offset + int(k))
+
+    # -- sample axis -----------------------------------------------------------------
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def n_samples(self) -> int:
+        return self.shape[self.sample_axis]
+
+    @property
+    def sample_chunk_size(self) -> int:
+        return self.chunks[self.sample_axis]
+
+    @property
+    def n_chunks(self) -> int:
+        return math.ceil(self.n_samples / self.sample_chunk_size)
+
+    def chunk_of(self, i: int) -> int:
+        return int(i) // self.sample_chunk_size
+
+    def samples_in_chunk(self, c: int) -> range:
+        spc = self.sample_chunk_size
+        return range(c * spc, min((c + 1) * spc, self.n_samples))
+
+    # -- field axes ------------------------------------------------------------------
+    @property
+    def inner_shape(self) -> tuple[int, ...]:
+        return tuple(s for a, s in enumerate(self.shape) if a != self.sample_axis)
+
+    @property
+    def inner_chunks(self) -> tuple[int, ...]:
+        return tuple(c for a, c in enumerate(self.chunks) if a != self.sample_axis)
+
+    def inner_grid(self) -> tuple[range, ...]:
+        return tuple(range(math.ceil(s / c)) for s, c in zip(self.inner_shape, self.inner_chunks))
+
+    def inner_coords(self) -> Iterator[tuple[int, ...]]:
+        return itertools.product(*self.inner_grid())
+
+    def n_inner_chunks(self, c: int = 0) -> int:
+        return math.prod(len(r) for r in self.inner_grid())
+
+    def inner_index(self, coord: Sequence[int]) -> int:
+        """Row-major linear index of a field tile."""
+        index = 0
+        for r, k in zip(self.inner_grid(), coord):
+            index = index * len(r) + int(k)
+        return index
+
+    # -- slots and tiles -------------------------------------------------------------
+    def slot_shape(self, c: int) -> tuple[int, ...]:
+        """Logical, sample-first shape of outer chunk ``c`` (short at the tail)."""
+        return (len(self.samples_in_chunk(c)), *self.inner_shape)
+
+    def tile_shape(self) -> tuple[int, ...]:
+        """Full decoded stored-chunk shape, sample-first."""
+        return (self.sample_chunk_size, *self.inner_chunks)
+
+    def physical_chunk_coord(self, c: int, inner_coord: Sequence[int]) -> tuple[int, ...]:
+        coord = list(inner_coord)
+        coord.insert(self.sample_axis, int(c))
+        return tuple(coord)
+
+    def tile_placement(self, c: int, inner_coord: Sequence[int]) -> tuple[tuple[slice, ...], tuple[slice, ...]]:
+        """``(dst, src)`` slices placing a full decoded tile into the logical slot."""
+        n = len(self.samples_in_chunk(c))
+        dst = [slice(0, n)]
+        src = [slice(0, n)]
+        for k, extent, chunk in zip(inner_coord, self.inner_shape, self.inner_chunks):
+            start = int(k) * chunk
+            stop = min(start + chunk, extent)
+            dst.append(slice(start, stop))
+            src.append(slice(0, stop - start))
+        return tuple(dst), tuple(src)
+
+    @property
+    def chunk_bytes(self) -> int:
+        """Bytes one outer chunk really costs resident: every stored chunk counted whole
+        (edge tiles padded), constant even for the short final outer chunk."""
+        return self.n_inner_chunks() * math.prod(self.tile_shape()) * self.dtype.itemsize
+
+    @property
+    def read_chunks(self) -> tuple[int, ...]:
+        """zarr's inner read chunk on a sharded array; ``chunks`` otherwise."""
+        return self._inner_read_chunks or self.chunks
+
+
+def open_hierarchy(store):
+    """The native hierarchy (metadata only) of ``store``."""
+    return _ext.open_hierarchy(store)
+
+
+def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axis: int = 0) -> dict[str, ArrayGeometry]:
+    """One :class:`ArrayGeometry` per array, from metadata alone (no chunk data is read).
+
+    ``variables`` *selects* arrays by path (nested paths allowed); ``None`` opens every
+    array in the store. ``sample_axis`` applies to every returned geometry.
+    """
+    if isinstance(variables, str):
+        raise TypeError(
+            f"variables must be a list of array paths, not the string {variables!r}"
+            f" (did you mean [{variables!r}]?)"
+        )
+    hierarchy = _ext.open_hierarchy(store)
+    paths = hierarchy.array_paths() if variables is None else [str(v).strip("/") for v in variables]
+    out: dict[str, ArrayGeometry] = {}
+    for path in paths:
+        try:
+            kind = hierarchy.kind(path)
+        except NotFoundError:
+            raise NotFoundError(f"no array {path!r} in {store.describe('')}") from None
+        if kind == "group":
+            raise TypeError(
+                f"{path!r} is a Group, not an array; open_geometries handles arrays"
+                " (variables), not subgroups"
+            )
+        meta = hierarchy.array_metadata(path)
+        read_chunks = tuple(meta["read_chunks"])
+        out[path] = ArrayGeometry(
+            path=path,
+            shape=tuple(meta["shape"]),
+            chunks=tuple(meta["chunks"]),
+            dtype=np.dtype(meta["dtype"]),
+            sample_axis=sample_axis,
+            _inner_read_chunks=read_chunks if read_chunks != tuple(meta["chunks"]) else None,
+        )
+    return out
+
+
+def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarray:
+    """The decoded stored chunk at ``chunk_coords`` (full chunk shape, fill value if absent).
+
+    A low-level tool for tests and diagnostics; the engine never goes through Python.
+    """
+    array = _ext.open_hierarchy(store).open_array(str(array_path).strip("/"))
+    return array.read_chunk([int(c) for c in chunk_coords])
+
+
+__all__ = ["ArrayGeometry", "open_geometries", "open_hierarchy", "read_chunk"]

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Runs every test: the C++ suites (ctest) in a normal build and an AddressSanitizer +
+# UBSan build, then the Python suite (pytest) against the installed package.
+#   scripts/test.sh            everything (what CI runs)
+#   scripts/test.sh --quick    skip the sanitizer builds
+set -euo pipefail
+cd "$(dirname "$0")/.."
+quick=0
+[[ ${1:-} == "--quick" ]] && quick=1
+
+scripts/setup.sh
+
+JOBS=${JOBS:-$(nproc)}
+export CTEST_OUTPUT_ON_FAILURE=1
+
+run_ctest() {  # <build dir> <cmake args...>
+  local dir=$1
+  shift
+  cmake -S . -B "$dir" -G Ninja "$@" >/dev/null
+  ninja -C "$dir" -j"$JOBS"
+  ctest --test-dir "$dir" -j"$JOBS" --timeout 600 --no-tests=error
+}
+
+echo "== C++ tests (RelWithDebInfo)"
+run_ctest build/cpp -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+if ((!quick)); then
+  echo "== C++ tests under AddressSanitizer + UBSan (clang)"
+  ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+    run_ctest build/asan -DCMAKE_BUILD_TYPE=Debug -DINSITU_SANITIZE="address;undefined" \
+    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14
+fi
+
+echo "== Python tests"
+# pytest exits 5 when it collects nothing: that must fail, and it does (non-zero).
+.venv/bin/python -m pytest -q -p no:cacheprovider tests

@@ -1,0 +1,37 @@
+"""Shared fixtures. Every store here is written by zarr-python 3 (the oracle), never by hand."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+warnings.filterwarnings("ignore", message=".*Numcodecs codecs are not in the Zarr version 3.*")
+warnings.filterwarnings("ignore", message=".*numcodecs.zarr3 module is deprecated.*")
+
+
+def source_values(shape, dtype, seed=0):
+    """Deterministic values exercising the whole dtype (signs, fractions, NaN for floats)."""
+    rng = np.random.default_rng(seed)
+    dtype = np.dtype(dtype)
+    n = int(np.prod(shape))
+    if dtype.kind == "b":
+        values = rng.integers(0, 2, n).astype(bool)
+    elif dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        values = rng.integers(info.min, info.max, n, dtype=dtype, endpoint=True)
+    elif dtype.kind == "f":
+        values = (rng.standard_normal(n) * 100).astype(dtype)
+        values[:: max(7, n // 5)] = np.nan
+        if n > 3:
+            values[1] = np.inf
+            values[2] = -np.inf
+    else:  # complex
+        values = (rng.standard_normal(n) + 1j * rng.standard_normal(n)).astype(dtype)
+    return values.reshape(shape)
+
+
+@pytest.fixture
+def make_values():
+    return source_values
