@@ -7,6 +7,9 @@
 #include <nanobind/stl/vector.h>
 
 #include "bindings.h"
+#include <nanobind/stl/map.h>
+
+#include "insitubatch/io/counting_store.h"
 #include "insitubatch/io/file_store.h"
 #include "insitubatch/io/memory_store.h"
 
@@ -65,6 +68,17 @@ void BindStores(nb::module_& m) {
           },
           nb::arg("key"), nb::arg("value"))
       .def("erase", &MemoryStore::Erase, nb::arg("key"));
+
+  nb::class_<CountingStore, Store>(m, "CountingStore",
+                                   "Wraps a store and counts reads per key.")
+      .def("__init__",
+           [](CountingStore* self, std::shared_ptr<Store> inner) {
+             new (self) CountingStore(std::move(inner));
+           },
+           nb::arg("inner"))
+      .def("reads", &CountingStore::reads, "Reads per key since the last reset.")
+      .def_prop_ro("total_reads", &CountingStore::total_reads)
+      .def("reset", &CountingStore::Reset);
 
   m.def(
       "open_file_store",

@@ -44,6 +44,7 @@ void BindErrors(nb::module_& m);
 void BindStores(nb::module_& m);
 void BindZarr(nb::module_& m);
 void BindBuildInfo(nb::module_& m);
+void BindEngine(nb::module_& m);
 void BindOrder(nb::module_& m);
 
 }  // namespace insitubatch::python

@@ -8,5 +8,6 @@ NB_MODULE(_ext, m) {
   insitubatch::python::BindStores(m);
   insitubatch::python::BindZarr(m);
   insitubatch::python::BindBuildInfo(m);
+  insitubatch::python::BindEngine(m);
   insitubatch::python::BindOrder(m);
 }

@@ -12,33 +12,58 @@ try:
 except PackageNotFoundError:  # pragma: no cover - running from a source tree
     __version__ = "0.0.0+unknown"
 
+from .dataset import InSituDataset, SplitView
+from .debug import debug_info, print_debug_info
 from .errors import (
     CacheLockedError,
     CorruptChunkError,
     InSituError,
     InvalidArgumentError,
     NotFoundError,
+    ResourceExhaustedError,
     StoreError,
     UnsupportedError,
 )
 from .geometry import ArrayGeometry, open_geometries, read_chunk
+from .records import Batch, ChunkRead, DecodedChunk, StoredChunkRead
+from .runtime import PassStats
+from .shuffle import block_shuffled_order, chunk_permutation, sequential_order, shuffle_quality
+from .splits import SplitManifest, SplitName, split_by_chunk, valid_anchor_range
 from .stores import Store, local_store, memory_store, obstore_store, store
 
 __all__ = [
     "ArrayGeometry",
+    "Batch",
     "CacheLockedError",
+    "ChunkRead",
     "CorruptChunkError",
+    "DecodedChunk",
+    "InSituDataset",
     "InSituError",
     "InvalidArgumentError",
     "NotFoundError",
+    "PassStats",
+    "ResourceExhaustedError",
+    "SplitManifest",
+    "SplitName",
+    "SplitView",
     "Store",
     "StoreError",
+    "StoredChunkRead",
     "UnsupportedError",
     "__version__",
+    "block_shuffled_order",
+    "chunk_permutation",
+    "debug_info",
     "local_store",
     "memory_store",
     "obstore_store",
     "open_geometries",
+    "print_debug_info",
     "read_chunk",
+    "sequential_order",
+    "shuffle_quality",
+    "split_by_chunk",
     "store",
+    "valid_anchor_range",
 ]

@@ -106,6 +106,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
 
   const PassPlan& plan() const { return plan_; }
   const std::vector<Label>& labels() const { return spec_.labels; }
+  const std::vector<ArraySource>& sources() const { return engine_->sources(); }
   // Stats so far (final once Next() returned nullopt or Close() returned).
   PassStats stats() const;
 

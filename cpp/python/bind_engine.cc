@@ -1,0 +1,242 @@
+// Engine bindings: the dataset-owned Engine and its passes. Every blocking call releases
+// the GIL; batches reach Python as numpy arrays that own their C++ buffer (zero copy), and
+// the buffer returns to the engine's recycling pool when the last reference goes.
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+#include "bindings.h"
+#include "insitubatch/engine/engine.h"
+
+namespace insitubatch::python {
+namespace {
+
+using engine::BatchData;
+using engine::Engine;
+using engine::Pass;
+using engine::PassStats;
+
+using Int64Array = nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>;
+
+nb::object PooledToNumpy(std::shared_ptr<engine::PooledBuffer> buffer,
+                         const std::vector<size_t>& shape, zarr::DataType dtype) {
+  auto* holder = new std::shared_ptr<engine::PooledBuffer>(std::move(buffer));
+  nb::capsule owner(holder, [](void* p) noexcept {
+    delete static_cast<std::shared_ptr<engine::PooledBuffer>*>(p);
+  });
+  nb::ndarray<nb::numpy> array((*holder)->buffer().data(), shape.size(), shape.data(), owner,
+                               nullptr, ToDlpackDtype(dtype));
+  return nb::cast(array, nb::rv_policy::reference);
+}
+
+nb::dict StatsToDict(const PassStats& s) {
+  nb::dict d;
+  d["split"] = s.split;
+  d["epoch"] = s.epoch;
+  d["batches"] = s.batches;
+  d["samples"] = s.samples;
+  d["cache_hits"] = s.cache_hits;
+  d["cache_misses"] = s.cache_misses;
+  d["rereads"] = s.rereads;
+  d["evictions"] = s.evictions;
+  d["tiles_read"] = s.tiles_read;
+  d["bytes_read"] = s.bytes_read;
+  d["finished"] = s.finished;
+  d["wall_s"] = s.wall_s;
+  nb::list bad;
+  for (const auto& b : s.bad_chunks) {
+    nb::list inner;
+    for (uint64_t c : b.inner_coord) inner.append(c);
+    bad.append(nb::make_tuple(b.array, b.chunk_index, nb::tuple(inner)));
+  }
+  d["bad_chunks"] = bad;
+  nb::dict times;
+  times["fetch_wait_s"] = s.times.fetch_wait_s;
+  times["admission_parked_s"] = s.times.admission_parked_s;
+  times["decode_s"] = s.times.decode_s;
+  times["assemble_s"] = s.times.assemble_s;
+  times["gather_s"] = s.times.gather_s;
+  times["batch_transform_s"] = s.times.batch_transform_s;
+  d["times"] = times;
+  nb::dict depths;
+  const auto& p = s.depths;
+  depths["batch_queue_capacity"] = p.batch_queue_capacity;
+  depths["batch_queue_peak"] = p.batch_queue_peak;
+  depths["batch_queue_samples"] = p.batch_queue_samples;
+  depths["batch_queue_empty"] = p.batch_queue_empty;
+  depths["batch_queue_full_enough"] = p.batch_queue_full_enough;
+  depths["inflight_peak"] = p.inflight_peak;
+  depths["max_inflight"] = p.max_inflight;
+  depths["decode_queue_peak"] = p.decode_queue_peak;
+  depths["decode_threads"] = p.decode_threads;
+  depths["resident_peak"] = p.resident_peak;
+  depths["resident_peak_bytes"] = p.resident_peak_bytes;
+  depths["budget_bytes"] = p.budget_bytes == 0 ? nb::none() : nb::int_(p.budget_bytes);
+  d["depths"] = depths;
+  return d;
+}
+
+// Python-side owners: the engine and its passes are shared with C++ threads, so Python
+// holds shared_ptr handles rather than the objects themselves.
+struct EngineHandle {
+  std::shared_ptr<Engine> engine;
+};
+
+struct PassHandle {
+  std::shared_ptr<Pass> pass;
+  ~PassHandle() {
+    if (pass) {
+      nb::gil_scoped_release release;
+      pass->Close();
+      pass.reset();
+    }
+  }
+};
+
+engine::EpochOrder OrderFromArrays(const Int64Array& rows, const Int64Array& block_start) {
+  if (rows.ndim() != 2 || rows.shape(1) != 2) {
+    ThrowIfError(InvalidArgument("order rows must have shape (N, 2)"));
+  }
+  if (block_start.ndim() != 1 || block_start.shape(0) < 1) {
+    ThrowIfError(InvalidArgument("block_start must be a non-empty 1-D array"));
+  }
+  engine::EpochOrder order;
+  const size_t n = rows.shape(0);
+  order.chunk.resize(n);
+  order.within.resize(n);
+  const int64_t* r = rows.data();
+  for (size_t i = 0; i < n; ++i) {
+    order.chunk[i] = r[2 * i];
+    order.within[i] = r[2 * i + 1];
+  }
+  order.block_start.assign(block_start.data(), block_start.data() + block_start.shape(0));
+  int64_t previous = 0;
+  for (int64_t b : order.block_start) {
+    if (b < previous || b > static_cast<int64_t>(n)) {
+      ThrowIfError(InvalidArgument("block_start must be non-decreasing within [0, N]"));
+    }
+    previous = b;
+  }
+  if (order.block_start.front() != 0 || order.block_start.back() != static_cast<int64_t>(n)) {
+    ThrowIfError(InvalidArgument("block_start must start at 0 and end at N"));
+  }
+  return order;
+}
+
+}  // namespace
+
+void BindEngine(nb::module_& m) {
+  nb::class_<PassHandle>(m, "Pass", "One iteration over one split view.")
+      .def(
+          "next",
+          [](PassHandle& h) -> nb::object {
+            if (!h.pass) ThrowIfError(FailedPrecondition("the pass is closed"));
+            Pass& pass = *h.pass;
+            Result<std::optional<BatchData>> next = [&] {
+              nb::gil_scoped_release release;
+              return pass.Next();
+            }();
+            std::optional<BatchData> batch = ValueOrThrow(std::move(next));
+            if (!batch) return nb::none();
+            nb::list arrays;
+            for (size_t l = 0; l < batch->arrays.size(); ++l) {
+              const auto& source = pass.sources()[pass.labels()[l].source];
+              std::vector<size_t> shape{batch->rows};
+              for (uint64_t e : source.inner_shape) shape.push_back(e);
+              arrays.append(PooledToNumpy(std::move(batch->arrays[l]), shape,
+                                          source.array->metadata().dtype));
+            }
+            auto anchors = ValueOrThrow(Buffer::Allocate(batch->rows * sizeof(int64_t)));
+            std::memcpy(anchors.data(), batch->anchors.data(), batch->rows * sizeof(int64_t));
+            nb::object indices = BufferToNumpy(std::move(anchors), {batch->rows},
+                                               zarr::DataType{zarr::DataTypeId::kInt64});
+            return nb::make_tuple(arrays, indices);
+          },
+          "The next batch as ([arrays per label], sample_indices), or None at the end.")
+      .def(
+          "close",
+          [](PassHandle& h) {
+            if (!h.pass) return;
+            nb::gil_scoped_release release;
+            h.pass->Close();
+          },
+          "Cancels the pass, drains it, and releases its pins (idempotent).")
+      .def("stats", [](const PassHandle& h) { return StatsToDict(h.pass->stats()); })
+      .def_prop_ro("n_batches", [](const PassHandle& h) { return h.pass->plan().batches(); })
+      .def_prop_ro("n_rows", [](const PassHandle& h) { return h.pass->plan().rows(); });
+
+  nb::class_<EngineHandle>(m, "Engine", "The dataset-owned engine: pool, decode pool, IO budget.")
+      .def(
+          "__init__",
+          [](EngineHandle* self, std::vector<std::shared_ptr<const zarr::Array>> arrays,
+             std::vector<int> sample_axes, uint64_t budget_bytes, uint32_t max_inflight,
+             uint32_t decode_threads, const std::string& on_bad_chunk) {
+            if (arrays.size() != sample_axes.size()) {
+              ThrowIfError(InvalidArgument("one sample axis per array is required"));
+            }
+            if (on_bad_chunk != "raise" && on_bad_chunk != "nan") {
+              ThrowIfError(InvalidArgument("on_bad_chunk must be \"raise\" or \"nan\", got \"" +
+                                           on_bad_chunk + "\""));
+            }
+            std::vector<engine::ArraySource> sources;
+            for (size_t i = 0; i < arrays.size(); ++i) {
+              sources.push_back(
+                  ValueOrThrow(engine::ArraySource::Create(arrays[i], sample_axes[i])));
+            }
+            engine::EngineConfig config;
+            config.budget_bytes = budget_bytes;
+            config.max_inflight = max_inflight;
+            config.decode_threads = decode_threads;
+            config.on_bad_chunk =
+                on_bad_chunk == "nan" ? engine::OnBadChunk::kNan : engine::OnBadChunk::kRaise;
+            new (self) EngineHandle{ValueOrThrow(Engine::Create(std::move(sources), config))};
+          },
+          nb::arg("arrays"), nb::arg("sample_axes"), nb::arg("budget_bytes"),
+          nb::arg("max_inflight"), nb::arg("decode_threads"), nb::arg("on_bad_chunk"))
+      .def(
+          "start_pass",
+          [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows,
+             const Int64Array& block_start, int64_t ref_spc, int64_t batch_size,
+             uint32_t prefetch_depth,
+             const std::vector<std::tuple<std::string, uint32_t, int64_t>>& labels) {
+            engine::PassSpec spec;
+            spec.split = std::move(split);
+            spec.epoch = epoch;
+            spec.order = OrderFromArrays(rows, block_start);
+            spec.ref_spc = ref_spc;
+            spec.batch_size = batch_size;
+            spec.prefetch_depth = prefetch_depth;
+            for (const auto& [name, source, offset] : labels) {
+              if (source >= h.engine->sources().size()) {
+                ThrowIfError(InvalidArgument("label '" + name + "' names no array"));
+              }
+              spec.labels.push_back({name, source, offset});
+            }
+            nb::gil_scoped_release release;
+            return new PassHandle{ValueOrThrow(h.engine->StartPass(std::move(spec)))};
+          },
+          nb::arg("split"), nb::arg("epoch"), nb::arg("rows"), nb::arg("block_start"),
+          nb::arg("ref_spc"), nb::arg("batch_size"), nb::arg("prefetch_depth"), nb::arg("labels"),
+          nb::rv_policy::take_ownership)
+      .def_prop_ro("budget_bytes", [](const EngineHandle& h) { return h.engine->pool().budget_bytes(); })
+      .def("pool_state", [](const EngineHandle& h) {
+        nb::dict d;
+        auto c = h.engine->pool().counters();
+        d["resident_bytes"] = c.resident_bytes;
+        d["resident_slots"] = c.resident_slots;
+        d["evictions"] = c.evictions;
+        d["pinned_slots"] = h.engine->pool().CountPinned();
+        d["filling_slots"] = h.engine->pool().CountSlots(engine::SlotState::kFilling);
+        d["live_passes"] = h.engine->live_passes();
+        d["batch_buffer_allocations"] = h.engine->buffers().allocations();
+        return d;
+      })
+      .def_prop_ro("decode_threads", [](const EngineHandle& h) { return h.engine->config().decode_threads; });
+}
+
+}  // namespace insitubatch::python

@@ -1,0 +1,37 @@
+#pragma once
+
+// CountingStore: wraps another store and counts reads per key. Tests use it to prove
+// decode-once ("each stored chunk fetched once per epoch"); tools use it to see what a
+// pass actually fetched.
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "insitubatch/io/store.h"
+
+namespace insitubatch {
+
+class CountingStore final : public Store {
+ public:
+  explicit CountingStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
+
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override;
+  Result<std::vector<std::string>> List(std::string_view prefix) override {
+    return inner_->List(prefix);
+  }
+  std::string Describe(std::string_view key) const override { return inner_->Describe(key); }
+
+  std::map<std::string, uint64_t> reads() const;
+  uint64_t total_reads() const;
+  void Reset();
+
+ private:
+  std::shared_ptr<Store> inner_;
+  mutable std::mutex mutex_;
+  std::map<std::string, uint64_t> reads_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace insitubatch

@@ -1,0 +1,65 @@
+"""print_debug_info(): the facts a bug report needs, without importing any framework
+(versions come from installed metadata only: importing two frameworks can crash)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from collections import OrderedDict
+from importlib import metadata
+
+_STACK = ("zarr", "numpy", "xarray", "obstore", "numcodecs")
+_OPTIONAL = ("torch", "jax", "tensorflow", "tensorflow-cpu", "icechunk", "virtualizarr", "kerchunk",
+             "fsspec", "gcsfs", "s3fs", "cloudpickle", "cupy", "kvikio")
+
+
+def _version(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def _free_threading() -> str:
+    if not getattr(sys, "_is_gil_enabled", None) or not hasattr(sys, "_is_gil_enabled"):
+        return "GIL build (not free-threaded)"
+    import sysconfig
+
+    if not sysconfig.get_config_var("Py_GIL_DISABLED"):
+        return "GIL build (not free-threaded)"
+    return f"free-threaded build, GIL currently {'ON' if sys._is_gil_enabled() else 'OFF'}"
+
+
+def debug_info() -> "OrderedDict[str, str]":
+    """The debug report as an ordered dict of ``label -> value``."""
+    from . import __version__, _ext
+
+    info: OrderedDict[str, str] = OrderedDict()
+    info["insitubatch"] = __version__
+    info["python"] = f"{platform.python_version()} ({platform.python_implementation()})"
+    info["free-threading"] = _free_threading()
+    info["platform"] = platform.platform()
+    info["cpus"] = str(os.cpu_count())
+    build = _ext.build_info()
+    info["compiler"] = f"{build['compiler']} ({build['build_type']}, C++ {build['cxx_standard']})"
+    info["nanobind"] = build["nanobind"]
+    info["extension free-threading"] = "yes" if build["free_threading"] else "no"
+    info["codecs"] = ", ".join(f"{k} {build[k]}" for k in ("zstd", "blosc", "lz4", "libdeflate", "zlib"))
+    for dist in _STACK:
+        info[dist] = _version(dist)
+    for dist in _OPTIONAL:
+        info[dist] = _version(dist)
+    return info
+
+
+def print_debug_info(file=None) -> None:
+    """Prints :func:`debug_info` as aligned ``label : value`` rows."""
+    info = debug_info()
+    width = max(len(k) for k in info)
+    lines = ["insitubatch debug info"]
+    lines += [f"  {k.ljust(width)} : {v}" for k, v in info.items()]
+    print("\n".join(lines), file=file or sys.stdout)
+
+
+__all__ = ["debug_info", "print_debug_info"]

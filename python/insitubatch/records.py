@@ -1,0 +1,62 @@
+"""Data records handed to users: Batch, DecodedChunk, ChunkRead, StoredChunkRead."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import numpy as np
+
+
+@dataclass
+class Batch:
+    """One batch: ``arrays[label]`` is ``(batch, *field)``; row ``i`` of every label shares
+    the anchor ``sample_indices[i]`` and reads ``sample_indices[i] + offsets[label]``.
+
+    The arrays own C++ buffers (no copy); each buffer returns to the engine's recycling
+    pool only after every reference to it (numpy, torch, JAX) is gone.
+    """
+
+    arrays: dict[str, np.ndarray]
+    sample_indices: np.ndarray
+    offsets: dict[str, int] = field(default_factory=dict)
+
+    def read_indices(self, label: str) -> np.ndarray:
+        """The sample-axis index each row of ``label`` was read from."""
+        return self.sample_indices + self.offsets.get(label, 0)
+
+    def stack(self, labels: Sequence[str], axis: int = 1) -> np.ndarray:
+        """``np.stack`` of the listed labels, e.g. ``(B, 3, H, W)`` for three fields."""
+        return np.stack([self.arrays[label] for label in labels], axis=axis)
+
+    def __len__(self) -> int:
+        return int(self.sample_indices.shape[0])
+
+
+@dataclass(frozen=True)
+class ChunkRead:
+    array: str
+    chunk_index: int
+
+
+@dataclass(frozen=True)
+class StoredChunkRead:
+    array: str
+    chunk_index: int
+    inner_coord: tuple[int, ...]
+
+    @property
+    def coords(self) -> tuple[int, ...]:
+        return (self.chunk_index, *self.inner_coord)
+
+
+@dataclass
+class DecodedChunk:
+    """One decoded outer chunk of one variable, sample-first (chunk transforms see this)."""
+
+    read: ChunkRead
+    data: np.ndarray
+    sample_offset: int
+
+
+__all__ = ["Batch", "ChunkRead", "DecodedChunk", "StoredChunkRead"]

@@ -1,0 +1,165 @@
+"""Per-pass runtime statistics: PassStats, the limiting-stage rule, the per-epoch log line
+(behaviour-spec B.14)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Mapping
+
+from .summary import format_bytes
+
+ADVICE = {
+    "consumer": "the loader kept up; the training step is the constraint (nothing to tune)",
+    "store": "waited on the store; raise max_inflight, and check the region and backend",
+    "decode": "codec and chunk transforms dominated; raise decode_threads, keep chunk transforms "
+    "vectorized and GIL-releasing",
+    "residency": "admission waited on the residency budget; raise cache_budget_bytes, or lower "
+    "batch_size / block_chunks / concurrent iterations",
+    "gather": "batch assembly dominated; check the gather run length (describe()) and batch transforms",
+    "unknown": "no single stage dominated (or too few samples to say)",
+}
+
+
+@dataclass(frozen=True)
+class StageTimes:
+    fetch_wait_s: float = 0.0
+    admission_parked_s: float = 0.0
+    decode_s: float = 0.0
+    assemble_s: float = 0.0
+    gather_s: float = 0.0
+    batch_transform_s: float = 0.0
+
+    @property
+    def producer_s(self) -> float:
+        return (self.fetch_wait_s + self.admission_parked_s + self.decode_s + self.assemble_s
+                + self.gather_s + self.batch_transform_s)
+
+
+@dataclass(frozen=True)
+class Depths:
+    batch_queue_capacity: int = 0
+    batch_queue_peak: int = 0
+    batch_queue_samples: int = 0
+    batch_queue_empty: int = 0
+    batch_queue_full_enough: int = 0
+    inflight_peak: int = 0
+    max_inflight: int = 0
+    decode_queue_peak: int = 0
+    decode_threads: int = 0
+    resident_peak: int = 0
+    resident_peak_bytes: int = 0
+    budget_bytes: int | None = None
+
+    @property
+    def starved_frac(self) -> float:
+        return self.batch_queue_empty / self.batch_queue_samples if self.batch_queue_samples else 0.0
+
+    @property
+    def fed_frac(self) -> float:
+        return self.batch_queue_full_enough / self.batch_queue_samples if self.batch_queue_samples else 0.0
+
+
+@dataclass(frozen=True)
+class PassStats:
+    """What one pass did. Set even for abandoned passes (closed early)."""
+
+    split: str
+    epoch: int
+    batches: int
+    samples: int
+    cache_hits: int
+    cache_misses: int
+    rereads: int
+    evictions: int
+    bad_chunks: int
+    bytes_read: int
+    finished: bool
+    wall_s: float
+    times: StageTimes = field(default_factory=StageTimes)
+    depths: Depths = field(default_factory=Depths)
+
+    @classmethod
+    def from_native(cls, d: Mapping[str, Any]) -> "PassStats":
+        return cls(
+            split=d["split"], epoch=int(d["epoch"]), batches=int(d["batches"]),
+            samples=int(d["samples"]), cache_hits=int(d["cache_hits"]),
+            cache_misses=int(d["cache_misses"]), rereads=int(d["rereads"]),
+            evictions=int(d["evictions"]), bad_chunks=len(d["bad_chunks"]),
+            bytes_read=int(d["bytes_read"]), finished=bool(d["finished"]), wall_s=float(d["wall_s"]),
+            times=StageTimes(**d["times"]), depths=Depths(**d["depths"]),
+        )
+
+    @property
+    def reads(self) -> int:
+        return self.cache_hits + self.cache_misses
+
+    @property
+    def hit_rate(self) -> float:
+        return self.cache_hits / self.reads if self.reads else 0.0
+
+    @property
+    def limiting_stage(self) -> str:
+        """One stage named by the B.14 rule, or ``"unknown"`` rather than a guess.
+
+        Candidates are summed per stage (decode = decode + assemble; gather = gather +
+        batch transforms) before ranking.
+        """
+        d, t = self.depths, self.times
+        if d.batch_queue_samples == 0:
+            return "unknown"
+        if d.fed_frac >= 0.5:
+            return "consumer"
+        if d.starved_frac < 0.2:
+            return "unknown"
+        total = t.producer_s
+        if total <= 0:
+            return "unknown"
+        candidates = {
+            "residency": t.admission_parked_s,
+            "store": t.fetch_wait_s,
+            "decode": t.decode_s + t.assemble_s,
+            "gather": t.gather_s + t.batch_transform_s,
+        }
+        stage, value = max(candidates.items(), key=lambda kv: kv[1])
+        return stage if value / total >= 0.4 else "unknown"
+
+    @property
+    def advice(self) -> str:
+        return ADVICE[self.limiting_stage]
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["limiting_stage"] = self.limiting_stage
+        out["advice"] = self.advice
+        return out
+
+    def log_line(self) -> str:
+        """The per-epoch INFO line; it always ends with ``limited by: <stage> -- <advice>``."""
+        d, t = self.depths, self.times
+        parts = [
+            f"epoch {self.epoch} ({self.split}): {self.batches} batches, {self.samples} samples"
+            f" in {self.wall_s:.2f} s",
+            f"chunk hits {self.cache_hits}/{self.reads} ({100 * self.hit_rate:.1f}%)",
+            f"peak resident {d.resident_peak} chunks ({format_bytes(d.resident_peak_bytes)})",
+        ]
+        if self.rereads or self.evictions:
+            parts.append(f"re-reads {self.rereads}, evictions {self.evictions}")
+        if self.bad_chunks:
+            parts.append(f"bad chunks {self.bad_chunks}")
+        if not self.finished:
+            parts.append("abandoned early")
+        budget = "unbounded" if d.budget_bytes is None else format_bytes(d.budget_bytes)
+        parts.append(
+            f"queue peak {d.batch_queue_peak}/{d.batch_queue_capacity} (empty {100 * d.starved_frac:.0f}%"
+            f" of gets), in flight peak {d.inflight_peak}/{d.max_inflight}, decode queue peak"
+            f" {d.decode_queue_peak} on {d.decode_threads} threads, budget {budget}"
+        )
+        parts.append(
+            f"waits: fetch {t.fetch_wait_s:.2f} s, parked {t.admission_parked_s:.2f} s; cpu: decode"
+            f" {t.decode_s:.2f} s, gather {t.gather_s:.2f} s, batch transforms {t.batch_transform_s:.2f} s"
+        )
+        parts.append(f"limited by: {self.limiting_stage} -- {self.advice}")
+        return "; ".join(parts)
+
+
+__all__ = ["Depths", "PassStats", "StageTimes"]
