@@ -1,0 +1,187 @@
+#include "insitubatch/io/file_store.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "insitubatch/io/memory_store.h"  // ResolveRange
+
+namespace insitubatch {
+namespace {
+
+constexpr size_t kDefaultIoThreads = 8;
+
+std::string ErrnoText(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
+
+// Closes a file descriptor on every return path.
+class FdCloser {
+ public:
+  explicit FdCloser(int fd) : fd_(fd) {}
+  ~FdCloser() { ::close(fd_); }
+  FdCloser(const FdCloser&) = delete;
+  FdCloser& operator=(const FdCloser&) = delete;
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+Result<std::string> LocalPathFromUrl(const std::string& url) {
+  const size_t scheme_end = url.find("://");
+  if (scheme_end == std::string::npos) return url;  // a plain path
+  const std::string scheme = url.substr(0, scheme_end);
+  if (scheme != "file") {
+    return InvalidArgument("not a local path: \"" + url + "\" (scheme \"" + scheme +
+                           "\" is not file://)");
+  }
+  std::string rest = url.substr(scheme_end + 3);
+  // file:///abs/path has an empty authority; accept "localhost" as the same thing.
+  if (rest.starts_with("localhost/")) rest = rest.substr(9);
+  if (rest.empty() || rest.front() != '/') {
+    return InvalidArgument("file URL \"" + url + "\" names a remote host or no path");
+  }
+  return rest;
+}
+
+Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root,
+                                                   size_t io_threads) {
+  INSITU_ASSIGN_OR_RETURN(std::string path, LocalPathFromUrl(root));
+  if (path.empty()) return InvalidArgument("file store root is empty");
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) {
+      return NotFound("file store root \"" + path + "\" does not exist");
+    }
+    return IoError("cannot open file store root \"" + path + "\": " + ErrnoText(err))
+        .set_detail(err);
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    return InvalidArgument("file store root \"" + path + "\" is not a directory");
+  }
+  // Keep the path as given (minus trailing slashes) so messages show what the user typed.
+  while (path.size() > 1 && path.back() == '/') path.pop_back();
+  if (io_threads == 0) io_threads = kDefaultIoThreads;
+  return std::shared_ptr<FileStore>(new FileStore(std::move(path), io_threads));
+}
+
+FileStore::FileStore(std::string root, size_t io_threads)
+    : root_(std::move(root)),
+      pool_(std::make_unique<ThreadPool>(io_threads, "insitu-file")) {}
+
+// Drains queued reads (their callbacks still run) before the root string goes away.
+FileStore::~FileStore() { pool_.reset(); }
+
+std::string FileStore::Describe(std::string_view key) const {
+  if (key.empty()) return root_;
+  return root_ == "/" ? root_ + std::string(key) : root_ + "/" + std::string(key);
+}
+
+void FileStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+  if (Status valid = ValidateKey(key); !valid.ok()) {
+    done(std::move(valid));
+    return;
+  }
+  pool_->Submit([this, key = std::move(key), range, done = std::move(done)]() {
+    done(ReadNow(key, range));
+  });
+}
+
+Result<ReadResult> FileStore::ReadNow(const std::string& key, ByteRange range) const {
+  // Keys are checked lexically ("..", absolute, empty segments) before any path is built;
+  // symlinks inside the root are followed, as zarr-python's LocalStore does.
+  INSITU_RETURN_IF_ERROR(ValidateKey(key));
+  const std::string path = Describe(key);
+  auto io_error = [&](const char* what, int err) {
+    return IoError(std::string(what) + " " + path + range.Describe() + ": " +
+                   ErrnoText(err))
+        .set_detail(err);
+  };
+
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    const int err = errno;
+    // A missing chunk (or a path through a missing directory) reads as fill value.
+    if (err == ENOENT || err == ENOTDIR) return ReadResult::Missing();
+    return io_error("cannot open", err);
+  }
+  FdCloser closer(fd);
+
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return io_error("cannot stat", errno);
+  // A directory at a chunk key is not an object (object stores have no such thing).
+  if (S_ISDIR(st.st_mode)) return ReadResult::Missing();
+  if (!S_ISREG(st.st_mode)) {
+    return InvalidArgument("cannot read " + path + ": not a regular file");
+  }
+  auto resolved = ResolveRange(range, static_cast<uint64_t>(st.st_size));
+  if (!resolved.ok()) return resolved.status().WithContext("reading " + path);
+
+  const uint64_t length = resolved->end - resolved->begin;
+  INSITU_ASSIGN_OR_RETURN(Buffer data, Buffer::Allocate(length));
+  uint64_t done = 0;
+  while (done < length) {
+    const size_t want = static_cast<size_t>(std::min<uint64_t>(length - done, 1u << 30));
+    const ssize_t got =
+        ::pread(fd, data.data() + done, want, static_cast<off_t>(resolved->begin + done));
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return io_error("cannot read", errno);
+    }
+    if (got == 0) {  // the file shrank after fstat
+      return DataLoss("reading " + path + range.Describe() + ": expected " +
+                      std::to_string(length) + " bytes, the file ended after " +
+                      std::to_string(done));
+    }
+    done += static_cast<uint64_t>(got);
+  }
+  ReadResult result;
+  result.found = true;
+  result.data = std::move(data);
+  return result;
+}
+
+Result<std::vector<std::string>> FileStore::List(std::string_view prefix) {
+  namespace fs = std::filesystem;
+  // Walk only the directory the prefix names ("a/b/c" -> "a/b"); its text is validated
+  // like a key so a prefix cannot walk outside the root.
+  const size_t slash = prefix.rfind('/');
+  const std::string dir =
+      slash == std::string_view::npos ? "" : std::string(prefix.substr(0, slash));
+  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
+  const fs::path base = dir.empty() ? fs::path(root_) : fs::path(root_) / dir;
+
+  std::vector<std::string> keys;
+  std::error_code ec;
+  if (!fs::is_directory(base, ec)) return keys;
+  fs::recursive_directory_iterator it(base, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    // Regular files (through symlinks too); zarr v2 ".zarray"-style names are kept.
+    if (!it->is_regular_file(type_ec)) continue;
+    std::string key = it->path().lexically_relative(root_).generic_string();
+    if (key.starts_with(prefix)) keys.push_back(std::move(key));
+  }
+  if (ec) {
+    return IoError("listing " + base.string() + ": " + ec.message())
+        .set_detail(ec.value());
+  }
+  std::sort(keys.begin(), keys.end());
+  return keys;
+}
+
+}  // namespace insitubatch

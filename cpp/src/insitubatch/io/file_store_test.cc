@@ -1,0 +1,166 @@
+#include "insitubatch/io/file_store.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace insitubatch {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+class FileStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "insitu_file_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    root_ = tmpl;
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  void Write(const std::string& key, const std::string& bytes) {
+    const fs::path p = fs::path(root_) / key;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << bytes;
+  }
+  std::shared_ptr<FileStore> Open() {
+    auto store = FileStore::Open(root_);
+    EXPECT_TRUE(store.ok()) << store.status().ToString();
+    return store.ok() ? std::move(store).value() : nullptr;
+  }
+
+  std::string root_;
+};
+
+TEST(LocalPathFromUrlTest, PlainPathsAndFileUrls) {
+  EXPECT_EQ(LocalPathFromUrl("/data/x.zarr").value(), "/data/x.zarr");
+  EXPECT_EQ(LocalPathFromUrl("rel/x.zarr").value(), "rel/x.zarr");
+  EXPECT_EQ(LocalPathFromUrl("file:///data/x.zarr").value(), "/data/x.zarr");
+  EXPECT_EQ(LocalPathFromUrl("file://localhost/data/x").value(), "/data/x");
+}
+
+TEST(LocalPathFromUrlTest, OtherSchemesAreInvalid) {
+  for (const char* url : {"s3://bucket/x.zarr", "https://host/x.zarr", "gs://b/x"}) {
+    auto r = LocalPathFromUrl(url);
+    ASSERT_FALSE(r.ok()) << url;
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(r.status().message(), HasSubstr(url));
+  }
+  EXPECT_EQ(LocalPathFromUrl("file://otherhost/x").status().code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(FileStoreTest, OpenErrors) {
+  auto missing = FileStore::Open(root_ + "/does/not/exist");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(missing.status().message(), HasSubstr("does/not/exist"));
+
+  Write("file", "x");
+  auto not_dir = FileStore::Open(root_ + "/file");
+  ASSERT_FALSE(not_dir.ok());
+  EXPECT_EQ(not_dir.status().code(), StatusCode::kInvalidArgument);
+
+  auto s3 = FileStore::Open("s3://bucket/x");
+  ASSERT_FALSE(s3.ok());
+  EXPECT_EQ(s3.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(FileStoreTest, OpensFileUrlAndTrailingSlash) {
+  Write("c/0", "abc");
+  for (const std::string& root : {"file://" + root_, root_ + "/", root_ + "//"}) {
+    auto store = FileStore::Open(root);
+    ASSERT_TRUE(store.ok()) << root;
+    EXPECT_EQ((*store)->root(), root_);
+    EXPECT_EQ((*store)->Describe("c/0"), root_ + "/c/0");
+    auto r = (*store)->Read("c/0");
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->data.size(), 3u);
+  }
+}
+
+TEST_F(FileStoreTest, ReadNowMatchesAsync) {
+  Write("a/b", "0123456789");
+  auto store = Open();
+  auto now = store->ReadNow("a/b", ByteRange::Range(3, 4));
+  ASSERT_TRUE(now.ok());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(now->data.data()), 4), "3456");
+  auto bad = store->ReadNow("../a/b", ByteRange::All());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(FileStoreTest, TruncatedRangeNamesPathAndRange) {
+  Write("c/1/0", std::string(100, 'z'));
+  auto store = Open();
+  auto r = store->Read("c/1/0", ByteRange::Suffix(116));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(r.status().message(),
+            "reading " + root_ +
+                "/c/1/0: object is 100 bytes, range [last 116 bytes] "
+                "runs past its end");
+}
+
+TEST_F(FileStoreTest, DirectoriesAndPathsThroughFilesAreMissing) {
+  Write("c/0/0", "x");
+  auto store = Open();
+  auto dir = store->Read("c/0");  // a directory, not an object
+  ASSERT_TRUE(dir.ok());
+  EXPECT_FALSE(dir->found);
+  auto through_file = store->Read("c/0/0/extra");  // ENOTDIR
+  ASSERT_TRUE(through_file.ok());
+  EXPECT_FALSE(through_file->found);
+}
+
+TEST_F(FileStoreTest, OtherErrnoIsIoErrorWithDetail) {
+  // A symlink loop fails open() with ELOOP: neither missing nor readable.
+  fs::create_symlink(fs::path(root_) / "loop", fs::path(root_) / "loop");
+  auto store = Open();
+  auto r = store->Read("loop", ByteRange::Range(0, 4));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError);
+  EXPECT_EQ(r.status().detail(), ELOOP);
+  EXPECT_THAT(r.status().message(), HasSubstr(root_ + "/loop [bytes 0-3]"));
+}
+
+TEST_F(FileStoreTest, ListKeepsDotFilesAndSkipsDirectories) {
+  Write(".zgroup", "{}");
+  Write("t2m/.zarray", "{}");
+  Write("t2m/0.0", "a");
+  fs::create_directories(fs::path(root_) / "empty_dir/nested");
+  fs::create_symlink(fs::path(root_) / "t2m/0.0", fs::path(root_) / "t2m/0.1");
+  auto store = Open();
+  auto keys = store->List("");
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_THAT(*keys, ElementsAre(".zgroup", "t2m/.zarray", "t2m/0.0", "t2m/0.1"));
+  auto bad = store->List("../");
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(FileStoreTest, DestructionRunsQueuedCallbacks) {
+  for (int i = 0; i < 32; ++i) Write("c/" + std::to_string(i), std::string(1000, 'q'));
+  std::atomic<int> completed{0};
+  {
+    auto store = FileStore::Open(root_, 2);
+    ASSERT_TRUE(store.ok());
+    for (int n = 0; n < 500; ++n) {
+      (*store)->ReadAsync("c/" + std::to_string(n % 32), ByteRange::Range(n % 900, 100),
+                          [&](Result<ReadResult> r) {
+                            if (r.ok() && r->found && r->data.size() == 100) completed++;
+                          });
+    }
+  }
+  EXPECT_EQ(completed.load(), 500);
+}
+
+}  // namespace
+}  // namespace insitubatch

@@ -1,0 +1,77 @@
+#include "insitubatch/io/memory_store.h"
+
+#include <cstring>
+#include <utility>
+
+namespace insitubatch {
+
+Result<ResolvedRange> ResolveRange(ByteRange range, uint64_t size) {
+  auto past_end = [&]() {
+    return DataLoss("object is " + std::to_string(size) + " bytes, range" +
+                    range.Describe() + " runs past its end");
+  };
+  switch (range.kind) {
+    case ByteRange::Kind::kAll:
+      return ResolvedRange{0, size};
+    case ByteRange::Kind::kRange:
+      // Written as a subtraction so offset + length cannot overflow.
+      if (range.offset > size || range.length > size - range.offset) return past_end();
+      return ResolvedRange{range.offset, range.offset + range.length};
+    case ByteRange::Kind::kSuffix:
+      // A suffix longer than the object means the object is shorter than its reader
+      // expects (e.g. a shard without its full index): truncated, not "give me all".
+      if (range.length > size) return past_end();
+      return ResolvedRange{size - range.length, size};
+  }
+  return InvalidArgument("unknown byte range kind");
+}
+
+void MemoryStore::Set(std::string key, std::string bytes) {
+  std::lock_guard lock(mutex_);
+  objects_.insert_or_assign(std::move(key), std::move(bytes));
+}
+
+void MemoryStore::Erase(const std::string& key) {
+  std::lock_guard lock(mutex_);
+  objects_.erase(key);
+}
+
+void MemoryStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+  // Build the result under the lock, run the callback outside it (it may call back in).
+  auto read = [&]() -> Result<ReadResult> {
+    // Same key rules as the file store, so tests on memory catch keys that disk rejects.
+    INSITU_RETURN_IF_ERROR(ValidateKey(key));
+    std::lock_guard lock(mutex_);
+    auto it = objects_.find(key);
+    if (it == objects_.end()) return ReadResult::Missing();
+    const std::string& bytes = it->second;
+    auto resolved = ResolveRange(range, bytes.size());
+    if (!resolved.ok()) {
+      return resolved.status().WithContext("reading " + Describe(key) + range.Describe());
+    }
+    const uint64_t n = resolved->end - resolved->begin;
+    INSITU_ASSIGN_OR_RETURN(Buffer data, Buffer::Allocate(n));
+    if (n != 0) std::memcpy(data.data(), bytes.data() + resolved->begin, n);
+    ReadResult result;
+    result.found = true;
+    result.data = std::move(data);
+    return result;
+  };
+  done(read());
+}
+
+Result<std::vector<std::string>> MemoryStore::List(std::string_view prefix) {
+  std::lock_guard lock(mutex_);
+  std::vector<std::string> keys;
+  for (auto it = objects_.lower_bound(prefix);
+       it != objects_.end() && it->first.starts_with(prefix); ++it) {
+    keys.push_back(it->first);
+  }
+  return keys;  // std::map order is sorted order
+}
+
+std::string MemoryStore::Describe(std::string_view key) const {
+  return "memory://" + std::string(key);
+}
+
+}  // namespace insitubatch

@@ -1,0 +1,124 @@
+#include "insitubatch/zarr/array.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "insitubatch/zarr/codec/registry.h"
+
+namespace insitubatch::zarr {
+namespace {
+
+std::string CoordsText(const std::vector<uint64_t>& coords) {
+  std::string out = "[";
+  for (size_t i = 0; i < coords.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += std::to_string(coords[i]);
+  }
+  return out + "]";
+}
+
+std::string DescribeArray(const std::string& path) {
+  return path.empty() ? "root array" : "array '" + path + "'";
+}
+
+}  // namespace
+
+std::string DescribeChunk(const std::string& array_path,
+                          const std::vector<uint64_t>& coords) {
+  return (array_path.empty() ? "chunk" : array_path) + " " + CoordsText(coords);
+}
+
+Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store,
+                                                   std::string path,
+                                                   ArrayMetadata metadata) {
+  const std::string what = DescribeArray(path);
+  if (store == nullptr) return InvalidArgument(what + ": no store");
+  if (metadata.chunk_shape.size() != metadata.shape.size()) {
+    return InvalidArgument(what + ": chunk shape " + CoordsText(metadata.chunk_shape) +
+                           " does not match the rank of shape " +
+                           CoordsText(metadata.shape));
+  }
+  if (std::find(metadata.chunk_shape.begin(), metadata.chunk_shape.end(), 0u) !=
+      metadata.chunk_shape.end()) {
+    return InvalidArgument(what + ": chunk shape " + CoordsText(metadata.chunk_shape) +
+                           " has a zero extent");
+  }
+  const ArrayRepr repr{metadata.chunk_shape, metadata.dtype, metadata.fill_value};
+  auto chain = CodecChain::Build(metadata.codecs, repr, BuiltinCodecRegistry());
+  if (!chain.ok()) return chain.status().WithContext(what);
+
+  std::shared_ptr<Array> array(new Array());
+  array->store_ = std::move(store);
+  array->path_ = std::move(path);
+  array->metadata_ = std::move(metadata);
+  array->chain_ = std::move(chain).value();
+  return std::shared_ptr<const Array>(std::move(array));
+}
+
+Status Array::ValidateChunkCoords(const std::vector<uint64_t>& coords) const {
+  const std::vector<uint64_t> grid = metadata_.grid_shape();
+  if (coords.size() != grid.size()) {
+    return InvalidArgument(DescribeArray(path_) + ": chunk coordinates " +
+                           CoordsText(coords) + " have " + std::to_string(coords.size()) +
+                           " dimensions, the array has " + std::to_string(grid.size()));
+  }
+  for (size_t d = 0; d < grid.size(); ++d) {
+    if (coords[d] >= grid[d]) {
+      return InvalidArgument(DescribeArray(path_) + ": chunk coordinates " +
+                             CoordsText(coords) + " are outside the chunk grid " +
+                             CoordsText(grid));
+    }
+  }
+  return Status::Ok();
+}
+
+std::string Array::ChunkKey(const std::vector<uint64_t>& coords) const {
+  std::string key = metadata_.chunk_key_encoding.Key(coords);
+  return path_.empty() ? key : path_ + "/" + key;
+}
+
+Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords,
+                          MutableByteSpan out) const {
+  Status s = chain_.DecodeInto(stored, out);
+  if (s.ok()) return s;
+  return s.WithContext(DescribeChunk(path_, coords) + " (" +
+                       store_->Describe(ChunkKey(coords)) + ")");
+}
+
+void Array::FillChunk(MutableByteSpan out) const {
+  const size_t itemsize = metadata_.dtype.itemsize();
+  const auto& fill = metadata_.fill_value.bytes;
+  if (std::all_of(fill.begin(), fill.begin() + itemsize,
+                  [](std::byte b) { return b == std::byte{0}; })) {
+    std::memset(out.data(), 0, out.size());
+    return;
+  }
+  const size_t whole = out.size() - out.size() % itemsize;
+  if (whole == 0) return;
+  std::memcpy(out.data(), fill.data(), itemsize);
+  // Doubling copies: log2(n) memcpy calls instead of one per element.
+  for (size_t done = itemsize; done < whole;) {
+    const size_t n = std::min(done, whole - done);
+    std::memcpy(out.data() + done, out.data(), n);
+    done += n;
+  }
+}
+
+Status Array::ReadChunk(const std::vector<uint64_t>& coords, MutableByteSpan out) const {
+  INSITU_RETURN_IF_ERROR(ValidateChunkCoords(coords));
+  if (out.size() != chunk_bytes()) {
+    return InvalidArgument(DescribeChunk(path_, coords) + ": output buffer holds " +
+                           std::to_string(out.size()) + " bytes, the chunk needs " +
+                           std::to_string(chunk_bytes()));
+  }
+  auto read = store_->Read(ChunkKey(coords));
+  if (!read.ok()) return read.status().WithContext(DescribeChunk(path_, coords));
+  if (!read->found) {
+    FillChunk(out);
+    return Status::Ok();
+  }
+  return DecodeChunk(read->data.span(), coords, out);
+}
+
+}  // namespace insitubatch::zarr

@@ -1,0 +1,394 @@
+// sharding_indexed codec (array -> bytes, zarr v3 spec "sharding_indexed"): a shard holds
+// a grid of inner chunks, each encoded with the inner `codecs` and stored anywhere in the
+// shard, plus an index of [offset, nbytes] uint64 pairs per inner chunk (C order),
+// encoded with `index_codecs` and placed at the `index_location` ("end" by default). An
+// entry of (2^64-1, 2^64-1) marks an absent inner chunk: fill value.
+//
+// Everything in a shard is untrusted: the index size comes from the configuration (never
+// from the shard), every entry is bounds-checked against the shard, and every inner chunk
+// must decode to exactly its size. Nested sharding works because inner chains come from
+// the same registry.
+
+#include <cstring>
+#include <utility>
+
+#include "insitubatch/zarr/codec/builtin_codecs.h"
+#include "insitubatch/zarr/codec/codec_chain.h"
+#include "insitubatch/zarr/codec/codec_config.h"
+
+namespace insitubatch::zarr {
+namespace {
+
+using internal_codec::Bytes;
+
+constexpr uint64_t kAbsent = ~uint64_t{0};
+
+std::string CoordsText(const std::vector<uint64_t>& coords) {
+  std::string out = "[";
+  for (size_t i = 0; i < coords.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += std::to_string(coords[i]);
+  }
+  return out + "]";
+}
+
+// Always prefixes (Status::WithContext skips a context already in the message, which
+// would drop the outer coordinates of nested shards when they equal the inner ones).
+Status Prefix(const Status& status, const std::string& context) {
+  Status out(status.code(), context + ": " + status.message());
+  out.set_detail(status.detail());
+  return out;
+}
+
+void FillElements(MutableByteSpan out, const FillValue& fill, size_t itemsize) {
+  bool zero = true;
+  for (size_t i = 0; i < itemsize; ++i) zero = zero && fill.bytes[i] == std::byte{0};
+  if (zero) {
+    std::memset(out.data(), 0, out.size());
+    return;
+  }
+  for (size_t pos = 0; pos + itemsize <= out.size(); pos += itemsize) {
+    std::memcpy(out.data() + pos, fill.bytes.data(), itemsize);
+  }
+}
+
+// One v3 codec entry: {"name": ..., "configuration": {...}} or a bare name string.
+Result<std::vector<CodecSpec>> ParseCodecList(const Json& config, const char* key,
+                                              std::vector<CodecSpec> default_specs) {
+  auto it = config.find(key);
+  if (it == config.end() || it->is_null()) return default_specs;
+  if (!it->is_array()) {
+    return InvalidArgument("\"" + std::string(key) + "\" must be a list of codecs, got " +
+                           it->dump());
+  }
+  std::vector<CodecSpec> specs;
+  for (const Json& entry : *it) {
+    CodecSpec spec;
+    if (entry.is_string()) {
+      spec.name = entry.get<std::string>();
+    } else if (entry.is_object() && entry.contains("name") && entry["name"].is_string()) {
+      spec.name = entry["name"].get<std::string>();
+      if (entry.contains("configuration")) spec.configuration = entry["configuration"];
+    } else {
+      return InvalidArgument("\"" + std::string(key) + "\" entry " + entry.dump() +
+                             " is not a codec ({\"name\": ..., \"configuration\": ...})");
+    }
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+// The encoded index must have a size known without reading the shard. That holds when the
+// array -> bytes codec has a fixed size and every bytes -> bytes codec is a checksum
+// (decodes to a subspan, fixed overhead), so encoding any index gives that size.
+Result<uint64_t> FixedIndexSize(const std::vector<CodecSpec>& specs,
+                                const ArrayRepr& repr, const CodecRegistry& registry,
+                                const CodecChain& chain) {
+  ArrayRepr current = repr;
+  for (const CodecSpec& spec : specs) {
+    INSITU_ASSIGN_OR_RETURN(AnyCodec codec, registry.Create(spec, current));
+    if (auto* a2a = std::get_if<std::shared_ptr<const ArrayToArrayCodec>>(&codec)) {
+      INSITU_ASSIGN_OR_RETURN(current, (*a2a)->EncodedRepr(current));
+    } else if (auto* a2b =
+                   std::get_if<std::shared_ptr<const ArrayToBytesCodec>>(&codec)) {
+      if ((*a2b)->FixedEncodedSize(current) == 0) {
+        return Unimplemented("index codec \"" + spec.name +
+                             "\" has no fixed encoded size");
+      }
+    } else if (!std::get<std::shared_ptr<const BytesToBytesCodec>>(codec)
+                    ->decodes_to_subspan()) {
+      return Unimplemented("index codec \"" + spec.name +
+                           "\" has no fixed encoded size (only checksums may follow the "
+                           "index's array -> bytes codec)");
+    }
+  }
+  INSITU_ASSIGN_OR_RETURN(Buffer probe, Buffer::Allocate(repr.nbytes()));
+  std::memset(probe.data(), 0xff, probe.size());
+  INSITU_ASSIGN_OR_RETURN(Buffer encoded, chain.Encode(probe.span()));
+  return encoded.size();
+}
+
+class ShardingCodec final : public ArrayToBytesCodec {
+ public:
+  ShardingCodec(ArrayRepr shard, std::vector<uint64_t> chunk_shape, CodecChain inner,
+                CodecChain index, uint64_t index_size, bool index_at_end)
+      : shard_(std::move(shard)),
+        chunk_shape_(std::move(chunk_shape)),
+        inner_(std::move(inner)),
+        index_(std::move(index)),
+        index_size_(index_size),
+        index_at_end_(index_at_end) {
+    const size_t ndim = chunk_shape_.size();
+    const uint64_t itemsize = shard_.dtype.itemsize();
+    grid_.resize(ndim);
+    shard_strides_.resize(ndim);
+    uint64_t stride = itemsize;
+    for (size_t d = ndim; d-- > 0;) {
+      grid_[d] = shard_.shape[d] / chunk_shape_[d];
+      shard_strides_[d] = stride;
+      stride *= shard_.shape[d];
+    }
+    // Dims after `split_` are whole in every inner chunk, so each run of an inner chunk
+    // (one index into the dims before `split_`) is contiguous in the shard.
+    split_ = 0;
+    for (size_t d = ndim; d-- > 0;) {
+      if (chunk_shape_[d] != shard_.shape[d]) {
+        split_ = d;
+        break;
+      }
+    }
+    run_bytes_ = ndim == 0 ? itemsize : chunk_shape_[split_] * shard_strides_[split_];
+    contiguous_ = true;
+    for (size_t d = 0; d < split_; ++d) contiguous_ = contiguous_ && chunk_shape_[d] == 1;
+  }
+
+  std::string name() const override { return "sharding_indexed"; }
+
+  Status DecodeInto(ByteSpan in, const ArrayRepr& repr,
+                    MutableByteSpan out) const override {
+    INSITU_RETURN_IF_ERROR(CheckRepr(repr, out.size()));
+    if (in.size() < index_size_) {
+      return DataLoss("sharding_indexed: shard index needs " + Bytes(index_size_) +
+                      ", the shard holds only " + Bytes(in.size()));
+    }
+    const ByteSpan index_bytes =
+        index_at_end_ ? in.last(index_size_) : in.first(index_size_);
+    INSITU_ASSIGN_OR_RETURN(Buffer index, Buffer::Allocate(index_.repr().nbytes()));
+    if (Status s = index_.DecodeInto(index_bytes, index.span()); !s.ok()) {
+      return Prefix(s, "sharding_indexed: shard index");
+    }
+    const auto* entries = reinterpret_cast<const uint64_t*>(index.data());
+
+    Buffer scratch;  // one inner chunk, reused, when its region is not contiguous
+    std::vector<uint64_t> coords(chunk_shape_.size(), 0);
+    const uint64_t n = index_.repr().elements() / 2;
+    for (uint64_t i = 0; i < n; ++i, Advance(coords)) {
+      const uint64_t offset = entries[2 * i];
+      const uint64_t nbytes = entries[2 * i + 1];
+      if (offset == kAbsent && nbytes == kAbsent) {
+        ForEachRun(coords, [&](uint64_t shard_pos, uint64_t, uint64_t len) {
+          FillElements(out.subspan(shard_pos, len), shard_.fill_value,
+                       shard_.dtype.itemsize());
+        });
+        continue;
+      }
+      if (offset > in.size() || nbytes > in.size() - offset) {
+        return DataLoss("sharding_indexed: inner chunk " + CoordsText(coords) +
+                        " (offset " + std::to_string(offset) + ", " + Bytes(nbytes) +
+                        ") runs past the end of the " + std::to_string(in.size()) +
+                        "-byte shard");
+      }
+      const ByteSpan stored = in.subspan(offset, nbytes);
+      Status s;
+      if (contiguous_) {
+        s = inner_.DecodeInto(stored, out.subspan(RunStart(coords), run_bytes_));
+      } else {
+        if (scratch.empty()) {
+          INSITU_ASSIGN_OR_RETURN(scratch, Buffer::Allocate(inner_.repr().nbytes()));
+        }
+        s = inner_.DecodeInto(stored, scratch.span());
+        if (s.ok()) {
+          ForEachRun(coords, [&](uint64_t shard_pos, uint64_t chunk_pos, uint64_t len) {
+            std::memcpy(out.data() + shard_pos, scratch.data() + chunk_pos, len);
+          });
+        }
+      }
+      if (!s.ok())
+        return Prefix(s, "sharding_indexed: inner chunk " + CoordsText(coords));
+    }
+    return Status::Ok();
+  }
+
+  // Writes every inner chunk (C order, none skipped), then the index at its location.
+  Result<Buffer> Encode(ByteSpan array, const ArrayRepr& repr) const override {
+    INSITU_RETURN_IF_ERROR(CheckRepr(repr, array.size()));
+    const uint64_t n = index_.repr().elements() / 2;
+    INSITU_ASSIGN_OR_RETURN(Buffer index, Buffer::Allocate(index_.repr().nbytes()));
+    auto* entries = reinterpret_cast<uint64_t*>(index.data());
+    INSITU_ASSIGN_OR_RETURN(Buffer scratch, Buffer::Allocate(inner_.repr().nbytes()));
+    std::vector<Buffer> chunks;
+    chunks.reserve(n);
+    uint64_t pos = index_at_end_ ? 0 : index_size_;
+    std::vector<uint64_t> coords(chunk_shape_.size(), 0);
+    for (uint64_t i = 0; i < n; ++i, Advance(coords)) {
+      ForEachRun(coords, [&](uint64_t shard_pos, uint64_t chunk_pos, uint64_t len) {
+        std::memcpy(scratch.data() + chunk_pos, array.data() + shard_pos, len);
+      });
+      INSITU_ASSIGN_OR_RETURN(Buffer encoded, inner_.Encode(scratch.span()));
+      entries[2 * i] = pos;
+      entries[2 * i + 1] = encoded.size();
+      pos += encoded.size();
+      chunks.push_back(std::move(encoded));
+    }
+    INSITU_ASSIGN_OR_RETURN(Buffer encoded_index, index_.Encode(index.span()));
+    if (encoded_index.size() != index_size_) {
+      return FailedPrecondition("sharding_indexed: index encoded to " +
+                                Bytes(encoded_index.size()) + ", expected " +
+                                Bytes(index_size_));
+    }
+    INSITU_ASSIGN_OR_RETURN(Buffer shard,
+                            Buffer::Allocate(pos + (index_at_end_ ? index_size_ : 0)));
+    std::byte* cursor = shard.data();
+    auto append = [&cursor](const Buffer& b) {
+      if (!b.empty()) std::memcpy(cursor, b.data(), b.size());
+      cursor += b.size();
+    };
+    if (!index_at_end_) append(encoded_index);
+    for (const Buffer& chunk : chunks) append(chunk);
+    if (index_at_end_) append(encoded_index);
+    return shard;
+  }
+
+ private:
+  Status CheckRepr(const ArrayRepr& repr, size_t buffer_size) const {
+    if (repr.shape != shard_.shape || repr.dtype != shard_.dtype) {
+      return InvalidArgument("sharding_indexed: codec built for shard shape " +
+                             CoordsText(shard_.shape) + ", called with " +
+                             CoordsText(repr.shape));
+    }
+    if (buffer_size != shard_.nbytes()) {
+      return InvalidArgument("sharding_indexed: buffer holds " + Bytes(buffer_size) +
+                             ", the shard needs " + Bytes(shard_.nbytes()));
+    }
+    return Status::Ok();
+  }
+
+  // Next inner-chunk grid position in C order.
+  void Advance(std::vector<uint64_t>& coords) const {
+    for (size_t d = coords.size(); d-- > 0;) {
+      if (++coords[d] < grid_[d]) return;
+      coords[d] = 0;
+    }
+  }
+
+  // Byte offset in the shard of the inner chunk's first element.
+  uint64_t RunStart(const std::vector<uint64_t>& coords) const {
+    uint64_t pos = 0;
+    for (size_t d = 0; d < coords.size(); ++d) {
+      pos += coords[d] * chunk_shape_[d] * shard_strides_[d];
+    }
+    return pos;
+  }
+
+  // Calls fn(shard_byte_offset, chunk_byte_offset, run_bytes) for each contiguous run of
+  // the inner chunk at grid `coords`, in the chunk's C order.
+  template <typename Fn>
+  void ForEachRun(const std::vector<uint64_t>& coords, Fn&& fn) const {
+    const uint64_t base = RunStart(coords);
+    if (contiguous_) {
+      fn(base, 0, run_bytes_);
+      return;
+    }
+    std::vector<uint64_t> idx(split_, 0);  // position within the chunk, dims < split_
+    for (uint64_t chunk_pos = 0;; chunk_pos += run_bytes_) {
+      uint64_t shard_pos = base;
+      for (size_t d = 0; d < split_; ++d) shard_pos += idx[d] * shard_strides_[d];
+      fn(shard_pos, chunk_pos, run_bytes_);
+      size_t d = split_;
+      while (d-- > 0) {
+        if (++idx[d] < chunk_shape_[d]) break;
+        idx[d] = 0;
+      }
+      if (d == static_cast<size_t>(-1)) return;
+    }
+  }
+
+  ArrayRepr shard_;
+  std::vector<uint64_t> chunk_shape_;
+  CodecChain inner_;
+  CodecChain index_;  // decodes to [grid..., 2] native uint64
+  uint64_t index_size_;
+  bool index_at_end_;
+
+  std::vector<uint64_t> grid_;           // inner chunks per dimension
+  std::vector<uint64_t> shard_strides_;  // bytes per step of each shard dimension
+  size_t split_ = 0;                     // last dimension the inner chunk does not span
+  uint64_t run_bytes_ = 0;               // bytes of one contiguous run of an inner chunk
+  bool contiguous_ = false;              // an inner chunk is one run in the shard
+};
+
+}  // namespace
+
+Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr,
+                                   const CodecRegistry& registry) {
+  if (!config.is_object()) {
+    return InvalidArgument("configuration must be an object with \"chunk_shape\", got " +
+                           config.dump());
+  }
+  // chunk_shape: positive integers, one per shard dimension, each dividing the shard.
+  auto shape_it = config.find("chunk_shape");
+  if (shape_it == config.end() || !shape_it->is_array()) {
+    return InvalidArgument("\"chunk_shape\" must be a list of positive integers");
+  }
+  if (shape_it->size() != repr.shape.size()) {
+    return InvalidArgument("\"chunk_shape\" " + shape_it->dump() + " has " +
+                           std::to_string(shape_it->size()) +
+                           " dimensions, the shard has " +
+                           std::to_string(repr.shape.size()));
+  }
+  std::vector<uint64_t> chunk_shape;
+  uint64_t inner_count = 1;
+  for (size_t d = 0; d < repr.shape.size(); ++d) {
+    const Json& extent = (*shape_it)[d];
+    // Signed or unsigned JSON integers (JSON built in code holds signed ones).
+    if (!extent.is_number_integer() || extent.get<int64_t>() <= 0) {
+      return InvalidArgument("\"chunk_shape\" must be a list of positive integers, got " +
+                             shape_it->dump());
+    }
+    const uint64_t c = extent.get<uint64_t>();
+    if (repr.shape[d] % c != 0) {
+      return InvalidArgument(
+          "\"chunk_shape\" " + shape_it->dump() + " does not divide the shard shape " +
+          CoordsText(repr.shape) + " (dimension " + std::to_string(d) + ")");
+    }
+    chunk_shape.push_back(c);
+    if (__builtin_mul_overflow(inner_count, repr.shape[d] / c, &inner_count)) {
+      return InvalidArgument("shard of " + CoordsText(repr.shape) +
+                             " holds too many chunks");
+    }
+  }
+  // The index is 16 bytes per inner chunk; that product must fit too.
+  if (uint64_t ignored; __builtin_mul_overflow(inner_count, uint64_t{16}, &ignored)) {
+    return InvalidArgument("shard of " + CoordsText(repr.shape) +
+                           " holds too many chunks");
+  }
+
+  INSITU_ASSIGN_OR_RETURN(auto location,
+                          internal_codec::ConfigString(config, "index_location"));
+  const bool at_end = !location.has_value() || *location == "end";
+  if (!at_end && *location != "start") {
+    return InvalidArgument("\"index_location\" must be \"start\" or \"end\", got \"" +
+                           *location + "\"");
+  }
+  // zarr-python's defaults when a key is absent.
+  CodecSpec bytes_le{"bytes", Json{{"endian", "little"}}};
+  INSITU_ASSIGN_OR_RETURN(std::vector<CodecSpec> inner_specs,
+                          ParseCodecList(config, "codecs", {bytes_le}));
+  INSITU_ASSIGN_OR_RETURN(
+      std::vector<CodecSpec> index_specs,
+      ParseCodecList(config, "index_codecs",
+                     {bytes_le, CodecSpec{"crc32c", Json::object()}}));
+
+  const ArrayRepr inner_repr{chunk_shape, repr.dtype, repr.fill_value};
+  auto inner = CodecChain::Build(inner_specs, inner_repr, registry);
+  if (!inner.ok()) return Prefix(inner.status(), "inner codecs");
+
+  ArrayRepr index_repr;
+  for (size_t d = 0; d < repr.shape.size(); ++d) {
+    index_repr.shape.push_back(repr.shape[d] / chunk_shape[d]);
+  }
+  index_repr.shape.push_back(2);
+  index_repr.dtype = DataType{DataTypeId::kUInt64};
+  index_repr.fill_value.bytes.fill(std::byte{0xff});
+  auto index = CodecChain::Build(index_specs, index_repr, registry);
+  if (!index.ok()) return Prefix(index.status(), "index codecs");
+  auto index_size = FixedIndexSize(index_specs, index_repr, registry, *index);
+  if (!index_size.ok()) return Prefix(index_size.status(), "index codecs");
+
+  return AnyCodec(
+      std::shared_ptr<const ArrayToBytesCodec>(std::make_shared<const ShardingCodec>(
+          repr, std::move(chunk_shape), std::move(inner).value(),
+          std::move(index).value(), *index_size, at_end)));
+}
+
+}  // namespace insitubatch::zarr

@@ -1,0 +1,429 @@
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "insitubatch/zarr/codec/codec_chain.h"
+#include "insitubatch/zarr/codec/crc32c.h"
+#include "insitubatch/zarr/codec/registry.h"
+
+namespace insitubatch::zarr {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr uint64_t kAbsent = ~uint64_t{0};
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  EXPECT_TRUE(in.good()) << path;
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+ByteSpan AsBytes(const std::string& s) {
+  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
+}
+
+std::string AsString(const Buffer& b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+std::vector<CodecSpec> SpecsFromJson(const Json& codecs) {
+  std::vector<CodecSpec> specs;
+  for (const Json& c : codecs) {
+    specs.push_back({c["name"].get<std::string>(),
+                     c.contains("configuration") ? c["configuration"] : Json::object()});
+  }
+  return specs;
+}
+
+FillValue FillOf(const std::string& bytes) {
+  FillValue fill;
+  std::memcpy(fill.bytes.data(), bytes.data(), bytes.size());
+  return fill;
+}
+
+const Json kBytesLE = {{"name", "bytes"}, {"configuration", {{"endian", "little"}}}};
+const Json kZstd = {{"name", "zstd"}, {"configuration", {{"level", 1}}}};
+const Json kCrc = {{"name", "crc32c"}};
+
+// Codec lists as vectors: a braced single Json is a copy or a one-element array depending
+// on the compiler (nlohmann FAQ), a vector is always a list.
+Json ShardConfig(std::vector<uint64_t> chunk_shape, std::vector<Json> codecs,
+                 std::vector<Json> index_codecs, const char* location = "end") {
+  Json config = Json::object();
+  config["chunk_shape"] = chunk_shape;
+  config["codecs"] = codecs;
+  config["index_codecs"] = index_codecs;
+  config["index_location"] = location;
+  return config;
+}
+
+Result<CodecChain> ShardChain(const Json& config, std::vector<uint64_t> shard_shape,
+                              DataTypeId dtype = DataTypeId::kUInt16,
+                              FillValue fill = {}) {
+  return CodecChain::Build({CodecSpec{"sharding_indexed", config}},
+                           ArrayRepr{std::move(shard_shape), DataType{dtype}, fill},
+                           BuiltinCodecRegistry());
+}
+
+// 0, 1, 2, ... as uint16 over a shard of `n` elements.
+std::string Iota16(size_t n) {
+  std::string out(n * 2, '\0');
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t v = static_cast<uint16_t>(i * 37 + 5);
+    std::memcpy(out.data() + 2 * i, &v, 2);
+  }
+  return out;
+}
+
+// A hand-built shard: `chunks` (C order; nullopt = absent) followed or preceded by the
+// little-endian index, optionally with its crc32c.
+std::string HandShard(const std::vector<std::optional<std::string>>& chunks, bool crc,
+                      bool at_end = true) {
+  const uint64_t index_size = chunks.size() * 16 + (crc ? 4 : 0);
+  std::string data;
+  std::vector<uint64_t> index;
+  for (const auto& chunk : chunks) {
+    if (!chunk) {
+      index.insert(index.end(), {kAbsent, kAbsent});
+      continue;
+    }
+    index.push_back(data.size() + (at_end ? 0 : index_size));
+    index.push_back(chunk->size());
+    data += *chunk;
+  }
+  static_assert(std::endian::native == std::endian::little, "test assumes little-endian");
+  std::string index_bytes(reinterpret_cast<const char*>(index.data()), index.size() * 8);
+  if (crc) {
+    const uint32_t c = Crc32c(AsBytes(index_bytes));
+    index_bytes.append(reinterpret_cast<const char*>(&c), 4);
+  }
+  return at_end ? data + index_bytes : index_bytes + data;
+}
+
+std::string Block16(std::initializer_list<uint16_t> values) {
+  std::string out;
+  for (uint16_t v : values) out.append(reinterpret_cast<const char*>(&v), 2);
+  return out;
+}
+
+Status Decode(const CodecChain& chain, const std::string& shard, std::string& out) {
+  out.assign(chain.repr().nbytes(), '\xAA');
+  return chain.DecodeInto(AsBytes(shard),
+                          {reinterpret_cast<std::byte*>(out.data()), out.size()});
+}
+
+// Every shard zarr-python wrote decodes to exactly what numpy says it holds.
+TEST(ShardingTest, DecodesZarrPythonShards) {
+  const std::string dir = std::string(INSITU_TESTDATA_DIR) + "/sharding/";
+  const Json manifest = Json::parse(ReadFile(dir + "manifest.json"));
+  ASSERT_EQ(manifest.size(), 4u);
+  int decoded = 0;
+  for (const Json& c : manifest) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    auto dtype = DataType::FromV3Name(c["dtype"].get<std::string>());
+    ASSERT_TRUE(dtype.ok());
+    std::string fill_bytes;
+    const std::string hex = c["fill_hex"];
+    for (size_t i = 0; i < hex.size(); i += 2) {
+      fill_bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    }
+    const ArrayRepr repr{c["shard_shape"].get<std::vector<uint64_t>>(), *dtype,
+                         FillOf(fill_bytes)};
+    auto chain =
+        CodecChain::Build(SpecsFromJson(c["codecs"]), repr, BuiltinCodecRegistry());
+    ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+    for (const Json& shard : c["shards"]) {
+      if (!shard["present"].get<bool>()) continue;
+      const std::string stored = ReadFile(dir + c["name"].get<std::string>() + "/" +
+                                          shard["key"].get<std::string>());
+      const std::string expected = ReadFile(dir + shard["expected"].get<std::string>());
+      std::string out;
+      Status s = Decode(*chain, stored, out);
+      ASSERT_TRUE(s.ok()) << shard["key"] << ": " << s.ToString();
+      EXPECT_EQ(out, expected) << shard["key"];
+      ++decoded;
+    }
+  }
+  EXPECT_EQ(decoded, 10);
+}
+
+TEST(ShardingTest, RoundTripIndexEndAndStart) {
+  for (const char* location : {"end", "start"}) {
+    SCOPED_TRACE(location);
+    auto chain = ShardChain(
+        ShardConfig({2, 3}, {kBytesLE, kZstd}, {kBytesLE, kCrc}, location), {4, 6});
+    ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+    const std::string array = Iota16(24);
+    auto encoded = chain->Encode(AsBytes(array));
+    ASSERT_TRUE(encoded.ok()) << encoded.status().ToString();
+    // The index (4 entries + crc) sits where the configuration says.
+    const std::string shard = AsString(*encoded);
+    const std::string index = std::string(location) == "end"
+                                  ? shard.substr(shard.size() - 68)
+                                  : shard.substr(0, 68);
+    uint32_t crc;
+    std::memcpy(&crc, index.data() + 64, 4);
+    EXPECT_EQ(crc, Crc32c(AsBytes(index.substr(0, 64))));
+    uint64_t first_offset;
+    std::memcpy(&first_offset, index.data(), 8);
+    EXPECT_EQ(first_offset, std::string(location) == "end" ? 0u : 68u);
+
+    std::string out;
+    ASSERT_TRUE(Decode(*chain, shard, out).ok());
+    EXPECT_EQ(out, array);
+  }
+}
+
+TEST(ShardingTest, HandBuiltShardPlacesChunksInCOrder) {
+  // Shard [4, 4] of inner [2, 2]; chunk (0, 1) absent -> fill 9; index without crc.
+  FillValue fill = FillOf(Block16({9}));
+  auto chain = ShardChain(ShardConfig({2, 2}, {kBytesLE}, {kBytesLE}), {4, 4},
+                          DataTypeId::kUInt16, fill);
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  const std::string shard = HandShard({Block16({1, 2, 3, 4}), std::nullopt,
+                                       Block16({5, 6, 7, 8}), Block16({10, 11, 12, 13})},
+                                      /*crc=*/false);
+  std::string out;
+  ASSERT_TRUE(Decode(*chain, shard, out).ok());
+  EXPECT_EQ(out, Block16({1, 2, 9, 9,    //
+                          3, 4, 9, 9,    //
+                          5, 6, 10, 11,  //
+                          7, 8, 12, 13}));
+}
+
+TEST(ShardingTest, AllChunksAbsentIsAllFill) {
+  auto chain = ShardChain(ShardConfig({2, 2}, {kBytesLE}, {kBytesLE, kCrc}, "start"),
+                          {2, 4}, DataTypeId::kUInt16, FillOf(Block16({0xBEEF})));
+  ASSERT_TRUE(chain.ok());
+  std::string out;
+  ASSERT_TRUE(
+      Decode(*chain, HandShard({std::nullopt, std::nullopt}, true, false), out).ok());
+  EXPECT_EQ(out,
+            Block16({0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF}));
+}
+
+TEST(ShardingTest, ContiguousInnerChunksDecodeInPlace) {
+  // Inner [1, 4] spans the trailing dimension: each inner chunk is one run of the shard.
+  auto chain = ShardChain(ShardConfig({1, 4}, {kBytesLE, kZstd}, {kBytesLE}), {3, 4});
+  ASSERT_TRUE(chain.ok());
+  const std::string array = Iota16(12);
+  auto encoded = chain->Encode(AsBytes(array));
+  ASSERT_TRUE(encoded.ok());
+  std::string out;
+  ASSERT_TRUE(Decode(*chain, AsString(*encoded), out).ok());
+  EXPECT_EQ(out, array);
+}
+
+TEST(ShardingTest, NestedShardingRoundTrip) {
+  const Json nested = {
+      {"name", "sharding_indexed"},
+      {"configuration", ShardConfig({2, 2}, {kBytesLE, kZstd}, {kBytesLE, kCrc})}};
+  auto chain =
+      ShardChain(ShardConfig({4, 4}, {nested}, {kBytesLE, kCrc}, "start"), {8, 4});
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  EXPECT_EQ(chain->Describe(), "sharding_indexed");
+  const std::string array = Iota16(32);
+  auto encoded = chain->Encode(AsBytes(array));
+  ASSERT_TRUE(encoded.ok());
+  std::string out;
+  ASSERT_TRUE(Decode(*chain, AsString(*encoded), out).ok());
+  EXPECT_EQ(out, array);
+
+  // Corrupting a byte of an inner shard's index names both levels.
+  std::string shard = AsString(*encoded);
+  uint64_t offset, nbytes;  // first inner shard, from the outer index at the start
+  std::memcpy(&offset, shard.data(), 8);
+  std::memcpy(&nbytes, shard.data() + 8, 8);
+  shard[offset + nbytes - 10] ^= 0x40;  // inside the nested shard's index (at its end)
+  Status s = Decode(*chain, shard, out);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(),
+              HasSubstr("inner chunk [0, 0]: sharding_indexed: shard index"));
+  EXPECT_THAT(s.message(), HasSubstr("crc32c"));
+}
+
+TEST(ShardingTest, CorruptIndexChecksum) {
+  auto chain = ShardChain(ShardConfig({2, 2}, {kBytesLE}, {kBytesLE, kCrc}), {2, 2});
+  ASSERT_TRUE(chain.ok());
+  std::string shard = HandShard({Block16({1, 2, 3, 4})}, true);
+  std::string out;
+  ASSERT_TRUE(Decode(*chain, shard, out).ok());
+  shard[shard.size() - 12] ^= 1;  // inside the index entries
+  Status s = Decode(*chain, shard, out);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("sharding_indexed: shard index"));
+  EXPECT_THAT(s.message(), HasSubstr("checksum mismatch"));
+}
+
+TEST(ShardingTest, TruncatedShardIndex) {
+  auto chain = ShardChain(ShardConfig({2, 2}, {kBytesLE}, {kBytesLE, kCrc}), {4, 4});
+  ASSERT_TRUE(chain.ok());
+  std::string out;
+  for (size_t size : {0, 1, 67}) {
+    Status s = Decode(*chain, std::string(size, '\xff'), out);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << size;
+    EXPECT_EQ(s.message(),
+              "sharding_indexed: shard index needs 68 bytes, the shard holds only " +
+                  std::to_string(size) + (size == 1 ? " byte" : " bytes"));
+  }
+}
+
+TEST(ShardingTest, TruncatedShardDataNamesInnerChunk) {
+  // Index at the end intact, but the shard lost its first 40 bytes: the second 32-byte
+  // inner chunk now ends past the shard.
+  auto chain = ShardChain(ShardConfig({4, 4}, {kBytesLE}, {kBytesLE}), {4, 8});
+  ASSERT_TRUE(chain.ok());
+  auto encoded = chain->Encode(AsBytes(Iota16(32)));
+  ASSERT_TRUE(encoded.ok());
+  ASSERT_EQ(encoded->size(), 96u);
+  std::string out;
+  Status s = Decode(*chain, AsString(*encoded).substr(40), out);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(
+      s.message(),
+      "sharding_indexed: inner chunk [0, 1] (offset 32, 32 bytes) runs past the end of "
+      "the 56-byte shard");
+}
+
+TEST(ShardingTest, InnerChunkOutOfBounds) {
+  auto chain = ShardChain(ShardConfig({2}, {kBytesLE}, {kBytesLE}), {2});
+  ASSERT_TRUE(chain.ok());
+  auto shard_with = [](uint64_t offset, uint64_t nbytes) {
+    std::string shard = Block16({1, 2});
+    shard.append(reinterpret_cast<const char*>(&offset), 8);
+    shard.append(reinterpret_cast<const char*>(&nbytes), 8);
+    return shard;
+  };
+  std::string out;
+  ASSERT_TRUE(Decode(*chain, shard_with(0, 4), out).ok());
+  EXPECT_EQ(out, Block16({1, 2}));
+  // offset + nbytes wraps around uint64; one half of the "absent" marker; past the end.
+  for (auto [offset, nbytes] : {std::pair<uint64_t, uint64_t>{kAbsent - 1, 4},
+                                {4, kAbsent - 2},
+                                {kAbsent, 4},
+                                {0, kAbsent},
+                                {17, 4},
+                                {16, 5}}) {
+    Status s = Decode(*chain, shard_with(offset, nbytes), out);
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << offset << " " << nbytes;
+    EXPECT_THAT(s.message(),
+                HasSubstr("inner chunk [0] (offset " + std::to_string(offset)));
+  }
+  // In bounds but the wrong size for the inner chunk: the inner codec says so.
+  Status s = Decode(*chain, shard_with(0, 3), out);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(),
+              HasSubstr("sharding_indexed: inner chunk [0]: bytes: chunk holds 3"));
+}
+
+TEST(ShardingTest, CorruptInnerChunkNamesIt) {
+  auto chain =
+      ShardChain(ShardConfig({2, 2}, {kBytesLE, kZstd}, {kBytesLE, kCrc}), {2, 4});
+  ASSERT_TRUE(chain.ok());
+  auto encoded = chain->Encode(AsBytes(Iota16(8)));
+  ASSERT_TRUE(encoded.ok());
+  std::string shard = AsString(*encoded);
+  uint64_t offset;  // chunk [0, 1], second index entry
+  std::memcpy(&offset, shard.data() + shard.size() - 36 + 16, 8);
+  shard.replace(offset, 4, "oops");  // the zstd magic number
+  std::string out;
+  Status s = Decode(*chain, shard, out);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("sharding_indexed: inner chunk [0, 1]: "));
+  EXPECT_THAT(s.message(), HasSubstr("zstd"));
+}
+
+TEST(ShardingTest, WrongOutputSizeIsInvalidArgument) {
+  auto chain = ShardChain(ShardConfig({2}, {kBytesLE}, {kBytesLE}), {4});
+  ASSERT_TRUE(chain.ok());
+  std::string out(6, '\0');
+  Status s = chain->DecodeInto(AsBytes(HandShard({std::nullopt, std::nullopt}, false)),
+                               {reinterpret_cast<std::byte*>(out.data()), out.size()});
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ShardingTest, RejectsBadConfigurations) {
+  struct Case {
+    Json config;
+    StatusCode code;
+    const char* text;
+  };
+  const std::vector<Case> cases = {
+      {ShardConfig({3, 2}, {kBytesLE}, {kBytesLE}), StatusCode::kInvalidArgument,
+       "does not divide the shard shape [4, 4]"},
+      {ShardConfig({2}, {kBytesLE}, {kBytesLE}), StatusCode::kInvalidArgument,
+       "has 1 dimensions, the shard has 2"},
+      {ShardConfig({0, 2}, {kBytesLE}, {kBytesLE}), StatusCode::kInvalidArgument,
+       "positive integers"},
+      {Json::parse(R"({"chunk_shape": [-2, 2]})"), StatusCode::kInvalidArgument,
+       "positive integers"},
+      {Json::parse(R"({"chunk_shape": [2.0, 2]})"), StatusCode::kInvalidArgument,
+       "positive integers"},
+      {Json::parse(R"({"codecs": [{"name": "bytes"}]})"), StatusCode::kInvalidArgument,
+       "chunk_shape"},
+      {ShardConfig({2, 2}, {kBytesLE}, {kBytesLE}, "middle"),
+       StatusCode::kInvalidArgument, "\"index_location\" must be \"start\" or \"end\""},
+      {ShardConfig({2, 2}, {Json{{"name", "numcodecs.delta"}}}, {kBytesLE}),
+       StatusCode::kUnimplemented,
+       "inner codecs: codec \"numcodecs.delta\" is not supported"},
+      {ShardConfig({2, 2}, {kBytesLE}, {kBytesLE, kZstd}), StatusCode::kUnimplemented,
+       "index codec \"zstd\" has no fixed encoded size"},
+      {ShardConfig({2, 2}, {kZstd}, {kBytesLE}), StatusCode::kInvalidArgument,
+       "inner codecs: codec \"zstd\" (bytes -> bytes) must come after"},
+      {Json::array(), StatusCode::kInvalidArgument, "configuration must be an object"},
+  };
+  for (const Case& c : cases) {
+    auto chain = ShardChain(c.config, {4, 4});
+    ASSERT_FALSE(chain.ok()) << c.config.dump();
+    EXPECT_EQ(chain.status().code(), c.code) << chain.status().ToString();
+    EXPECT_THAT(chain.status().message(), HasSubstr(c.text));
+    EXPECT_THAT(chain.status().message(), HasSubstr("codec \"sharding_indexed\""));
+  }
+}
+
+TEST(ShardingTest, DefaultsMatchZarrPython) {
+  // Only chunk_shape given: codecs [bytes little], index [bytes little, crc32c] at the
+  // end.
+  Json config = Json::object();
+  config["chunk_shape"] = {2};  // a signed JSON integer, as code-built JSON holds
+  auto chain = ShardChain(config, {4});
+  ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+  const std::string shard = HandShard({Block16({1, 2}), Block16({3, 4})}, /*crc=*/true);
+  std::string out;
+  ASSERT_TRUE(Decode(*chain, shard, out).ok());
+  EXPECT_EQ(out, Block16({1, 2, 3, 4}));
+}
+
+TEST(ShardingTest, RandomShapesRoundTrip) {
+  std::mt19937 rng(1234);
+  for (int trial = 0; trial < 30; ++trial) {
+    const size_t ndim = 1 + rng() % 3;
+    std::vector<uint64_t> shard, inner;
+    for (size_t d = 0; d < ndim; ++d) {
+      inner.push_back(1 + rng() % 3);
+      shard.push_back(inner.back() * (1 + rng() % 3));
+    }
+    auto chain = ShardChain(ShardConfig(inner, {kBytesLE, kZstd}, {kBytesLE, kCrc},
+                                        trial % 2 ? "start" : "end"),
+                            shard);
+    ASSERT_TRUE(chain.ok()) << chain.status().ToString();
+    const std::string array = Iota16(chain->repr().elements());
+    auto encoded = chain->Encode(AsBytes(array));
+    ASSERT_TRUE(encoded.ok());
+    std::string out;
+    ASSERT_TRUE(Decode(*chain, AsString(*encoded), out).ok());
+    EXPECT_EQ(out, array) << "trial " << trial;
+  }
+}
+
+}  // namespace
+}  // namespace insitubatch::zarr
