@@ -54,16 +54,17 @@ Status CheckOrderArgs(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n
 std::vector<int64_t> ChunkPermutation(std::span<const int64_t> chunk_ids, uint64_t seed,
                                       uint64_t epoch);
 
-// Two-level block-local shuffle (B.6): permute the chunks, cut the permutation into blocks
-// of `block_chunks` chunks, and shuffle each block's rows with a second RNG stream shared
-// across blocks. A short final chunk (n_samples not a multiple of spc) contributes only its
-// real rows.
-EpochOrder BlockShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples,
-                              int64_t block_chunks, uint64_t seed, uint64_t epoch);
+// Two-level block-local shuffle (B.6): permute the chunks, cut the permutation into
+// blocks of `block_chunks` chunks, and shuffle each block's rows with a second RNG stream
+// shared across blocks. A short final chunk (n_samples not a multiple of spc) contributes
+// only its real rows.
+EpochOrder BlockShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc,
+                              int64_t n_samples, int64_t block_chunks, uint64_t seed,
+                              uint64_t epoch);
 
 // Chunks in the given order, `within` ascending; blocks of `block_chunks` chunks.
-EpochOrder SequentialOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples,
-                           int64_t block_chunks);
+EpochOrder SequentialOrder(std::span<const int64_t> chunk_ids, int64_t spc,
+                           int64_t n_samples, int64_t block_chunks);
 
 // Removes rows whose anchor lies outside [lo, hi) (windowed edge anchors), keeping
 // block boundaries consistent (a block may become empty).

@@ -1,0 +1,226 @@
+"""Chunk-granular train/val/test splits (behaviour-spec A.5, B.7) and window anchor ranges.
+
+A split is a set of whole chunks on the *anchor grid* (the manifest's
+``sample_chunk_size``): no sample straddles two splits, every read serves one split, and
+autocorrelated neighbours stay together. ``contiguous=True`` (the default) keeps each
+split a run of consecutive chunks, which is what time series need.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import operator
+import os
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+
+_SPLITS = ("train", "val", "test")
+
+
+class SplitName(enum.StrEnum):
+    TRAIN = "train"
+    VAL = "val"
+    TEST = "test"
+
+
+def _as_int(what: str, value) -> int:
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise InvalidArgumentError(f"{what} must be an integer, got {value!r}") from None
+
+
+def _split_key(split: str) -> str:
+    key = str(split.value if isinstance(split, SplitName) else split)
+    if key not in _SPLITS:
+        raise InvalidArgumentError(f"unknown split {split!r}; expected one of {', '.join(_SPLITS)}")
+    return key
+
+
+@dataclass
+class SplitManifest:
+    """Which anchor chunks belong to which split. A plain, JSON-serializable record.
+
+    ``n_chunks`` is the array's full chunk count (not the ``sample_range`` subset);
+    ``sample_chunk_size`` and ``n_samples`` define the anchor grid the chunk ids live on.
+    """
+
+    n_chunks: int
+    sample_chunk_size: int
+    n_samples: int
+    chunks: dict[str, list[int]] = field(default_factory=lambda: {s: [] for s in _SPLITS})
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("n_chunks", "sample_chunk_size", "n_samples", "seed"):
+            setattr(self, name, _as_int(f"SplitManifest.{name}", getattr(self, name)))
+        if self.sample_chunk_size < 1 or self.n_samples < 0:
+            raise InvalidArgumentError(
+                f"SplitManifest: invalid grid (sample_chunk_size={self.sample_chunk_size},"
+                f" n_samples={self.n_samples})"
+            )
+        expected = math.ceil(self.n_samples / self.sample_chunk_size)
+        if self.n_chunks != expected:
+            raise InvalidArgumentError(
+                f"SplitManifest: n_chunks={self.n_chunks} does not match"
+                f" ceil(n_samples / sample_chunk_size) ="
+                f" ceil({self.n_samples} / {self.sample_chunk_size}) = {expected}"
+            )
+        if not isinstance(self.chunks, dict):
+            raise InvalidArgumentError(
+                f"SplitManifest: chunks must be a dict, got {type(self.chunks).__name__}"
+            )
+        chunks: dict[str, list[int]] = {s: [] for s in _SPLITS}
+        seen: set[int] = set()
+        for name, ids in self.chunks.items():
+            key = _split_key(name)
+            if not isinstance(ids, (list, tuple, np.ndarray, range)):
+                raise InvalidArgumentError(
+                    f"SplitManifest: chunks[{key!r}] must be a list of chunk ids"
+                )
+            chunks[key] = [_as_int(f"SplitManifest.chunks[{key!r}]", c) for c in ids]
+            bad = [c for c in chunks[key] if not 0 <= c < self.n_chunks]
+            if bad:
+                raise InvalidArgumentError(
+                    f"SplitManifest: chunks[{key!r}] has ids {bad[:5]} outside [0, {self.n_chunks})"
+                )
+            # Splits partition anchors: a chunk listed twice would yield its samples twice.
+            counts = Counter(chunks[key])
+            repeated = sorted(c for c, k in counts.items() if k > 1 or c in seen)
+            seen.update(counts)
+            if repeated:
+                raise InvalidArgumentError(
+                    f"SplitManifest: chunk ids {repeated[:5]} of chunks[{key!r}] are listed"
+                    " more than once"
+                )
+        self.chunks = chunks
+
+    def chunk_ids(self, split: str) -> list[int]:
+        """The sorted anchor-chunk ids of ``split``."""
+        return list(self.chunks[_split_key(split)])
+
+    def sample_indices(self, split: str, geom=None) -> np.ndarray:
+        """Global sample indices of ``split`` (int64, ascending for a sorted chunk list).
+
+        Chunks expand on the manifest's anchor grid; the short final chunk contributes only
+        its real samples. ``geom`` (accepted for compatibility) must have the manifest's
+        sample-axis length; its own chunking does not matter.
+        """
+        if geom is not None and geom.n_samples != self.n_samples:
+            raise InvalidArgumentError(
+                f"manifest sample-axis length {self.n_samples} does not match"
+                f" {getattr(geom, 'path', 'the geometry')!r} ({geom.n_samples})"
+            )
+        spc = self.sample_chunk_size
+        starts = np.asarray(self.chunks[_split_key(split)], dtype=np.int64) * spc
+        lengths = np.clip(self.n_samples - starts, 0, spc)
+        offsets = np.cumsum(lengths) - lengths  # where each chunk's run starts in the output
+        return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - offsets, lengths)
+
+    def to_json(self, path) -> None:
+        with open(os.fspath(path), "w", encoding="utf-8") as f:
+            json.dump(asdict(self), f, indent=2)
+            f.write("\n")
+
+    @classmethod
+    def from_json(cls, path) -> SplitManifest:
+        with open(os.fspath(path), encoding="utf-8") as f:
+            try:
+                data = json.load(f)
+            except json.JSONDecodeError as exc:
+                raise InvalidArgumentError(
+                    f"split manifest {os.fspath(path)!r} is not valid JSON: {exc}"
+                ) from exc
+        fields = ("n_chunks", "sample_chunk_size", "n_samples", "chunks", "seed")
+        if not isinstance(data, dict) or any(k not in data for k in fields):
+            raise InvalidArgumentError(
+                f"split manifest {os.fspath(path)!r} must be an object with keys"
+                f" {', '.join(fields)}"
+            )
+        return cls(**{k: data[k] for k in fields})
+
+
+def split_by_chunk(
+    geom,
+    *,
+    fractions: Sequence[float] = (0.8, 0.1, 0.1),
+    seed: int = 0,
+    contiguous: bool = True,
+    sample_range: tuple[int, int] | None = None,
+) -> SplitManifest:
+    """Partition the anchor chunks of ``geom`` into train/val/test.
+
+    ``sample_range=(start, stop)`` restricts to the chunks overlapping that half-open
+    sample range (snapping outward: edge chunks come in whole). Counts are
+    ``round(fraction * n)`` for train and val (Python's round), test takes the rest; a
+    split may get zero chunks. ``contiguous=False`` permutes the candidates with
+    ``numpy.random.default_rng(seed)`` first (only for exchangeable samples).
+    """
+    fractions = tuple(float(f) for f in fractions)
+    if len(fractions) != 3:
+        raise InvalidArgumentError(f"fractions must be (train, val, test), got {fractions}")
+    if abs(sum(fractions) - 1.0) > 1e-6:
+        raise InvalidArgumentError(
+            f"fractions must sum to 1.0, got {fractions} (sum {sum(fractions)})"
+        )
+    if any(f < 0 for f in fractions):
+        raise InvalidArgumentError(f"fractions must be non-negative, got {fractions}")
+
+    spc = geom.sample_chunk_size
+    n_samples = geom.n_samples
+    if sample_range is None:
+        candidates = np.arange(geom.n_chunks, dtype=np.int64)
+    else:
+        try:
+            start, stop = (operator.index(v) for v in sample_range)
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgumentError(
+                f"sample_range must be a (start, stop) pair of integers, got {sample_range!r}"
+            ) from exc
+        if not 0 <= start < stop <= n_samples:
+            raise InvalidArgumentError(
+                f"sample_range must satisfy 0 <= start < stop <= n_samples ({n_samples}),"
+                f" got {sample_range!r}"
+            )
+        candidates = np.arange(start // spc, -(-stop // spc), dtype=np.int64)
+    if not contiguous:
+        candidates = np.random.default_rng(seed).permutation(candidates)
+
+    n = len(candidates)
+    n_train = round(fractions[0] * n)
+    n_val = round(fractions[1] * n)
+    parts = (
+        candidates[:n_train],
+        candidates[n_train : n_train + n_val],
+        candidates[n_train + n_val :],
+    )
+    return SplitManifest(
+        n_chunks=geom.n_chunks,
+        sample_chunk_size=spc,
+        n_samples=n_samples,
+        chunks={
+            name: sorted(int(c) for c in part) for name, part in zip(_SPLITS, parts, strict=True)
+        },
+        seed=seed,
+    )
+
+
+def valid_anchor_range(offsets: Sequence[int], n_samples: int) -> tuple[int, int]:
+    """Half-open anchor range ``[lo, hi)`` for which every ``anchor + offset`` lies in
+    ``[0, n_samples)``; empty (``lo == hi``) when the window is wider than the array."""
+    offsets = [operator.index(k) for k in offsets]
+    if not offsets:
+        return 0, n_samples
+    lo = max(0, -min(offsets))
+    hi = max(lo, n_samples - max(0, max(offsets)))
+    return lo, hi
+
+
+__all__ = ["SplitManifest", "SplitName", "split_by_chunk", "valid_anchor_range"]
