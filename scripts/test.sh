@@ -31,6 +31,15 @@ if ((!quick)); then
     -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14
 fi
 
+if ((!quick)); then
+  echo "== engine tests under ThreadSanitizer (clang)"
+  cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DINSITU_SANITIZE=thread \
+    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+  ninja -C build/tsan -j"$JOBS" engine_test util_test
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/cpp/util_test
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/cpp/engine_test
+fi
+
 echo "== Python tests"
 # pytest exits 5 when it collects nothing: that must fail, and it does (non-zero).
 .venv/bin/python -m pytest -q -p no:cacheprovider tests

@@ -208,11 +208,12 @@ class InSituDataset:
     def _start_pass(self, split: str, shuffled: bool) -> "_PassIterator":
         if self._engine is None:
             raise InvalidArgumentError("the dataset is closed")
-        epoch = self._epoch if shuffled else 0
-        rows, block_start = self._order(split, shuffled, epoch)
-        native = self._engine.start_pass(split, epoch, rows, block_start, self.manifest.sample_chunk_size,
-                                         self.batch_size, self.prefetch_depth, self._labels)
-        it = _PassIterator(self, native, split, epoch)
+        # Only the shuffled order depends on the epoch; stats are labelled with it either way.
+        rows, block_start = self._order(split, shuffled, self._epoch if shuffled else 0)
+        native = self._engine.start_pass(split, self._epoch, rows, block_start,
+                                         self.manifest.sample_chunk_size, self.batch_size,
+                                         self.prefetch_depth, self._labels)
+        it = _PassIterator(self, native, split, self._epoch)
         self._passes.add(it)
         return it
 

@@ -14,7 +14,7 @@
 
 namespace insitubatch::engine {
 
-class BatchBufferPool : public std::enable_shared_from_this<BatchBufferPool> {
+class BatchBufferPool {
  public:
   // `max_free_per_size` bounds idle buffers kept for reuse per distinct size.
   explicit BatchBufferPool(size_t max_free_per_size = 8) : max_free_(max_free_per_size) {}

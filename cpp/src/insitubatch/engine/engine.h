@@ -94,7 +94,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::atomic<size_t> live_passes_{0};
 };
 
-class Pass : public std::enable_shared_from_this<Pass> {
+class Pass {
  public:
   ~Pass();
 

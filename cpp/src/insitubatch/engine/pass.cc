@@ -193,12 +193,15 @@ void Pass::FetchTile(const std::shared_ptr<Slot>& slot, uint64_t tile) {
   const ArraySource& source = engine_->sources_[slot->key.source];
   const std::string key = source.array->ChunkKey(source.PhysicalCoords(slot->key.chunk, tile));
   const auto t0 = std::chrono::steady_clock::now();
-  auto self = shared_from_this();
+  // Callbacks hold a raw pointer, never a reference: Close() waits for tasks_in_flight_ to
+  // reach zero, so the pass outlives them, and its last reference is never dropped on an IO
+  // or decode thread (whose pool the destructor chain would then try to join from inside).
+  Pass* self = this;
   source.array->store()->ReadAsync(
       key, ByteRange::All(), [self, slot, tile, t0](Result<ReadResult> read) mutable {
         const double waited = SecondsSince(t0);
-        // IO threads never decode: hand the bytes to the decode pool.
-        // (std::function needs a copyable task, so the move-only result rides in a holder.)
+        // IO threads never decode: hand the bytes to the decode pool. (std::function needs
+        // a copyable task, so the move-only result rides in a holder.)
         auto holder = std::make_shared<Result<ReadResult>>(std::move(read));
         self->engine_->decode_pool_.Submit([self, slot, tile, waited, holder] {
           self->DecodeTile(slot, tile, std::move(*holder), waited);
@@ -254,10 +257,10 @@ void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<R
       stats_.bad_chunks.push_back({array.path(), slot->key.chunk, std::move(inner)});
     }
   }
-  {
-    std::lock_guard lock(tasks_mutex_);
-    --tasks_in_flight_;
-  }
+  // Last touch of `this`: notify under the lock so Close() cannot return (and the pass be
+  // destroyed) between the decrement and the notify.
+  std::lock_guard lock(tasks_mutex_);
+  --tasks_in_flight_;
   tasks_cv_.notify_all();
 }
 

@@ -1,0 +1,549 @@
+"""The static memory and layout report behind ``describe()`` / ``print_summary()``.
+
+Everything here is arithmetic over geometry and configuration: no store is opened, no chunk
+is read and no pass runs (behaviour-spec B.13). It is also the *one* home of the residency
+floor (:func:`working_set_bytes`) and of the pool's per-slot charge (:func:`slot_bytes`), so
+the engine's automatic budget and the report can never disagree.
+
+Geometries are duck-typed: anything with the attributes of
+:class:`insitubatch.geometry.ArrayGeometry` (``path, shape, chunks, dtype, offset,
+sample_axis, n_samples, sample_chunk_size, n_chunks, inner_shape, inner_chunks,
+n_inner_chunks(), tile_shape(), chunk_bytes``) will do. This module imports only numpy and
+the standard library, so it works before the native extension is built.
+"""
+
+from __future__ import annotations
+
+import math
+import textwrap
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+KIB = 1 << 10
+MIB = 1 << 20
+GIB = 1 << 30
+
+#: Measured peak RSS / accounted bytes (1.22-1.27x on one geometry); ESTIMATED uses it.
+ALLOCATOR_RETENTION = 1.25
+#: A gather run shorter than this is reported as ``short-gather-run``.
+SHORT_GATHER_RUN_BYTES = 1024
+#: A slot this much larger than its logical chunk is reported as ``ragged-grid``.
+RAGGED_THRESHOLD = 1.001
+#: Text width of the printed summary: wrapped notes and footnotes never exceed it.
+WRAP_WIDTH = 96
+#: Continuation indent of a wrapped note (the first line is indented two spaces).
+NOTE_INDENT = "      "
+
+
+# -- public records ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class OutputField:
+    """The post-transform field of one label: what gather writes per sample."""
+
+    inner_shape: tuple[int, ...]
+    dtype: np.dtype
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "inner_shape", tuple(int(s) for s in self.inner_shape))
+        object.__setattr__(self, "dtype", np.dtype(self.dtype))
+
+    @classmethod
+    def of(cls, geometry: Any) -> "OutputField":
+        """The identity output of ``geometry`` (no reshaping chunk transform)."""
+        return cls(tuple(geometry.inner_shape), geometry.dtype)
+
+    @property
+    def sample_bytes(self) -> int:
+        return math.prod(self.inner_shape) * self.dtype.itemsize
+
+
+@dataclass(frozen=True)
+class SummaryConfig:
+    """The resolved dataset configuration the report describes."""
+
+    batch_size: int
+    block_chunks: int  # resolved (after auto-widening)
+    block_chunks_requested: int
+    max_inflight: int
+    prefetch_depth: int
+    shuffle: bool
+    seed: int
+    cache_budget_bytes: int | None  # the user's explicit value; None = automatic
+    cache_dir: str | None = None
+    persist: bool = False
+    readonly_cache: bool = False
+    chunk_transforms: tuple[str, ...] = ()  # display names; scoped ones as "name[a,b]"
+    batch_transforms: tuple[str, ...] = ()
+    samples_per_chunk: int = 0  # the manifest's sample_chunk_size (anchor grid); 0 = unknown
+    split_chunks: Mapping[str, int] = field(default_factory=dict)
+    shuffle_quality: float | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "chunk_transforms", tuple(str(t) for t in self.chunk_transforms))
+        object.__setattr__(self, "batch_transforms", tuple(str(t) for t in self.batch_transforms))
+        object.__setattr__(self, "split_chunks", {str(k): int(v) for k, v in dict(self.split_chunks).items()})
+
+
+# -- formatting helpers --------------------------------------------------------------------
+def format_bytes(n: int) -> str:
+    """``"N B"`` below 1 KiB, then ``"x.x KiB"``, ``"x.x MiB"``, and ``"x.xx GiB"`` from 1 GiB."""
+    n = int(n)
+    if n < KIB:
+        return f"{n} B"
+    if n < MIB:
+        return f"{n / KIB:.1f} KiB"
+    if n < GIB:
+        return f"{n / MIB:.1f} MiB"
+    return f"{n / GIB:.2f} GiB"
+
+
+def _dims(shape: Sequence[int]) -> str:
+    return "x".join(str(int(s)) for s in shape) if len(shape) else "scalar"
+
+
+def _wrap(text: str, first: str, rest: str) -> list[str]:
+    return textwrap.wrap(
+        text,
+        width=WRAP_WIDTH,
+        initial_indent=first,
+        subsequent_indent=rest,
+        break_long_words=False,
+        break_on_hyphens=False,
+    )
+
+
+# -- per-variable arithmetic ---------------------------------------------------------------
+def _output_for(label: str, geometry: Any, outputs: Mapping[str, OutputField] | None) -> OutputField:
+    out = (outputs or {}).get(label)
+    return OutputField.of(geometry) if out is None else out
+
+
+def _stored_chunk_bytes(geometry: Any) -> int:
+    """Bytes of one stored chunk (one tile), decoded."""
+    return math.prod(geometry.tile_shape()) * np.dtype(geometry.dtype).itemsize
+
+
+def slot_bytes(geometry: Any, output: OutputField, has_chunk_transforms: bool) -> int:
+    """The pool's budget charge for one slot of ``geometry`` (B.4).
+
+    Without chunk transforms: every stored chunk of the outer chunk, kept whole (edge-tile
+    padding included) = ``geometry.chunk_bytes``. With chunk transforms the slot is also
+    assembled as the output field, so the charge is the larger of the two.
+    """
+    tiles = int(geometry.chunk_bytes)
+    if not has_chunk_transforms:
+        return tiles
+    assembled = int(geometry.sample_chunk_size) * output.sample_bytes
+    return max(tiles, assembled)
+
+
+def _gather_run_bytes(geometry: Any, output: OutputField, has_chunk_transforms: bool) -> int:
+    """Longest contiguous run gather copies out of a slot (B.13).
+
+    Start at the item size and walk the field axes from last to first, multiplying by the tile
+    extent, stopping after the first axis whose tile does not span the array. With chunk
+    transforms the slot is one assembled tile of the output field, so the run is that field.
+    """
+    if has_chunk_transforms:
+        return output.sample_bytes
+    run = np.dtype(geometry.dtype).itemsize
+    for extent, chunk in zip(reversed(tuple(geometry.inner_shape)), reversed(tuple(geometry.inner_chunks))):
+        run *= min(int(chunk), int(extent))
+        if int(chunk) != int(extent):
+            break
+    return run
+
+
+def _variable_record(label: str, g: Any, out: OutputField, has_ct: bool) -> dict[str, Any]:
+    slot = slot_bytes(g, out, has_ct)
+    logical = min(int(g.sample_chunk_size), int(g.n_samples)) * out.sample_bytes
+    return {
+        "label": label,
+        "path": g.path,
+        "dtype": str(np.dtype(g.dtype)),
+        "shape": tuple(int(s) for s in g.shape),
+        "chunks": tuple(int(c) for c in g.chunks),
+        "sample_axis": int(g.sample_axis),
+        "sample_chunk_size": int(g.sample_chunk_size),
+        "n_samples": int(g.n_samples),
+        "n_chunks": int(g.n_chunks),
+        "offset": int(g.offset),
+        "inner_shape": tuple(int(s) for s in g.inner_shape),
+        "inner_chunks": tuple(int(c) for c in g.inner_chunks),
+        "stored_chunks_per_chunk": int(g.n_inner_chunks()),
+        "stored_chunk_bytes": _stored_chunk_bytes(g),
+        "logical_chunk_bytes": logical,
+        "slot_bytes": slot,
+        "ragged_multiplier": (slot / logical) if logical else 1.0,
+        "gather_run_bytes": _gather_run_bytes(g, out, has_ct),
+        "output_inner_shape": out.inner_shape,
+        "output_dtype": str(out.dtype),
+    }
+
+
+# -- sizing --------------------------------------------------------------------------------
+def resolve_block_chunks(requested: int, batch_size: int, ref_spc: int, n_chunks: int) -> int:
+    """``block_chunks`` widened so one batch fits in one block (never narrowed), at least 1."""
+    need = math.ceil(int(batch_size) / max(1, int(ref_spc)))
+    return max(1, int(requested), min(need, int(n_chunks)))
+
+
+def working_set_bytes(
+    geometries: Mapping[str, Any],
+    outputs: Mapping[str, OutputField] | None,
+    *,
+    block_chunks: int,
+    ref_spc: int,
+    shuffle: bool,
+    n_train_chunks: int,
+    reread_spill: bool = False,
+    has_chunk_transforms: bool = False,
+) -> int:
+    """The residency floor (B.13): the engine's automatic budget and the smallest legal one.
+
+    Uniform sample chunking (every variable's spc equals ``ref_spc``): each label costs one
+    slot per anchor chunk, two if its offset is not chunk-aligned; ``B`` blocks of
+    ``block_chunks`` anchor chunks are held (``B = 3`` under re-read spill, else 2). Windowed
+    and shuffled without spill, a chunk stays pinned across blocks, so the floor is raised to
+    the train split plus the offset reach, counting each path once. Non-uniform chunking: a
+    window of ``B * block_chunks * ref_spc`` anchor samples costs ``ceil(window / spc_v) + 1``
+    of each variable's chunks; shuffled (without spill), raised to hold the train split.
+    """
+    labels = list(geometries)
+    if not labels:
+        return 0
+    ref_spc = max(1, int(ref_spc))
+    block_chunks = int(block_chunks)
+    n_train_chunks = max(0, int(n_train_chunks))
+    blocks = 3 if reread_spill else 2
+    slots = {
+        label: slot_bytes(g, _output_for(label, g, outputs), has_chunk_transforms)
+        for label, g in geometries.items()
+    }
+    if all(int(geometries[label].sample_chunk_size) == ref_spc for label in labels):
+        per_anchor = sum(
+            (1 if int(geometries[label].offset) % ref_spc == 0 else 2) * slots[label] for label in labels
+        )
+        floor = blocks * block_chunks * per_anchor
+        offsets = [int(geometries[label].offset) for label in labels]
+        windowed = any(o != 0 for o in offsets)
+        if windowed and shuffle and not reread_spill:
+            span = max(offsets) - min(offsets)
+            per_path: dict[str, int] = {}
+            for label in labels:
+                path = geometries[label].path
+                per_path[path] = max(per_path.get(path, 0), slots[label])
+            floor = max(floor, (n_train_chunks + math.ceil(span / ref_spc)) * sum(per_path.values()))
+        return int(floor)
+    window = blocks * block_chunks * ref_spc
+    floor = sum(
+        (math.ceil(window / int(geometries[label].sample_chunk_size)) + 1) * slots[label] for label in labels
+    )
+    if shuffle and not reread_spill:
+        train = n_train_chunks * ref_spc
+        floor = max(
+            floor,
+            sum(
+                (math.ceil(train / int(geometries[label].sample_chunk_size)) + 1) * slots[label]
+                for label in labels
+            ),
+        )
+    return int(floor)
+
+
+def resolve_budget(explicit: int | None, floor: int, *, block_chunks: int, n_variables: int) -> int:
+    """The residency budget: ``None`` -> the floor; an explicit value below it raises."""
+    if explicit is None:
+        return int(floor)
+    explicit = int(explicit)
+    if explicit < floor:
+        raise ValueError(
+            f"cache_budget_bytes={explicit} ({format_bytes(explicit)}) is below the residency floor of"
+            f" {int(floor)} bytes ({format_bytes(floor)}) that block_chunks={int(block_chunks)} needs for"
+            f" {int(n_variables)} variable(s): the pool would starve mid-epoch. Pass"
+            f" cache_budget_bytes >= {int(floor)}, lower block_chunks, or leave cache_budget_bytes=None"
+            " for the automatic budget (the floor)."
+        )
+    return explicit
+
+
+# -- notes and footnotes -------------------------------------------------------------------
+def _note(code: str, severity: str, subject: str, message: str) -> dict[str, str]:
+    return {"code": code, "severity": severity, "subject": subject, "message": message}
+
+
+def _variable_notes(var: dict[str, Any], max_inflight: int) -> list[dict[str, str]]:
+    label = var["label"]
+    notes = []
+    run = var["gather_run_bytes"]
+    if run < SHORT_GATHER_RUN_BYTES:
+        notes.append(_note(
+            "short-gather-run", "warn", label,
+            f"gather copies contiguous runs of only {format_bytes(run)}: the run length is set by the"
+            f" innermost tile extent ({_dims(var['inner_chunks'])} tiles of a {_dims(var['inner_shape'])}"
+            " field), not by the tile's bytes. Full-width slabs (1,k,W) beat square tiles here.",
+        ))
+    ratio = var["ragged_multiplier"]
+    if ratio > RAGGED_THRESHOLD:
+        if _padded(var):
+            why = (f"stored chunks are kept whole, so the {_dims(var['inner_chunks'])} tiles over the"
+                   f" {_dims(var['inner_shape'])} field are charged with their edge padding. Padding is"
+                   " real memory; a chunk grid that divides the field removes it.")
+        else:
+            why = ("the slot holds the decoded stored chunks, which are larger than the"
+                   " chunk_transform's output field; that difference is real memory.")
+        notes.append(_note("ragged-grid", "note", label,
+                           f"residency is {ratio:.3f}x the logical chunk: {why}"))
+    if var["stored_chunks_per_chunk"] == 1:
+        notes.append(_note(
+            "single-inner-fat-chunk", "note", label,
+            f"one stored chunk per outer chunk at {format_bytes(var['stored_chunk_bytes'])}: concurrency"
+            f" and memory are coupled here, so each of max_inflight={int(max_inflight)} slots costs a"
+            " whole chunk. Inner-chunk the field to separate them.",
+        ))
+    return notes
+
+
+def _padded(var: dict[str, Any]) -> bool:
+    inner, chunks = var["inner_shape"], var["inner_chunks"]
+    covered = var["stored_chunks_per_chunk"] * math.prod(chunks)
+    return covered > math.prod(inner) or var["sample_chunk_size"] > var["n_samples"]
+
+
+def _footnotes(iterations: int, residency: int) -> list[str]:
+    notes = [
+        "Allocator retention: the rows above are exact buffer sizes, but freed chunk and batch buffers"
+        " stay with the allocator for reuse rather than returning to the OS, and peak RSS measured"
+        " 1.22-1.27x the accounted bytes on one geometry -- hence ESTIMATED = accounted x"
+        f" {ALLOCATOR_RETENTION}. Size the machine from ESTIMATED.",
+    ]
+    if iterations == 1:
+        notes.append(
+            "Concurrent iterations: this is sized for ONE iteration. The pool is shared, so iterating"
+            " two views at once -- zip(ds.train, ds.val), or two DataLoaders -- needs ~N x residency"
+            " for N concurrent iterations; pass describe(iterations=N) to size it, and"
+            " cache_budget_bytes to buy it."
+        )
+    else:
+        notes.append(
+            f"Concurrent iterations: residency is sized for {iterations} concurrent iterations sharing"
+            " one pool; the automatic budget covers one, so pass"
+            f" cache_budget_bytes={residency} ({format_bytes(residency)}) to the dataset to buy it."
+        )
+    return notes
+
+
+# -- describe ------------------------------------------------------------------------------
+def describe(
+    geometries: Mapping[str, Any],
+    outputs: Mapping[str, OutputField] | None,
+    config: SummaryConfig,
+    *,
+    iterations: int = 1,
+    reread_spill: bool = False,
+) -> dict[str, Any]:
+    """The static report: ``{"variables", "config", "memory", "notes", "footnotes",
+    "shuffle_quality"}`` (B.13), from geometry and configuration alone."""
+    if int(iterations) < 1:
+        raise ValueError(f"iterations must be >= 1, got {iterations}")
+    iterations = int(iterations)
+    labels = list(geometries)
+    has_ct = bool(config.chunk_transforms)
+    ref_spc = int(config.samples_per_chunk) or min(
+        (int(g.sample_chunk_size) for g in geometries.values()), default=1
+    )
+    outs = {label: _output_for(label, geometries[label], outputs) for label in labels}
+    variables = {label: _variable_record(label, geometries[label], outs[label], has_ct) for label in labels}
+
+    split_chunks = dict(config.split_chunks)
+    n_train = split_chunks.get("train", 0)
+    floor = working_set_bytes(
+        geometries, outs, block_chunks=config.block_chunks, ref_spc=ref_spc, shuffle=config.shuffle,
+        n_train_chunks=n_train, reread_spill=reread_spill, has_chunk_transforms=has_ct,
+    )
+    budget = resolve_budget(config.cache_budget_bytes, floor, block_chunks=config.block_chunks,
+                            n_variables=len(labels))
+    prefetch_depth = max(1, int(config.prefetch_depth))
+    offsets = {label: int(geometries[label].offset) for label in labels}
+
+    residency = budget * iterations
+    widest = max((v["stored_chunk_bytes"] for v in variables.values()), default=0)
+    inflight = int(config.max_inflight) * widest
+    queue = (prefetch_depth + 1) * sum(int(config.batch_size) * outs[label].sample_bytes for label in labels)
+    scratch = 0
+    if has_ct:  # one assembly per path, however many labels alias it
+        per_path = {
+            v["path"]: v["stored_chunk_bytes"] * v["stored_chunks_per_chunk"] for v in variables.values()
+        }
+        scratch = sum(per_path.values())
+    accounted = residency + inflight + queue + scratch
+    memory = {
+        "residency_bytes": residency,
+        "inflight_bytes": inflight,
+        "queue_bytes": queue,
+        "scratch_bytes": scratch,
+        "accounted_bytes": accounted,
+        "estimated_peak_bytes": int(accounted * ALLOCATOR_RETENTION),
+        "budget_is_automatic": budget == floor,
+        "working_set_bytes": floor,
+        "iterations": iterations,
+    }
+
+    config_out = {
+        "batch_size": int(config.batch_size),
+        "block_chunks": int(config.block_chunks),
+        "block_chunks_requested": int(config.block_chunks_requested),
+        "max_inflight": int(config.max_inflight),
+        "prefetch_depth": prefetch_depth,
+        "shuffle": bool(config.shuffle),
+        "seed": int(config.seed),
+        "cache_budget_bytes": budget,
+        "cache_budget_bytes_requested": config.cache_budget_bytes,
+        "cache_dir": config.cache_dir,
+        "persist": bool(config.persist),
+        "readonly_cache": bool(config.readonly_cache),
+        "chunk_transforms": list(config.chunk_transforms),
+        "batch_transforms": list(config.batch_transforms),
+        "assembles": has_ct,
+        "windowed": any(o != 0 for o in offsets.values()),
+        "offsets": offsets,
+        "reread_spill": bool(reread_spill),
+        "samples_per_chunk": ref_spc,
+        "n_chunks": {label: variables[label]["n_chunks"] for label in labels},
+        "split_chunks": split_chunks,
+        "shuffle_quality": config.shuffle_quality,
+    }
+
+    notes: list[dict[str, str]] = []
+    seen_paths: set[str] = set()
+    for label in labels:  # labels aliasing one path share one slot: advise once
+        if variables[label]["path"] in seen_paths:
+            continue
+        seen_paths.add(variables[label]["path"])
+        notes.extend(_variable_notes(variables[label], config.max_inflight))
+    if config.block_chunks != config.block_chunks_requested:
+        notes.append(_note(
+            "block-chunks-widened", "note", "config",
+            f"block_chunks widened from {config.block_chunks_requested} to {config.block_chunks} so a"
+            f" {config.batch_size}-sample batch fits in one block of {config.block_chunks} x {ref_spc}"
+            " sample(s).",
+        ))
+
+    return {
+        "variables": variables,
+        "config": config_out,
+        "memory": memory,
+        "notes": notes,
+        "footnotes": _footnotes(iterations, residency),
+        "shuffle_quality": config.shuffle_quality,
+    }
+
+
+# -- print_summary text --------------------------------------------------------------------
+def _variables_section(variables: Mapping[str, dict[str, Any]]) -> list[str]:
+    lines = ["variables"]
+    for label, v in variables.items():
+        head = f"  {label}"
+        if v["offset"]:
+            head += f"  window {v['offset']:+d}"
+        lines.append(head)
+        lines.append(f"    {_dims(v['shape'])} {v['dtype']}   chunks {_dims(v['chunks'])}"
+                     f"   sample axis {v['sample_axis']}")
+        lines.append(f"    {v['n_chunks']} chunks of {v['sample_chunk_size']} sample(s)"
+                     f"   field {_dims(v['inner_shape'])} in {v['stored_chunks_per_chunk']} stored chunk(s)"
+                     f" of {_dims(v['inner_chunks'])}")
+        row = (f"    stored chunk {format_bytes(v['stored_chunk_bytes'])}"
+               f"   resident per chunk {format_bytes(v['slot_bytes'])}")
+        if v["ragged_multiplier"] > RAGGED_THRESHOLD:
+            row += f"   ragged {v['ragged_multiplier']:.3f}x"
+        lines.append(row + f"   gather run {format_bytes(v['gather_run_bytes'])}")
+        if tuple(v["output_inner_shape"]) != tuple(v["inner_shape"]) or v["output_dtype"] != v["dtype"]:
+            out = f"{_dims(v['output_inner_shape'])} {v['output_dtype']}"
+            lines.append(f"    after chunk_transform: field {out}")
+    return lines
+
+
+def _config_section(c: Mapping[str, Any]) -> list[str]:
+    block = f"block_chunks {c['block_chunks']}"
+    if c["block_chunks"] != c["block_chunks_requested"]:
+        block += f" (raised from {c['block_chunks_requested']})"
+    quality = "n/a" if c["shuffle_quality"] is None else f"{c['shuffle_quality']:.2f}"
+    pool = c["block_chunks"] * c["samples_per_chunk"]
+    splits = "".join(f"  {name} {count}" for name, count in c["split_chunks"].items()) or "  none"
+    backing = "heap" if c["cache_dir"] is None else str(c["cache_dir"])
+    if c["cache_dir"] is not None and c["readonly_cache"]:
+        backing += ", read-only"
+    elif c["cache_dir"] is not None and c["persist"]:
+        backing += ", persist"
+    lines = [
+        "configuration (resolved)",
+        f"  batch_size {c['batch_size']}   {block}   max_inflight {c['max_inflight']}"
+        f"   prefetch_depth {c['prefetch_depth']}",
+        f"  shuffle {'on' if c['shuffle'] else 'off'} (seed {c['seed']}, quality {quality})"
+        f"   window {'yes' if c['windowed'] else 'no'}"
+        f"   shuffle pool {pool} samples for a {c['batch_size']}-sample batch",
+        f"  splits (chunks){splits}",
+        f"  cache backing {backing}",
+    ]
+    parts = []
+    if c["chunk_transforms"]:
+        parts.append("chunk_transforms " + ", ".join(c["chunk_transforms"]) + "  (slot assembles)")
+    if c["batch_transforms"]:
+        parts.append("batch_transforms " + ", ".join(c["batch_transforms"]))
+    if parts:
+        lines.append("  " + "  ".join(parts))
+    return lines
+
+
+def _memory_section(m: Mapping[str, Any], footnotes: Sequence[str]) -> list[str]:
+    rows = [
+        ("residency", m["residency_bytes"],
+         "budget (automatic: the working-set floor)" if m["budget_is_automatic"] else "budget"),
+        ("in flight", m["inflight_bytes"], "max_inflight x stored chunk"),
+        ("batch queue", m["queue_bytes"], "(prefetch_depth + 1) x batch"),
+    ]
+    if m["scratch_bytes"]:
+        rows.append(("scratch", m["scratch_bytes"], "chunk_transform assembly"))
+    rows.append(("accounted", m["accounted_bytes"], "sum of the rows above"))
+    rows.append(
+        ("ESTIMATED", m["estimated_peak_bytes"], f"accounted x {ALLOCATOR_RETENTION} -- plan for this")
+    )
+    width = max(12, *(len(format_bytes(n)) for _, n, _ in rows))
+    lines = [f"memory, accounted, for {m['iterations']} concurrent iteration(s)"]
+    lines += [f"  {name:<11} {format_bytes(n):>{width}}   {what}" for name, n, what in rows]
+    for text in footnotes:
+        lines += _wrap(text, "  ", "  ")
+    return lines
+
+
+def format_summary(report: Mapping[str, Any]) -> str:
+    """The ``print_summary()`` text of a :func:`describe` report: numbers first, then advice."""
+    sections = [
+        _variables_section(report["variables"]),
+        _config_section(report["config"]),
+        _memory_section(report["memory"], report.get("footnotes", ())),
+    ]
+    for severity, title in (("warn", "warnings"), ("note", "notes")):
+        picked = [n for n in report.get("notes", ()) if n["severity"] == severity]
+        if picked:
+            lines = [title]
+            for n in picked:
+                lines += _wrap(f"[{n['subject']}] {n['message']}", "  ", NOTE_INDENT)
+            sections.append(lines)
+    return "\n\n".join("\n".join(lines) for lines in sections)
+
+
+__all__ = [
+    "ALLOCATOR_RETENTION",
+    "OutputField",
+    "SummaryConfig",
+    "describe",
+    "format_bytes",
+    "format_summary",
+    "resolve_block_chunks",
+    "resolve_budget",
+    "slot_bytes",
+    "working_set_bytes",
+]
