@@ -1,0 +1,90 @@
+#include "insitubatch/zarr/dtype.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <string>
+#include <vector>
+
+namespace insitubatch::zarr {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct TypeCase {
+  std::string name;
+  size_t itemsize;
+  size_t component_size;
+  bool is_float;
+  bool is_complex;
+  std::string little_typestr;  // NumPy typestring on a little-endian host
+};
+
+const std::vector<TypeCase>& AllTypes() {
+  static const std::vector<TypeCase> types = {
+      {"bool", 1, 1, false, false, "|b1"},     {"int8", 1, 1, false, false, "|i1"},
+      {"int16", 2, 2, false, false, "<i2"},    {"int32", 4, 4, false, false, "<i4"},
+      {"int64", 8, 8, false, false, "<i8"},    {"uint8", 1, 1, false, false, "|u1"},
+      {"uint16", 2, 2, false, false, "<u2"},   {"uint32", 4, 4, false, false, "<u4"},
+      {"uint64", 8, 8, false, false, "<u8"},   {"float16", 2, 2, true, false, "<f2"},
+      {"float32", 4, 4, true, false, "<f4"},   {"float64", 8, 8, true, false, "<f8"},
+      {"complex64", 8, 4, false, true, "<c8"}, {"complex128", 16, 8, false, true, "<c16"},
+  };
+  return types;
+}
+
+TEST(DataTypeTest, EveryV3NameRoundTripsWithItsProperties) {
+  for (const TypeCase& t : AllTypes()) {
+    auto dtype = DataType::FromV3Name(t.name);
+    ASSERT_TRUE(dtype.ok()) << t.name;
+    EXPECT_EQ(dtype->name(), t.name);
+    EXPECT_EQ(dtype->itemsize(), t.itemsize) << t.name;
+    EXPECT_EQ(dtype->component_size(), t.component_size) << t.name;
+    EXPECT_EQ(dtype->is_float(), t.is_float) << t.name;
+    EXPECT_EQ(dtype->is_complex(), t.is_complex) << t.name;
+    if (std::endian::native == std::endian::little) {
+      EXPECT_EQ(dtype->numpy_typestr(), t.little_typestr) << t.name;
+    }
+  }
+}
+
+TEST(DataTypeTest, UnknownV3NamesAreUnimplemented) {
+  for (const char* name :
+       {"float128", "string", "bytes", "datetime64", "", "Float32", "int"}) {
+    auto dtype = DataType::FromV3Name(name);
+    ASSERT_FALSE(dtype.ok()) << name;
+    EXPECT_EQ(dtype.status().code(), StatusCode::kUnimplemented);
+    EXPECT_THAT(dtype.status().message(), HasSubstr("\"" + std::string(name) + "\""));
+  }
+}
+
+TEST(DataTypeTest, V2TypestringsMapToTypesAndByteOrder) {
+  for (const TypeCase& t : AllTypes()) {
+    const std::string kind_size = t.little_typestr.substr(1);
+    for (char order : {'<', '>', '|'}) {
+      auto parsed = ParseV2TypeString(std::string(1, order) + kind_size);
+      ASSERT_TRUE(parsed.ok()) << order << kind_size;
+      EXPECT_EQ(parsed->dtype.name(), t.name);
+      // Byte order only matters for multi-byte types.
+      EXPECT_EQ(parsed->big_endian, order == '>' && t.itemsize > 1) << order << kind_size;
+    }
+  }
+  auto native = ParseV2TypeString("=f8");
+  ASSERT_TRUE(native.ok());
+  EXPECT_EQ(native->big_endian, std::endian::native == std::endian::big);
+}
+
+TEST(DataTypeTest, UnsupportedV2TypestringsAreUnimplemented) {
+  for (const char* typestr :
+       {"", "<", "<f", "f4", "<f3", "<f16", "<x4", "<i16", "|O", "|S10", "<U5", "<M8[ns]",
+        "<m8", "|V8", "<f4 ", "*f4", "<f99999999999999999999999", "<b2"}) {
+    auto parsed = ParseV2TypeString(typestr);
+    ASSERT_FALSE(parsed.ok()) << typestr;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kUnimplemented) << typestr;
+    EXPECT_THAT(parsed.status().message(), HasSubstr("\"" + std::string(typestr) + "\""));
+  }
+}
+
+}  // namespace
+}  // namespace insitubatch::zarr

@@ -1,0 +1,398 @@
+#include "insitubatch/zarr/hierarchy.h"
+
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <utility>
+
+#include "insitubatch/zarr/metadata_internal.h"
+
+namespace insitubatch::zarr {
+namespace {
+
+using internal_metadata::Abbrev;
+using internal_metadata::CheckObject;
+using internal_metadata::Error;
+using internal_metadata::Find;
+using internal_metadata::Require;
+using internal_metadata::RequireString;
+
+// Metadata reads issued at once while discovering an unconsolidated hierarchy (one round
+// trip per document would make opening a remote store slow).
+constexpr size_t kMaxInflightReads = 32;
+
+// Reads every key concurrently (bounded); nullopt for a missing key.
+Result<std::vector<std::optional<std::string>>> ReadAll(
+    Store& store, const std::vector<std::string>& keys) {
+  std::mutex mutex;
+  std::condition_variable done;
+  size_t pending = 0;
+  std::vector<std::optional<Result<ReadResult>>> results(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    {
+      std::unique_lock lock(mutex);
+      done.wait(lock, [&] { return pending < kMaxInflightReads; });
+      ++pending;
+    }
+    store.ReadAsync(keys[i], ByteRange::All(), [&, i](Result<ReadResult> result) {
+      std::lock_guard lock(mutex);
+      results[i] = std::move(result);
+      --pending;
+      done.notify_all();
+    });
+  }
+  {
+    std::unique_lock lock(mutex);
+    done.wait(lock, [&] { return pending == 0; });
+  }
+  std::vector<std::optional<std::string>> texts(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    Result<ReadResult>& result = *results[i];
+    if (!result.ok())
+      return result.status().WithContext("reading " + store.Describe(keys[i]));
+    if (!result->found) continue;
+    const Buffer& data = result->data;
+    texts[i].emplace(reinterpret_cast<const char*>(data.data()), data.size());
+  }
+  return texts;
+}
+
+// The JSON document at `key`, nullopt when the key is absent.
+Result<std::optional<Json>> ReadJson(Store& store, const std::string& key) {
+  INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store, {key}));
+  if (!texts[0]) return std::optional<Json>();
+  INSITU_ASSIGN_OR_RETURN(Json document, ParseJson(*texts[0], store.Describe(key)));
+  return std::optional<Json>(std::move(document));
+}
+
+// Splits "a/b/.zarray" into ("a/b", ".zarray"); "" for a root document.
+std::pair<std::string_view, std::string_view> SplitLeaf(std::string_view key) {
+  const size_t slash = key.rfind('/');
+  if (slash == std::string_view::npos) return {"", key};
+  return {key.substr(0, slash), key.substr(slash + 1)};
+}
+
+Status BadNodeKey(std::string_view key, const Status& cause, std::string_view where) {
+  return Error(StatusCode::kInvalidArgument, where,
+               "metadata key \"" + std::string(key) + "\": " + cause.message());
+}
+
+}  // namespace
+
+Status ValidateNodePath(std::string_view path) {
+  auto bad = [&](const char* why) {
+    return InvalidArgument("invalid node path \"" + std::string(path) + "\": " + why);
+  };
+  if (path.empty()) return Status::Ok();
+  if (path.front() == '/') return bad("leading '/'");
+  if (path.find('\\') != std::string_view::npos) return bad("contains a backslash");
+  if (path.find('\0') != std::string_view::npos) return bad("contains NUL");
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    const std::string_view segment = path.substr(start, end - start);
+    if (segment.empty()) return bad("empty path segment");
+    if (segment == "." || segment == "..") return bad("'.' or '..' path segment");
+    start = end + 1;
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+// Builds the node tables; the static Open below picks the format.
+class HierarchyBuilder {
+ public:
+  HierarchyBuilder(Store& store, std::map<std::string, NodeKind, std::less<>>& nodes,
+                   std::map<std::string, ArrayMetadata, std::less<>>& arrays)
+      : store_(store), nodes_(nodes), arrays_(arrays) {}
+
+  // A v3 node document (root, listed, or a consolidated entry).
+  Status AddV3Node(const std::string& path, const Json& document,
+                   std::string_view where) {
+    INSITU_RETURN_IF_ERROR(CheckObject(document, "node metadata", where));
+    INSITU_ASSIGN_OR_RETURN(std::string node_type,
+                            RequireString(document, "node_type", where));
+    if (node_type == "array") {
+      INSITU_ASSIGN_OR_RETURN(ArrayMetadata md, ParseArrayMetadataV3(document, where));
+      nodes_[path] = NodeKind::kArray;
+      arrays_[path] = std::move(md);
+    } else if (node_type == "group") {
+      INSITU_RETURN_IF_ERROR(internal_metadata::CheckZarrFormat(document, 3, where));
+      nodes_[path] = NodeKind::kGroup;
+    } else {
+      return Error(StatusCode::kInvalidArgument, where,
+                   "node_type must be \"array\" or \"group\", got " + Abbrev(node_type));
+    }
+    return Status::Ok();
+  }
+
+  Status AddV3Consolidated(const Json& consolidated, std::string_view where) {
+    INSITU_RETURN_IF_ERROR(CheckObject(consolidated, "\"consolidated_metadata\"", where));
+    if (const Json* kind = Find(consolidated, "kind"); kind && *kind != Json("inline")) {
+      return Error(StatusCode::kUnimplemented, where,
+                   "consolidated_metadata kind " + Abbrev(*kind) + " is not supported");
+    }
+    INSITU_ASSIGN_OR_RETURN(const Json* metadata,
+                            Require(consolidated, "metadata", where));
+    INSITU_RETURN_IF_ERROR(CheckObject(*metadata, "consolidated \"metadata\"", where));
+    for (const auto& [path, document] : metadata->items()) {
+      Status valid =
+          path.empty() ? InvalidArgument("empty node path") : ValidateNodePath(path);
+      if (!valid.ok()) return BadNodeKey(path, valid, where);
+      const std::string entry_where =
+          std::string(where) + " (consolidated entry \"" + path + "\")";
+      INSITU_RETURN_IF_ERROR(AddV3Node(path, document, entry_where));
+    }
+    return Status::Ok();
+  }
+
+  // Lists the store and reads every `<path>/zarr.json` below the root.
+  Status DiscoverV3() {
+    INSITU_ASSIGN_OR_RETURN(std::vector<std::string> keys, ListAll());
+    std::vector<std::string> paths, documents;
+    for (const std::string& key : keys) {
+      auto [path, leaf] = SplitLeaf(key);
+      if (leaf != "zarr.json" || path.empty()) continue;
+      Status valid = ValidateNodePath(path);
+      if (!valid.ok()) return BadNodeKey(key, valid, store_.Describe(""));
+      paths.emplace_back(path);
+      documents.push_back(key);
+    }
+    INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store_, documents));
+    for (size_t i = 0; i < paths.size(); ++i) {
+      if (!texts[i]) continue;  // removed since the listing
+      const std::string where = store_.Describe(documents[i]);
+      INSITU_ASSIGN_OR_RETURN(Json document, ParseJson(*texts[i], where));
+      INSITU_RETURN_IF_ERROR(AddV3Node(paths[i], document, where));
+    }
+    return Status::Ok();
+  }
+
+  // `.zmetadata`: {"metadata": {"a/.zarray": {...}, "a/.zattrs": {...}, ...}}.
+  Status AddV2Consolidated(const Json& zmetadata, std::string_view where) {
+    INSITU_RETURN_IF_ERROR(CheckObject(zmetadata, ".zmetadata", where));
+    if (const Json* format = Find(zmetadata, "zarr_consolidated_format");
+        format && *format != Json(1)) {
+      return Error(StatusCode::kUnimplemented, where,
+                   "zarr_consolidated_format " + Abbrev(*format) + " is not supported");
+    }
+    INSITU_ASSIGN_OR_RETURN(const Json* metadata, Require(zmetadata, "metadata", where));
+    INSITU_RETURN_IF_ERROR(CheckObject(*metadata, "consolidated \"metadata\"", where));
+    std::map<std::string, V2Node, std::less<>> found;
+    for (const auto& [key, document] : metadata->items()) {
+      auto [path, leaf] = SplitLeaf(key);
+      if (leaf != ".zarray" && leaf != ".zgroup" && leaf != ".zattrs") continue;
+      Status valid = ValidateNodePath(path);
+      if (!valid.ok()) return BadNodeKey(key, valid, where);
+      if (path.empty()) continue;  // the root, already read from its own documents
+      V2Node& node = found[std::string(path)];
+      (leaf == ".zarray"   ? node.zarray
+       : leaf == ".zgroup" ? node.zgroup
+                           : node.zattrs) = &document;
+    }
+    for (const auto& [path, node] : found) {
+      const std::string entry_where = std::string(where) + " (entry \"" + path + "\")";
+      INSITU_RETURN_IF_ERROR(AddV2Node(path, node, entry_where));
+    }
+    return Status::Ok();
+  }
+
+  // Lists the store; reads each array's .zarray (+ .zattrs). Groups need only their key.
+  Status DiscoverV2() {
+    INSITU_ASSIGN_OR_RETURN(std::vector<std::string> keys, ListAll());
+    struct Listed {
+      bool zarray = false, zgroup = false, zattrs = false;
+    };
+    std::map<std::string, Listed, std::less<>> listed;
+    for (const std::string& key : keys) {
+      auto [path, leaf] = SplitLeaf(key);
+      if (path.empty() || (leaf != ".zarray" && leaf != ".zgroup" && leaf != ".zattrs")) {
+        continue;
+      }
+      Status valid = ValidateNodePath(path);
+      if (!valid.ok()) return BadNodeKey(key, valid, store_.Describe(""));
+      Listed& entry = listed[std::string(path)];
+      (leaf == ".zarray"   ? entry.zarray
+       : leaf == ".zgroup" ? entry.zgroup
+                           : entry.zattrs) = true;
+    }
+    std::vector<std::string> array_paths, documents;
+    for (const auto& [path, entry] : listed) {
+      if (entry.zarray) {
+        array_paths.push_back(path);
+        documents.push_back(path + "/.zarray");
+        documents.push_back(entry.zattrs ? path + "/.zattrs" : std::string());
+      } else if (entry.zgroup) {
+        nodes_[path] = NodeKind::kGroup;
+      }
+    }
+    std::vector<std::string> to_read;
+    for (const std::string& key : documents) {
+      if (!key.empty()) to_read.push_back(key);
+    }
+    INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store_, to_read));
+    size_t next = 0;
+    for (size_t i = 0; i < array_paths.size(); ++i) {
+      const std::string& path = array_paths[i];
+      const std::optional<std::string> zarray = texts[next++];
+      std::optional<std::string> zattrs;
+      if (!documents[2 * i + 1].empty()) zattrs = texts[next++];
+      if (listed[path].zgroup) {
+        return Error(StatusCode::kInvalidArgument, store_.Describe(path),
+                     "both .zarray and .zgroup are present");
+      }
+      if (!zarray) continue;  // removed since the listing
+      INSITU_RETURN_IF_ERROR(AddV2Array(path, *zarray, zattrs));
+    }
+    return Status::Ok();
+  }
+
+  // A root or listed v2 array from its document texts.
+  Status AddV2Array(const std::string& path, const std::string& zarray_text,
+                    const std::optional<std::string>& zattrs_text) {
+    const std::string prefix = path.empty() ? "" : path + "/";
+    const std::string where = store_.Describe(prefix + ".zarray");
+    INSITU_ASSIGN_OR_RETURN(Json zarray, ParseJson(zarray_text, where));
+    Json zattrs;
+    if (zattrs_text) {
+      INSITU_ASSIGN_OR_RETURN(
+          zattrs, ParseJson(*zattrs_text, store_.Describe(prefix + ".zattrs")));
+    }
+    INSITU_ASSIGN_OR_RETURN(ArrayMetadata md,
+                            ParseArrayMetadataV2(zarray, zattrs, where));
+    nodes_[path] = NodeKind::kArray;
+    arrays_[path] = std::move(md);
+    return Status::Ok();
+  }
+
+ private:
+  struct V2Node {
+    const Json* zarray = nullptr;
+    const Json* zgroup = nullptr;
+    const Json* zattrs = nullptr;
+  };
+
+  Status AddV2Node(const std::string& path, const V2Node& node, std::string_view where) {
+    if (node.zarray != nullptr && node.zgroup != nullptr) {
+      return Error(StatusCode::kInvalidArgument, where,
+                   "both .zarray and .zgroup are present");
+    }
+    if (node.zarray != nullptr) {
+      const Json null_value;
+      INSITU_ASSIGN_OR_RETURN(
+          ArrayMetadata md,
+          ParseArrayMetadataV2(*node.zarray, node.zattrs ? *node.zattrs : null_value,
+                               where));
+      nodes_[path] = NodeKind::kArray;
+      arrays_[path] = std::move(md);
+    } else if (node.zgroup != nullptr) {
+      INSITU_RETURN_IF_ERROR(CheckObject(*node.zgroup, ".zgroup", where));
+      nodes_[path] = NodeKind::kGroup;
+    }
+    return Status::Ok();
+  }
+
+  Result<std::vector<std::string>> ListAll() {
+    auto keys = store_.List("");
+    if (!keys.ok()) {
+      return keys.status().WithContext("listing " + store_.Describe("") +
+                                       " (no consolidated metadata)");
+    }
+    return keys;
+  }
+
+  Store& store_;
+  std::map<std::string, NodeKind, std::less<>>& nodes_;
+  std::map<std::string, ArrayMetadata, std::less<>>& arrays_;
+};
+
+}  // namespace
+
+Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
+  if (store == nullptr) return InvalidArgument("Hierarchy::Open: store is null");
+  Hierarchy h;
+  h.store_ = std::move(store);
+  Store& s = *h.store_;
+  HierarchyBuilder builder(s, h.nodes_, h.array_metadata_);
+
+  INSITU_ASSIGN_OR_RETURN(std::optional<Json> root, ReadJson(s, "zarr.json"));
+  if (root) {
+    const std::string where = s.Describe("zarr.json");
+    h.zarr_format_ = 3;
+    INSITU_RETURN_IF_ERROR(CheckObject(*root, "zarr.json", where));
+    INSITU_RETURN_IF_ERROR(internal_metadata::CheckZarrFormat(*root, 3, where));
+    INSITU_RETURN_IF_ERROR(builder.AddV3Node("", *root, where));
+    if (h.nodes_[""] == NodeKind::kArray) return h;
+    const Json* consolidated = Find(*root, "consolidated_metadata");
+    if (consolidated != nullptr && !consolidated->is_null()) {
+      h.consolidated_ = true;
+      INSITU_RETURN_IF_ERROR(builder.AddV3Consolidated(*consolidated, where));
+    } else {
+      INSITU_RETURN_IF_ERROR(builder.DiscoverV3());
+    }
+    return h;
+  }
+
+  h.zarr_format_ = 2;
+  INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(s, {".zarray", ".zgroup", ".zattrs"}));
+  const std::optional<std::string>& zarray = texts[0];
+  const std::optional<std::string>& zgroup = texts[1];
+  const std::optional<std::string>& zattrs = texts[2];
+  if (zarray && zgroup) {
+    return Error(StatusCode::kInvalidArgument, s.Describe(""),
+                 "both .zarray and .zgroup are present at the root");
+  }
+  if (zarray) {
+    INSITU_RETURN_IF_ERROR(builder.AddV2Array("", *zarray, zattrs));
+    return h;
+  }
+  if (!zgroup) {
+    return NotFound("no zarr metadata (zarr.json, .zgroup or .zarray) at the root of " +
+                    s.Describe(""));
+  }
+  INSITU_ASSIGN_OR_RETURN(Json group, ParseJson(*zgroup, s.Describe(".zgroup")));
+  INSITU_RETURN_IF_ERROR(CheckObject(group, ".zgroup", s.Describe(".zgroup")));
+  h.nodes_[""] = NodeKind::kGroup;
+  INSITU_ASSIGN_OR_RETURN(std::optional<Json> zmetadata, ReadJson(s, ".zmetadata"));
+  if (zmetadata) {
+    h.consolidated_ = true;
+    INSITU_RETURN_IF_ERROR(
+        builder.AddV2Consolidated(*zmetadata, s.Describe(".zmetadata")));
+  } else {
+    INSITU_RETURN_IF_ERROR(builder.DiscoverV2());
+  }
+  return h;
+}
+
+std::vector<std::string> Hierarchy::ArrayPaths() const {
+  std::vector<std::string> paths;
+  for (const auto& [path, md] : array_metadata_) paths.push_back(path);
+  return paths;
+}
+
+Result<NodeKind> Hierarchy::Kind(std::string_view path) const {
+  INSITU_RETURN_IF_ERROR(ValidateNodePath(path));
+  auto it = nodes_.find(path);
+  if (it == nodes_.end()) {
+    return NotFound("no array or group at '" + std::string(path) + "' in " +
+                    store_->Describe(""));
+  }
+  return it->second;
+}
+
+Result<ArrayMetadata> Hierarchy::ArrayMetadataAt(std::string_view path) const {
+  INSITU_ASSIGN_OR_RETURN(NodeKind kind, Kind(path));
+  if (kind == NodeKind::kGroup) {
+    return InvalidArgument("'" + std::string(path) + "' is a group, not an array");
+  }
+  return array_metadata_.find(path)->second;
+}
+
+Result<std::shared_ptr<const Array>> Hierarchy::OpenArray(std::string_view path) const {
+  INSITU_ASSIGN_OR_RETURN(ArrayMetadata metadata, ArrayMetadataAt(path));
+  return Array::Create(store_, std::string(path), std::move(metadata));
+}
+
+}  // namespace insitubatch::zarr

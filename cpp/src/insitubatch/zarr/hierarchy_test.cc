@@ -1,0 +1,447 @@
+#include "insitubatch/zarr/hierarchy.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+#include "insitubatch/io/memory_store.h"
+
+namespace insitubatch::zarr {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const std::string kHierarchyDir =
+    std::string(INSITU_TESTDATA_DIR) + "/metadata/hierarchies/";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+const Json& Expected() {
+  static const Json expected = [] {
+    auto parsed =
+        ParseJson(ReadFile(std::string(INSITU_TESTDATA_DIR) + "/metadata/expected.json"),
+                  "expected.json");
+    return parsed.ok() ? (*parsed)["hierarchies"] : Json::object();
+  }();
+  return expected;
+}
+
+// A MemoryStore holding every metadata file zarr-python wrote for hierarchy `name`.
+std::shared_ptr<MemoryStore> LoadStore(const std::string& name) {
+  auto store = std::make_shared<MemoryStore>();
+  const Json& keys = Expected()[name]["keys"];
+  EXPECT_FALSE(keys.empty()) << name;
+  for (const Json& key : keys) {
+    store->Set(key.get<std::string>(),
+               ReadFile(kHierarchyDir + name + "/" + key.get<std::string>()));
+  }
+  return store;
+}
+
+// ---------------------------------------------------------------------------------------
+// Stores written by zarr-python: nested groups, consolidated or not, v2 and v3.
+
+class ZarrPythonHierarchyTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(ZarrPythonHierarchyTest, FindsEveryNode) {
+  const std::string name = GetParam();
+  const Json& expected = Expected()[name];
+  auto store = LoadStore(name);
+  auto hierarchy = Hierarchy::Open(store);
+  ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+  EXPECT_EQ(hierarchy->zarr_format(), expected["zarr_format"].get<int>());
+  EXPECT_EQ(hierarchy->consolidated(), expected["consolidated"].get<bool>());
+  EXPECT_EQ(hierarchy->store(), store);
+  EXPECT_EQ(hierarchy->ArrayPaths(), expected["arrays"].get<std::vector<std::string>>());
+  for (const Json& path : expected["arrays"]) {
+    auto kind = hierarchy->Kind(path.get<std::string>());
+    ASSERT_TRUE(kind.ok()) << path;
+    EXPECT_EQ(*kind, NodeKind::kArray) << path;
+  }
+  for (const Json& path : expected["groups"]) {
+    auto kind = hierarchy->Kind(path.get<std::string>());
+    ASSERT_TRUE(kind.ok()) << path << ": " << kind.status().ToString();
+    EXPECT_EQ(*kind, NodeKind::kGroup) << path;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, ZarrPythonHierarchyTest,
+                         testing::Values("v2_plain", "v2_consolidated", "v3_plain",
+                                         "v3_consolidated", "v2_root_array",
+                                         "v3_root_array"));
+
+class NestedHierarchyTest : public testing::TestWithParam<std::string> {};
+
+TEST_P(NestedHierarchyTest, ArrayMetadataOfNestedArrays) {
+  auto hierarchy = Hierarchy::Open(LoadStore(GetParam()));
+  ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+  const int format = hierarchy->zarr_format();
+
+  auto x = hierarchy->ArrayMetadataAt("a/x");
+  ASSERT_TRUE(x.ok()) << x.status().ToString();
+  EXPECT_EQ(x->zarr_format, format);
+  EXPECT_EQ(x->shape, (std::vector<uint64_t>{3}));
+  EXPECT_EQ(x->chunk_shape, (std::vector<uint64_t>{2}));
+  EXPECT_EQ(x->dtype.name(), "int64");
+  int64_t fill = 0;
+  std::memcpy(&fill, x->fill_value.bytes.data(), sizeof fill);
+  EXPECT_EQ(fill, -5);
+  EXPECT_EQ(x->chunk_key_encoding.Key({1}), format == 3 ? "c/1" : "1");
+
+  auto y = hierarchy->ArrayMetadataAt("a/b/y");
+  ASSERT_TRUE(y.ok()) << y.status().ToString();
+  EXPECT_EQ(y->shape, (std::vector<uint64_t>{2, 2}));
+  EXPECT_EQ(y->chunk_shape, (std::vector<uint64_t>{1, 2}));
+  EXPECT_EQ(y->dtype.name(), "uint8");
+
+  auto temp = hierarchy->ArrayMetadataAt("temp");
+  ASSERT_TRUE(temp.ok()) << temp.status().ToString();
+  float temp_fill = 0;
+  std::memcpy(&temp_fill, temp->fill_value.bytes.data(), sizeof temp_fill);
+  EXPECT_EQ(temp_fill, 1.0f);
+}
+
+TEST_P(NestedHierarchyTest, GroupsAndMissingPathsAreClearErrors) {
+  auto hierarchy = Hierarchy::Open(LoadStore(GetParam()));
+  ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+
+  auto group = hierarchy->OpenArray("a/b");
+  ASSERT_FALSE(group.ok());
+  EXPECT_EQ(group.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(group.status().message(), "'a/b' is a group, not an array");
+  EXPECT_EQ(hierarchy->ArrayMetadataAt("").status().code(), StatusCode::kInvalidArgument);
+
+  auto missing = hierarchy->OpenArray("a/nope");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(missing.status().message(), "no array or group at 'a/nope' in memory://");
+  EXPECT_EQ(hierarchy->Kind("a/x/extra").status().code(), StatusCode::kNotFound);
+
+  for (const char* bad : {"../a", "a/../temp", "/temp", "a//x", "a/x/", "a\\x"}) {
+    auto kind = hierarchy->Kind(bad);
+    EXPECT_EQ(kind.status().code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_EQ(hierarchy->OpenArray(bad).status().code(), StatusCode::kInvalidArgument)
+        << bad;
+  }
+}
+
+TEST_P(NestedHierarchyTest, OpenArrayBindsMetadata) {
+  auto hierarchy = Hierarchy::Open(LoadStore(GetParam()));
+  ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+  auto array = hierarchy->OpenArray("a/b/y");
+  ASSERT_TRUE(array.ok()) << array.status().ToString();
+  EXPECT_EQ((*array)->path(), "a/b/y");
+  EXPECT_EQ((*array)->metadata().shape, (std::vector<uint64_t>{2, 2}));
+  EXPECT_EQ((*array)->store(), hierarchy->store());
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, NestedHierarchyTest,
+                         testing::Values("v2_plain", "v2_consolidated", "v3_plain",
+                                         "v3_consolidated"));
+
+TEST(HierarchyTest, RootArray) {
+  for (const char* name : {"v2_root_array", "v3_root_array"}) {
+    auto hierarchy = Hierarchy::Open(LoadStore(name));
+    ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+    EXPECT_THAT(hierarchy->ArrayPaths(), ElementsAre(""));
+    auto md = hierarchy->ArrayMetadataAt("");
+    ASSERT_TRUE(md.ok()) << md.status().ToString();
+    EXPECT_EQ(md->dtype.name(), "int16");
+    int16_t fill = 0;
+    std::memcpy(&fill, md->fill_value.bytes.data(), sizeof fill);
+    EXPECT_EQ(fill, 3);
+    EXPECT_EQ(hierarchy->Kind("x").status().code(), StatusCode::kNotFound);
+  }
+}
+
+// The consolidated stores are read from the consolidated document alone.
+TEST(HierarchyTest, ConsolidatedMetadataIsUsedWithoutChildDocuments) {
+  for (const char* name : {"v2_consolidated", "v3_consolidated"}) {
+    auto full = LoadStore(name);
+    auto store = std::make_shared<MemoryStore>();
+    for (const char* root : {"zarr.json", ".zgroup", ".zmetadata"}) {
+      auto r = full->Read(root);
+      ASSERT_TRUE(r.ok());
+      if (r->found) {
+        store->Set(root, std::string(reinterpret_cast<const char*>(r->data.data()),
+                                     r->data.size()));
+      }
+    }
+    auto hierarchy = Hierarchy::Open(store);
+    ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+    EXPECT_TRUE(hierarchy->consolidated());
+    EXPECT_THAT(hierarchy->ArrayPaths(), ElementsAre("a/b/y", "a/x", "temp"));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// Hand-built stores for the error paths.
+
+constexpr char kGroupV3[] =
+    R"({"zarr_format": 3, "node_type": "group", "attributes": {}})";
+constexpr char kArrayV3[] = R"({"zarr_format": 3, "node_type": "array", "shape": [4],
+  "data_type": "uint8", "fill_value": 0, "codecs": [{"name": "bytes"}],
+  "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+  "chunk_key_encoding": {"name": "default"}})";
+constexpr char kArrayV2[] =
+    R"({"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "|u1",
+  "fill_value": null, "order": "C", "filters": null, "compressor": null})";
+
+std::string Consolidated(const std::string& entries) {
+  return R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": {"kind": "inline",
+    "must_understand": false, "metadata": {)" +
+         entries + "}}}";
+}
+
+Status OpenStatus(std::shared_ptr<Store> store) {
+  return Hierarchy::Open(store).status();
+}
+
+TEST(HierarchyTest, EmptyStoreIsNotFound) {
+  Status status = OpenStatus(std::make_shared<MemoryStore>());
+  EXPECT_EQ(status.code(), StatusCode::kNotFound);
+  EXPECT_THAT(status.message(), HasSubstr("no zarr metadata"));
+  EXPECT_THAT(status.message(), HasSubstr("memory://"));
+  // Chunk-like keys without metadata are not a hierarchy either.
+  auto store = std::make_shared<MemoryStore>();
+  store->Set("a/c/0", "x");
+  EXPECT_EQ(OpenStatus(store).code(), StatusCode::kNotFound);
+}
+
+TEST(HierarchyTest, CorruptRootDocuments) {
+  struct Case {
+    std::string key, text;
+    StatusCode code;
+    std::string substring;
+  };
+  const std::vector<Case> cases = {
+      {"zarr.json", "{\"zarr_format\": 3, \"node_type\": ", StatusCode::kDataLoss,
+       "memory://zarr.json: not valid JSON"},
+      {"zarr.json", "[]", StatusCode::kInvalidArgument,
+       "zarr.json must be a JSON object"},
+      {"zarr.json", R"({"zarr_format": 2, "node_type": "group"})",
+       StatusCode::kInvalidArgument, "expected 3"},
+      {"zarr.json", R"({"zarr_format": 3, "node_type": "folder"})",
+       StatusCode::kInvalidArgument, "node_type must be"},
+      {".zgroup", "{", StatusCode::kDataLoss, "memory://.zgroup"},
+      {".zarray", R"({"zarr_format": 2})", StatusCode::kInvalidArgument,
+       "memory://.zarray: missing required field \"shape\""},
+  };
+  for (const Case& c : cases) {
+    auto store = std::make_shared<MemoryStore>();
+    store->Set(c.key, c.text);
+    Status status = OpenStatus(store);
+    EXPECT_EQ(status.code(), c.code) << c.text << ": " << status.ToString();
+    EXPECT_THAT(status.message(), HasSubstr(c.substring)) << c.text;
+  }
+  auto both = std::make_shared<MemoryStore>();
+  both->Set(".zarray", kArrayV2);
+  both->Set(".zgroup", R"({"zarr_format": 2})");
+  EXPECT_THAT(OpenStatus(both).message(), HasSubstr("both .zarray and .zgroup"));
+}
+
+TEST(HierarchyTest, ConsolidatedKeysWithTraversalAreRejected) {
+  for (const char* key : {"../evil", "a/../../b", "/abs", "a//b", "", "a\\\\b"}) {
+    auto store = std::make_shared<MemoryStore>();
+    store->Set("zarr.json", Consolidated("\"" + std::string(key) + "\": " + kArrayV3));
+    Status status = OpenStatus(store);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << key;
+    EXPECT_THAT(status.message(), HasSubstr("metadata key")) << key;
+  }
+  auto v2 = std::make_shared<MemoryStore>();
+  v2->Set(".zgroup", R"({"zarr_format": 2})");
+  v2->Set(".zmetadata", std::string(R"({"zarr_consolidated_format": 1, "metadata": {
+    "a/../../etc/.zarray": )") +
+                            kArrayV2 + "}}");
+  Status status = OpenStatus(v2);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("\"a/../../etc/.zarray\""));
+}
+
+TEST(HierarchyTest, ListedKeysWithTraversalAreRejected) {
+  auto store = std::make_shared<MemoryStore>();
+  store->Set("zarr.json", kGroupV3);
+  store->Set("a//zarr.json", kArrayV3);
+  Status status = OpenStatus(store);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("\"a//zarr.json\""));
+}
+
+TEST(HierarchyTest, MalformedConsolidatedMetadata) {
+  struct Case {
+    std::string root;
+    StatusCode code;
+    std::string substring;
+  };
+  const std::vector<Case> cases = {
+      {R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": 5})",
+       StatusCode::kInvalidArgument, "\"consolidated_metadata\" must be a JSON object"},
+      {R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": {"kind": "x",
+        "metadata": {}}})",
+       StatusCode::kUnimplemented, "kind \"x\""},
+      {R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": {"kind": "inline"}})",
+       StatusCode::kInvalidArgument, "\"metadata\""},
+      {Consolidated(R"("arr": {"zarr_format": 3, "node_type": "array", "shape": [-1]})"),
+       StatusCode::kInvalidArgument, "(consolidated entry \"arr\")"},
+      {Consolidated(R"("arr": [])"), StatusCode::kInvalidArgument,
+       "consolidated entry \"arr\""},
+  };
+  for (const Case& c : cases) {
+    auto store = std::make_shared<MemoryStore>();
+    store->Set("zarr.json", c.root);
+    Status status = OpenStatus(store);
+    EXPECT_EQ(status.code(), c.code) << c.root << ": " << status.ToString();
+    EXPECT_THAT(status.message(), HasSubstr(c.substring)) << c.root;
+  }
+  auto v2 = std::make_shared<MemoryStore>();
+  v2->Set(".zgroup", R"({"zarr_format": 2})");
+  v2->Set(".zmetadata", R"({"zarr_consolidated_format": 2, "metadata": {}})");
+  EXPECT_EQ(OpenStatus(v2).code(), StatusCode::kUnimplemented);
+  v2->Set(".zmetadata", R"({"metadata": {"x/.zarray": {"zarr_format": 2}}})");
+  EXPECT_THAT(OpenStatus(v2).message(), HasSubstr("memory://.zmetadata (entry \"x\")"));
+}
+
+TEST(HierarchyTest, NullConsolidatedMetadataFallsBackToListing) {
+  auto store = std::make_shared<MemoryStore>();
+  store->Set(
+      "zarr.json",
+      R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": null})");
+  store->Set("g/zarr.json", kGroupV3);
+  store->Set("g/arr/zarr.json", kArrayV3);
+  store->Set("g/arr/c/0", "chunk bytes");
+  auto hierarchy = Hierarchy::Open(store);
+  ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+  EXPECT_FALSE(hierarchy->consolidated());
+  EXPECT_THAT(hierarchy->ArrayPaths(), ElementsAre("g/arr"));
+  EXPECT_EQ(*hierarchy->Kind("g"), NodeKind::kGroup);
+}
+
+TEST(HierarchyTest, CorruptChildDocumentNamesItsKey) {
+  auto store = std::make_shared<MemoryStore>();
+  store->Set("zarr.json", kGroupV3);
+  store->Set("ok/zarr.json", kArrayV3);
+  store->Set("bad/zarr.json", R"({"zarr_format": 3, "node_type": "arr)");
+  Status status = OpenStatus(store);
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(status.message(), HasSubstr("memory://bad/zarr.json"));
+
+  auto v2 = std::make_shared<MemoryStore>();
+  v2->Set(".zgroup", R"({"zarr_format": 2})");
+  v2->Set("x/.zarray", kArrayV2);
+  v2->Set("x/.zattrs", "[1, 2]");
+  status = OpenStatus(v2);
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr(".zattrs must be a JSON object"));
+  v2->Set("x/.zattrs", R"({"units": "m"})");
+  auto hierarchy = Hierarchy::Open(v2);
+  ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+  EXPECT_EQ(hierarchy->ArrayMetadataAt("x")->attributes, Json({{"units", "m"}}));
+  v2->Set("x/.zgroup", R"({"zarr_format": 2})");
+  EXPECT_THAT(OpenStatus(v2).message(), HasSubstr("both .zarray and .zgroup"));
+}
+
+// A store whose List fails, and one that completes reads on other threads.
+class WrappedStore : public Store {
+ public:
+  explicit WrappedStore(std::shared_ptr<MemoryStore> inner, bool fail_list = false)
+      : inner_(std::move(inner)), fail_list_(fail_list) {}
+  ~WrappedStore() override {
+    for (std::thread& t : threads_) t.join();
+  }
+
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override {
+    ++reads_;
+    std::lock_guard lock(mutex_);
+    threads_.emplace_back([this, key = std::move(key), range, done = std::move(done)] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      inner_->ReadAsync(key, range, done);
+    });
+  }
+  Result<std::vector<std::string>> List(std::string_view prefix) override {
+    if (fail_list_) return Unimplemented("this store cannot list");
+    return inner_->List(prefix);
+  }
+  std::string Describe(std::string_view key) const override {
+    return "wrapped://" + std::string(key);
+  }
+  int reads() const { return reads_; }
+
+ private:
+  std::shared_ptr<MemoryStore> inner_;
+  bool fail_list_;
+  std::atomic<int> reads_{0};
+  std::mutex mutex_;
+  std::vector<std::thread> threads_;
+};
+
+TEST(HierarchyTest, ListingFailureIsReportedWithContext) {
+  auto inner = std::make_shared<MemoryStore>();
+  inner->Set("zarr.json", kGroupV3);
+  Status status = OpenStatus(std::make_shared<WrappedStore>(inner, /*fail_list=*/true));
+  EXPECT_EQ(status.code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(status.message(), HasSubstr("listing wrapped://"));
+  EXPECT_THAT(status.message(), HasSubstr("cannot list"));
+}
+
+TEST(HierarchyTest, ManyArraysReadConcurrentlyFromAnAsyncStore) {
+  for (int format : {2, 3}) {
+    auto inner = std::make_shared<MemoryStore>();
+    std::vector<std::string> expected;
+    if (format == 3) {
+      inner->Set("zarr.json", kGroupV3);
+    } else {
+      inner->Set(".zgroup", R"({"zarr_format": 2})");
+    }
+    for (int i = 0; i < 100; ++i) {
+      const std::string path = "g" + std::to_string(i % 3) + "/arr" + std::to_string(i);
+      expected.push_back(path);
+      if (format == 3) {
+        inner->Set(path + "/zarr.json", kArrayV3);
+      } else {
+        inner->Set(path + "/.zarray", kArrayV2);
+        if (i % 2 == 0)
+          inner->Set(path + "/.zattrs", R"({"i": )" + std::to_string(i) + "}");
+      }
+    }
+    std::sort(expected.begin(), expected.end());
+    auto store = std::make_shared<WrappedStore>(inner);
+    auto hierarchy = Hierarchy::Open(store);
+    ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+    EXPECT_EQ(hierarchy->ArrayPaths(), expected);
+    if (format == 2) {
+      EXPECT_EQ(hierarchy->ArrayMetadataAt("g0/arr30")->attributes, Json({{"i", 30}}));
+      EXPECT_EQ(hierarchy->ArrayMetadataAt("g1/arr31")->attributes, Json::object());
+    }
+  }
+}
+
+TEST(ValidateNodePathTest, AcceptsRelativePathsOnly) {
+  for (const char* ok : {"", "a", "a/b", "a.b/c-d_e", "...", "a/.zarr"}) {
+    EXPECT_TRUE(ValidateNodePath(ok).ok()) << ok;
+  }
+  for (const char* bad :
+       {"/", "/a", "a/", "a//b", "..", "a/..", "../a", ".", "a/./b", "a\\b"}) {
+    Status status = ValidateNodePath(bad);
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(status.message(), HasSubstr("\"" + std::string(bad) + "\"")) << bad;
+  }
+  EXPECT_FALSE(ValidateNodePath(std::string_view("a\0b", 3)).ok());
+}
+
+}  // namespace
+}  // namespace insitubatch::zarr
