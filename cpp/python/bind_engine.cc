@@ -23,13 +23,15 @@ using engine::PassStats;
 
 using Int64Array = nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>;
 
-nb::object PooledToNumpy(std::shared_ptr<engine::PooledBuffer> buffer,
-                         const std::vector<size_t>& shape, zarr::DataType dtype) {
-  auto* holder = new std::shared_ptr<engine::PooledBuffer>(std::move(buffer));
+// The capsule owns a reference to the batch buffer; when numpy (and any DLPack consumer
+// that borrowed from it) lets go, the buffer returns to the engine's recycler.
+nb::object SharedToNumpy(std::shared_ptr<Buffer> buffer, const std::vector<size_t>& shape,
+                         zarr::DataType dtype) {
+  auto* holder = new std::shared_ptr<Buffer>(std::move(buffer));
   nb::capsule owner(holder, [](void* p) noexcept {
-    delete static_cast<std::shared_ptr<engine::PooledBuffer>*>(p);
+    delete static_cast<std::shared_ptr<Buffer>*>(p);
   });
-  nb::ndarray<nb::numpy> array((*holder)->buffer().data(), shape.size(), shape.data(), owner,
+  nb::ndarray<nb::numpy> array((*holder)->data(), shape.size(), shape.data(), owner,
                                nullptr, ToDlpackDtype(dtype));
   return nb::cast(array, nb::rv_policy::reference);
 }
@@ -148,7 +150,7 @@ void BindEngine(nb::module_& m) {
               const auto& source = pass.sources()[pass.labels()[l].source];
               std::vector<size_t> shape{batch->rows};
               for (uint64_t e : source.inner_shape) shape.push_back(e);
-              arrays.append(PooledToNumpy(std::move(batch->arrays[l]), shape,
+              arrays.append(SharedToNumpy(std::move(batch->arrays[l]), shape,
                                           source.array->metadata().dtype));
             }
             auto anchors = ValueOrThrow(Buffer::Allocate(batch->rows * sizeof(int64_t)));
@@ -233,9 +235,11 @@ void BindEngine(nb::module_& m) {
         d["pinned_slots"] = h.engine->pool().CountPinned();
         d["filling_slots"] = h.engine->pool().CountSlots(engine::SlotState::kFilling);
         d["live_passes"] = h.engine->live_passes();
-        d["batch_buffer_allocations"] = h.engine->buffers().allocations();
+        d["batch_buffer_allocations"] = h.engine->buffers().stats().allocations;
         return d;
       })
+      .def("clear_cache", [](EngineHandle& h) { return h.engine->pool().EvictUnpinned(); },
+           "Drops every resident chunk no pass holds; returns how many.")
       .def_prop_ro("decode_threads", [](const EngineHandle& h) { return h.engine->config().decode_threads; });
 }
 

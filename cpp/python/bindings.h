@@ -42,9 +42,11 @@ nb::object BufferToNumpy(Buffer buffer, const std::vector<uint64_t>& shape,
 
 void BindErrors(nb::module_& m);
 void BindStores(nb::module_& m);
+void BindCloudStores(nb::module_& m);
 void BindZarr(nb::module_& m);
 void BindBuildInfo(nb::module_& m);
 void BindEngine(nb::module_& m);
+void BindBench(nb::module_& m);
 void BindOrder(nb::module_& m);
 
 }  // namespace insitubatch::python

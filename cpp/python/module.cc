@@ -6,8 +6,10 @@ NB_MODULE(_ext, m) {
   m.doc() = "insitubatch native core (C++20)";
   insitubatch::python::BindErrors(m);
   insitubatch::python::BindStores(m);
+  insitubatch::python::BindCloudStores(m);
   insitubatch::python::BindZarr(m);
   insitubatch::python::BindBuildInfo(m);
   insitubatch::python::BindEngine(m);
+  insitubatch::python::BindBench(m);
   insitubatch::python::BindOrder(m);
 }

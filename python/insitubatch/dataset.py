@@ -269,6 +269,13 @@ class InSituDataset:
             raise InvalidArgumentError("the dataset is closed")
         return dict(self._engine.pool_state())
 
+    def clear_cache(self) -> int:
+        """Drops every resident chunk no live pass holds (the next pass refetches them);
+        returns how many were dropped. The memory is kept for reuse, within bounds."""
+        if self._engine is None:
+            raise InvalidArgumentError("the dataset is closed")
+        return int(self._engine.clear_cache())
+
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:
         """Ends every live pass and releases the pool. Idempotent."""

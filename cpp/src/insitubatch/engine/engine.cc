@@ -9,7 +9,7 @@ Engine::Engine(std::vector<ArraySource> sources, EngineConfig config)
       config_(config),
       pool_(config.budget_bytes),
       decode_pool_(config.decode_threads, "insitu-decode"),
-      buffers_(std::make_shared<BatchBufferPool>()) {}
+      buffers_(BufferRecycler::Create(kMaxIdleBatchBytes)) {}
 
 Engine::~Engine() = default;
 

@@ -16,7 +16,6 @@
 #include <thread>
 #include <vector>
 
-#include "insitubatch/engine/batch_buffers.h"
 #include "insitubatch/engine/order.h"
 #include "insitubatch/engine/plan.h"
 #include "insitubatch/engine/pool.h"
@@ -47,7 +46,8 @@ struct PassSpec {
 
 // One gathered batch: a buffer per label (rows x sample) and the anchor of each row.
 struct BatchData {
-  std::vector<std::shared_ptr<PooledBuffer>> arrays;  // parallel to PassSpec::labels
+  // Parallel to PassSpec::labels; each returns to the engine's recycler when released.
+  std::vector<std::shared_ptr<Buffer>> arrays;
   std::vector<int64_t> anchors;
   size_t rows = 0;
 };
@@ -66,7 +66,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   const std::vector<ArraySource>& sources() const { return sources_; }
   const EngineConfig& config() const { return config_; }
   ChunkPool& pool() { return pool_; }
-  BatchBufferPool& buffers() { return *buffers_; }
+  BufferRecycler& buffers() { return *buffers_; }
   size_t live_passes() const { return live_passes_.load(); }
 
  private:
@@ -81,7 +81,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   EngineConfig config_;
   ChunkPool pool_;
   ThreadPool decode_pool_;
-  std::shared_ptr<BatchBufferPool> buffers_;
+  // Batch buffers: recycled once every consumer reference (numpy, torch, JAX) is gone.
+  static constexpr size_t kMaxIdleBatchBytes = size_t{256} << 20;
+  std::shared_ptr<BufferRecycler> buffers_;
 
   uint32_t inflight() const {
     std::lock_guard lock(inflight_mutex_);

@@ -294,8 +294,7 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
     INSITU_ASSIGN_OR_RETURN(Buffer buffer,
                             engine_->buffers().Take(batch.rows * source.sample_bytes()));
     GatherLabel(source, label, batch.anchors, slot_for, buffer.data());
-    batch.arrays.push_back(
-        std::make_shared<PooledBuffer>(std::move(buffer), engine_->buffers_));
+    batch.arrays.push_back(std::make_shared<Buffer>(std::move(buffer)));
   }
   std::lock_guard lock(stats_mutex_);
   stats_.times.gather_s += ThreadCpuSeconds() - cpu0;

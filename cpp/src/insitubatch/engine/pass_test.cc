@@ -66,7 +66,7 @@ std::vector<int64_t> DrainAndCheck(Pass& pass, const std::vector<ArraySource>& s
       const Label& label = pass.labels()[l];
       const ArraySource& s = sources[label.source];
       const auto& shape = s.array->metadata().shape;
-      const auto* values = reinterpret_cast<const float*>(batch.arrays[l]->buffer().data());
+      const auto* values = reinterpret_cast<const float*>(batch.arrays[l]->data());
       const uint64_t per_sample = s.sample_bytes() / 4;
       EXPECT_EQ(reinterpret_cast<uintptr_t>(values) % 128, 0u);
       for (size_t row = 0; row < batch.rows; ++row) {
@@ -204,7 +204,7 @@ TEST(PassTest, OnBadChunkNanFillsAndRecords) {
                   .value();
   auto next = pass->Next();
   ASSERT_TRUE(next.ok() && next->has_value());
-  const auto* v = reinterpret_cast<const float*>((*next)->arrays[0]->buffer().data());
+  const auto* v = reinterpret_cast<const float*>((*next)->arrays[0]->data());
   for (int i = 0; i < 64; ++i) {
     const bool bad = i >= 32 && i < 48;
     EXPECT_EQ(std::isnan(v[i]), bad) << i;
@@ -280,7 +280,7 @@ TEST(PassTest, BatchBuffersAreRecycled) {
     DrainAndCheck(*pass, f.sources);
   }
   // 40 batches gathered; only as many buffers as were alive at once were allocated.
-  EXPECT_LE(engine->buffers().allocations(), 6u);
+  EXPECT_LE(engine->buffers().stats().allocations, 6u);
 }
 
 }  // namespace

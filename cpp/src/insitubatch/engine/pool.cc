@@ -16,7 +16,10 @@ constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
 }  // namespace
 
-ChunkPool::ChunkPool(uint64_t budget_bytes) : budget_(budget_bytes) {}
+ChunkPool::ChunkPool(uint64_t budget_bytes)
+    : budget_(budget_bytes),
+      slot_buffers_(BufferRecycler::Create(budget_bytes == 0 ? kMaxIdleSlotBytesUnbounded
+                                                              : budget_bytes)) {}
 
 OwnerId ChunkPool::RegisterOwner() {
   std::lock_guard lock(mutex_);
@@ -90,7 +93,7 @@ Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge,
     }
     cv_.wait_for(lock, kPollInterval);
   }
-  auto buffer = Buffer::Allocate(charge);
+  auto buffer = slot_buffers_->Take(charge);
   if (!buffer.ok()) return buffer.status().WithContext("admitting " + DescribeKey(key));
   auto slot = std::make_shared<Slot>();
   slot->key = key;
@@ -180,6 +183,16 @@ void ChunkPool::ReleaseOwner(OwnerId owner) {
     }
   }
   cv_.notify_all();
+}
+
+size_t ChunkPool::EvictUnpinned() {
+  std::lock_guard lock(mutex_);
+  size_t n = 0;
+  while (!lru_.empty()) {
+    RemoveLocked(slots_.find(lru_.front()));
+    ++n;
+  }
+  return n;
 }
 
 void ChunkPool::NotifyAll() { cv_.notify_all(); }

@@ -97,6 +97,10 @@ class ChunkPool {
   // and FAILED slots (the next pass refetches rather than re-raising a stale error).
   void ReleaseOwner(OwnerId owner);
 
+  // Drops every READY slot no pass has pinned (their memory is kept for reuse); returns
+  // how many were dropped.
+  size_t EvictUnpinned();
+
   // Wakes every waiter (cancellation, stall checks).
   void NotifyAll();
 
@@ -112,7 +116,14 @@ class ChunkPool {
   void RemoveLocked(std::unordered_map<SlotKey, std::shared_ptr<Slot>, SlotKeyHash>::iterator it);
   void TouchLocked(Slot& slot);
 
+  // Idle slot buffers kept for reuse: an evicted slot's memory serves the next admission
+  // warm instead of faulting in fresh pages for every chunk. Idle memory only exists where
+  // resident memory was just given up, so it is bounded by the budget itself (or a fixed
+  // cap when unbounded).
+  static constexpr size_t kMaxIdleSlotBytesUnbounded = size_t{128} << 20;
+
   const uint64_t budget_;
+  std::shared_ptr<BufferRecycler> slot_buffers_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::unordered_map<SlotKey, std::shared_ptr<Slot>, SlotKeyHash> slots_;

@@ -71,6 +71,19 @@ TEST(ChunkPoolTest, ParkedAdmissionResumesOnRelease) {
   EXPECT_EQ(pool.counters().resident_slots, 1u);
 }
 
+TEST(ChunkPoolTest, EvictUnpinnedKeepsPinnedSlots) {
+  ChunkPool pool(0);
+  OwnerId a = pool.RegisterOwner();
+  auto s0 = Admit(pool, a, 0);
+  auto s1 = Admit(pool, a, 1);
+  pool.TileDone(s0, Status::Ok());
+  pool.TileDone(s1, Status::Ok());
+  pool.Unpin(a, {0, 0});
+  EXPECT_EQ(pool.EvictUnpinned(), 1u);
+  EXPECT_EQ(pool.counters().resident_slots, 1u);
+  Admit(pool, a, 1, 100, Acquired::kHit);
+}
+
 TEST(ChunkPoolTest, RefcountedPinsNeedMatchingUnpins) {
   ChunkPool pool(100);
   OwnerId a = pool.RegisterOwner();

@@ -78,7 +78,8 @@ Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root,
 
 FileStore::FileStore(std::string root, size_t io_threads)
     : root_(std::move(root)),
-      pool_(std::make_unique<ThreadPool>(io_threads, "insitu-file")) {}
+      pool_(std::make_unique<ThreadPool>(io_threads, "insitu-file")),
+      read_buffers_(BufferRecycler::Create(kMaxIdleReadBufferBytes)) {}
 
 // Drains queued reads (their callbacks still run) before the root string goes away.
 FileStore::~FileStore() { pool_.reset(); }
@@ -132,7 +133,8 @@ Result<ReadResult> FileStore::ReadNow(const std::string& key, ByteRange range) c
   if (!resolved.ok()) return resolved.status().WithContext("reading " + path);
 
   const uint64_t length = resolved->end - resolved->begin;
-  INSITU_ASSIGN_OR_RETURN(Buffer data, Buffer::Allocate(length));
+  // Recycled memory: a fresh allocation per chunk would fault in new pages every read.
+  INSITU_ASSIGN_OR_RETURN(Buffer data, read_buffers_->Take(length));
   uint64_t done = 0;
   while (done < length) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(length - done, 1u << 30));

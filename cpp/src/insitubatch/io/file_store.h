@@ -29,8 +29,12 @@ class FileStore final : public Store {
 
  private:
   FileStore(std::string root, size_t io_threads);
+  // Idle read buffers kept for reuse (stored chunks are read into them, then decoded).
+  static constexpr size_t kMaxIdleReadBufferBytes = size_t{128} << 20;
+
   std::string root_;
   std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<BufferRecycler> read_buffers_;
 };
 
 // Strips "file://" from a URL (percent-decoding not needed for local test paths); other

@@ -1,28 +1,58 @@
 #include "insitubatch/util/buffer.h"
 
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <new>
 #include <string>
 
 namespace insitubatch {
+namespace {
 
-Buffer::~Buffer() {
-  if (data_ != nullptr) ::operator delete[](data_, std::align_val_t{kBufferAlignment});
+std::byte* AllocateAligned(size_t size) {
+  // Allocate at least one byte so data() is non-null and aligned even when empty.
+  return static_cast<std::byte*>(
+      ::operator new[](size == 0 ? 1 : size, std::align_val_t{kBufferAlignment}, std::nothrow));
 }
 
-Buffer::Buffer(Buffer&& other) noexcept : data_(other.data_), size_(other.size_) {
+void FreeAligned(std::byte* data) {
+  ::operator delete[](data, std::align_val_t{kBufferAlignment});
+}
+
+}  // namespace
+
+Buffer::~Buffer() { Release(); }
+
+void Buffer::Release() {
+  if (data_ == nullptr) return;
+  if (recycler_) {
+    recycler_->Give(data_, capacity_);
+    recycler_.reset();
+  } else {
+    FreeAligned(data_);
+  }
+  data_ = nullptr;
+  size_ = capacity_ = 0;
+}
+
+Buffer::Buffer(Buffer&& other) noexcept
+    : data_(other.data_),
+      size_(other.size_),
+      capacity_(other.capacity_),
+      recycler_(std::move(other.recycler_)) {
   other.data_ = nullptr;
-  other.size_ = 0;
+  other.size_ = other.capacity_ = 0;
 }
 
 Buffer& Buffer::operator=(Buffer&& other) noexcept {
   if (this != &other) {
-    this->~Buffer();
+    Release();
     data_ = other.data_;
     size_ = other.size_;
+    capacity_ = other.capacity_;
+    recycler_ = std::move(other.recycler_);
     other.data_ = nullptr;
-    other.size_ = 0;
+    other.size_ = other.capacity_ = 0;
   }
   return *this;
 }
@@ -32,15 +62,13 @@ Result<Buffer> Buffer::Allocate(size_t size, size_t alignment) {
   if (alignment > kBufferAlignment || (kBufferAlignment % alignment) != 0) {
     return InvalidArgument("unsupported buffer alignment " + std::to_string(alignment));
   }
-  Buffer buffer;
-  // Allocate at least one byte so data() is non-null and aligned even when empty.
-  auto* p = static_cast<std::byte*>(::operator new[](
-      size == 0 ? 1 : size, std::align_val_t{kBufferAlignment}, std::nothrow));
+  std::byte* p = AllocateAligned(size);
   if (p == nullptr) {
     return ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes");
   }
+  Buffer buffer;
   buffer.data_ = p;
-  buffer.size_ = size;
+  buffer.size_ = buffer.capacity_ = size;
   return buffer;
 }
 
@@ -52,6 +80,69 @@ Result<Buffer> Buffer::CopyOf(std::span<const std::byte> bytes) {
 
 void Buffer::Truncate(size_t size) {
   if (size < size_) size_ = size;
+}
+
+std::shared_ptr<BufferRecycler> BufferRecycler::Create(size_t max_free_bytes) {
+  return std::shared_ptr<BufferRecycler>(new BufferRecycler(max_free_bytes));
+}
+
+BufferRecycler::~BufferRecycler() {
+  for (auto& [capacity, list] : free_)
+    for (std::byte* p : list) FreeAligned(p);
+}
+
+size_t BufferRecycler::SizeClass(size_t size) {
+  if (size <= 4096) return 4096;
+  // Eight classes per power of two: waste is below 1/8 of the request.
+  const unsigned top = std::bit_width(size - 1) - 1;  // 2^top < size <= 2^(top+1)
+  const size_t step = (size_t{1} << top) / 8;
+  return (size + step - 1) / step * step;
+}
+
+Result<Buffer> BufferRecycler::Take(size_t size) {
+  const size_t capacity = SizeClass(size);
+  std::byte* data = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = free_.find(capacity);
+    if (it != free_.end() && !it->second.empty()) {
+      data = it->second.back();
+      it->second.pop_back();
+      free_bytes_ -= capacity;
+      ++reuses_;
+    } else {
+      ++allocations_;
+    }
+  }
+  if (data == nullptr) {
+    data = AllocateAligned(capacity);
+    if (data == nullptr) {
+      return ResourceExhausted("cannot allocate " + std::to_string(capacity) + " bytes");
+    }
+  }
+  Buffer buffer;
+  buffer.data_ = data;
+  buffer.size_ = size;
+  buffer.capacity_ = capacity;
+  buffer.recycler_ = shared_from_this();
+  return buffer;
+}
+
+void BufferRecycler::Give(std::byte* data, size_t capacity) {
+  {
+    std::lock_guard lock(mutex_);
+    if (free_bytes_ + capacity <= max_free_bytes_) {
+      free_[capacity].push_back(data);
+      free_bytes_ += capacity;
+      return;
+    }
+  }
+  FreeAligned(data);
+}
+
+BufferRecycler::Stats BufferRecycler::stats() const {
+  std::lock_guard lock(mutex_);
+  return {allocations_, reuses_, free_bytes_};
 }
 
 }  // namespace insitubatch

@@ -52,3 +52,54 @@ TEST(BufferTest, Truncate) {
 
 }  // namespace
 }  // namespace insitubatch
+
+namespace insitubatch {
+namespace {
+
+TEST(BufferRecyclerTest, ReusesFreedBuffersBySizeClass) {
+  auto recycler = BufferRecycler::Create(1 << 20);
+  std::byte* first = nullptr;
+  {
+    auto a = recycler->Take(5000);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size(), 5000u);
+    EXPECT_GE(a->capacity(), 5000u);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(a->data()) % kBufferAlignment, 0u);
+    first = a->data();
+  }
+  auto b = recycler->Take(5100);  // same size class
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->data(), first);
+  EXPECT_EQ(recycler->stats().allocations, 1u);
+  EXPECT_EQ(recycler->stats().reuses, 1u);
+}
+
+TEST(BufferRecyclerTest, SizeClassesWasteLessThanAnEighth) {
+  for (size_t size : {1u, 4096u, 4097u, 100000u, 1u << 20, (1u << 20) + 1, 63u << 20}) {
+    const size_t c = BufferRecycler::SizeClass(size);
+    EXPECT_GE(c, size);
+    if (size > 4096) EXPECT_LE(c - size, size / 8 + 1) << size;
+  }
+}
+
+TEST(BufferRecyclerTest, IdleMemoryIsBounded) {
+  auto recycler = BufferRecycler::Create(8192);
+  {
+    auto a = recycler->Take(4096);
+    auto b = recycler->Take(4096);
+    auto c = recycler->Take(4096);
+  }
+  EXPECT_EQ(recycler->stats().free_bytes, 8192u);  // the third was freed, not kept
+}
+
+TEST(BufferRecyclerTest, BuffersMayOutliveTheirRecyclerHandle) {
+  Buffer kept;
+  {
+    auto recycler = BufferRecycler::Create(1 << 16);
+    kept = std::move(recycler->Take(100)).value();
+  }
+  std::memset(kept.data(), 1, kept.size());  // still valid; freed to the recycler later
+}
+
+}  // namespace
+}  // namespace insitubatch

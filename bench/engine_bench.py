@@ -1,0 +1,190 @@
+"""Engine vs the raw decode ceiling (issue: the engine's speed target).
+
+For local zstd stores with 1, 4, 16 and 32 samples per chunk (same values, only the chunking
+differs), measured in one run on this machine:
+
+* ceiling  -- every stored chunk, already in memory, zstd-decoded by the same number of
+              threads the engine decodes with (no loader, no pool, no gather);
+* ours     -- a full shuffled epoch through InSituDataset with a cold pool and a warm OS page
+              cache (so the engine decodes every chunk once, like the ceiling), median of runs;
+* TTFB     -- time to first batch from a cold process start (import included);
+* peak RSS -- of a process that runs one epoch, against describe()'s ESTIMATED.
+
+    .venv/bin/python bench/engine_bench.py [--samples 1024] [--field 181x360] [--runs 3]
+
+Writes bench/results/engine.json and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+DATA = HERE / "data"
+RESULTS = HERE / "results"
+
+
+def make_store(path: pathlib.Path, n: int, field: tuple[int, int], spc: int) -> None:
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    if (path / "t2m" / "zarr.json").exists():
+        return
+    rng = np.random.default_rng(0)
+    y, x = np.meshgrid(np.linspace(0, np.pi, field[0]), np.linspace(0, 2 * np.pi, field[1]), indexing="ij")
+    base = (250 + 40 * np.sin(y) * np.cos(x)).astype("f4")
+    arr = zarr.create_array(zarr.storage.LocalStore(path), name="t2m", shape=(n, *field), chunks=(spc, *field),
+                            dtype="float32", compressors=[ZstdCodec(level=1)], fill_value=0.0)
+    step = max(spc, 64)
+    for start in range(0, n, step):
+        stop = min(n, start + step)
+        noise = rng.normal(0, 2, size=(stop - start, *field)).astype("f4")
+        arr[start:stop] = np.round(base + noise, 1)
+
+
+def chunk_files(path: pathlib.Path) -> list[str]:
+    root = path / "t2m" / "c"
+    return sorted(str(p) for p in root.rglob("*") if p.is_file())
+
+
+def warm_page_cache(files: list[str]) -> None:
+    for f in files:
+        with open(f, "rb") as fh:
+            while fh.read(1 << 20):
+                pass
+
+
+def warm_epochs(path: pathlib.Path, batch_size: int, block_chunks: int, runs: int) -> list[tuple[float, int, int]]:
+    """Epochs on one warm dataset (engine threads, recycled buffers, OS page cache) whose
+    pool is cleared before each timed epoch, so every chunk is fetched and decoded again."""
+    from insitubatch import InSituDataset, open_geometries, split_by_chunk, store
+
+    s = store(str(path))
+    geoms = open_geometries(s, ["t2m"])
+    manifest = split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0))
+    ds = InSituDataset(s, manifest, geoms, batch_size=batch_size, block_chunks=block_chunks)
+    out = []
+    for epoch in range(runs + 1):  # epoch 0 warms up and is not reported
+        ds.set_epoch(epoch)
+        ds.clear_cache()
+        t0 = time.perf_counter()
+        n = 0
+        for batch in ds.train:
+            n += len(batch)
+        dt = time.perf_counter() - t0
+        if epoch > 0:
+            out.append((dt, n, ds.last_pass.cache_misses))
+    ds.close()
+    return out
+
+
+CHILD = textwrap.dedent("""
+    import json, resource, sys, time
+    t0 = time.perf_counter()
+    from insitubatch import InSituDataset, open_geometries, split_by_chunk, store
+    s = store(sys.argv[1])
+    geoms = open_geometries(s, ["t2m"])
+    ds = InSituDataset(s, split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0)), geoms,
+                       batch_size=int(sys.argv[2]), block_chunks=int(sys.argv[3]))
+    it = iter(ds.train)
+    next(it)
+    ttfb = time.perf_counter() - t0
+    for _ in it:
+        pass
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    print(json.dumps({"ttfb_s": ttfb, "peak_rss": rss,
+                      "estimated": ds.describe()["memory"]["estimated_peak_bytes"]}))
+""")
+
+
+def cold_process(path: pathlib.Path, batch_size: int, block_chunks: int) -> dict:
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", CHILD, str(path), str(batch_size), str(block_chunks)],
+                         check=True, capture_output=True, text=True).stdout
+    d = json.loads(out)
+    d["process_s"] = time.perf_counter() - t0
+    return d
+
+
+def machine() -> dict:
+    cpu = "unknown"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    import insitubatch
+    import zarr
+
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem / 2**30, 1),
+            "python": platform.python_version(), "insitubatch": insitubatch.__version__,
+            "zarr": zarr.__version__, "numpy": np.__version__}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--samples", type=int, default=1024)
+    p.add_argument("--field", default="181x360")
+    p.add_argument("--spc", default="1,4,16,32")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--block-chunks", type=int, default=16)
+    p.add_argument("--runs", type=int, default=3)
+    args = p.parse_args()
+    from insitubatch import _ext
+
+    field = tuple(int(v) for v in args.field.split("x"))
+    threads = os.cpu_count() or 1
+    rows = []
+    for spc in [int(v) for v in args.spc.split(",")]:
+        path = DATA / f"era5_c{spc}_{args.samples}_{args.field}.zarr"
+        make_store(path, args.samples, field, spc)
+        files = chunk_files(path)
+        warm_page_cache(files)
+        decoded = spc * field[0] * field[1] * 4
+        ceiling_s = _ext.zstd_decode_ceiling(files, decoded, threads, args.runs)
+        ours = warm_epochs(path, args.batch_size, args.block_chunks, args.runs)
+        ours_s = statistics.median(t for t, _, _ in ours)
+        n = ours[0][1]
+        assert all(misses == len(files) for _, _, misses in ours), "every chunk must be decoded"
+        cold = cold_process(path, args.batch_size, args.block_chunks)
+        row = {
+            "samples_per_chunk": spc, "samples": n, "chunks": len(files),
+            "stored_mib": round(sum(os.path.getsize(f) for f in files) / 2**20, 1),
+            "ceiling_samples_s": n / ceiling_s, "ours_samples_s": n / ours_s,
+            "ratio": ceiling_s / ours_s, "ours_mib_s": n * decoded / spc / ours_s / 2**20,
+            "ttfb_s": cold["ttfb_s"], "peak_rss_mib": cold["peak_rss"] / 2**20,
+            "estimated_mib": cold["estimated"] / 2**20, "rss_within_estimate": cold["peak_rss"] <= cold["estimated"],
+        }
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    RESULTS.mkdir(exist_ok=True)
+    result = {"machine": machine(), "threads": threads, "args": vars(args), "rows": rows}
+    (RESULTS / "engine.json").write_text(json.dumps(result, indent=2))
+    print()
+    print(f"machine: {result['machine']}")
+    print("| samples/chunk | ceiling samples/s | ours samples/s | ours / ceiling | ours MiB/s | TTFB (cold process) |"
+          " peak RSS | describe() ESTIMATED |")
+    print("|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['samples_per_chunk']} | {r['ceiling_samples_s']:.0f} | {r['ours_samples_s']:.0f} |"
+              f" {r['ratio']:.2f} | {r['ours_mib_s']:.0f} | {r['ttfb_s']:.2f} s | {r['peak_rss_mib']:.0f} MiB |"
+              f" {r['estimated_mib']:.0f} MiB |")
+
+
+if __name__ == "__main__":
+    main()

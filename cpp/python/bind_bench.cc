@@ -1,0 +1,66 @@
+// Measurement helpers for bench/: the raw decode ceiling — stored chunks already in
+// memory, decoded by N threads with the codec library directly (no loader, no pool, no
+// gather) — so benchmarks compare the engine with the physical limit in one run.
+
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+#include <zstd.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <iterator>
+#include <thread>
+
+#include "bindings.h"
+
+namespace insitubatch::python {
+
+void BindBench(nb::module_& m) {
+  m.def(
+      "zstd_decode_ceiling",
+      [](const std::vector<std::string>& files, size_t decoded_size, size_t threads,
+         size_t repeats) {
+        std::vector<std::string> frames;
+        for (const auto& path : files) {
+          std::ifstream in(path, std::ios::binary);
+          if (!in) ThrowIfError(NotFound("cannot open " + path));
+          frames.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        }
+        if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
+        double best = 0;
+        bool any_failed = false;
+        {
+          nb::gil_scoped_release release;
+          for (size_t r = 0; r < std::max<size_t>(1, repeats); ++r) {
+            std::atomic<size_t> next{0};
+            std::atomic<bool> failed{false};
+            const auto t0 = std::chrono::steady_clock::now();
+            std::vector<std::thread> pool;
+            for (size_t t = 0; t < threads; ++t) {
+              pool.emplace_back([&] {
+                ZSTD_DCtx* ctx = ZSTD_createDCtx();
+                std::vector<char> out(decoded_size);
+                for (size_t i; (i = next.fetch_add(1)) < frames.size();) {
+                  size_t n = ZSTD_decompressDCtx(ctx, out.data(), out.size(), frames[i].data(),
+                                                 frames[i].size());
+                  if (ZSTD_isError(n) || n != decoded_size) failed = true;
+                }
+                ZSTD_freeDCtx(ctx);
+              });
+            }
+            for (auto& t : pool) t.join();
+            const double s =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            any_failed = any_failed || failed.load();
+            if (r == 0 || s < best) best = s;
+          }
+        }
+        if (any_failed) ThrowIfError(DataLoss("zstd_decode_ceiling: a chunk failed to decode"));
+        return best;
+      },
+      nb::arg("files"), nb::arg("decoded_size"), nb::arg("threads") = 0, nb::arg("repeats") = 3,
+      "Best wall seconds to zstd-decode every file (read into memory first) with `threads`.");
+}
+
+}  // namespace insitubatch::python
