@@ -43,3 +43,6 @@ fi
 echo "== Python tests"
 # pytest exits 5 when it collects nothing: that must fail, and it does (non-zero).
 .venv/bin/python -m pytest -q -p no:cacheprovider tests
+
+echo "== framework adapters (torch, JAX, TensorFlow: one process and venv each)"
+scripts/test_frameworks.sh --no-setup

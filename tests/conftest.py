@@ -10,6 +10,9 @@ import pytest
 warnings.filterwarnings("ignore", message=".*Numcodecs codecs are not in the Zarr version 3.*")
 warnings.filterwarnings("ignore", message=".*numcodecs.zarr3 module is deprecated.*")
 
+# Framework adapter tests need one framework per process; scripts/test_frameworks.sh runs them.
+collect_ignore = ["frameworks"]
+
 
 def source_values(shape, dtype, seed=0):
     """Deterministic values exercising the whole dtype (signs, fractions, NaN for floats)."""

@@ -31,6 +31,25 @@ from .shuffle import block_shuffled_order, chunk_permutation, sequential_order, 
 from .splits import SplitManifest, SplitName, split_by_chunk, valid_anchor_range
 from .stores import Store, local_store, memory_store, obstore_store, store
 
+# Framework adapters load on first use (PEP 562) so `import insitubatch` imports no framework;
+# each adapter imports its framework only when called.
+_LAZY_ADAPTERS = ("as_tf_dataset", "as_torch", "to_jax", "to_tf", "to_torch")
+
+
+def __getattr__(name: str):
+    if name in _LAZY_ADAPTERS:
+        from . import frameworks
+
+        value = getattr(frameworks, name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY_ADAPTERS})
+
+
 __all__ = [
     "ArrayGeometry",
     "Batch",
@@ -52,6 +71,8 @@ __all__ = [
     "StoredChunkRead",
     "UnsupportedError",
     "__version__",
+    "as_tf_dataset",
+    "as_torch",
     "block_shuffled_order",
     "chunk_permutation",
     "debug_info",
@@ -65,5 +86,8 @@ __all__ = [
     "shuffle_quality",
     "split_by_chunk",
     "store",
+    "to_jax",
+    "to_tf",
+    "to_torch",
     "valid_anchor_range",
 ]

@@ -1,0 +1,90 @@
+"""Hand-off of numpy :class:`~insitubatch.Batch` objects to PyTorch, JAX and TensorFlow.
+
+Each adapter imports its framework on first call, never at import time: importing
+insitubatch (or this package) pulls in no framework, and a missing one raises an
+ImportError that names the extra to install. Install one framework per environment —
+torch, JAX and TensorFlow load duplicate OpenMP/XLA/protobuf runtimes.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from typing import Any
+
+import numpy as np
+
+_FRAMEWORKS = {
+    # module -> (display name, extra)
+    "torch": ("PyTorch", "torch"),
+    "jax": ("JAX", "jax"),
+    "tensorflow": ("TensorFlow", "tf"),
+}
+
+# Public adapter -> the submodule that defines it (loaded on first attribute access).
+_ADAPTERS = {
+    "to_torch": "torch",
+    "as_torch": "torch",
+    "to_jax": "jax",
+    "to_tf": "tf",
+    "as_tf_dataset": "tf",
+}
+
+
+def require(module: str) -> Any:
+    """Imports a framework module, or raises an ImportError naming the extra to install."""
+    name, extra = _FRAMEWORKS[module.partition(".")[0]]
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise ImportError(
+            f"insitubatch.frameworks needs {name}; install it with: pip install 'insitubatch[{extra}]'"
+            f" (importing {module!r} failed: {exc})"
+        ) from exc
+
+
+def model_arrays(batch) -> dict[str, np.ndarray]:
+    """The arrays an adapter converts: ``batch.arrays`` only — ``sample_indices`` and
+    ``offsets`` are bookkeeping and stay on the numpy Batch."""
+    arrays = getattr(batch, "arrays", None)
+    if not isinstance(arrays, dict):
+        raise TypeError(f"expected an insitubatch Batch (with .arrays), got {type(batch).__name__}")
+    return arrays
+
+
+def owned_copy(arr: np.ndarray) -> np.ndarray:
+    """A C-contiguous, native-byte-order, writable copy, for the arrays DLPack cannot
+    export as they are (read-only, byte-swapped or strided output of a batch transform)."""
+    return np.array(arr, dtype=arr.dtype.newbyteorder("="), order="C", copy=True)
+
+
+def physical_memory_bytes() -> int | None:
+    """Physical RAM in bytes, or None where the platform does not say."""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES")
+        page = os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+    if pages <= 0 or page <= 0:
+        return None
+    return int(pages) * int(page)
+
+
+def default_pin_budget_bytes() -> int:
+    """1/8 of physical RAM, or 1 GiB where RAM size is unknown."""
+    ram = physical_memory_bytes()
+    return ram // 8 if ram else 1 << 30
+
+
+def __getattr__(name: str) -> Any:
+    module = _ADAPTERS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_ADAPTERS])
+
+
+__all__ = ["as_tf_dataset", "as_torch", "to_jax", "to_tf", "to_torch"]

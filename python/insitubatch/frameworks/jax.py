@@ -1,0 +1,55 @@
+"""JAX adapter.
+
+On XLA:CPU a batch array becomes a ``jax.Array`` through DLPack with no copy — XLA aliases
+a host buffer only when it is suitably aligned, which the engine's 128-byte-aligned batch
+buffers are. JAX keeps the numpy array (and so the buffer) alive while the jax.Array
+lives. On an accelerator the array is copied there by ``jax.device_put``. JAX gets no
+pinned memory: it cannot consume it and exposes no event to gate buffer recycling on.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import model_arrays, owned_copy, require
+
+
+def _jax():
+    return require("jax")
+
+
+def _resolve_device(jax, device):
+    if device is None:
+        return jax.devices()[0]
+    if isinstance(device, str):  # "cpu", "gpu", "cpu:1"
+        platform, _, index = device.partition(":")
+        return jax.devices(platform)[int(index or 0)]
+    return device
+
+
+def _to_device(jax, arr: np.ndarray, device):
+    if device.platform == "cpu":
+        try:
+            x = jax.dlpack.from_dlpack(arr)
+        except (BufferError, TypeError, RuntimeError, ValueError):
+            # Read-only, byte-swapped or strided arrays (batch-transform output).
+            x = jax.dlpack.from_dlpack(owned_copy(arr))
+        if x.devices() == {device}:
+            return x
+        return jax.device_put(x, device)
+    return jax.device_put(arr, device)
+
+
+def to_jax(batch, device=None) -> dict[str, Any]:
+    """``{label: jax.Array}`` for a Batch's model-input arrays, on ``jax.devices()[0]``
+    like any JAX array unless ``device=`` (a ``jax.Device`` or a string such as ``"cpu"``)
+    says otherwise. Zero copy on XLA:CPU."""
+    jax = _jax()
+    require("jax.dlpack")
+    target = _resolve_device(jax, device)
+    return {label: _to_device(jax, arr, target) for label, arr in model_arrays(batch).items()}
+
+
+__all__ = ["to_jax"]

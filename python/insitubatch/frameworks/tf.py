@@ -1,0 +1,72 @@
+"""TensorFlow adapter.
+
+TF takes one CPU copy per variable (``tf.convert_to_tensor``): its experimental DLPack
+mis-handles ownership and aborts under concurrent allocation. TF then places tensors by
+its own policy (``/GPU:0`` on a GPU box).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from . import model_arrays, require
+
+
+def _tf():
+    return require("tensorflow")
+
+
+def to_tf(batch) -> dict[str, Any]:
+    """``{label: tf.Tensor}`` for a Batch's model-input arrays."""
+    tf = _tf()
+    return {label: tf.convert_to_tensor(arr) for label, arr in model_arrays(batch).items()}
+
+
+def output_signature(view) -> dict[str, Any]:
+    """``{label: tf.TensorSpec((None, *inner), dtype)}`` from the view's post-transform
+    geometries; the batch dimension is None because a split's last batch may be short."""
+    tf = _tf()
+    return {
+        label: tf.TensorSpec(shape=(None, *g.inner_shape), dtype=tf.as_dtype(g.dtype), name=None)
+        for label, g in view.geometries.items()
+    }
+
+
+def as_tf_dataset(view, prefetch: int = 2):
+    """A ``tf.data.Dataset`` over ``view`` (e.g. ``ds.val``) through ``from_generator``:
+    each iteration of the dataset is one pass of the view, yielding ``{label: Tensor}``
+    with the :func:`output_signature` of the view; ``.prefetch(prefetch)`` unless 0. Its
+    cardinality is ``len(view)`` (batches per pass)."""
+    tf = _tf()
+    try:
+        prefetch = operator.index(prefetch)
+    except TypeError:
+        raise TypeError(f"prefetch must be an integer, got {prefetch!r}") from None
+    if prefetch < 0:
+        raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+    signature = output_signature(view)
+    labels = tuple(signature)
+
+    def batches():
+        it = iter(view)
+        try:
+            for batch in it:
+                arrays = model_arrays(batch)
+                missing = [label for label in labels if label not in arrays]
+                if missing:
+                    raise KeyError(f"as_tf_dataset: a batch lacks {missing}, which the view's geometries"
+                                   f" declare (batch arrays: {sorted(arrays)})")
+                yield {label: arrays[label] for label in labels}
+        finally:
+            close = getattr(it, "close", None)
+            if callable(close):
+                close()
+
+    dataset = tf.data.Dataset.from_generator(batches, output_signature=signature)
+    if hasattr(view, "__len__"):  # a known length lets Keras size its epochs and progress bar
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(view)))
+    return dataset.prefetch(prefetch) if prefetch else dataset
+
+
+__all__ = ["as_tf_dataset", "output_signature", "to_tf"]

@@ -1,0 +1,260 @@
+"""PyTorch adapter.
+
+On the CPU a batch becomes tensors through DLPack with no copy: each tensor's data pointer
+is the engine's batch buffer, and torch keeps the numpy array (and so the buffer) alive
+until the tensor is gone, so the engine recycles a buffer only after torch released it.
+
+With a CUDA device the adapter owns the transfer: a non-blocking host-to-device copy, a
+CUDA event recorded on the target device's current stream, and the batch's source arrays
+held until that event has completed, so a recycled buffer is never overwritten mid-DMA.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import operator
+import threading
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+from . import default_pin_budget_bytes, model_arrays, owned_copy, require
+
+logger = logging.getLogger("insitubatch")
+
+
+def _torch():
+    return require("torch")
+
+
+def _host_tensor(torch, arr: np.ndarray):
+    """A CPU tensor over ``arr``'s memory (DLPack), or over a copy when DLPack refuses it."""
+    try:
+        return torch.from_dlpack(arr)
+    except (BufferError, TypeError, RuntimeError, ValueError):
+        # Read-only, byte-swapped or strided arrays (batch-transform output) cannot be
+        # exported as they are.
+        return torch.from_numpy(owned_copy(arr))
+
+
+def _resolve_device(torch, device):
+    if device is None:
+        return None
+    device = torch.device(device)
+    return None if device.type == "cpu" else device
+
+
+class _InflightCopies:
+    """Sources of device copies not yet known to be finished.
+
+    Each entry is (event, sources, pinned_bytes); an entry is dropped — and with it the
+    last reference to its batch buffers — only once ``event.query()`` reports the copy done.
+    """
+
+    def __init__(self) -> None:
+        self._pending: collections.deque = collections.deque()
+        self._lock = threading.Lock()
+        self.pinned_bytes = 0
+
+    def hold(self, event, sources: list, pinned_bytes: int = 0) -> None:
+        with self._lock:
+            self._pending.append((event, sources, pinned_bytes))
+            self.pinned_bytes += pinned_bytes
+
+    def release_finished(self) -> None:
+        with self._lock:
+            keep = collections.deque()
+            for entry in self._pending:
+                if entry[0].query():
+                    self.pinned_bytes -= entry[2]
+                else:
+                    keep.append(entry)
+            self._pending = keep
+
+    def drain(self) -> None:
+        """Waits for every pending copy, then releases its sources."""
+        with self._lock:
+            pending, self._pending = self._pending, collections.deque()
+            self.pinned_bytes = 0
+        for event, _, _ in pending:
+            event.synchronize()
+
+    def __len__(self) -> int:
+        return len(self._pending)
+
+
+class _DeviceFeeder:
+    """Copies batches to one accelerator device, holding sources until the copy is done.
+
+    With ``pin=True`` the host side of each copy is page-locked: arrays already in pinned
+    memory are used as they are; others are staged through torch's pinned host allocator
+    while the pinned bytes in flight stay within ``pin_budget_bytes`` — past it, copies come
+    from pageable memory and one WARNING says so.
+    """
+
+    def __init__(self, torch, device, *, pin: bool = False, pin_budget_bytes: int | None = None) -> None:
+        self.torch = torch
+        self.device = device
+        self.is_cuda = device.type == "cuda"
+        self.pin = pin and self.is_cuda
+        self.pin_budget_bytes = default_pin_budget_bytes() if pin_budget_bytes is None else pin_budget_bytes
+        self.inflight = _InflightCopies()
+        self._warned = False
+
+    # Device operations, separate so the bookkeeping can be exercised without a GPU.
+    def _is_pinned(self, host) -> bool:
+        return bool(host.is_pinned())
+
+    def _pin(self, host):
+        return host.pin_memory()
+
+    def _copy(self, host):
+        return host.to(self.device, non_blocking=True)
+
+    def _record_event(self):
+        torch = self.torch
+        with torch.cuda.device(self.device):
+            event = torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self.device))
+        return event
+
+    def _stage(self, hosts: dict) -> tuple[dict, int]:
+        """Page-locks the host tensors within the budget; returns them and the bytes pinned."""
+        need = {k: t for k, t in hosts.items() if not self._is_pinned(t)}
+        nbytes = sum(t.numel() * t.element_size() for t in need.values())
+        if not nbytes:
+            return hosts, 0
+        if self.inflight.pinned_bytes + nbytes > self.pin_budget_bytes:
+            if not self._warned:
+                self._warned = True
+                logger.warning(
+                    "as_torch: pinning this batch (%d bytes, %d already pinned in flight) would exceed"
+                    " pin_budget_bytes=%d; copying from pageable memory past the budget (slower"
+                    " host-to-device copies). Raise pin_budget_bytes or lower batch_size.",
+                    nbytes, self.inflight.pinned_bytes, self.pin_budget_bytes)
+            return hosts, 0
+        staged = dict(hosts)
+        for k, t in need.items():
+            staged[k] = self._pin(t)
+        return staged, nbytes
+
+    def convert(self, arrays: dict[str, np.ndarray]) -> dict[str, Any]:
+        torch = self.torch
+        hosts = {label: _host_tensor(torch, arr) for label, arr in arrays.items()}
+        if not self.is_cuda:  # no event to gate on: a plain (blocking) copy
+            return {label: t.to(self.device) for label, t in hosts.items()}
+        self.inflight.release_finished()
+        pinned_bytes = 0
+        if self.pin:
+            hosts, pinned_bytes = self._stage(hosts)
+        out = {label: self._copy(t) for label, t in hosts.items()}
+        # The numpy arrays own the engine buffers; the host tensors may be pinned stagings.
+        self.inflight.hold(self._record_event(), [arrays, hosts], pinned_bytes)
+        return out
+
+
+# One feeder per device for bare to_torch(batch, device=...) calls.
+_FEEDERS: dict[Any, _DeviceFeeder] = {}
+_FEEDERS_LOCK = threading.Lock()
+
+
+def _feeder_for(torch, device) -> _DeviceFeeder:
+    with _FEEDERS_LOCK:
+        feeder = _FEEDERS.get(device)
+        if feeder is None:
+            feeder = _FEEDERS[device] = _DeviceFeeder(torch, device)
+        return feeder
+
+
+def to_torch(batch, device=None) -> dict[str, Any]:
+    """``{label: torch.Tensor}`` for a Batch's model-input arrays.
+
+    On the CPU (``device`` None or ``"cpu"``) the tensors share the batch buffers (DLPack,
+    no copy). With a CUDA ``device`` the copy is non-blocking and the batch's buffers are
+    held until its CUDA event completes; other devices get a plain copy.
+    """
+    torch = _torch()
+    arrays = model_arrays(batch)
+    target = _resolve_device(torch, device)
+    if target is None:
+        return {label: _host_tensor(torch, arr) for label, arr in arrays.items()}
+    return _feeder_for(torch, target).convert(arrays)
+
+
+_DATASET_CLASS = None
+
+
+def _dataset_class(torch):
+    global _DATASET_CLASS
+    if _DATASET_CLASS is None:
+
+        class InSituTorchDataset(torch.utils.data.IterableDataset):
+            """A split view as a torch IterableDataset: each ``iter()`` is one pass.
+
+            Use ``DataLoader(ds, batch_size=None, num_workers=0)``: batches are already
+            assembled, and the parallelism is in the engine, not in worker processes.
+            """
+
+            def __init__(self, view: Iterable, device, pin_budget_bytes: int | None) -> None:
+                super().__init__()
+                self.view = view
+                self.device = _resolve_device(torch, device)
+                self.pin_budget_bytes = pin_budget_bytes
+
+            def __iter__(self) -> Iterator[dict[str, Any]]:
+                if torch.utils.data.get_worker_info() is not None:
+                    raise RuntimeError(
+                        "as_torch: use DataLoader(..., batch_size=None, num_workers=0); each worker"
+                        " process would replay the whole split (the engine already reads in parallel)")
+                feeder = None
+                if self.device is not None:
+                    feeder = _DeviceFeeder(torch, self.device, pin=True,
+                                           pin_budget_bytes=self.pin_budget_bytes)
+                it = iter(self.view)
+                try:
+                    for batch in it:
+                        arrays = model_arrays(batch)
+                        if feeder is None:
+                            yield {label: _host_tensor(torch, arr) for label, arr in arrays.items()}
+                        else:
+                            yield feeder.convert(arrays)
+                finally:
+                    close = getattr(it, "close", None)
+                    if callable(close):
+                        close()
+                    if feeder is not None:
+                        feeder.inflight.drain()
+
+            def __len__(self) -> int:
+                return len(self.view)
+
+            def __repr__(self) -> str:
+                where = "cpu" if self.device is None else str(self.device)
+                return f"<as_torch {self.view!r} on {where}>"
+
+        _DATASET_CLASS = InSituTorchDataset
+    return _DATASET_CLASS
+
+
+def as_torch(view, *, device=None, pin_budget_bytes: int | None = None):
+    """A torch ``IterableDataset`` yielding ``to_torch(batch, device)`` for each batch of
+    ``view`` (e.g. ``ds.train``); iterate it with ``DataLoader(..., batch_size=None,
+    num_workers=0)``.
+
+    With a CUDA ``device`` the host side of each copy is page-locked while the pinned bytes
+    in flight stay within ``pin_budget_bytes`` (default: 1/8 of physical RAM); past it,
+    copies come from pageable memory with one WARNING.
+    """
+    torch = _torch()
+    if pin_budget_bytes is not None:
+        try:
+            pin_budget_bytes = operator.index(pin_budget_bytes)
+        except TypeError:
+            raise TypeError(f"pin_budget_bytes must be an integer, got {pin_budget_bytes!r}") from None
+        if pin_budget_bytes < 0:
+            raise ValueError(f"pin_budget_bytes must be >= 0, got {pin_budget_bytes}")
+    return _dataset_class(torch)(view, device, pin_budget_bytes)
+
+
+__all__ = ["as_torch", "to_torch"]
