@@ -55,8 +55,10 @@ Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out) const {
                            " bytes, the chunk needs " + std::to_string(repr_.nbytes()));
   }
   const ArrayRepr& bytes_repr = array_reprs_.back();  // what the array->bytes codec sees
-  const bool direct = array_to_array_.empty() && array_to_bytes_->is_identity(bytes_repr);
   const uint64_t fixed_size = array_to_bytes_->FixedEncodedSize(bytes_repr);
+  // A plain copy, or a copy plus an in-place byte swap (FixByteOrderInPlace below).
+  const bool direct = array_to_array_.empty() && (array_to_bytes_->is_identity(bytes_repr) ||
+                                                  fixed_size == out.size());
 
   // Bytes stage, outermost codec first. The innermost real decoder writes straight into
   // `out` when the array->bytes step is a plain copy (the common no-copy path).
@@ -82,9 +84,10 @@ Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out) const {
       current = holder.span();
       continue;
     }
-    // Intermediate stage (or sharding underneath): size unknown, bounded.
-    const size_t max_size =
-        fixed_size != 0 ? fixed_size : static_cast<size_t>(repr_.nbytes() * 2 + (1u << 20));
+    // Intermediate stage (or sharding underneath): size unknown, bounded. Inner codecs'
+    // framing (a checksum, a compressor's overhead) can make it exceed fixed_size.
+    const uint64_t decoded_size = fixed_size != 0 ? fixed_size : repr_.nbytes();
+    const size_t max_size = static_cast<size_t>(decoded_size * 2 + (1u << 20));
     INSITU_ASSIGN_OR_RETURN(Buffer next, codec.Decode(current, max_size));
     holder = std::move(next);
     current = holder.span();

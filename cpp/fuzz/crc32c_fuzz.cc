@@ -1,0 +1,10 @@
+// libFuzzer target: the crc32c decoder on arbitrary bytes (see codec_fuzz_util.h).
+
+#include "codec_fuzz_util.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace insitubatch::zarr;
+  static const auto codec = fuzz::MakeCodec("crc32c", Json::parse(R"({})"));
+  fuzz::FuzzBytesToBytes(*codec, data, size);
+  return 0;
+}

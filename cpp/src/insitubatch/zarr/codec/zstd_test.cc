@@ -1,0 +1,191 @@
+#include <zstd.h>
+
+#include <gtest/gtest.h>
+
+#include "insitubatch/zarr/codec/codec_test_util.h"
+
+namespace insitubatch::zarr {
+namespace {
+
+using testing::AsBytes;
+using testing::ExpectRoundTrip;
+using testing::FieldBytes;
+using testing::MakeBytesToBytes;
+using testing::MakeRepr;
+
+std::vector<std::byte> Compress(const std::vector<std::byte>& data, int level = 3) {
+  std::vector<std::byte> out(ZSTD_compressBound(data.size()));
+  const size_t n = ZSTD_compress(out.data(), out.size(), data.data(), data.size(), level);
+  EXPECT_FALSE(ZSTD_isError(n));
+  out.resize(n);
+  return out;
+}
+
+// A frame without the content-size field (what streaming writers produce).
+std::vector<std::byte> CompressStreaming(const std::vector<std::byte>& data) {
+  ZSTD_CCtx* ctx = ZSTD_createCCtx();
+  ZSTD_CCtx_setParameter(ctx, ZSTD_c_contentSizeFlag, 0);
+  std::vector<std::byte> out(ZSTD_compressBound(data.size()) + 64);
+  ZSTD_inBuffer in{data.data(), data.size(), 0};
+  ZSTD_outBuffer o{out.data(), out.size(), 0};
+  while (ZSTD_compressStream2(ctx, &o, &in, ZSTD_e_end) != 0) {
+  }
+  ZSTD_freeCCtx(ctx);
+  out.resize(o.pos);
+  EXPECT_EQ(ZSTD_getFrameContentSize(out.data(), out.size()), ZSTD_CONTENTSIZE_UNKNOWN);
+  return out;
+}
+
+class ZstdCodecTest : public ::testing::Test {
+ protected:
+  const ArrayRepr repr_ = MakeRepr("float32", {16, 16});
+  std::shared_ptr<const BytesToBytesCodec> codec_ =
+      MakeBytesToBytes("zstd", {{"level", 3}, {"checksum", false}}, repr_);
+  std::vector<std::byte> data_ = FieldBytes(1024);
+};
+
+TEST_F(ZstdCodecTest, RoundTripsThroughChains) {
+  for (const char* dtype : {"uint8", "int16", "float32", "float64", "complex128"}) {
+    for (int level : {-5, 0, 1, 9, 19}) {
+      for (bool checksum : {false, true}) {
+        const ArrayRepr repr = MakeRepr(dtype, {7, 9, 5});
+        Json codecs = Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
+                                   Json{{"name", "zstd"},
+                                        {"configuration", {{"level", level}, {"checksum", checksum}}}}});
+        ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), level + 10));
+      }
+    }
+  }
+}
+
+TEST_F(ZstdCodecTest, ChecksumFlagIsWritten) {
+  auto with = MakeBytesToBytes("zstd", {{"level", 1}, {"checksum", true}}, repr_);
+  auto without = MakeBytesToBytes("zstd", {{"level", 1}, {"checksum", false}}, repr_);
+  auto a = with->Encode(AsBytes(data_));
+  auto b = without->Encode(AsBytes(data_));
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->size(), b->size() + 4);
+}
+
+TEST_F(ZstdCodecTest, DecodesFrameWithoutContentSize) {
+  const auto stored = CompressStreaming(data_);
+  std::vector<std::byte> out(data_.size());
+  ASSERT_TRUE(codec_->DecodeInto(AsBytes(stored), AsBytes(out)).ok());
+  EXPECT_EQ(out, data_);
+  auto decoded = codec_->Decode(AsBytes(stored), 1 << 20);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_TRUE(std::equal(data_.begin(), data_.end(), decoded->data()));
+  EXPECT_EQ(decoded->size(), data_.size());
+}
+
+TEST_F(ZstdCodecTest, FrameWithoutContentSizeOfWrongLengthIsDataLoss) {
+  const auto stored = CompressStreaming(data_);
+  std::vector<std::byte> small(1000), large(1100);
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(small)),
+                   "decodes to more than the chunk's 1000 bytes");
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(large)),
+                   "decodes to 1024 bytes, chunk needs 1100");
+}
+
+TEST_F(ZstdCodecTest, DecodeUnknownSizeRespectsLimit) {
+  const auto stored = CompressStreaming(data_);
+  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(stored), 1023).status(), "limit of 1023 bytes");
+  auto exact = codec_->Decode(AsBytes(stored), 1024);
+  EXPECT_TRUE(exact.ok()) << exact.status().ToString();
+  const auto sized = Compress(data_);
+  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(sized), 1000).status(),
+                   "frame declares 1024 bytes, more than the limit of 1000 bytes");
+  auto ok = codec_->Decode(AsBytes(sized), 4096);
+  ASSERT_TRUE(ok.ok());
+  EXPECT_EQ(ok->size(), 1024u);
+}
+
+TEST_F(ZstdCodecTest, ConcatenatedFramesDecodeToConcatenation) {
+  std::vector<std::byte> head(data_.begin(), data_.begin() + 300);
+  std::vector<std::byte> tail(data_.begin() + 300, data_.end());
+  auto stored = Compress(head);
+  const auto second = CompressStreaming(tail);
+  stored.insert(stored.end(), second.begin(), second.end());
+  std::vector<std::byte> out(data_.size());
+  ASSERT_TRUE(codec_->DecodeInto(AsBytes(stored), AsBytes(out)).ok());
+  EXPECT_EQ(out, data_);
+  auto decoded = codec_->Decode(AsBytes(stored), 1 << 20);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().ToString();
+  EXPECT_EQ(decoded->size(), data_.size());
+}
+
+TEST_F(ZstdCodecTest, PatchedContentSizeIsCaughtBeforeDecoding) {
+  auto stored = Compress(data_);
+  // A 2-byte content-size field holds size - 256: 1024 is 00 03 little-endian.
+  const size_t header = std::min<size_t>(stored.size(), 18);  // the longest frame header
+  bool patched = false;
+  for (size_t i = 5; i + 1 < header && !patched; ++i) {
+    if (stored[i] == std::byte{0x00} && stored[i + 1] == std::byte{0x03}) {
+      stored[i + 1] = std::byte{0x02};  // now declares 768
+      patched = true;
+    }
+  }
+  ASSERT_TRUE(patched);
+  ASSERT_EQ(ZSTD_getFrameContentSize(stored.data(), stored.size()), 768u);
+  std::vector<std::byte> out(data_.size());
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(out)),
+                   "zstd: frame declares 768 bytes, chunk needs 1024 bytes");
+  std::vector<std::byte> out_768(768);
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(out_768)), "zstd: ");
+  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(stored), 1 << 20).status(), "zstd: ");
+}
+
+TEST_F(ZstdCodecTest, DeclaredSizeDifferentFromChunkIsDataLoss) {
+  const auto stored = Compress(data_);
+  std::vector<std::byte> out(64);
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(out)),
+                   "zstd: frame declares 1024 bytes, chunk needs 64 bytes");
+}
+
+TEST_F(ZstdCodecTest, MalformedInputIsDataLoss) {
+  const auto stored = Compress(data_);
+  std::vector<std::byte> out(data_.size());
+  std::vector<std::byte> empty;
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(empty), AsBytes(out)), "empty input");
+  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(empty), 1 << 20).status(), "empty input");
+  for (size_t cut : {size_t{1}, size_t{4}, size_t{7}, stored.size() / 2, stored.size() - 1}) {
+    std::vector<std::byte> truncated(stored.begin(), stored.begin() + cut);
+    EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(truncated), AsBytes(out)), "zstd:");
+    EXPECT_DATA_LOSS(codec_->Decode(AsBytes(truncated), 1 << 20).status(), "zstd:");
+  }
+  std::vector<std::byte> garbage = FieldBytes(200, 9);
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(garbage), AsBytes(out)), "corrupt or truncated");
+  auto trailing = stored;
+  trailing.push_back(std::byte{0x42});
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(trailing), AsBytes(out)), "frame 1");
+  // Flip bytes inside the compressed body: must fail cleanly (or, rarely, decode to
+  // other bytes of the right size, which only a checksum can catch).
+  auto with_checksum = MakeBytesToBytes("zstd", {{"level", 3}, {"checksum", true}}, repr_);
+  auto checked = with_checksum->Encode(AsBytes(data_));
+  ASSERT_TRUE(checked.ok());
+  for (size_t i = 8; i < checked->size(); i += 7) {
+    std::vector<std::byte> bad(checked->data(), checked->data() + checked->size());
+    bad[i] ^= std::byte{0x5A};
+    EXPECT_FALSE(with_checksum->DecodeInto(AsBytes(bad), AsBytes(out)).ok()) << "byte " << i;
+  }
+}
+
+TEST_F(ZstdCodecTest, TruncatedFrameWithoutContentSizeIsDataLossWhenStreaming) {
+  const auto stored = CompressStreaming(data_);
+  std::vector<std::byte> truncated(stored.begin(), stored.end() - 3);
+  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(truncated), 1 << 20).status(), "zstd:");
+}
+
+TEST_F(ZstdCodecTest, ValidatesConfiguration) {
+  EXPECT_EQ(BuiltinCodecRegistry().Create({"zstd", {{"level", 100}}}, repr_).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuiltinCodecRegistry().Create({"zstd", {{"level", "3"}}}, repr_).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      BuiltinCodecRegistry().Create({"zstd", {{"checksum", 1}}}, repr_).status().code(),
+      StatusCode::kInvalidArgument);
+  EXPECT_TRUE(BuiltinCodecRegistry().Create({"numcodecs.zstd", {{"id", "zstd"}}}, repr_).ok());
+}
+
+}  // namespace
+}  // namespace insitubatch::zarr
