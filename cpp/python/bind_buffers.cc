@@ -1,6 +1,7 @@
 // numpy export of C++ buffers: the ndarray's owner capsule holds the Buffer, so the
 // memory lives exactly as long as the last Python (or DLPack consumer) reference.
 
+#include "bind_transforms.h"
 #include "bindings.h"
 
 namespace insitubatch::python {
@@ -37,6 +38,24 @@ nb::object BufferToNumpy(Buffer buffer, const std::vector<uint64_t>& shape,
   std::vector<size_t> dims(shape.begin(), shape.end());
   nb::ndarray<nb::numpy> array(owned->data(), dims.size(), dims.data(), owner,
                                /*strides=*/nullptr, ToDlpackDtype(dtype));
+  return nb::cast(array, nb::rv_policy::reference);
+}
+
+}  // namespace insitubatch::python
+
+namespace insitubatch::python {
+
+// The capsule owns a reference to the shared buffer; when numpy (and any DLPack consumer
+// that borrowed from it) lets go, the buffer returns to its recycler or is freed.
+nb::object SharedToNumpy(std::shared_ptr<Buffer> buffer, const std::vector<uint64_t>& shape,
+                         zarr::DataType dtype) {
+  auto* holder = new std::shared_ptr<Buffer>(std::move(buffer));
+  nb::capsule owner(holder, [](void* p) noexcept {
+    delete static_cast<std::shared_ptr<Buffer>*>(p);
+  });
+  std::vector<size_t> dims(shape.begin(), shape.end());
+  nb::ndarray<nb::numpy> array((*holder)->data(), dims.size(), dims.data(), owner, nullptr,
+                               ToDlpackDtype(dtype));
   return nb::cast(array, nb::rv_policy::reference);
 }
 

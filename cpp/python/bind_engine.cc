@@ -10,6 +10,7 @@
 
 #include <cstring>
 
+#include "bind_transforms.h"
 #include "bindings.h"
 #include "insitubatch/engine/engine.h"
 
@@ -23,18 +24,7 @@ using engine::PassStats;
 
 using Int64Array = nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>;
 
-// The capsule owns a reference to the batch buffer; when numpy (and any DLPack consumer
-// that borrowed from it) lets go, the buffer returns to the engine's recycler.
-nb::object SharedToNumpy(std::shared_ptr<Buffer> buffer, const std::vector<size_t>& shape,
-                         zarr::DataType dtype) {
-  auto* holder = new std::shared_ptr<Buffer>(std::move(buffer));
-  nb::capsule owner(holder, [](void* p) noexcept {
-    delete static_cast<std::shared_ptr<Buffer>*>(p);
-  });
-  nb::ndarray<nb::numpy> array((*holder)->data(), shape.size(), shape.data(), owner,
-                               nullptr, ToDlpackDtype(dtype));
-  return nb::cast(array, nb::rv_policy::reference);
-}
+
 
 nb::dict StatsToDict(const PassStats& s) {
   nb::dict d;
@@ -148,10 +138,10 @@ void BindEngine(nb::module_& m) {
             nb::list arrays;
             for (size_t l = 0; l < batch->arrays.size(); ++l) {
               const auto& source = pass.sources()[pass.labels()[l].source];
-              std::vector<size_t> shape{batch->rows};
-              for (uint64_t e : source.inner_shape) shape.push_back(e);
+              std::vector<uint64_t> shape{batch->rows};
+              for (uint64_t e : source.resident.field_shape) shape.push_back(e);
               arrays.append(SharedToNumpy(std::move(batch->arrays[l]), shape,
-                                          source.array->metadata().dtype));
+                                          source.resident.dtype));
             }
             auto anchors = ValueOrThrow(Buffer::Allocate(batch->rows * sizeof(int64_t)));
             std::memcpy(anchors.data(), batch->anchors.data(), batch->rows * sizeof(int64_t));
@@ -177,8 +167,9 @@ void BindEngine(nb::module_& m) {
           "__init__",
           [](EngineHandle* self, std::vector<std::shared_ptr<const zarr::Array>> arrays,
              std::vector<int> sample_axes, uint64_t budget_bytes, uint32_t max_inflight,
-             uint32_t decode_threads, const std::string& on_bad_chunk) {
-            if (arrays.size() != sample_axes.size()) {
+             uint32_t decode_threads, const std::string& on_bad_chunk, nb::list transforms) {
+            if (arrays.size() != sample_axes.size() ||
+                (transforms.size() != 0 && transforms.size() != arrays.size())) {
               ThrowIfError(InvalidArgument("one sample axis per array is required"));
             }
             if (on_bad_chunk != "raise" && on_bad_chunk != "nan") {
@@ -187,8 +178,9 @@ void BindEngine(nb::module_& m) {
             }
             std::vector<engine::ArraySource> sources;
             for (size_t i = 0; i < arrays.size(); ++i) {
-              sources.push_back(
-                  ValueOrThrow(engine::ArraySource::Create(arrays[i], sample_axes[i])));
+              auto transform = transforms.size() ? TransformFromSpec(transforms[i]) : nullptr;
+              sources.push_back(ValueOrThrow(
+                  engine::ArraySource::Create(arrays[i], sample_axes[i], std::move(transform))));
             }
             engine::EngineConfig config;
             config.budget_bytes = budget_bytes;
@@ -199,7 +191,8 @@ void BindEngine(nb::module_& m) {
             new (self) EngineHandle{ValueOrThrow(Engine::Create(std::move(sources), config))};
           },
           nb::arg("arrays"), nb::arg("sample_axes"), nb::arg("budget_bytes"),
-          nb::arg("max_inflight"), nb::arg("decode_threads"), nb::arg("on_bad_chunk"))
+          nb::arg("max_inflight"), nb::arg("decode_threads"), nb::arg("on_bad_chunk"),
+          nb::arg("transforms") = nb::list())
       .def(
           "start_pass",
           [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows,

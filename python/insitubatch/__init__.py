@@ -29,6 +29,7 @@ from .records import Batch, ChunkRead, DecodedChunk, StoredChunkRead
 from .runtime import PassStats
 from .shuffle import block_shuffled_order, chunk_permutation, sequential_order, shuffle_quality
 from .splits import SplitManifest, SplitName, split_by_chunk, valid_anchor_range
+from .transforms import StandardScaler, applies
 from .stores import Store, local_store, memory_store, obstore_store, store
 
 # Framework adapters load on first use (PEP 562) so `import insitubatch` imports no framework;
@@ -66,11 +67,13 @@ __all__ = [
     "SplitManifest",
     "SplitName",
     "SplitView",
+    "StandardScaler",
     "Store",
     "StoreError",
     "StoredChunkRead",
     "UnsupportedError",
     "__version__",
+    "applies",
     "as_tf_dataset",
     "as_torch",
     "block_shuffled_order",

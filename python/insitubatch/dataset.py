@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import _ext, summary
-from .errors import InvalidArgumentError, UnsupportedError
+from . import _ext, summary, transforms as _transforms
+from .errors import InSituError, InvalidArgumentError, UnsupportedError
 from .geometry import ArrayGeometry, open_geometries
 from .records import Batch
 from .runtime import PassStats
@@ -37,10 +37,6 @@ def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
     if v < minimum:
         raise InvalidArgumentError(f"{name} must be >= {minimum}, got {v}")
     return v
-
-
-def _display_name(fn: Any) -> str:
-    return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or type(fn).__name__
 
 
 class InSituDataset:
@@ -95,17 +91,18 @@ class InSituDataset:
         if cache_dir is not None:
             raise UnsupportedError("cache_dir (disk-backed slots) is not available in this build yet; "
                                    "the heap pool is the cache (raise cache_budget_bytes to keep more)")
-        if chunk_transforms:
-            raise UnsupportedError("chunk_transforms are not available in this build yet; "
-                                   "use batch_transforms")
-        for t in batch_transforms:
-            if not callable(t):
-                raise InvalidArgumentError(f"batch transform {t!r} is not callable")
+        for kind, seq in (("chunk", chunk_transforms), ("batch", batch_transforms)):
+            if callable(seq) or isinstance(seq, (str, bytes)):
+                raise TypeError(f"{kind}_transforms must be a sequence of callables, got {seq!r}")
+            for t in seq:
+                if not callable(t):
+                    raise TypeError(f"{kind} transform {t!r} is not callable")
         self.cache_dir = None
         self.persist = False
         self.readonly_cache = False
-        self.chunk_transforms: tuple[Callable, ...] = ()
+        self.chunk_transforms: tuple[Callable, ...] = tuple(chunk_transforms)
         self.batch_transforms: tuple[Callable, ...] = tuple(batch_transforms)
+        self._transform_errors = _transforms.TransformErrors()
 
         self.store = store
         self.manifest = manifest
@@ -123,17 +120,20 @@ class InSituDataset:
         if self.block_chunks != self.block_chunks_requested:
             logger.info("block_chunks raised from %d to %d so one batch of %d fits in one block",
                         self.block_chunks_requested, self.block_chunks, self.batch_size)
-        self._outputs = {label: summary.OutputField.of(g) for label, g in self.geometries.items()}
+        self._paths = list(dict.fromkeys(g.path for g in self.geometries.values()))
+        self._chains, path_outputs = self._resolve_chunk_transforms()
+        self._path_outputs = path_outputs
+        self._outputs = {label: summary.OutputField(*path_outputs[g.path]) for label, g in self.geometries.items()}
         self.working_set_bytes = summary.working_set_bytes(
             self.geometries, self._outputs, block_chunks=self.block_chunks, ref_spc=ref_spc,
-            shuffle=self.shuffle, n_train_chunks=len(manifest.chunks.get("train", [])))
+            shuffle=self.shuffle, n_train_chunks=len(manifest.chunks.get("train", [])),
+            has_chunk_transforms=bool(self.chunk_transforms))
         self.cache_budget_bytes = summary.resolve_budget(
             cache_budget_bytes, self.working_set_bytes, block_chunks=self.block_chunks,
             n_variables=len(self.geometries))
         self._explicit_budget = cache_budget_bytes
 
         hierarchy = _ext.open_hierarchy(store)
-        self._paths = list(dict.fromkeys(g.path for g in self.geometries.values()))
         arrays = []
         for path in self._paths:
             arrays.append(hierarchy.open_array(path))
@@ -147,7 +147,8 @@ class InSituDataset:
                     f"geometry of {label!r} ({g.shape}, chunks {g.chunks}) does not match the store's"
                     f" array {g.path!r} ({tuple(meta['shape'])}, chunks {tuple(meta['chunks'])})")
         self._engine = _ext.Engine(arrays, [axes[p] for p in self._paths], self.cache_budget_bytes,
-                                   self.max_inflight, self.decode_threads, self.on_bad_chunk)
+                                   self.max_inflight, self.decode_threads, self.on_bad_chunk,
+                                   [self._transform_spec(p) for p in self._paths])
         self._labels = [(label, self._paths.index(g.path), g.offset) for label, g in self.geometries.items()]
         self._epoch = 0
         self.last_pass: PassStats | None = None
@@ -164,6 +165,53 @@ class InSituDataset:
             raise InvalidArgumentError(
                 f"manifest sample-axis length {self.manifest.n_samples} does not match the variables'"
                 f" n_samples={n_samples}")
+
+    def _resolve_chunk_transforms(self):
+        """Per array path: the chunk transforms scoped to it, and its folded output field."""
+        paths = set(self._paths)
+        for t in self.chunk_transforms:
+            if isinstance(t, _transforms.ScopedTransform):
+                unknown = [a for a in t.arrays if a not in paths]
+                if unknown:
+                    raise InvalidArgumentError(
+                        f"applies() names {unknown} for {_transforms.display_name(t)}, but this dataset's"
+                        f" arrays are {sorted(paths)}")
+        chains, outputs = {}, {}
+        for label, g in self.geometries.items():
+            if g.path in chains:
+                continue
+            chain = [t for t in self.chunk_transforms
+                     if not isinstance(t, _transforms.ScopedTransform) or g.path in t.arrays]
+            chains[g.path] = chain
+            outputs[g.path] = _transforms.fold_output(g.path, g, chain)
+        return chains, outputs
+
+    def _transform_spec(self, path: str):
+        chain = self._chains[path]
+        if not chain:
+            return None
+        out_shape, out_dtype = self._path_outputs[path]
+        if len(chain) == 1:
+            scaler = getattr(chain[0], "transform", chain[0])
+            if isinstance(scaler, _transforms.StandardScaler):
+                g = next(g for g in self.geometries.values() if g.path == path)
+                spec = scaler.native_spec(path, tuple(g.inner_shape), g.dtype)
+                if spec is not None:
+                    return spec
+        callback = _transforms.python_callback(path, chain, out_shape, out_dtype, self._transform_errors)
+        return {"kind": "python", "callback": callback, "out_shape": out_shape, "out_dtype": out_dtype.str}
+
+    def output_geometries(self) -> dict[str, ArrayGeometry]:
+        """Geometries after chunk transforms, sample-first: what batches hold."""
+        out = {}
+        for label, g in self.geometries.items():
+            if not self._chains[g.path]:
+                out[label] = g
+                continue
+            shape, dtype = self._path_outputs[g.path]
+            out[label] = ArrayGeometry(g.path, (g.n_samples, *shape), (g.sample_chunk_size, *shape), dtype,
+                                       offset=g.offset)
+        return out
 
     # -- epochs and views ----------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
@@ -230,7 +278,8 @@ class InSituDataset:
             block_chunks_requested=self.block_chunks_requested, max_inflight=self.max_inflight,
             prefetch_depth=self.prefetch_depth, shuffle=self.shuffle, seed=self.seed,
             cache_budget_bytes=self._explicit_budget, cache_dir=None, persist=False, readonly_cache=False,
-            chunk_transforms=(), batch_transforms=tuple(_display_name(t) for t in self.batch_transforms),
+            chunk_transforms=tuple(_transforms.display_name(t) for t in self.chunk_transforms),
+            batch_transforms=tuple(_transforms.display_name(t) for t in self.batch_transforms),
             samples_per_chunk=self.manifest.sample_chunk_size,
             split_chunks={s: len(self.manifest.chunks.get(s, [])) for s in _SPLITS},
             shuffle_quality=self._shuffle_quality(),
@@ -308,7 +357,7 @@ class SplitView:
     @property
     def geometries(self) -> dict[str, ArrayGeometry]:
         """The post-transform geometries (adapters infer shapes from these)."""
-        return dict(self._dataset.geometries)
+        return self._dataset.output_geometries()
 
     @property
     def dataset(self) -> InSituDataset:
@@ -356,6 +405,12 @@ class _PassIterator:
             raise StopIteration
         try:
             item = self._native.next()
+        except InSituError as exc:
+            self.close()
+            original = self._dataset._transform_errors.take(str(exc))
+            if original is not None:  # a chunk transform's own exception, re-raised as itself
+                raise original from None
+            raise
         except BaseException:
             self.close()
             raise

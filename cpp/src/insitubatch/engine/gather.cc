@@ -43,26 +43,28 @@ void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src,
   }
 }
 
-void GatherLabel(const ArraySource& source, const Label& label, std::span<const int64_t> anchors,
+void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label,
+                 std::span<const int64_t> anchors,
                  const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out) {
-  const size_t nd = source.inner_shape.size();
-  const uint64_t sample_bytes = source.sample_bytes();
-  const uint64_t tile_sample_bytes = source.tile_bytes / static_cast<uint64_t>(source.spc);
+  const size_t nd = layout.field_shape.size();
+  const size_t itemsize = layout.itemsize();
+  const uint64_t sample_bytes = layout.sample_bytes();
+  const uint64_t tile_sample_bytes = layout.tile_bytes / static_cast<uint64_t>(spc);
   // One tile covering the whole field: each sample is one contiguous copy.
-  bool whole_field = source.n_tiles == 1;
+  bool whole_field = layout.tiles == 1;
   for (size_t i = 0; i < nd && whole_field; ++i)
-    whole_field = source.inner_chunks[i] == source.inner_shape[i];
+    whole_field = layout.tile_shape[i] == layout.field_shape[i];
 
   // Byte strides of a sample in the batch (dst) and of a sample inside a tile (src).
   std::vector<int64_t> dst_strides(nd), src_strides(nd);
   {
-    int64_t d = static_cast<int64_t>(source.itemsize);
+    int64_t d = static_cast<int64_t>(itemsize);
     int64_t s = d;
     for (size_t i = nd; i-- > 0;) {
       dst_strides[i] = d;
       src_strides[i] = s;
-      d *= static_cast<int64_t>(source.inner_shape[i]);
-      s *= static_cast<int64_t>(source.inner_chunks[i]);
+      d *= static_cast<int64_t>(layout.field_shape[i]);
+      s *= static_cast<int64_t>(layout.tile_shape[i]);
     }
   }
 
@@ -71,8 +73,8 @@ void GatherLabel(const ArraySource& source, const Label& label, std::span<const 
   std::vector<uint64_t> tile_index(nd), extents(nd);
   for (size_t row = 0; row < anchors.size(); ++row) {
     const int64_t sample = anchors[row] + label.offset;
-    const SlotKey key{label.source, sample / source.spc};
-    const int64_t within = sample % source.spc;
+    const SlotKey key{label.source, sample / spc};
+    const int64_t within = sample % spc;
     if (!(key == cached_key)) {
       cached = &slot_for(key);
       cached_key = key;
@@ -84,19 +86,19 @@ void GatherLabel(const ArraySource& source, const Label& label, std::span<const 
       continue;
     }
     std::fill(tile_index.begin(), tile_index.end(), 0);
-    for (uint64_t tile = 0; tile < source.n_tiles; ++tile) {
+    for (uint64_t tile = 0; tile < layout.tiles; ++tile) {
       // Tile `tile` covers [index * chunk, min(extent, (index + 1) * chunk)) per field axis.
       int64_t dst_offset = 0;
       for (size_t i = 0; i < nd; ++i) {
-        const uint64_t start = tile_index[i] * source.inner_chunks[i];
-        extents[i] = std::min(source.inner_chunks[i], source.inner_shape[i] - start);
+        const uint64_t start = tile_index[i] * layout.tile_shape[i];
+        extents[i] = std::min(layout.tile_shape[i], layout.field_shape[i] - start);
         dst_offset += static_cast<int64_t>(start) * dst_strides[i];
       }
-      const std::byte* src = slot_data + tile * source.tile_bytes + within * tile_sample_bytes;
+      const std::byte* src = slot_data + tile * layout.tile_bytes + within * tile_sample_bytes;
       CopyBox(dst_sample + dst_offset, dst_strides.data(), src, src_strides.data(), extents.data(),
-              nd, source.itemsize);
+              nd, itemsize);
       for (size_t i = nd; i-- > 0;) {  // next tile, row-major over inner_grid
-        if (++tile_index[i] < source.inner_grid[i]) break;
+        if (++tile_index[i] < layout.grid[i]) break;
         tile_index[i] = 0;
       }
     }

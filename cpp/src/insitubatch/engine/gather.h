@@ -15,9 +15,11 @@
 
 namespace insitubatch::engine {
 
-// Writes `anchors.size()` samples of `label` into `out` (rows x source.sample_bytes()).
-// `slot_for(key)` returns the READY slot holding `key` (the caller pinned it).
-void GatherLabel(const ArraySource& source, const Label& label, std::span<const int64_t> anchors,
+// Writes `anchors.size()` samples of `label` into `out` (rows x layout.sample_bytes()),
+// reading slots laid out as `layout` with `spc` samples per outer chunk. `slot_for(key)`
+// returns the slot holding `key` (the caller pinned it, or owns it while assembling).
+void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label,
+                 std::span<const int64_t> anchors,
                  const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out);
 
 // Copies an N-d box: `extents` elements per axis, between arrays with the given byte

@@ -114,9 +114,9 @@ void Pass::RunScheduler() {
       std::shared_ptr<Slot> slot;
       const auto t0 = std::chrono::steady_clock::now();
       scheduler_parked_ = true;
-      auto acquired = engine_->pool().Acquire(owner_, key, source.slot_bytes(),
-                                              static_cast<uint32_t>(source.n_tiles), cancelled,
-                                              stalled, &slot);
+      auto acquired = engine_->pool().Acquire(
+          owner_, key, source.slot_bytes(), static_cast<uint32_t>(source.stored.tiles),
+          /*deferred=*/source.transform != nullptr, cancelled, stalled, &slot);
       scheduler_parked_ = false;
       const double waited = SecondsSince(t0);
       if (!acquired.ok()) {
@@ -171,7 +171,7 @@ Status Pass::FetchSlot(const std::shared_ptr<Slot>& slot) {
   // slot another pass may be waiting on always completes (READY or FAILED).
   static const std::atomic<bool> kNeverCancelled{false};
   const ArraySource& source = engine_->sources_[slot->key.source];
-  for (uint64_t tile = 0; tile < source.n_tiles; ++tile) {
+  for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
     engine_->AcquireInflight(kNeverCancelled);
     {
       std::lock_guard lock(tasks_mutex_);
@@ -215,7 +215,8 @@ void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<R
   const ArraySource& source = engine_->sources_[slot->key.source];
   const zarr::Array& array = *source.array;
   const std::vector<uint64_t> coords = source.PhysicalCoords(slot->key.chunk, tile);
-  std::span<std::byte> dst(slot->data.data() + tile * source.tile_bytes, source.tile_bytes);
+  const uint64_t tile_bytes = source.stored.tile_bytes;
+  std::span<std::byte> dst(slot->data.data() + tile * tile_bytes, tile_bytes);
   uint64_t stored_bytes = 0;
   Status status;
   if (!read.ok()) {
@@ -227,12 +228,12 @@ void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<R
     if (source.sample_axis == 0) {
       status = array.DecodeChunk(read->data.span(), coords, dst);
     } else {
-      auto physical = Buffer::Allocate(source.tile_bytes);
+      auto physical = engine_->pool().TakeBuffer(tile_bytes);
       status = physical.ok() ? array.DecodeChunk(read->data.span(), coords, physical->span())
                              : physical.status();
       if (status.ok()) {
         MoveSampleAxisToFront(physical->data(), dst.data(), array.metadata().chunk_shape,
-                              source.sample_axis, source.itemsize);
+                              source.sample_axis, source.stored.itemsize());
       }
     }
   }
@@ -244,7 +245,7 @@ void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<R
     bad = true;
   }
   engine_->ReleaseInflight();
-  engine_->pool().TileDone(slot, status);
+  if (engine_->pool().TileDone(slot, status)) TransformSlot(slot);
   {
     std::lock_guard lock(stats_mutex_);
     stats_.times.fetch_wait_s += fetch_wait_s;
@@ -262,6 +263,46 @@ void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<R
   std::lock_guard lock(tasks_mutex_);
   --tasks_in_flight_;
   tasks_cv_.notify_all();
+}
+
+void Pass::TransformSlot(const std::shared_ptr<Slot>& slot) {
+  const double cpu0 = ThreadCpuSeconds();
+  const ArraySource& source = engine_->sources_[slot->key.source];
+  const int64_t chunk = slot->key.chunk;
+  const int64_t first = chunk * source.spc;
+  const auto samples = static_cast<uint64_t>(std::min(source.spc, source.n_samples - first));
+  auto run = [&]() -> Result<Buffer> {
+    // Assemble the outer chunk sample-first and unpadded, as the transform sees it.
+    INSITU_ASSIGN_OR_RETURN(Buffer assembled,
+                            engine_->pool().TakeBuffer(samples * source.stored.sample_bytes()));
+    std::vector<int64_t> anchors(samples);
+    for (uint64_t i = 0; i < samples; ++i) anchors[i] = first + static_cast<int64_t>(i);
+    GatherLabel(source.stored, source.spc, Label{"", slot->key.source, 0}, anchors,
+                [&](SlotKey) -> const Slot& { return *slot; }, assembled.data());
+    ChunkTransformInput input;
+    input.array_path = source.path();
+    input.chunk_index = chunk;
+    input.sample_offset = first;
+    input.samples = samples;
+    input.data = std::make_shared<Buffer>(std::move(assembled));
+    input.layout = &source.stored;
+    INSITU_ASSIGN_OR_RETURN(Buffer output, engine_->pool().TakeBuffer(source.resident.bytes()));
+    INSITU_RETURN_IF_ERROR(source.transform->Apply(
+        input, std::span<std::byte>(output.data(), samples * source.resident.sample_bytes())));
+    return output;
+  };
+  Result<Buffer> output = run();
+  if (output.ok()) {
+    engine_->pool().Publish(slot, Status::Ok(), std::move(output).value());
+  } else {
+    engine_->pool().Publish(
+        slot,
+        output.status().WithContext("chunk_transform on '" + source.path() + "' chunk " +
+                                    std::to_string(chunk)),
+        Buffer());
+  }
+  std::lock_guard lock(stats_mutex_);
+  stats_.times.assemble_s += ThreadCpuSeconds() - cpu0;
 }
 
 Result<BatchData> Pass::GatherBatch(size_t k) {
@@ -292,8 +333,8 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
   for (const Label& label : spec_.labels) {
     const ArraySource& source = engine_->sources_[label.source];
     INSITU_ASSIGN_OR_RETURN(Buffer buffer,
-                            engine_->buffers().Take(batch.rows * source.sample_bytes()));
-    GatherLabel(source, label, batch.anchors, slot_for, buffer.data());
+                            engine_->buffers().Take(batch.rows * source.resident.sample_bytes()));
+    GatherLabel(source.resident, source.spc, label, batch.anchors, slot_for, buffer.data());
     batch.arrays.push_back(std::make_shared<Buffer>(std::move(buffer)));
   }
   std::lock_guard lock(stats_mutex_);

@@ -67,12 +67,12 @@ std::vector<int64_t> DrainAndCheck(Pass& pass, const std::vector<ArraySource>& s
       const ArraySource& s = sources[label.source];
       const auto& shape = s.array->metadata().shape;
       const auto* values = reinterpret_cast<const float*>(batch.arrays[l]->data());
-      const uint64_t per_sample = s.sample_bytes() / 4;
+      const uint64_t per_sample = s.resident.sample_bytes() / 4;
       EXPECT_EQ(reinterpret_cast<uintptr_t>(values) % 128, 0u);
       for (size_t row = 0; row < batch.rows; ++row) {
         const int64_t sample = batch.anchors[row] + label.offset;
         // Walk the field in C order; the physical index inserts the sample at its axis.
-        std::vector<uint64_t> inner(s.inner_shape.size(), 0);
+        std::vector<uint64_t> inner(s.stored.field_shape.size(), 0);
         for (uint64_t e = 0; e < per_sample; ++e) {
           std::vector<uint64_t> index = inner;
           index.insert(index.begin() + s.sample_axis, static_cast<uint64_t>(sample));
@@ -80,7 +80,7 @@ std::vector<int64_t> DrainAndCheck(Pass& pass, const std::vector<ArraySource>& s
           EXPECT_EQ(values[row * per_sample + e], expect)
               << "label " << label.name << " sample " << sample << " element " << e;
           for (size_t i = inner.size(); i-- > 0;) {
-            if (++inner[i] < s.inner_shape[i]) break;
+            if (++inner[i] < s.stored.field_shape[i]) break;
             inner[i] = 0;
           }
         }
@@ -129,7 +129,7 @@ TEST(PassTest, ResidencyStaysWithinBudget) {
   Fixture f;
   f.Add("t2m", {160, 8}, {4, 8});  // 40 chunks of 128 bytes
   const uint64_t slot = f.sources[0].slot_bytes();
-  const int64_t block_chunks = 4;
+  const int64_t block_chunks = 4;  // NOLINT
   auto engine = f.MakeEngine(/*budget=*/2 * block_chunks * slot);
   auto order = BlockShuffledOrder(Iota(40), 4, 160, block_chunks, 3, 0);
   auto pass = engine->StartPass(Spec(order, 4, 16, {{"t2m", 0, 0}})).value();
@@ -281,6 +281,85 @@ TEST(PassTest, BatchBuffersAreRecycled) {
   }
   // 40 batches gathered; only as many buffers as were alive at once were allocated.
   EXPECT_LE(engine->buffers().stats().allocations, 6u);
+}
+
+}  // namespace
+}  // namespace insitubatch::engine
+
+namespace insitubatch::engine {
+namespace {
+
+// (n, H, W) float32 -> (n, H) float64: the mean over the last axis (a reshaping transform).
+class MeanLastAxis final : public ChunkTransform {
+ public:
+  MeanLastAxis(uint64_t h, uint64_t w, bool fail = false) : h_(h), w_(w), fail_(fail) {}
+  Status Apply(const ChunkTransformInput& in, std::span<std::byte> output) const override {
+    if (fail_) return InvalidArgument("boom");
+    if (output.size() != in.samples * h_ * sizeof(double)) return InvalidArgument("size");
+    const auto* x = reinterpret_cast<const float*>(in.data->data());
+    auto* y = reinterpret_cast<double*>(output.data());
+    for (uint64_t i = 0; i < in.samples * h_; ++i) {
+      double sum = 0;
+      for (uint64_t j = 0; j < w_; ++j) sum += x[i * w_ + j];
+      y[i] = sum / static_cast<double>(w_);
+    }
+    ++calls;
+    return Status::Ok();
+  }
+  std::vector<uint64_t> output_field() const override { return {h_}; }
+  zarr::DataType output_dtype() const override { return {zarr::DataTypeId::kFloat64}; }
+  mutable std::atomic<int> calls{0};
+
+ private:
+  uint64_t h_, w_;
+  bool fail_;
+};
+
+TEST(PassTest, ChunkTransformRunsOncePerChunkAndReshapes) {
+  Fixture f;
+  auto array = WriteIotaArray(f.memory, f.store, "t2m", {22, 5, 4}, {4, 2, 3});  // ragged tiles
+  auto transform = std::make_shared<MeanLastAxis>(5, 4);
+  f.sources.push_back(ArraySource::Create(array, 0, transform).value());
+  EXPECT_EQ(f.sources[0].resident.field_shape, (std::vector<uint64_t>{5}));
+  auto engine = f.MakeEngine();
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    auto order = BlockShuffledOrder(Iota(6), 4, 22, 2, 0, epoch);
+    auto pass = engine->StartPass(Spec(order, 4, 3, {{"t2m", 0, 0}})).value();
+    size_t rows = 0;
+    for (;;) {
+      auto next = pass->Next();
+      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      if (!next->has_value()) break;
+      const auto* y = reinterpret_cast<const double*>((*next)->arrays[0]->data());
+      for (size_t r = 0; r < (*next)->rows; ++r) {
+        const int64_t s = (*next)->anchors[r];
+        for (uint64_t h = 0; h < 5; ++h) {
+          double expect = 0;
+          for (uint64_t w = 0; w < 4; ++w) expect += IotaValue({22, 5, 4}, {uint64_t(s), h, w}, 0);
+          EXPECT_DOUBLE_EQ(y[r * 5 + h], expect / 4);
+        }
+      }
+      rows += (*next)->rows;
+    }
+    EXPECT_EQ(rows, 22u);
+  }
+  EXPECT_EQ(transform->calls.load(), 6);  // once per chunk: epoch 2 is served from the pool
+}
+
+TEST(PassTest, FailingChunkTransformRaisesWithContext) {
+  Fixture f;
+  auto array = WriteIotaArray(f.memory, f.store, "t2m", {8, 5, 4}, {4, 5, 4});
+  f.sources.push_back(
+      ArraySource::Create(array, 0, std::make_shared<MeanLastAxis>(5, 4, /*fail=*/true)).value());
+  auto engine = f.MakeEngine();
+  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(2), 4, 8, 2), 4, 4, {{"t2m", 0, 0}}))
+                  .value();
+  auto next = pass->Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_NE(next.status().message().find("chunk_transform on 't2m' chunk 0"), std::string::npos)
+      << next.status().message();
+  pass->Close();
+  EXPECT_EQ(engine->pool().CountSlots(SlotState::kFilling), 0u);
 }
 
 }  // namespace

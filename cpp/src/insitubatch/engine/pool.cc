@@ -62,6 +62,7 @@ bool ChunkPool::EvictForLocked(uint64_t charge) {
 }
 
 Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles,
+                                    bool deferred,
                                     const std::function<bool()>& cancelled,
                                     const std::function<bool()>& stalled,
                                     std::shared_ptr<Slot>* out) {
@@ -101,6 +102,7 @@ Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge,
   slot->charge = charge;
   slot->pending_tiles = tiles;
   slot->filler = owner;
+  slot->deferred = deferred;
   slot->pins[owner] = 1;
   slot->total_pins = 1;
   if (tiles == 0) slot->state = SlotState::kReady;
@@ -110,7 +112,8 @@ Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge,
   return Acquired::kAdmitted;
 }
 
-void ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status) {
+bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status) {
+  bool caller_publishes = false;
   {
     std::lock_guard lock(mutex_);
     if (!status.ok() && slot->state == SlotState::kFilling) {
@@ -119,9 +122,31 @@ void ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status
     }
     if (slot->pending_tiles > 0) --slot->pending_tiles;
     if (slot->pending_tiles == 0 && slot->state == SlotState::kFilling) {
+      if (slot->deferred) {
+        caller_publishes = true;
+      } else {
+        slot->state = SlotState::kReady;
+        auto it = slots_.find(slot->key);
+        if (it != slots_.end() && it->second == slot) TouchLocked(*slot);
+      }
+    }
+  }
+  if (!caller_publishes) cv_.notify_all();
+  return caller_publishes;
+}
+
+void ChunkPool::Publish(const std::shared_ptr<Slot>& slot, const Status& status, Buffer data) {
+  Buffer old;  // freed (recycled) outside the lock
+  {
+    std::lock_guard lock(mutex_);
+    if (status.ok()) {
+      old = std::exchange(slot->data, std::move(data));
       slot->state = SlotState::kReady;
       auto it = slots_.find(slot->key);
       if (it != slots_.end() && it->second == slot) TouchLocked(*slot);
+    } else {
+      slot->state = SlotState::kFailed;
+      slot->error = status;
     }
   }
   cv_.notify_all();

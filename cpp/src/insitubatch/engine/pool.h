@@ -52,6 +52,7 @@ struct Slot {
   uint64_t charge = 0;
   uint32_t pending_tiles = 0;
   OwnerId filler = 0;  // the pass that admitted it (drops it if abandoned)
+  bool deferred = false;  // completes through Publish() (a chunk transform runs first)
   Status error;
   std::unordered_map<OwnerId, int> pins;
   int total_pins = 0;
@@ -80,12 +81,20 @@ class ChunkPool {
   // the duration); gives up with Cancelled when `cancelled()` turns true, and with
   // ResourceExhausted when `stalled()` says no release can ever come.
   Result<Acquired> Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles,
+                           bool deferred,
                            const std::function<bool()>& cancelled,
                            const std::function<bool()>& stalled,
                            std::shared_ptr<Slot>* slot);
 
   // Marks one tile of `slot` delivered; an error marks the slot FAILED (first error wins).
-  void TileDone(const std::shared_ptr<Slot>& slot, const Status& status);
+  // Returns true when this was the last tile of a deferred slot that did not fail: the
+  // caller then owns the slot (still FILLING, so nobody reads or evicts it), transforms it
+  // and calls Publish().
+  bool TileDone(const std::shared_ptr<Slot>& slot, const Status& status);
+  // Completes a deferred slot: READY with `data` as its memory, or FAILED with `status`.
+  void Publish(const std::shared_ptr<Slot>& slot, const Status& status, Buffer data);
+  // Memory for slot-sized buffers, recycled like slot memory.
+  Result<Buffer> TakeBuffer(size_t size) { return slot_buffers_->Take(size); }
 
   // Waits until `key` is READY (returns it) or FAILED (returns its error). The caller must
   // hold a pin on it. Cancelled when `cancelled()` turns true.

@@ -13,7 +13,7 @@ const auto kNever = [] { return false; };
 std::shared_ptr<Slot> Admit(ChunkPool& pool, OwnerId owner, int64_t chunk, uint64_t bytes = 100,
                             Acquired expect = Acquired::kAdmitted, uint32_t tiles = 1) {
   std::shared_ptr<Slot> slot;
-  auto r = pool.Acquire(owner, {0, chunk}, bytes, tiles, kNever, kNever, &slot);
+  auto r = pool.Acquire(owner, {0, chunk}, bytes, tiles, false, kNever, kNever, &slot);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (r.ok()) {
     EXPECT_EQ(*r, expect);
@@ -49,10 +49,10 @@ TEST(ChunkPoolTest, EvictsLeastRecentlyUsedUnpinnedOnly) {
   Admit(pool, a, 0, 100, Acquired::kHit);  // chunk 0 survived
   // Everything pinned now: a third admission parks; cancelled gives up.
   std::shared_ptr<Slot> slot;
-  auto r = pool.Acquire(a, {0, 9}, 100, 1, [] { return true; }, kNever, &slot);
+  auto r = pool.Acquire(a, {0, 9}, 100, 1, false, [] { return true; }, kNever, &slot);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
-  r = pool.Acquire(a, {0, 9}, 100, 1, kNever, [] { return true; }, &slot);
+  r = pool.Acquire(a, {0, 9}, 100, 1, false, kNever, [] { return true; }, &slot);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
 }
@@ -130,7 +130,7 @@ TEST(ChunkPoolTest, FailedSlotsWakeWaitersAndAreRefetched) {
 TEST(ChunkPoolTest, ChunkLargerThanBudgetFailsClearly) {
   ChunkPool pool(50);
   std::shared_ptr<Slot> slot;
-  auto r = pool.Acquire(pool.RegisterOwner(), {0, 0}, 100, 1, kNever, kNever, &slot);
+  auto r = pool.Acquire(pool.RegisterOwner(), {0, 0}, 100, 1, false, kNever, kNever, &slot);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
 }

@@ -1,9 +1,18 @@
 #include "insitubatch/engine/source.h"
 
+#include <algorithm>
+
 namespace insitubatch::engine {
 
+uint64_t SlotLayout::sample_bytes() const {
+  uint64_t n = itemsize();
+  for (uint64_t extent : field_shape) n *= extent;
+  return n;
+}
+
 Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array,
-                                        int sample_axis) {
+                                        int sample_axis,
+                                        std::shared_ptr<const ChunkTransform> transform) {
   const zarr::ArrayMetadata& meta = array->metadata();
   const int ndim = static_cast<int>(meta.ndim());
   if (sample_axis < 0 || sample_axis >= ndim) {
@@ -15,31 +24,37 @@ Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array
   s.sample_axis = sample_axis;
   s.n_samples = static_cast<int64_t>(meta.shape[sample_axis]);
   s.spc = static_cast<int64_t>(meta.chunk_shape[sample_axis]);
-  s.itemsize = meta.dtype.itemsize();
-  s.tile_bytes = meta.chunk_bytes();
+  SlotLayout& stored = s.stored;
+  stored.dtype = meta.dtype;
+  stored.tile_bytes = meta.chunk_bytes();
   for (int axis = 0; axis < ndim; ++axis) {
     if (axis == sample_axis) continue;
     const uint64_t extent = meta.shape[axis];
     const uint64_t chunk = meta.chunk_shape[axis];
-    s.inner_shape.push_back(extent);
-    s.inner_chunks.push_back(chunk);
-    s.inner_grid.push_back(extent == 0 ? 0 : (extent + chunk - 1) / chunk);
-    s.n_tiles *= s.inner_grid.back();
+    stored.field_shape.push_back(extent);
+    stored.tile_shape.push_back(chunk);
+    stored.grid.push_back(extent == 0 ? 0 : (extent + chunk - 1) / chunk);
+    stored.tiles *= stored.grid.back();
+  }
+  s.resident = stored;
+  if (transform) {
+    SlotLayout& out = s.resident;
+    out.field_shape = transform->output_field();
+    out.tile_shape = out.field_shape;
+    out.grid.assign(out.field_shape.size(), 1);
+    out.tiles = 1;
+    out.dtype = transform->output_dtype();
+    out.tile_bytes = static_cast<uint64_t>(s.spc) * out.sample_bytes();
+    s.transform = std::move(transform);
   }
   return s;
 }
 
-uint64_t ArraySource::sample_bytes() const {
-  uint64_t n = itemsize;
-  for (uint64_t extent : inner_shape) n *= extent;
-  return n;
-}
-
 std::vector<uint64_t> ArraySource::PhysicalCoords(int64_t chunk, uint64_t tile) const {
-  std::vector<uint64_t> inner(inner_grid.size());
-  for (size_t i = inner_grid.size(); i-- > 0;) {
-    inner[i] = tile % inner_grid[i];
-    tile /= inner_grid[i];
+  std::vector<uint64_t> inner(stored.grid.size());
+  for (size_t i = stored.grid.size(); i-- > 0;) {
+    inner[i] = tile % stored.grid[i];
+    tile /= stored.grid[i];
   }
   std::vector<uint64_t> coords;
   coords.reserve(inner.size() + 1);

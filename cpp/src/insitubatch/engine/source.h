@@ -6,37 +6,70 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "insitubatch/util/buffer.h"
 #include "insitubatch/zarr/array.h"
 
 namespace insitubatch::engine {
 
+// How a resident outer chunk is laid out: `tiles` blocks (row-major over `grid`), each a
+// sample-first (spc, *tile_shape) array. Gather reads through this.
+struct SlotLayout {
+  std::vector<uint64_t> field_shape;  // per-sample extents (what a batch row holds)
+  std::vector<uint64_t> tile_shape;   // per-sample extents of one tile
+  std::vector<uint64_t> grid;         // tiles per field axis
+  uint64_t tiles = 1;
+  uint64_t tile_bytes = 0;            // spc x prod(tile_shape) x itemsize
+  zarr::DataType dtype;
+  size_t itemsize() const { return dtype.itemsize(); }
+  uint64_t bytes() const { return tiles * tile_bytes; }
+  uint64_t sample_bytes() const;      // prod(field_shape) x itemsize
+};
+
+// A chunk transform applied to a completed outer chunk before it is published READY (on a
+// decode thread): `input` is the chunk assembled sample-first, (samples, *field) in the
+// stored dtype; Apply writes (samples, *out_field) in the output dtype into `output`.
+struct ChunkTransformInput {
+  std::string array_path;
+  int64_t chunk_index = 0;
+  int64_t sample_offset = 0;  // global sample index of row 0
+  uint64_t samples = 0;
+  std::shared_ptr<Buffer> data;
+  const SlotLayout* layout = nullptr;  // field_shape and dtype of `data`
+};
+
+class ChunkTransform {
+ public:
+  virtual ~ChunkTransform() = default;
+  virtual Status Apply(const ChunkTransformInput& input, std::span<std::byte> output) const = 0;
+  // Output field and dtype for an input of `field` x `dtype`.
+  virtual std::vector<uint64_t> output_field() const = 0;
+  virtual zarr::DataType output_dtype() const = 0;
+};
+
 struct ArraySource {
   std::shared_ptr<const zarr::Array> array;
   int sample_axis = 0;
-
-  // Derived by Init(): field axes are every physical axis but the sample axis.
   int64_t n_samples = 0;
-  int64_t spc = 1;                     // samples per stored chunk along the sample axis
-  std::vector<uint64_t> inner_shape;   // field extents
-  std::vector<uint64_t> inner_chunks;  // field extents of one stored chunk
-  std::vector<uint64_t> inner_grid;    // stored chunks per field axis
-  uint64_t n_tiles = 1;                // stored chunks per outer chunk
-  uint64_t tile_bytes = 0;             // one decoded stored chunk
-  size_t itemsize = 1;
+  int64_t spc = 1;  // samples per stored chunk along the sample axis
 
-  // Validates the sample axis and fills the derived fields.
-  static Result<ArraySource> Create(std::shared_ptr<const zarr::Array> array, int sample_axis);
+  SlotLayout stored;    // decoded stored chunks (tiles kept whole: edge padding included)
+  SlotLayout resident;  // what the slot holds once READY (== stored without a transform)
+  std::shared_ptr<const ChunkTransform> transform;  // optional
+
+  // Validates the sample axis and derives both layouts (`transform` may be null).
+  static Result<ArraySource> Create(std::shared_ptr<const zarr::Array> array, int sample_axis,
+                                    std::shared_ptr<const ChunkTransform> transform = nullptr);
 
   const std::string& path() const { return array->path(); }
   int64_t n_chunks() const { return (n_samples + spc - 1) / spc; }
-  // Pool charge of one resident outer chunk: every tile whole (edge padding included).
-  uint64_t slot_bytes() const { return n_tiles * tile_bytes; }
-  // Bytes of one sample in a batch (the field, unpadded).
-  uint64_t sample_bytes() const;
-  // Physical chunk coordinates of tile `tile` (row-major over inner_grid) of outer chunk `c`.
+  // Pool charge of one resident outer chunk: the decoded tiles whole, or the transformed
+  // slot if larger (both exist while the transform runs).
+  uint64_t slot_bytes() const { return std::max(stored.bytes(), resident.bytes()); }
+  // Physical chunk coordinates of stored tile `tile` of outer chunk `c`.
   std::vector<uint64_t> PhysicalCoords(int64_t chunk, uint64_t tile) const;
 };
 

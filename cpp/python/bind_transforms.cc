@@ -1,0 +1,168 @@
+// Chunk transforms as the engine sees them: a Python callable run on decode threads with
+// the GIL held only for the call, or the native standard scaler, which never takes it.
+
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstring>
+
+#include "bind_transforms.h"
+
+namespace insitubatch::python {
+namespace {
+
+using engine::ChunkTransform;
+using engine::ChunkTransformInput;
+
+bool InterpreterGone() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+  return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
+
+std::vector<uint64_t> ShapeOf(nb::handle seq) {
+  std::vector<uint64_t> out;
+  for (nb::handle v : seq) out.push_back(nb::cast<uint64_t>(v));
+  return out;
+}
+
+zarr::DataType DtypeOf(const std::string& typestr) {
+  // numpy typestrs in native order ("<f4", "|u1"), as the Python side passes them.
+  auto parsed = zarr::ParseV2TypeString(typestr);
+  if (!parsed.ok()) throw StatusException{parsed.status()};
+  return parsed->dtype;
+}
+
+// Runs a Python callable: (chunk_index, sample_offset, array) -> array of the declared
+// output shape and dtype, C-contiguous. The input array owns a reference to the assembled
+// buffer, so a callable that keeps it is still safe.
+class PyChunkTransform final : public ChunkTransform {
+ public:
+  PyChunkTransform(nb::object callback, std::vector<uint64_t> out_field, zarr::DataType out_dtype)
+      : callback_(std::move(callback)), out_field_(std::move(out_field)), out_dtype_(out_dtype) {}
+
+  ~PyChunkTransform() override {
+    if (InterpreterGone()) {
+      callback_.release();  // the interpreter is gone or going: leak rather than crash
+      return;
+    }
+    nb::gil_scoped_acquire gil;
+    callback_.reset();
+  }
+
+  Status Apply(const ChunkTransformInput& in, std::span<std::byte> output) const override {
+    if (InterpreterGone()) {
+      return Cancelled("the Python interpreter is shutting down");
+    }
+    nb::gil_scoped_acquire gil;
+    try {
+      std::vector<uint64_t> shape{in.samples};
+      shape.insert(shape.end(), in.layout->field_shape.begin(), in.layout->field_shape.end());
+      nb::object array = SharedToNumpy(in.data, shape, in.layout->dtype);
+      nb::object result = callback_(in.chunk_index, in.sample_offset, array);
+      auto out = nb::cast<nb::ndarray<nb::c_contig, nb::device::cpu>>(result);
+      if (out.dtype() != ToDlpackDtype(out_dtype_) || out.ndim() != out_field_.size() + 1 ||
+          out.shape(0) != in.samples) {
+        return InvalidArgument("chunk transform returned an array that does not match its "
+                               "declared output");
+      }
+      for (size_t i = 0; i < out_field_.size(); ++i) {
+        if (out.shape(i + 1) != out_field_[i]) {
+          return InvalidArgument("chunk transform returned an array that does not match its "
+                                 "declared output");
+        }
+      }
+      if (out.nbytes() != output.size()) return InvalidArgument("chunk transform output size");
+      std::memcpy(output.data(), out.data(), output.size());
+      return Status::Ok();
+    } catch (nb::python_error& e) {
+      // The Python side keeps the exception object and re-raises it in the consumer; the
+      // message carries its token (see insitubatch/transforms.py).
+      std::string message = e.what();
+      e.restore();
+      PyErr_Clear();
+      return InvalidArgument(message);
+    } catch (const std::exception& e) {
+      return InvalidArgument(std::string("chunk transform: ") + e.what());
+    }
+  }
+
+  std::vector<uint64_t> output_field() const override { return out_field_; }
+  zarr::DataType output_dtype() const override { return out_dtype_; }
+
+ private:
+  nb::object callback_;
+  std::vector<uint64_t> out_field_;
+  zarr::DataType out_dtype_;
+};
+
+// StandardScaler, natively: y = (x - mean) * scale per field element (scale = 1/(std+eps)),
+// float32 or float64 in and out, no GIL.
+class ScaleTransform final : public ChunkTransform {
+ public:
+  ScaleTransform(std::vector<double> mean, std::vector<double> scale, std::vector<uint64_t> field,
+                 zarr::DataType dtype)
+      : mean_(std::move(mean)), scale_(std::move(scale)), field_(std::move(field)), dtype_(dtype) {}
+
+  Status Apply(const ChunkTransformInput& in, std::span<std::byte> output) const override {
+    const size_t n = mean_.size();
+    if (in.layout->dtype.id != dtype_.id || output.size() != in.samples * n * dtype_.itemsize()) {
+      return InvalidArgument("standard scaler: unexpected chunk layout");
+    }
+    if (dtype_.id == zarr::DataTypeId::kFloat32) {
+      Run<float>(reinterpret_cast<const float*>(in.data->data()),
+                 reinterpret_cast<float*>(output.data()), in.samples);
+    } else {
+      Run<double>(reinterpret_cast<const double*>(in.data->data()),
+                  reinterpret_cast<double*>(output.data()), in.samples);
+    }
+    return Status::Ok();
+  }
+  std::vector<uint64_t> output_field() const override { return field_; }
+  zarr::DataType output_dtype() const override { return dtype_; }
+
+ private:
+  template <typename T>
+  void Run(const T* x, T* y, uint64_t samples) const {
+    const size_t n = mean_.size();
+    std::vector<T> mean(mean_.begin(), mean_.end()), scale(scale_.begin(), scale_.end());
+    for (uint64_t s = 0; s < samples; ++s) {
+      const T* xs = x + s * n;
+      T* ys = y + s * n;
+      for (size_t i = 0; i < n; ++i) ys[i] = (xs[i] - mean[i]) * scale[i];
+    }
+  }
+
+  std::vector<double> mean_, scale_;
+  std::vector<uint64_t> field_;
+  zarr::DataType dtype_;
+};
+
+}  // namespace
+
+std::shared_ptr<const ChunkTransform> TransformFromSpec(nb::handle spec) {
+  if (spec.is_none()) return nullptr;
+  const std::string kind = nb::cast<std::string>(spec["kind"]);
+  const std::vector<uint64_t> field = ShapeOf(spec["out_shape"]);
+  const zarr::DataType dtype = DtypeOf(nb::cast<std::string>(spec["out_dtype"]));
+  if (kind == "python") {
+    return std::make_shared<PyChunkTransform>(nb::borrow(spec["callback"]), field, dtype);
+  }
+  if (kind == "scale") {
+    auto mean = nb::cast<std::vector<double>>(spec["mean"]);
+    auto scale = nb::cast<std::vector<double>>(spec["scale"]);
+    uint64_t n = 1;
+    for (uint64_t e : field) n *= e;
+    if (mean.size() != n || scale.size() != n ||
+        (dtype.id != zarr::DataTypeId::kFloat32 && dtype.id != zarr::DataTypeId::kFloat64)) {
+      throw StatusException{InvalidArgument("standard scaler: statistics do not fit the field")};
+    }
+    return std::make_shared<ScaleTransform>(std::move(mean), std::move(scale), field, dtype);
+  }
+  throw StatusException{InvalidArgument("unknown chunk transform kind '" + kind + "'")};
+}
+
+}  // namespace insitubatch::python

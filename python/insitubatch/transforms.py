@@ -1,0 +1,202 @@
+"""Chunk and batch transforms: scoping with applies(), output declarations, and the
+StandardScaler (run natively in C++ without the GIL when the engine can).
+
+A chunk transform ``(DecodedChunk) -> DecodedChunk`` runs once per decoded outer chunk of
+one array, on a decode thread, before the cache boundary: its output is what the pool
+holds. A batch transform ``(Batch) -> Batch`` runs per assembled batch, uncached.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+from .geometry import ArrayGeometry
+from .records import ChunkRead, DecodedChunk
+
+
+class ScopedTransform:
+    """A chunk transform restricted to named array paths (see :func:`applies`)."""
+
+    def __init__(self, arrays: tuple[str, ...], transform: Callable) -> None:
+        self.arrays = arrays
+        self.transform = transform
+        self.__name__ = display_name(transform)
+
+    def __call__(self, chunk: DecodedChunk) -> DecodedChunk:
+        return self.transform(chunk)
+
+    def __repr__(self) -> str:
+        return f"applies({list(self.arrays)!r}, {self.transform!r})"
+
+
+class _ScopedReshapingTransform(ScopedTransform):
+    def output_inner(self, geom: ArrayGeometry):
+        return self.transform.output_inner(geom)
+
+
+def applies(arrays: Sequence[str], transform: Callable) -> ScopedTransform:
+    """Restricts ``transform`` to the named array paths; other arrays pass untouched, keep
+    their geometry, and never call it. A name matching no array in the dataset raises when
+    the dataset is built."""
+    if isinstance(arrays, (str, bytes)):
+        raise TypeError(f"applies() takes a sequence of array paths, not the string {arrays!r}"
+                        f" (did you mean [{arrays!r}]?)")
+    names = tuple(str(a).strip("/") for a in arrays)
+    if not names:
+        raise InvalidArgumentError("applies() needs at least one array path")
+    if not callable(transform):
+        raise TypeError(f"applies(): {transform!r} is not callable")
+    validate = getattr(transform, "validate_scope", None)
+    if callable(validate):
+        validate(names)
+    cls = _ScopedReshapingTransform if hasattr(transform, "output_inner") else ScopedTransform
+    return cls(names, transform)
+
+
+def display_name(fn: Any) -> str:
+    inner = getattr(fn, "transform", None)
+    if isinstance(fn, ScopedTransform):
+        return f"{display_name(inner)}[{','.join(fn.arrays)}]"
+    return getattr(fn, "__name__", None) or type(fn).__name__
+
+
+class StandardScaler:
+    """``data = (data - mean[array]) / (std[array] + eps)``, per array path.
+
+    Statistics broadcast over one sample's field (a surface ``(1, 1)``, per level
+    ``(L, 1, 1)``). ``cache_key`` is an explicit fingerprint token: bump it per re-fit.
+    """
+
+    def __init__(self, mean: Mapping[str, Any], std: Mapping[str, Any], eps: float = 1e-8,
+                 cache_key: str | None = None) -> None:
+        if set(mean) != set(std):
+            raise InvalidArgumentError("StandardScaler: mean and std must name the same arrays")
+        self.mean = {k: np.asarray(v, dtype=np.float64) for k, v in mean.items()}
+        self.std = {k: np.asarray(v, dtype=np.float64) for k, v in std.items()}
+        self.eps = float(eps)
+        self.cache_key = cache_key
+
+    def __call__(self, chunk: DecodedChunk) -> DecodedChunk:
+        name = chunk.read.array
+        if name not in self.mean:
+            raise KeyError(f"StandardScaler has no statistics for array {name!r}")
+        dtype = chunk.data.dtype if chunk.data.dtype.kind == "f" else np.dtype(np.float32)
+        chunk.data = ((chunk.data - self.mean[name]) / (self.std[name] + self.eps)).astype(dtype, copy=False)
+        return chunk
+
+    def output_inner(self, geom: ArrayGeometry):
+        dtype = geom.dtype if geom.dtype.kind == "f" else np.dtype(np.float32)
+        return geom.inner_shape, dtype
+
+    def validate_scope(self, arrays: Sequence[str]) -> None:
+        missing = [a for a in arrays if a not in self.mean]
+        if missing:
+            raise InvalidArgumentError(f"StandardScaler has no statistics for {missing}"
+                                       f" (it has {sorted(self.mean)})")
+
+    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict | None:
+        """The engine's native form for one array (no GIL), or None if it cannot run it."""
+        if path not in self.mean or np.dtype(dtype) not in (np.dtype("f4"), np.dtype("f8")):
+            return None
+        try:
+            mean = np.broadcast_to(self.mean[path], field).astype(np.float64).ravel()
+            scale = (1.0 / (np.broadcast_to(self.std[path], field).astype(np.float64) + self.eps)).ravel()
+        except ValueError:
+            return None
+        return {"kind": "scale", "mean": mean.tolist(), "scale": scale.tolist(),
+                "out_shape": tuple(field), "out_dtype": np.dtype(dtype).str}
+
+    def save(self, path) -> None:
+        arrays = {}
+        for k in self.mean:
+            arrays[f"{k}.mean"] = self.mean[k]
+            arrays[f"{k}.std"] = self.std[k]
+        np.savez(path, **arrays)
+
+    @classmethod
+    def load(cls, path, eps: float = 1e-8, cache_key: str | None = None) -> "StandardScaler":
+        with np.load(path) as data:
+            names = {k.rsplit(".", 1)[0] for k in data.files}
+            return cls({n: data[f"{n}.mean"] for n in names}, {n: data[f"{n}.std"] for n in names},
+                       eps=eps, cache_key=cache_key)
+
+    def __repr__(self) -> str:
+        key = f", cache_key={self.cache_key!r}" if self.cache_key is not None else ""
+        return f"StandardScaler(arrays={sorted(self.mean)}{key})"
+
+
+class TransformErrors:
+    """Exceptions raised by Python chunk transforms on decode threads, kept so the consumer
+    re-raises the original exception object (not a translated copy)."""
+
+    PREFIX = "[insitubatch-transform-error "
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._errors: dict[int, BaseException] = {}
+        self._ids = itertools.count(1)
+
+    def put(self, exc: BaseException) -> str:
+        with self._lock:
+            token = next(self._ids)
+            self._errors[token] = exc
+        return f"{self.PREFIX}{token}]"
+
+    def take(self, message: str) -> BaseException | None:
+        start = message.find(self.PREFIX)
+        if start < 0:
+            return None
+        end = message.find("]", start)
+        try:
+            token = int(message[start + len(self.PREFIX):end])
+        except ValueError:
+            return None
+        with self._lock:
+            return self._errors.pop(token, None)
+
+
+def fold_output(path: str, geom: ArrayGeometry, chain: Sequence[Callable]) -> tuple[tuple[int, ...], np.dtype]:
+    """The field shape and dtype after ``chain``, from the transforms' ``output_inner``
+    declarations (a transform without one preserves shape and dtype)."""
+    shape, dtype = tuple(geom.inner_shape), np.dtype(geom.dtype)
+    for t in chain:
+        declare = getattr(t, "output_inner", None)
+        if declare is None:
+            continue
+        current = ArrayGeometry(path, (geom.n_samples, *shape), (geom.sample_chunk_size, *shape), dtype)
+        out_shape, out_dtype = declare(current)
+        shape, dtype = tuple(int(s) for s in out_shape), np.dtype(out_dtype)
+    return shape, dtype
+
+
+def python_callback(path: str, chain: Sequence[Callable], out_shape: tuple[int, ...], out_dtype: np.dtype,
+                    errors: TransformErrors) -> Callable:
+    """The callable the engine runs (GIL held) for one array's Python transform chain."""
+    names = ", ".join(display_name(t) for t in chain)
+
+    def run(chunk_index: int, sample_offset: int, data: np.ndarray) -> np.ndarray:
+        try:
+            chunk = DecodedChunk(ChunkRead(path, int(chunk_index)), data, int(sample_offset))
+            for t in chain:
+                result = t(chunk)
+                chunk = result if result is not None else chunk
+            out = np.ascontiguousarray(chunk.data)
+            want = (data.shape[0], *out_shape)
+            if out.shape != want or out.dtype != out_dtype:
+                raise ValueError(
+                    f"chunk_transform produced shape {out.shape} {out.dtype} for array {path!r} but the"
+                    f" cache slot is sized {want} {out_dtype} ({names}); output_inner must agree with"
+                    " what the transform returns")
+            return out
+        except BaseException as exc:  # re-raised in the consumer as the original object
+            raise RuntimeError(f"{errors.put(exc)} {type(exc).__name__}: {exc}") from None
+
+    return run
+
+
+__all__ = ["StandardScaler", "applies"]

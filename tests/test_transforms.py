@@ -1,0 +1,177 @@
+"""Chunk and batch transforms: scoping, declared reshapes, the StandardScaler (native and
+Python paths), decode-once with transforms, and failures reaching the consumer."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import ZstdCodec
+
+import insitubatch
+from insitubatch import InSituDataset, StandardScaler, applies, open_geometries, split_by_chunk
+
+
+@pytest.fixture
+def weather(tmp_path):
+    rng = np.random.default_rng(0)
+    path = tmp_path / "w.zarr"
+    src = {
+        "t2m": (250 + 10 * rng.standard_normal((40, 3, 4))).astype("f4"),
+        "u10": rng.standard_normal((40, 3, 4)).astype("f4"),
+        "v10": rng.standard_normal((40, 3, 4)).astype("f8"),
+    }
+    for name, values in src.items():
+        zarr.create_array(zarr.storage.LocalStore(path), name=name, shape=values.shape, chunks=(8, 3, 4),
+                          dtype=values.dtype, compressors=[ZstdCodec()], fill_value=0)[...] = values
+    store = insitubatch.local_store(path)
+    geoms = open_geometries(store)
+    manifest = split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0))
+    return store, geoms, manifest, src
+
+
+def rows(ds, view="all"):
+    return list(getattr(ds, view))
+
+
+def test_scaler_math_and_save_load(tmp_path):
+    s = StandardScaler({"t2m": np.full((1, 1), 250.0)}, {"t2m": np.full((1, 1), 10.0)}, eps=0.0)
+    chunk = insitubatch.DecodedChunk(insitubatch.ChunkRead("t2m", 0), np.full((2, 3, 4), 260, "f4"), 0)
+    np.testing.assert_allclose(s(chunk).data, 1.0)
+    assert s(chunk).data.dtype == np.float32
+    s.save(tmp_path / "stats.npz")
+    t = StandardScaler.load(tmp_path / "stats.npz", eps=0.0)
+    np.testing.assert_array_equal(t.mean["t2m"], s.mean["t2m"])
+
+
+@pytest.mark.parametrize("scoped", [False, True])
+def test_native_scaler_end_to_end(weather, scoped):
+    store, geoms, manifest, src = weather
+    scaler = StandardScaler({"t2m": 250.0, "u10": 0.0, "v10": 0.0}, {"t2m": 10.0, "u10": 2.0, "v10": 2.0})
+    transform = applies(["t2m"], scaler) if scoped else scaler
+    ds = InSituDataset(store, manifest, geoms, batch_size=8, shuffle=False, chunk_transforms=[transform])
+    assert ds._transform_spec("t2m")["kind"] == "scale"  # runs in C++, no GIL
+    for b in rows(ds):
+        i = b.sample_indices
+        np.testing.assert_allclose(b.arrays["t2m"], (src["t2m"][i] - 250.0) / (10.0 + 1e-8), rtol=1e-6)
+        if scoped:
+            np.testing.assert_array_equal(b.arrays["u10"], src["u10"][i])  # untouched
+        else:
+            np.testing.assert_allclose(b.arrays["u10"], src["u10"][i] / 2.0, rtol=1e-6)
+        assert b.arrays["v10"].dtype == np.float64
+
+
+def test_python_transform_runs_once_per_chunk_and_is_cached(weather):
+    store, geoms, manifest, src = weather
+    calls = []
+    lock = threading.Lock()
+
+    def kelvin_to_celsius(chunk):
+        with lock:
+            calls.append((chunk.read.array, chunk.read.chunk_index, chunk.sample_offset, chunk.data.shape))
+        chunk.data = chunk.data - np.float32(273.15)
+        return chunk
+
+    ds = InSituDataset(store, manifest, {"t2m": geoms["t2m"]}, batch_size=4, block_chunks=2,
+                       cache_budget_bytes=10**6, chunk_transforms=[applies(["t2m"], kelvin_to_celsius)])
+    for epoch in range(2):
+        ds.set_epoch(epoch)
+        for b in ds.train:
+            np.testing.assert_array_equal(b.arrays["t2m"], src["t2m"][b.sample_indices] - np.float32(273.15))
+    assert sorted(calls) == [("t2m", c, 8 * c, (8, 3, 4)) for c in range(5)]  # once, then cached
+    assert ds.last_pass.cache_hits == 5
+    assert "kelvin_to_celsius[t2m]" in ds.describe()["config"]["chunk_transforms"]
+
+
+class MeanOverLastAxis:
+    def __call__(self, chunk):
+        chunk.data = chunk.data.mean(axis=-1, dtype=np.float64)
+        return chunk
+
+    def output_inner(self, geom):
+        return geom.inner_shape[:-1], np.float64
+
+
+def test_reshaping_transform_with_declaration(weather):
+    store, geoms, manifest, src = weather
+    ds = InSituDataset(store, manifest, {"t2m": geoms["t2m"], "u10": geoms["u10"]}, batch_size=8,
+                       shuffle=False, chunk_transforms=[applies(["t2m"], MeanOverLastAxis())])
+    assert ds.all.geometries["t2m"].inner_shape == (3,)
+    assert ds.all.geometries["t2m"].dtype == np.float64
+    assert ds.all.geometries["u10"].inner_shape == (3, 4)  # scoped: geometry untouched
+    for b in rows(ds):
+        np.testing.assert_allclose(b.arrays["t2m"], src["t2m"][b.sample_indices].mean(-1, dtype=np.float64))
+        assert b.arrays["u10"].shape == (8, 3, 4)
+    assert ds.describe()["variables"]["t2m"]["output_inner_shape"] == (3,)
+
+
+def test_output_disagreeing_with_declaration_raises(weather):
+    store, geoms, manifest, _ = weather
+
+    class Liar(MeanOverLastAxis):
+        def output_inner(self, geom):
+            return (2,), np.float64
+
+    ds = InSituDataset(store, manifest, {"t2m": geoms["t2m"]}, batch_size=8, chunk_transforms=[Liar()])
+    with pytest.raises(ValueError, match="output_inner must agree"):
+        rows(ds, "train")
+
+    def undeclared_reshape(chunk):
+        chunk.data = chunk.data[..., :2]
+        return chunk
+
+    ds = InSituDataset(store, manifest, {"t2m": geoms["t2m"]}, batch_size=8,
+                       chunk_transforms=[undeclared_reshape])
+    with pytest.raises(ValueError, match="output_inner must agree"):
+        rows(ds, "train")
+
+
+def test_failing_transform_reraises_the_original_exception_then_recovers(weather):
+    store, geoms, manifest, src = weather
+    fail = {"on": True}
+
+    def flaky(chunk):
+        if fail["on"] and chunk.read.chunk_index == 2:
+            raise ZeroDivisionError("flaky transform")
+        return chunk
+
+    ds = InSituDataset(store, manifest, {"t2m": geoms["t2m"]}, batch_size=8, shuffle=False,
+                       chunk_transforms=[flaky])
+    with pytest.raises(ZeroDivisionError, match="flaky transform"):
+        rows(ds, "train")
+    fail["on"] = False
+    assert sum(len(b) for b in ds.train) == 40  # the failed chunk is refetched, not poisoned
+
+
+def test_applies_validation(weather):
+    store, geoms, manifest, _ = weather
+    with pytest.raises(TypeError, match="not the string"):
+        applies("t2m", MeanOverLastAxis())
+    with pytest.raises(ValueError):
+        applies([], MeanOverLastAxis())
+    scaler = StandardScaler({"t2m": 1.0}, {"t2m": 1.0})
+    with pytest.raises(ValueError, match="no statistics"):
+        applies(["u10"], scaler)
+    with pytest.raises(ValueError, match="nope"):
+        InSituDataset(store, manifest, geoms, chunk_transforms=[applies(["nope"], MeanOverLastAxis())])
+    with pytest.raises(TypeError):
+        InSituDataset(store, manifest, geoms, chunk_transforms=[42])
+    assert not hasattr(applies(["t2m"], lambda c: c), "output_inner")
+    assert hasattr(applies(["t2m"], MeanOverLastAxis()), "output_inner")
+
+
+def test_batch_transform_derives_a_field(weather):
+    store, geoms, manifest, src = weather
+
+    def wind_speed(batch):
+        batch.arrays["wind"] = np.hypot(batch.arrays.pop("u10"), batch.arrays.pop("v10"))
+        return batch
+
+    ds = InSituDataset(store, manifest, {"u10": geoms["u10"], "v10": geoms["v10"]}, batch_size=8,
+                       batch_transforms=[wind_speed])
+    for b in ds.train:
+        i = b.sample_indices
+        assert set(b.arrays) == {"wind"}
+        np.testing.assert_allclose(b.arrays["wind"], np.hypot(src["u10"][i], src["v10"][i]))
