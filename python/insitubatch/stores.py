@@ -1,14 +1,22 @@
 """Store constructors.
 
 Every constructor returns a native ``Store`` handle that all other entry points accept.
-``store(url)`` dispatches on the URL scheme; ``obstore_store`` is the same function under
-the name the product description uses.
+``store(url, **options)`` dispatches on the URL scheme -- a local path or ``file://``,
+``memory://``, ``http(s)://``, ``s3://`` and ``gs://`` -- and takes obstore's option names;
+``obstore_store`` is the same function under the name the product description uses.
+
+Options are checked here: an unknown option, one that does not apply to the scheme, or a
+value of the wrong type raises ``InvalidArgumentError`` naming the option. Credential
+values are never echoed in any message, ``repr`` or log.
 """
 
 from __future__ import annotations
 
+import datetime
+import math
 import os
-from typing import Any
+import re
+from typing import Any, Callable
 from urllib.parse import urlparse
 
 from . import _ext
@@ -18,6 +26,99 @@ Store = _ext.Store
 
 # Options every backend accepts (zarr's read_only flag: we only ever read).
 _COMMON_OPTIONS = frozenset({"read_only"})
+
+# Options of the HTTP transport shared by http(s)://, s3:// and gs://.
+_TRANSPORT_OPTIONS = frozenset({
+    "timeout", "connect_timeout", "max_retries", "retry_base_delay", "retry_max_delay",
+    "verify_tls", "allow_invalid_certificates", "allow_http", "ca_file", "io_threads",
+    "max_connections_per_host", "client_options", "retry_config",
+})
+_HTTP_OPTIONS = _TRANSPORT_OPTIONS | {"headers"}
+_S3_OPTIONS = _TRANSPORT_OPTIONS | {
+    "skip_signature", "region", "endpoint", "request_payer", "access_key_id",
+    "secret_access_key", "session_token", "token", "profile", "virtual_hosted_style_request",
+    "s3_express",
+}
+_GCS_OPTIONS = _TRANSPORT_OPTIONS | {"skip_signature", "token", "endpoint"}
+# Values never shown in messages.
+_SECRET_OPTIONS = frozenset({"secret_access_key", "session_token", "token", "access_key_id", "headers"})
+
+_MAX_DURATION_S = 24 * 3600.0
+
+
+# -- value checks ---------------------------------------------------------------------------
+
+
+def _shown(name: str, value: Any) -> str:
+    """How a bad value appears in a message: its type only when the option is secret."""
+    return type(value).__name__ if name in _SECRET_OPTIONS else repr(value)
+
+
+def _bool(name: str, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise InvalidArgumentError(f"option {name!r} must be True or False, got {_shown(name, value)}")
+    return value
+
+
+def _string(name: str, value: Any) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgumentError(f"option {name!r} must be a string, got {type(value).__name__}")
+    if not value:
+        raise InvalidArgumentError(f"option {name!r} must not be empty")
+    if "\x00" in value or "\n" in value or "\r" in value:
+        raise InvalidArgumentError(f"option {name!r} contains a NUL or line break")
+    return value
+
+
+def _int(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidArgumentError(f"option {name!r} must be an integer, got {_shown(name, value)}")
+    if not lo <= value <= hi:
+        raise InvalidArgumentError(f"option {name!r} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+_DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|min|h)?\s*$")
+_DURATION_UNITS = {"ms": 1e-3, "s": 1.0, None: 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """Seconds from a number, a ``timedelta`` or a string such as ``"30s"`` / ``"500ms"``."""
+    if isinstance(value, datetime.timedelta):
+        seconds = value.total_seconds()
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION_RE.match(value)):
+        seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+    else:
+        raise InvalidArgumentError(
+            f"option {name!r} must be a duration (seconds, a timedelta or a string such as '30s'),"
+            f" got {value!r}"
+        )
+    if not math.isfinite(seconds) or seconds < 0 or (seconds == 0 and not allow_zero):
+        raise InvalidArgumentError(f"option {name!r} must be a positive duration, got {value!r}")
+    if seconds > _MAX_DURATION_S:
+        raise InvalidArgumentError(f"option {name!r} must be at most 24 hours, got {value!r}")
+    return seconds
+
+
+_HEADER_NAME_RE = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+
+
+def _headers(name: str, value: Any) -> dict[str, str]:
+    if not isinstance(value, dict):
+        raise InvalidArgumentError(f"option {name!r} must be a dict of header name -> value")
+    out = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not _HEADER_NAME_RE.match(key):
+            raise InvalidArgumentError(f"option {name!r}: invalid header name {key!r}")
+        if not isinstance(val, str) or any(c in val for c in "\r\n\x00"):
+            raise InvalidArgumentError(f"option {name!r}: the value of header {key!r} must be a"
+                                       " single-line string")
+        if key.lower() in ("range", "host", "content-length"):
+            raise InvalidArgumentError(f"option {name!r}: header {key!r} is set by the store itself")
+        out[key] = val
+    return out
 
 
 def _check_options(scheme: str, options: dict[str, Any], allowed: frozenset[str]) -> None:
@@ -31,6 +132,104 @@ def _check_options(scheme: str, options: dict[str, Any], allowed: frozenset[str]
         raise InvalidArgumentError("insitubatch stores are read-only: read_only must be True")
 
 
+# -- obstore's nested forms -----------------------------------------------------------------
+
+
+def _flatten_nested(options: dict[str, Any]) -> dict[str, Any]:
+    """Folds obstore's ``client_options`` / ``retry_config`` dicts into flat options."""
+    out = dict(options)
+
+    def merge(source: str, key: str, value: Any) -> None:
+        if key in out:
+            raise InvalidArgumentError(f"option {key!r} is given both directly and in {source}")
+        out[key] = value
+
+    client = out.pop("client_options", None)
+    if client is not None:
+        if not isinstance(client, dict):
+            raise InvalidArgumentError("option 'client_options' must be a dict")
+        for key, value in client.items():
+            if key not in ("timeout", "connect_timeout", "allow_http", "allow_invalid_certificates"):
+                raise InvalidArgumentError(
+                    f"client_options[{key!r}] is not supported (supported: timeout, connect_timeout,"
+                    " allow_http, allow_invalid_certificates)"
+                )
+            merge("client_options", key, value)
+    retry = out.pop("retry_config", None)
+    if retry is not None:
+        if not isinstance(retry, dict):
+            raise InvalidArgumentError("option 'retry_config' must be a dict")
+        for key, value in retry.items():
+            if key == "max_retries":
+                merge("retry_config", "max_retries", value)
+            elif key == "backoff":
+                if not isinstance(value, dict):
+                    raise InvalidArgumentError("retry_config['backoff'] must be a dict")
+                for bkey, bvalue in value.items():
+                    if bkey == "init_backoff":
+                        merge("retry_config['backoff']", "retry_base_delay", bvalue)
+                    elif bkey == "max_backoff":
+                        merge("retry_config['backoff']", "retry_max_delay", bvalue)
+                    elif bkey == "base":
+                        if isinstance(bvalue, bool) or bvalue not in (2, 2.0):
+                            raise InvalidArgumentError(
+                                "retry_config['backoff']['base'] must be 2 (delays double per attempt)"
+                            )
+                    else:
+                        raise InvalidArgumentError(f"retry_config['backoff'][{bkey!r}] is not supported")
+            else:
+                raise InvalidArgumentError(
+                    f"retry_config[{key!r}] is not supported (supported: max_retries, backoff);"
+                    " bound the total time with max_retries and timeout"
+                )
+    return out
+
+
+def _transport(options: dict[str, Any]) -> Any:
+    t = _ext.TransportOptions()
+    if "timeout" in options:
+        t.timeout_ms = max(1, round(_seconds("timeout", options["timeout"]) * 1000))
+    if "connect_timeout" in options:
+        t.connect_timeout_ms = max(1, round(_seconds("connect_timeout", options["connect_timeout"]) * 1000))
+    if "max_retries" in options:
+        t.max_attempts = _int("max_retries", options["max_retries"], 0, 99) + 1
+    base = t.retry_base_delay_ms
+    if "retry_base_delay" in options:
+        base = round(_seconds("retry_base_delay", options["retry_base_delay"], allow_zero=True) * 1000)
+        t.retry_base_delay_ms = base
+    if "retry_max_delay" in options:
+        cap = round(_seconds("retry_max_delay", options["retry_max_delay"], allow_zero=True) * 1000)
+        if cap > 600_000:
+            raise InvalidArgumentError("option 'retry_max_delay' must be at most 10 minutes")
+        t.retry_max_delay_ms = cap
+    elif base > t.retry_max_delay_ms:
+        t.retry_max_delay_ms = min(600_000, base)
+    if t.retry_base_delay_ms > t.retry_max_delay_ms:
+        raise InvalidArgumentError("option 'retry_base_delay' must not exceed 'retry_max_delay'")
+    verify = True
+    if "verify_tls" in options:
+        verify = _bool("verify_tls", options["verify_tls"])
+    if "allow_invalid_certificates" in options:
+        if _bool("allow_invalid_certificates", options["allow_invalid_certificates"]):
+            verify = False
+    t.verify_tls = verify
+    if "allow_http" in options:
+        _bool("allow_http", options["allow_http"])  # http:// endpoints are always allowed
+    if "ca_file" in options:
+        path = options["ca_file"]
+        path = os.fspath(path) if isinstance(path, os.PathLike) else path
+        t.ca_file = _string("ca_file", path)
+    if "io_threads" in options:
+        t.io_threads = _int("io_threads", options["io_threads"], 1, 64)
+    if "max_connections_per_host" in options:
+        t.max_connections_per_host = _int("max_connections_per_host", options["max_connections_per_host"], 0, 100_000)
+    t.validate()
+    return t
+
+
+# -- constructors ---------------------------------------------------------------------------
+
+
 def local_store(path: str | os.PathLike[str]) -> Store:
     """A store over a local directory."""
     return _ext.open_file_store(os.fspath(path))
@@ -41,24 +240,105 @@ def memory_store() -> Store:
     return _ext.MemoryStore()
 
 
-def store(url: str | os.PathLike[str], **options: Any) -> Store:
-    """Opens the store at ``url``: a local path, ``file://``, or ``memory://``.
+def _http_store(url: str, options: dict[str, Any]) -> Store:
+    headers = _headers("headers", options["headers"]) if "headers" in options else {}
+    return _ext.open_http_store(url, _transport(options), headers)
 
-    Cloud schemes (``s3://``, ``gs://``, ``http(s)://``) are dispatched here too as their
-    backends land; an unknown scheme raises ``UnsupportedError`` naming it.
+
+def _s3_store(url: str, options: dict[str, Any]) -> Store:
+    if "token" in options:  # obstore's alias of session_token
+        if "session_token" in options:
+            raise InvalidArgumentError("pass the S3 session token once: 'token' or 'session_token'")
+        options["session_token"] = options.pop("token")
+    if options.get("s3_express") is not None and _bool("s3_express", options["s3_express"]):
+        raise UnsupportedError("s3_express=True (S3 Express One Zone buckets) is not supported yet")
+    kwargs: dict[str, Any] = {}
+    for name in ("region", "endpoint", "access_key_id", "secret_access_key", "session_token", "profile"):
+        if name in options:
+            kwargs[name] = _string(name, options[name])
+    for name in ("skip_signature", "request_payer"):
+        if name in options:
+            kwargs[name] = _bool(name, options[name])
+    if "virtual_hosted_style_request" in options:
+        kwargs["virtual_hosted_style"] = _bool("virtual_hosted_style_request",
+                                               options["virtual_hosted_style_request"])
+    return _ext.open_s3_store(url, _transport(options), **kwargs)
+
+
+def _gcs_store(url: str, options: dict[str, Any]) -> Store:
+    kwargs: dict[str, Any] = {}
+    for name in ("endpoint", "token"):
+        if name in options:
+            kwargs[name] = _string(name, options[name])
+    if "skip_signature" in options:
+        kwargs["skip_signature"] = _bool("skip_signature", options["skip_signature"])
+    return _ext.open_gcs_store(url, _transport(options), **kwargs)
+
+
+def _without_prefix(options: dict[str, Any], prefix: str, names: frozenset[str]) -> dict[str, Any]:
+    """Accepts obstore's prefixed spellings (``aws_region`` for ``region``)."""
+    out: dict[str, Any] = {}
+    for key, value in options.items():
+        plain = key[len(prefix):] if key.startswith(prefix) and key[len(prefix):] in names else key
+        if plain in out:
+            raise InvalidArgumentError(f"option {plain!r} is given twice (as {plain!r} and {prefix + plain!r})")
+        out[plain] = value
+    return out
+
+
+_BACKENDS: dict[str, tuple[str, frozenset[str], Callable[[str, dict[str, Any]], Store]]] = {
+    "http": ("http(s)://", _HTTP_OPTIONS, _http_store),
+    "https": ("http(s)://", _HTTP_OPTIONS, _http_store),
+    "s3": ("s3://", _S3_OPTIONS, _s3_store),
+    "s3a": ("s3://", _S3_OPTIONS, _s3_store),
+    "gs": ("gs://", _GCS_OPTIONS, _gcs_store),
+    "gcs": ("gs://", _GCS_OPTIONS, _gcs_store),
+}
+
+
+def store(url: str | os.PathLike[str], **options: Any) -> Store:
+    """Opens the store at ``url``.
+
+    Schemes: a local path or ``file://``; ``memory://``; ``http://`` / ``https://`` (Range
+    reads; no listing, so groups need consolidated metadata); ``s3://bucket/prefix``
+    (SigV4; ``skip_signature``, ``region``, ``endpoint``, ``request_payer``,
+    ``access_key_id`` / ``secret_access_key`` / ``session_token``, ``profile``,
+    ``virtual_hosted_style_request``); ``gs://bucket/prefix`` (``token``,
+    ``skip_signature``, ``endpoint``). Every network store also takes ``timeout``,
+    ``connect_timeout``, ``max_retries``, ``retry_base_delay``, ``retry_max_delay``,
+    ``verify_tls`` (or obstore's ``allow_invalid_certificates``), ``ca_file``,
+    ``io_threads`` and ``max_connections_per_host``, plus obstore's ``client_options`` /
+    ``retry_config`` dicts. ``az://`` raises ``UnsupportedError``.
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
     if not isinstance(url, str) or not url:
-        raise InvalidArgumentError(f"store url must be a non-empty string, got {url!r}")
-    scheme = urlparse(url).scheme if "://" in url else ""
+        raise InvalidArgumentError(f"store url must be a non-empty string, got {type(url).__name__}")
+    scheme = urlparse(url).scheme.lower() if "://" in url else ""
     if scheme in ("", "file"):
         _check_options("file://", options, frozenset())
         return _ext.open_file_store(url)
     if scheme == "memory":
         _check_options("memory://", options, frozenset())
         return _ext.MemoryStore()
-    raise UnsupportedError(f"store scheme {scheme!r} ({url}) is not supported by this build")
+    if scheme in ("az", "azure", "abfs", "abfss", "adl"):
+        raise UnsupportedError(
+            f"Azure stores ({scheme}://) are not supported by this build yet; copy the data to"
+            " s3://, gs:// or https://, or read it through zarr-python"
+        )
+    backend = _BACKENDS.get(scheme)
+    if backend is None:
+        raise UnsupportedError(f"store scheme {scheme!r} is not supported by this build"
+                               " (file, memory, http, https, s3, gs)")
+    label, allowed, open_backend = backend
+    if scheme in ("s3", "s3a"):
+        options = _without_prefix(options, "aws_", _S3_OPTIONS)
+        url = "s3://" + url.split("://", 1)[1]
+    elif scheme == "gcs":
+        url = "gs://" + url.split("://", 1)[1]
+    _check_options(label, options, allowed)
+    options.pop("read_only", None)
+    return open_backend(url, _flatten_nested(options))
 
 
 def obstore_store(url: str, **options: Any) -> Store:

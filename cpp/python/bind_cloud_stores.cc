@@ -1,0 +1,151 @@
+// Cloud store bindings: HTTP(S), S3 and GCS stores on the curl transport. Option parsing
+// and validation live in insitubatch/stores.py; this file only moves checked values into
+// the C++ option structs. Nothing here prints a credential.
+
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+
+#include <chrono>
+#include <map>
+
+#include "bindings.h"
+#include "insitubatch/io/gcs_store.h"
+#include "insitubatch/io/http_store.h"
+#include "insitubatch/io/s3_store.h"
+
+namespace insitubatch::python {
+namespace {
+
+using std::chrono::milliseconds;
+
+nb::dict StatsDict(const TransportStats& s) {
+  nb::dict d;
+  d["requests"] = s.requests;
+  d["attempts"] = s.attempts;
+  d["retries"] = s.retries;
+  d["failures"] = s.failures;
+  return d;
+}
+
+}  // namespace
+
+void BindCloudStores(nb::module_& m) {
+  nb::class_<TransportOptions>(
+      m, "TransportOptions", "Timeouts, retries and TLS settings of the HTTP transport.")
+      .def(nb::init<>())
+      .def_rw("io_threads", &TransportOptions::io_threads)
+      .def_prop_rw(
+          "max_attempts", [](const TransportOptions& o) { return o.retry.max_attempts; },
+          [](TransportOptions& o, int v) { o.retry.max_attempts = v; })
+      .def_prop_rw(
+          "retry_base_delay_ms",
+          [](const TransportOptions& o) { return o.retry.base_delay.count(); },
+          [](TransportOptions& o, int64_t v) { o.retry.base_delay = milliseconds(v); })
+      .def_prop_rw(
+          "retry_max_delay_ms",
+          [](const TransportOptions& o) { return o.retry.max_delay.count(); },
+          [](TransportOptions& o, int64_t v) { o.retry.max_delay = milliseconds(v); })
+      .def_prop_rw(
+          "timeout_ms", [](const TransportOptions& o) { return o.timeout.count(); },
+          [](TransportOptions& o, int64_t v) { o.timeout = milliseconds(v); })
+      .def_prop_rw(
+          "connect_timeout_ms",
+          [](const TransportOptions& o) { return o.connect_timeout.count(); },
+          [](TransportOptions& o, int64_t v) { o.connect_timeout = milliseconds(v); })
+      .def_rw("verify_tls", &TransportOptions::verify_tls)
+      .def_rw("ca_file", &TransportOptions::ca_file)
+      .def_rw("max_connections_per_host", &TransportOptions::max_connections_per_host)
+      .def("validate", [](const TransportOptions& o) { ThrowIfError(o.Validate()); });
+
+  nb::class_<HttpStore, Store>(m, "HttpStore", "A store over plain HTTP(S) (no listing).")
+      .def("transport_stats",
+           [](const HttpStore& s) { return StatsDict(s.transport_stats()); })
+      .def("__repr__", [](const HttpStore& s) {
+        return "<insitubatch.HttpStore " + s.Describe("") + ">";
+      });
+
+  nb::class_<S3Store, Store>(m, "S3Store", "An S3 (or S3-compatible) bucket prefix.")
+      .def_prop_ro("region", &S3Store::region)
+      .def_prop_ro("endpoint_url", &S3Store::endpoint_url)
+      .def_prop_ro("anonymous", &S3Store::anonymous)
+      .def("transport_stats",
+           [](const S3Store& s) { return StatsDict(s.transport_stats()); })
+      .def("__repr__", [](const S3Store& s) {
+        return "<insitubatch.S3Store " + s.Describe("") + " region=" + s.region() +
+               " endpoint=" + s.endpoint_url() + (s.anonymous() ? " anonymous" : "") +
+               ">";
+      });
+
+  nb::class_<GcsStore, Store>(m, "GcsStore", "A Google Cloud Storage bucket prefix.")
+      .def_prop_ro("endpoint_url", &GcsStore::endpoint_url)
+      .def_prop_ro("anonymous", &GcsStore::anonymous)
+      .def("transport_stats",
+           [](const GcsStore& s) { return StatsDict(s.transport_stats()); })
+      .def("__repr__", [](const GcsStore& s) {
+        return "<insitubatch.GcsStore " + s.Describe("") +
+               " endpoint=" + s.endpoint_url() + (s.anonymous() ? " anonymous" : "") +
+               ">";
+      });
+
+  m.def(
+      "open_http_store",
+      [](const std::string& url, const TransportOptions& transport,
+         const std::map<std::string, std::string>& headers) -> std::shared_ptr<Store> {
+        HttpStoreOptions options;
+        options.transport = transport;
+        options.transport.follow_redirects = true;
+        for (const auto& [name, value] : headers)
+          options.headers.push_back(name + ": " + value);
+        return ValueOrThrow(HttpStore::Open(url, std::move(options)));
+      },
+      nb::arg("url"), nb::arg("transport"), nb::arg("headers"),
+      "An HTTP(S) store at `url` (use insitubatch.store() for checked options).");
+
+  m.def(
+      "open_s3_store",
+      [](const std::string& url, const TransportOptions& transport,
+         const std::string& region, const std::string& endpoint,
+         std::optional<bool> virtual_hosted_style, bool skip_signature,
+         bool request_payer, const std::string& access_key_id,
+         const std::string& secret_access_key, const std::string& session_token,
+         const std::string& profile) -> std::shared_ptr<Store> {
+        S3StoreOptions options;
+        options.transport = transport;
+        options.region = region;
+        options.endpoint = endpoint;
+        options.virtual_hosted_style = virtual_hosted_style;
+        options.skip_signature = skip_signature;
+        options.request_payer = request_payer;
+        options.access_key_id = access_key_id;
+        options.secret_access_key = secret_access_key;
+        options.session_token = session_token;
+        options.profile = profile;
+        return ValueOrThrow(S3Store::Open(url, std::move(options)));
+      },
+      nb::arg("url"), nb::arg("transport"), nb::arg("region") = "",
+      nb::arg("endpoint") = "", nb::arg("virtual_hosted_style") = nb::none(),
+      nb::arg("skip_signature") = false, nb::arg("request_payer") = false,
+      nb::arg("access_key_id") = "", nb::arg("secret_access_key") = "",
+      nb::arg("session_token") = "", nb::arg("profile") = "",
+      "An S3 store at s3://bucket/prefix (use insitubatch.store() for checked options).");
+
+  m.def(
+      "open_gcs_store",
+      [](const std::string& url, const TransportOptions& transport,
+         const std::string& endpoint, bool skip_signature,
+         const std::string& token) -> std::shared_ptr<Store> {
+        GcsStoreOptions options;
+        options.transport = transport;
+        options.endpoint = endpoint;
+        options.skip_signature = skip_signature;
+        options.token = token;
+        return ValueOrThrow(GcsStore::Open(url, std::move(options)));
+      },
+      nb::arg("url"), nb::arg("transport"), nb::arg("endpoint") = "",
+      nb::arg("skip_signature") = false, nb::arg("token") = "",
+      "A GCS store at gs://bucket/prefix (use insitubatch.store() for checked options).");
+}
+
+}  // namespace insitubatch::python

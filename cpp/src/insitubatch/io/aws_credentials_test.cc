@@ -1,0 +1,172 @@
+#include "insitubatch/io/aws_credentials.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+namespace insitubatch {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+class AwsConfigTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string tmpl = (fs::temp_directory_path() / "insitu_aws_XXXXXX").string();
+    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
+    home_ = tmpl;
+    fs::create_directories(home_ + "/.aws");
+    env_["HOME"] = home_;
+  }
+  void TearDown() override { fs::remove_all(home_); }
+
+  void WriteFile(const std::string& rel, const std::string& text) {
+    std::ofstream(home_ + "/" + rel) << text;
+  }
+  EnvLookup Env() {
+    return [this](std::string_view name) -> std::optional<std::string> {
+      auto it = env_.find(std::string(name));
+      if (it == env_.end()) return std::nullopt;
+      return it->second;
+    };
+  }
+  Result<AwsConfig> Resolve(AwsConfigRequest r = {}) {
+    return ResolveAwsConfig(r, Env());
+  }
+
+  std::string home_;
+  std::map<std::string, std::string> env_;
+};
+
+TEST_F(AwsConfigTest, ExplicitArgumentsWin) {
+  env_["AWS_ACCESS_KEY_ID"] = "ENVKEY";
+  env_["AWS_SECRET_ACCESS_KEY"] = "ENVSECRET";
+  AwsConfigRequest r;
+  r.access_key_id = "ARGKEY";
+  r.secret_access_key = "ARGSECRET";
+  r.session_token = "ARGTOKEN";
+  auto c = Resolve(r);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->credentials->access_key_id, "ARGKEY");
+  EXPECT_EQ(c->credentials->session_token, "ARGTOKEN");
+  EXPECT_EQ(c->credentials_source, "arguments");
+  EXPECT_EQ(c->region, "us-east-1");
+}
+
+TEST_F(AwsConfigTest, HalfAPairIsAnErrorWithoutSecrets) {
+  AwsConfigRequest r;
+  r.secret_access_key = "TOPSECRET";
+  auto c = Resolve(r);
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("TOPSECRET")));
+  env_["AWS_ACCESS_KEY_ID"] = "K";
+  auto e = Resolve();
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.status().message(), HasSubstr("AWS_SECRET_ACCESS_KEY"));
+}
+
+TEST_F(AwsConfigTest, EnvironmentWithSessionToken) {
+  env_["AWS_ACCESS_KEY_ID"] = "ENVKEY";
+  env_["AWS_SECRET_ACCESS_KEY"] = "ENVSECRET";
+  env_["AWS_SESSION_TOKEN"] = "ENVTOKEN";
+  env_["AWS_DEFAULT_REGION"] = "eu-central-1";
+  WriteFile(".aws/credentials",
+            "[default]\naws_access_key_id = FILEKEY\naws_secret_access_key = S\n");
+  auto c = Resolve();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->credentials->access_key_id, "ENVKEY");
+  EXPECT_EQ(c->credentials->session_token, "ENVTOKEN");
+  EXPECT_EQ(c->region, "eu-central-1");
+  env_["AWS_REGION"] = "ap-south-1";  // AWS_REGION beats AWS_DEFAULT_REGION
+  EXPECT_EQ(Resolve()->region, "ap-south-1");
+}
+
+TEST_F(AwsConfigTest, DefaultProfileFromSharedFiles) {
+  WriteFile(".aws/credentials",
+            "# comment\n[default]\naws_access_key_id = FILEKEY\n"
+            "AWS_Secret_Access_Key=FILESECRET\n\n[other]\naws_access_key_id=OK\n"
+            "aws_secret_access_key=OS\naws_session_token = OT\n");
+  WriteFile(".aws/config",
+            "[default]\nregion = us-west-2\ns3 =\n  addressing_style = path\n"
+            "[profile other]\nregion=eu-west-1\n");
+  auto c = Resolve();
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->credentials->access_key_id, "FILEKEY");
+  EXPECT_EQ(c->credentials->secret_access_key, "FILESECRET");
+  EXPECT_EQ(c->region, "us-west-2");
+  EXPECT_EQ(c->credentials_source, "profile 'default'");
+
+  env_["AWS_PROFILE"] = "other";
+  auto o = Resolve();
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->credentials->access_key_id, "OK");
+  EXPECT_EQ(o->credentials->session_token, "OT");
+  EXPECT_EQ(o->region, "eu-west-1");
+}
+
+TEST_F(AwsConfigTest, ExplicitProfileBeatsEnvironmentKeys) {
+  env_["AWS_ACCESS_KEY_ID"] = "ENVKEY";
+  env_["AWS_SECRET_ACCESS_KEY"] = "ENVSECRET";
+  WriteFile("creds", "[work]\naws_access_key_id=WK\naws_secret_access_key=WS\n");
+  env_["AWS_SHARED_CREDENTIALS_FILE"] = home_ + "/creds";
+  AwsConfigRequest r;
+  r.profile = "work";
+  auto c = Resolve(r);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->credentials->access_key_id, "WK");
+}
+
+TEST_F(AwsConfigTest, NamedProfileMustExist) {
+  env_["AWS_PROFILE"] = "nope";
+  auto c = Resolve();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kNotFound);
+  EXPECT_THAT(c.status().message(), HasSubstr("'nope'"));
+}
+
+TEST_F(AwsConfigTest, NoCredentialsSuggestsSkipSignature) {
+  auto c = Resolve();
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(c.status().message(), HasSubstr("skip_signature=True"));
+  AwsConfigRequest anon;
+  anon.need_credentials = false;
+  auto a = Resolve(anon);
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(a->credentials.has_value());
+  EXPECT_EQ(a->region, "us-east-1");
+}
+
+TEST_F(AwsConfigTest, MalformedFilesNameTheLineNotItsText) {
+  WriteFile(".aws/credentials", "[default]\naws_secret_access_key: LEAKME\n");
+  auto c = Resolve();
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("line 2"));
+  EXPECT_THAT(c.status().message(), Not(HasSubstr("LEAKME")));
+}
+
+TEST_F(AwsConfigTest, RejectsMalformedRegion) {
+  AwsConfigRequest r;
+  r.need_credentials = false;
+  r.region = "us-east-1/../x";
+  EXPECT_FALSE(Resolve(r).ok());
+}
+
+TEST(IniTest, ParsesSectionsAndSkipsNestedBlocks) {
+  auto ini = ParseIni("[a]\nk = v = w\n  nested = 1\n; c\n[ b ]\nx=\n", "f");
+  ASSERT_TRUE(ini.ok());
+  EXPECT_EQ(ini->at("a").at("k"), "v = w");
+  EXPECT_EQ(ini->at("a").count("nested"), 0u);
+  EXPECT_EQ(ini->at("b").at("x"), "");
+  EXPECT_FALSE(ParseIni("k=v\n", "f").ok());
+  EXPECT_FALSE(ParseIni("[a\n", "f").ok());
+}
+
+}  // namespace
+}  // namespace insitubatch

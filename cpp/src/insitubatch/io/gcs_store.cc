@@ -1,0 +1,183 @@
+#include "insitubatch/io/gcs_store.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <utility>
+
+#include "insitubatch/io/aws_sigv4.h"   // CanonicalQueryString
+#include "insitubatch/io/http_store.h"  // ReadObject
+
+namespace insitubatch {
+namespace {
+
+constexpr char kGoogleEndpoint[] = "https://storage.googleapis.com";
+constexpr uint64_t kMaxListBody = uint64_t{64} << 20;
+constexpr size_t kMaxListPages = 100000;
+
+}  // namespace
+
+Result<GcsListPage> ParseGcsListPage(std::string_view text) {
+  auto json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded() || !json.is_object()) {
+    return InvalidArgument("GCS objects.list reply is not a JSON object");
+  }
+  GcsListPage page;
+  if (auto items = json.find("items"); items != json.end()) {
+    if (!items->is_array())
+      return InvalidArgument("GCS objects.list: \"items\" is not a list");
+    for (const auto& item : *items) {
+      auto name = item.is_object() ? item.find("name") : item.end();
+      if (!item.is_object() || name == item.end() || !name->is_string()) {
+        return InvalidArgument("GCS objects.list: an item has no string \"name\"");
+      }
+      page.names.push_back(name->get<std::string>());
+    }
+  }
+  if (auto token = json.find("nextPageToken"); token != json.end() && !token->is_null()) {
+    if (!token->is_string()) {
+      return InvalidArgument("GCS objects.list: \"nextPageToken\" is not a string");
+    }
+    page.next_page_token = token->get<std::string>();
+  }
+  return page;
+}
+
+Result<std::shared_ptr<GcsStore>> GcsStore::Open(const std::string& url,
+                                                 GcsStoreOptions options,
+                                                 const EnvLookup& env) {
+  INSITU_ASSIGN_OR_RETURN(BucketUrl location, ParseBucketUrl(url, "gs"));
+  std::string endpoint = options.endpoint;
+  if (endpoint.empty()) {
+    endpoint = env("STORAGE_EMULATOR_HOST").value_or("");
+    // The emulator convention allows a bare host:port.
+    if (!endpoint.empty() && endpoint.find("://") == std::string::npos) {
+      endpoint = "http://" + endpoint;
+    }
+  }
+  if (endpoint.empty()) endpoint = kGoogleEndpoint;
+  auto parsed = ParseHttpUrl(endpoint);
+  if (!parsed.ok()) return parsed.status().WithContext("GCS endpoint");
+  if (!parsed->userinfo.empty() || !parsed->query.empty()) {
+    return InvalidArgument("GCS endpoint " + parsed->Redacted() +
+                           " must not carry credentials or a query string");
+  }
+
+  std::vector<std::string> headers;
+  if (!options.skip_signature) {
+    std::string token = options.token;
+    if (token.empty()) token = env("GOOGLE_OAUTH_ACCESS_TOKEN").value_or("");
+    if (token.empty()) {
+      return FailedPrecondition("opening gs://" + location.bucket +
+                                ": no GCS credentials: pass token= (an OAuth2 access "
+                                "token, e.g. from `gcloud auth "
+                                "print-access-token`) or set GOOGLE_OAUTH_ACCESS_TOKEN; "
+                                "for a public bucket pass "
+                                "skip_signature=True");
+    }
+    for (char c : token) {
+      if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7E) {
+        return InvalidArgument(
+            "opening gs://" + location.bucket +
+            ": the access token holds whitespace or control characters");
+      }
+    }
+    headers.push_back("Authorization: Bearer " + token);
+  }
+  INSITU_ASSIGN_OR_RETURN(auto transport,
+                          CurlTransport::Create(std::move(options.transport)));
+  std::shared_ptr<GcsStore> store(new GcsStore());
+  store->location_ = std::move(location);
+  store->origin_ = parsed->scheme + "://" + parsed->Authority();
+  store->base_path_ = parsed->path;
+  store->headers_ = std::move(headers);
+  store->transport_ = std::move(transport);
+  store->max_body_bytes_ = options.max_body_bytes;
+  return store;
+}
+
+std::string GcsStore::ObjectKey(std::string_view key) const {
+  if (location_.prefix.empty()) return std::string(key);
+  if (key.empty()) return location_.prefix;
+  return location_.prefix + "/" + std::string(key);
+}
+
+std::string GcsStore::Describe(std::string_view key) const {
+  const std::string object = ObjectKey(key);
+  return "gs://" + location_.bucket + (object.empty() ? "" : "/" + object);
+}
+
+void GcsStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+  if (Status valid = ValidateKey(key); !valid.ok()) {
+    done(std::move(valid));
+    return;
+  }
+  HttpRequest request;
+  request.url = origin_ + base_path_ + "/" + location_.bucket + "/" +
+                PercentEncode(ObjectKey(key), /*keep_slash=*/true);
+  request.where = Describe(key);
+  request.headers = headers_;
+  request.range = range;
+  request.max_body_bytes = max_body_bytes_;
+  ReadObject(*transport_, std::move(request), std::move(done));
+}
+
+Result<std::vector<std::string>> GcsStore::List(std::string_view prefix) {
+  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
+  const std::string list_prefix = root + std::string(prefix);
+  const std::string context = "listing " + Describe("");
+  std::vector<std::string> keys;
+  std::set<std::string> seen_tokens;
+  std::string token;
+  for (size_t page_no = 0;; ++page_no) {
+    if (page_no == kMaxListPages) {
+      return IoError(context + ": more than " + std::to_string(kMaxListPages) + " pages");
+    }
+    std::vector<std::pair<std::string, std::string>> query = {
+        {"prefix", list_prefix}, {"fields", "items(name),nextPageToken"}};
+    if (!token.empty()) query.push_back({"pageToken", token});
+    HttpRequest request;
+    request.url = origin_ + base_path_ + "/storage/v1/b/" +
+                  PercentEncode(location_.bucket, /*keep_slash=*/false) + "/o?" +
+                  CanonicalQueryString(std::move(query));
+    request.where = Describe("");
+    request.headers = headers_;
+    request.max_body_bytes = kMaxListBody;
+    INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
+    if (response.status != 200) {
+      const std::string what = DescribeHttpError(response.status, response.error_body);
+      const int detail = static_cast<int>(response.status);
+      if (response.status == 404)
+        return NotFound(context + ": " + what).set_detail(detail);
+      std::string message = context + ": " + what;
+      if (response.status == 401 || response.status == 403) {
+        message +=
+            "; listing needs storage.objects.list permission (consolidated metadata "
+            "avoids it)";
+      }
+      return IoError(std::move(message)).set_detail(detail);
+    }
+    const std::string_view body(reinterpret_cast<const char*>(response.body.data()),
+                                response.body.size());
+    auto page = ParseGcsListPage(body);
+    if (!page.ok()) return page.status().WithContext(context);
+    for (std::string& name : page->names) {
+      if (!name.starts_with(root)) {
+        return IoError(context + ": the reply holds object \"" + name +
+                       "\" outside the requested prefix");
+      }
+      keys.push_back(name.substr(root.size()));
+    }
+    if (page->next_page_token.empty()) break;
+    if (!seen_tokens.insert(page->next_page_token).second) {
+      return IoError(context + ": the server repeated a page token");
+    }
+    token = std::move(page->next_page_token);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::erase_if(keys, [](const std::string& k) { return k.empty() || k.back() == '/'; });
+  return keys;
+}
+
+}  // namespace insitubatch
