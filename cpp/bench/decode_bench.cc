@@ -5,7 +5,8 @@
 //   build-codecs-bench/cpp/bench/decode_bench --benchmark_min_time=0.1 \
 //       --benchmark_repetitions=30 --benchmark_enable_random_interleaving=true
 //
-// (docs/benchmarks.md has the numbers; cpp/bench/summarize_decode_bench.py makes the table.)
+// (docs/benchmarks.md has the numbers; cpp/bench/summarize_decode_bench.py makes the
+// table.)
 
 #include <benchmark/benchmark.h>
 #include <blosc.h>
@@ -49,7 +50,8 @@ const std::vector<float>& Field() {
     std::normal_distribution<float> noise(0.0f, 0.3f);
     for (uint64_t i = 0; i < kSide; ++i) {
       for (uint64_t j = 0; j < kSide; ++j) {
-        const float v = 280.0f + 15.0f * std::sin(0.01f * i) * std::cos(0.013f * j) + noise(rng);
+        const float v =
+            280.0f + 15.0f * std::sin(0.01f * i) * std::cos(0.013f * j) + noise(rng);
         f[i * kSide + j] = std::round(v * 64.0f) / 64.0f;
       }
     }
@@ -59,7 +61,8 @@ const std::vector<float>& Field() {
 }
 
 ByteSpan FieldBytes() {
-  return {reinterpret_cast<const std::byte*>(Field().data()), Field().size() * sizeof(float)};
+  return {reinterpret_cast<const std::byte*>(Field().data()),
+          Field().size() * sizeof(float)};
 }
 
 struct Case {
@@ -70,7 +73,8 @@ struct Case {
 Case Prepare(const std::string& codecs_json) {
   const Json codecs = Json::parse(codecs_json);
   std::vector<CodecSpec> specs;
-  for (const Json& c : codecs) specs.push_back({c["name"], c.value("configuration", Json::object())});
+  for (const Json& c : codecs)
+    specs.push_back({c["name"], c.value("configuration", Json::object())});
   auto chain = CodecChain::Build(specs, FieldRepr(), BuiltinCodecRegistry());
   if (!chain.ok()) {
     std::fprintf(stderr, "%s\n", chain.status().ToString().c_str());
@@ -127,9 +131,11 @@ class RawDecoder {
     const size_t src_size = stored.size();
     char* dst = reinterpret_cast<char*>(out);
     switch (index) {
-      case kZstd: return ZSTD_decompressDCtx(zstd_, dst, n, src, src_size) == n;
+      case kZstd:
+        return ZSTD_decompressDCtx(zstd_, dst, n, src, src_size) == n;
       case kBloscLz4:
-      case kBloscZstd: return blosc_decompress_ctx(src, dst, n, 1) == static_cast<int>(n);
+      case kBloscZstd:
+        return blosc_decompress_ctx(src, dst, n, 1) == static_cast<int>(n);
       case kGzip:
         return libdeflate_gzip_decompress(deflate_, src, src_size, dst, n, nullptr) ==
                LIBDEFLATE_SUCCESS;
@@ -201,7 +207,8 @@ void BM_Paired(benchmark::State& state) {
       state.SkipWithError("raw decode failed");
     }
     benchmark::ClobberMemory();
-    best_raw = std::min(best_raw, std::chrono::duration<double>(Clock::now() - t0).count());
+    best_raw =
+        std::min(best_raw, std::chrono::duration<double>(Clock::now() - t0).count());
   };
   auto time_pipeline = [&] {
     const auto t0 = Clock::now();
@@ -229,8 +236,8 @@ void BM_Paired(benchmark::State& state) {
   state.counters["pipeline_over_raw"] = best_raw / best_pipeline;
 }
 
-const char* kNames[] = {"zstd",        "blosc-lz4-shuffle", "blosc-zstd-shuffle", "gzip",
-                         "zlib",        "lz4",               "bytes+crc32c"};
+const char* kNames[] = {"zstd", "blosc-lz4-shuffle", "blosc-zstd-shuffle", "gzip", "zlib",
+                        "lz4",  "bytes+crc32c"};
 
 }  // namespace
 }  // namespace insitubatch::zarr

@@ -29,7 +29,8 @@ inline std::shared_ptr<const BytesToBytesCodec> MakeCodec(const std::string& nam
   return std::get<std::shared_ptr<const BytesToBytesCodec>>(*codec);
 }
 
-inline void FuzzBytesToBytes(const BytesToBytesCodec& codec, const uint8_t* data, size_t size) {
+inline void FuzzBytesToBytes(const BytesToBytesCodec& codec, const uint8_t* data,
+                             size_t size) {
   // A private copy, so reads past the input are caught by the sanitizers precisely.
   std::vector<std::byte> input(size);
   if (size != 0) std::memcpy(input.data(), data, size);
@@ -43,13 +44,15 @@ inline void FuzzBytesToBytes(const BytesToBytesCodec& codec, const uint8_t* data
   // which its streaming decoder rightly rejects.
   auto any = codec.Decode(in, 2 * kOutputSize);
   if (into.ok() && any.ok()) {
-    if (any->size() != kOutputSize || std::memcmp(any->data(), out.data(), kOutputSize) != 0) {
+    if (any->size() != kOutputSize ||
+        std::memcmp(any->data(), out.data(), kOutputSize) != 0) {
       __builtin_trap();
     }
   }
   if (codec.decodes_to_subspan()) {
     auto sub = codec.DecodeSubspan(in);
-    if (sub.ok() && (sub->data() < in.data() || sub->data() + sub->size() > in.data() + size)) {
+    if (sub.ok() &&
+        (sub->data() < in.data() || sub->data() + sub->size() > in.data() + size)) {
       __builtin_trap();
     }
   }

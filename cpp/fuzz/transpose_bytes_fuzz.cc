@@ -1,6 +1,6 @@
 // libFuzzer target: the [transpose, bytes] chain, checked against a naive decoder.
-// Input: ndim byte, one extent byte per dim, permutation byte, dtype/endian byte, then the
-// stored chunk (cycled to the chunk size; also decoded as-is to hit the size checks).
+// Input: ndim byte, one extent byte per dim, permutation byte, dtype/endian byte, then
+// the stored chunk (cycled to the chunk size; also decoded as-is to hit the size checks).
 
 #include <algorithm>
 #include <bit>
@@ -55,7 +55,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < ndim; ++i) repr.shape.push_back(1 + data[1 + i] % 12);
   std::vector<size_t> order(ndim);
   std::iota(order.begin(), order.end(), size_t{0});
-  for (unsigned k = data[1 + ndim]; k > 0; --k) std::next_permutation(order.begin(), order.end());
+  for (unsigned k = data[1 + ndim]; k > 0; --k)
+    std::next_permutation(order.begin(), order.end());
   const uint8_t kind = data[2 + ndim];
   repr.dtype = DataType::FromV3Name(kDtypes[kind % 5]).value();
   const bool big = (kind & 0x80) != 0;
@@ -81,7 +82,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
 
   std::vector<std::byte> stored(nbytes);
   for (size_t i = 0; i < nbytes; ++i) stored[i] = std::byte(payload[i % payload_size]);
-  if (!chain->DecodeInto(ByteSpan(stored.data(), stored.size()), MutableByteSpan(out)).ok()) {
+  if (!chain->DecodeInto(ByteSpan(stored.data(), stored.size()), MutableByteSpan(out))
+           .ok()) {
     __builtin_trap();
   }
   const bool native_big = std::endian::native == std::endian::big;

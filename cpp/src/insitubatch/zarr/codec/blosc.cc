@@ -38,11 +38,12 @@ Result<Header> ReadHeader(ByteSpan in) {
   }
   Header h{LoadLittle32(in.data() + 4), LoadLittle32(in.data() + 12)};
   if (h.cbytes != in.size()) {
-    return DataLoss("blosc: header declares a " + Bytes(h.cbytes) + " frame, chunk holds " +
-                    Bytes(in.size()));
+    return DataLoss("blosc: header declares a " + Bytes(h.cbytes) +
+                    " frame, chunk holds " + Bytes(in.size()));
   }
   size_t validated = 0;
-  if (blosc_cbuffer_validate(in.data(), in.size(), &validated) != 0 || validated != h.nbytes) {
+  if (blosc_cbuffer_validate(in.data(), in.size(), &validated) != 0 ||
+      validated != h.nbytes) {
     return DataLoss("blosc: corrupt frame header");
   }
   return h;
@@ -50,7 +51,8 @@ Result<Header> ReadHeader(ByteSpan in) {
 
 class BloscCodec final : public BytesToBytesCodec {
  public:
-  BloscCodec(std::string cname, int clevel, int shuffle, size_t typesize, size_t blocksize)
+  BloscCodec(std::string cname, int clevel, int shuffle, size_t typesize,
+             size_t blocksize)
       : cname_(std::move(cname)),
         clevel_(clevel),
         shuffle_(shuffle),
@@ -65,16 +67,18 @@ class BloscCodec final : public BytesToBytesCodec {
       return DataLoss("blosc: frame declares " + Bytes(h.nbytes) + ", chunk needs " +
                       Bytes(out.size()));
     }
-    if (h.nbytes == 0) return Status::Ok();  // libblosc returns 0 for both empty and error
+    if (h.nbytes == 0)
+      return Status::Ok();  // libblosc returns 0 for both empty and error
     const int n = blosc_decompress_ctx(in.data(), out.data(), out.size(), 1);
     if (n < 0 || static_cast<size_t>(n) != out.size()) {
       const char* compressor = nullptr;
       const int code = (static_cast<int>(in[2]) >> 5) & 0x7;
-      const bool known = blosc_compcode_to_compname(code, &compressor) >= 0 &&
-                         compressor != nullptr;
-      return DataLoss("blosc: corrupt frame (" +
-                      (known ? std::string(compressor) : "compressor " + std::to_string(code)) +
-                      " blocks failed to decode, libblosc returned " + std::to_string(n) + ")");
+      const bool known =
+          blosc_compcode_to_compname(code, &compressor) >= 0 && compressor != nullptr;
+      return DataLoss(
+          "blosc: corrupt frame (" +
+          (known ? std::string(compressor) : "compressor " + std::to_string(code)) +
+          " blocks failed to decode, libblosc returned " + std::to_string(n) + ")");
     }
     return Status::Ok();
   }
@@ -82,8 +86,8 @@ class BloscCodec final : public BytesToBytesCodec {
   Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
     INSITU_ASSIGN_OR_RETURN(Header h, ReadHeader(in));
     if (h.nbytes > max_size) {
-      return DataLoss("blosc: frame declares " + Bytes(h.nbytes) + ", more than the limit of " +
-                      Bytes(max_size));
+      return DataLoss("blosc: frame declares " + Bytes(h.nbytes) +
+                      ", more than the limit of " + Bytes(max_size));
     }
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(h.nbytes));
     INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
@@ -92,11 +96,13 @@ class BloscCodec final : public BytesToBytesCodec {
 
   Result<Buffer> Encode(ByteSpan in) const override {
     if (in.size() > BLOSC_MAX_BUFFERSIZE) {
-      return InvalidArgument("blosc: " + Bytes(in.size()) + " exceeds the blosc1 frame limit");
+      return InvalidArgument("blosc: " + Bytes(in.size()) +
+                             " exceeds the blosc1 frame limit");
     }
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(in.size() + BLOSC_MAX_OVERHEAD));
-    const int n = blosc_compress_ctx(clevel_, shuffle_, typesize_, in.size(), in.data(),
-                                     out.data(), out.size(), cname_.c_str(), blocksize_, 1);
+    const int n =
+        blosc_compress_ctx(clevel_, shuffle_, typesize_, in.size(), in.data(), out.data(),
+                           out.size(), cname_.c_str(), blocksize_, 1);
     if (n <= 0) {
       return InvalidArgument("blosc: compression with \"" + cname_ + "\" failed (" +
                              std::to_string(n) + ")");
@@ -130,8 +136,10 @@ Result<int> ParseShuffle(const Json& config, size_t typesize) {
     if (i >= 0 && i <= 2) return static_cast<int>(i);
     if (i == -1) return typesize == 1 ? BLOSC_BITSHUFFLE : BLOSC_SHUFFLE;
   }
-  return InvalidArgument("\"shuffle\" must be \"noshuffle\", \"shuffle\", \"bitshuffle\" or "
-                         "0, 1, 2, -1, got " + v.dump());
+  return InvalidArgument(
+      "\"shuffle\" must be \"noshuffle\", \"shuffle\", \"bitshuffle\" or "
+      "0, 1, 2, -1, got " +
+      v.dump());
 }
 
 }  // namespace
@@ -148,18 +156,21 @@ Result<AnyCodec> MakeBloscCodec(const Json& config, const ArrayRepr& repr,
     return InvalidArgument("\"cname\" \"" + *cname + "\" is not supported (have " +
                            blosc_list_compressors() + ")");
   }
-  INSITU_ASSIGN_OR_RETURN(int64_t clevel, internal_codec::ConfigInt(config, "clevel", 5, 0, 9));
+  INSITU_ASSIGN_OR_RETURN(int64_t clevel,
+                          internal_codec::ConfigInt(config, "clevel", 5, 0, 9));
   INSITU_ASSIGN_OR_RETURN(
       int64_t typesize,
       internal_codec::ConfigInt(config, "typesize",
                                 static_cast<int64_t>(repr.dtype.itemsize()), 0, 255));
   if (typesize == 0) typesize = static_cast<int64_t>(repr.dtype.itemsize());
-  INSITU_ASSIGN_OR_RETURN(int shuffle, ParseShuffle(config, static_cast<size_t>(typesize)));
-  INSITU_ASSIGN_OR_RETURN(int64_t blocksize,
-                          internal_codec::ConfigInt(config, "blocksize", 0, 0, INT32_MAX));
-  return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(std::make_shared<const BloscCodec>(
-      *cname, static_cast<int>(clevel), shuffle, static_cast<size_t>(typesize),
-      static_cast<size_t>(blocksize))));
+  INSITU_ASSIGN_OR_RETURN(int shuffle,
+                          ParseShuffle(config, static_cast<size_t>(typesize)));
+  INSITU_ASSIGN_OR_RETURN(
+      int64_t blocksize, internal_codec::ConfigInt(config, "blocksize", 0, 0, INT32_MAX));
+  return AnyCodec(
+      std::shared_ptr<const BytesToBytesCodec>(std::make_shared<const BloscCodec>(
+          *cname, static_cast<int>(clevel), shuffle, static_cast<size_t>(typesize),
+          static_cast<size_t>(blocksize))));
 }
 
 }  // namespace insitubatch::zarr

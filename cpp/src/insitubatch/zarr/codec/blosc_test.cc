@@ -1,5 +1,4 @@
 #include <blosc.h>
-
 #include <gtest/gtest.h>
 
 #include "insitubatch/zarr/codec/codec_test_util.h"
@@ -40,8 +39,11 @@ TEST_F(BloscCodecTest, RoundTripsEveryCompressorAndShuffle) {
         Json codecs = Json::array(
             {Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
              Json{{"name", "blosc"},
-                  {"configuration", {{"cname", cname}, {"clevel", 5}, {"shuffle", shuffle},
-                                     {"blocksize", 0}}}}});
+                  {"configuration",
+                   {{"cname", cname},
+                    {"clevel", 5},
+                    {"shuffle", shuffle},
+                    {"blocksize", 0}}}}});
         ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), 3));
       }
     }
@@ -50,11 +52,15 @@ TEST_F(BloscCodecTest, RoundTripsEveryCompressorAndShuffle) {
 
 TEST_F(BloscCodecTest, AcceptsNumcodecsSpelling) {
   for (int shuffle : {-1, 0, 1, 2}) {
-    Json codecs = Json::array(
-        {Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-         Json{{"name", "numcodecs.blosc"},
-              {"configuration", {{"id", "blosc"}, {"cname", "zstd"}, {"clevel", 3},
-                                 {"shuffle", shuffle}, {"blocksize", 4096}}}}});
+    Json codecs =
+        Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
+                     Json{{"name", "numcodecs.blosc"},
+                          {"configuration",
+                           {{"id", "blosc"},
+                            {"cname", "zstd"},
+                            {"clevel", 3},
+                            {"shuffle", shuffle},
+                            {"blocksize", 4096}}}}});
     ExpectRoundTrip(codecs, repr_, data_);
   }
 }
@@ -97,7 +103,8 @@ TEST_F(BloscCodecTest, MalformedInputIsDataLoss) {
   std::vector<std::byte> empty;
   EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(empty), AsBytes(out)), "shorter than the");
   EXPECT_DATA_LOSS(codec_->Decode(AsBytes(empty), 1 << 20).status(), "shorter than the");
-  for (size_t cut : {size_t{3}, size_t{15}, size_t{16}, stored.size() / 2, stored.size() - 1}) {
+  for (size_t cut :
+       {size_t{3}, size_t{15}, size_t{16}, stored.size() / 2, stored.size() - 1}) {
     std::vector<std::byte> truncated(stored.begin(), stored.begin() + cut);
     EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(truncated), AsBytes(out)), "blosc:");
   }
@@ -113,7 +120,9 @@ TEST_F(BloscCodecTest, MalformedInputIsDataLoss) {
     auto bad = stored;
     bad[i] ^= std::byte{0xFF};
     Status st = codec_->DecodeInto(AsBytes(bad), AsBytes(out));
-    if (!st.ok()) EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+    if (!st.ok()) {
+      EXPECT_EQ(st.code(), StatusCode::kDataLoss) << st.ToString();
+    }
   }
 }
 

@@ -33,9 +33,12 @@ uint64_t Bswap64(uint64_t v) { return __builtin_bswap64(v); }
 
 void SwapBytes(const std::byte* src, std::byte* dst, size_t count, size_t width) {
   switch (width) {
-    case 2: return SwapWidth<uint16_t, Bswap16>(src, dst, count);
-    case 4: return SwapWidth<uint32_t, Bswap32>(src, dst, count);
-    case 8: return SwapWidth<uint64_t, Bswap64>(src, dst, count);
+    case 2:
+      return SwapWidth<uint16_t, Bswap16>(src, dst, count);
+    case 4:
+      return SwapWidth<uint32_t, Bswap32>(src, dst, count);
+    case 8:
+      return SwapWidth<uint64_t, Bswap64>(src, dst, count);
     default:
       if (src != dst && count != 0) std::memmove(dst, src, count * width);
   }
@@ -53,11 +56,12 @@ class BytesCodec final : public ArrayToBytesCodec {
 
   std::string name() const override { return "bytes"; }
 
-  Status DecodeInto(ByteSpan in, const ArrayRepr& repr, MutableByteSpan out) const override {
+  Status DecodeInto(ByteSpan in, const ArrayRepr& repr,
+                    MutableByteSpan out) const override {
     const uint64_t nbytes = repr.nbytes();
     if (out.size() != nbytes) {
-      return InvalidArgument("bytes: output holds " + Bytes(out.size()) + ", chunk needs " +
-                             Bytes(nbytes));
+      return InvalidArgument("bytes: output holds " + Bytes(out.size()) +
+                             ", chunk needs " + Bytes(nbytes));
     }
     if (in.size() != nbytes) {
       return DataLoss("bytes: chunk holds " + Bytes(in.size()) + ", expected " +
@@ -78,7 +82,9 @@ class BytesCodec final : public ArrayToBytesCodec {
     return out;
   }
 
-  uint64_t FixedEncodedSize(const ArrayRepr& repr) const override { return repr.nbytes(); }
+  uint64_t FixedEncodedSize(const ArrayRepr& repr) const override {
+    return repr.nbytes();
+  }
   bool is_identity(const ArrayRepr& repr) const override { return !NeedsSwap(repr); }
 
   void FixByteOrderInPlace(MutableByteSpan data, const ArrayRepr& repr) const override {
@@ -117,15 +123,17 @@ Result<AnyCodec> MakeBytesCodec(const Json& config, const ArrayRepr& repr,
   bool big_endian = false;
   if (!endian.has_value()) {
     if (repr.dtype.itemsize() > 1) {
-      return InvalidArgument("\"endian\" is required for " + std::string(repr.dtype.name()));
+      return InvalidArgument("\"endian\" is required for " +
+                             std::string(repr.dtype.name()));
     }
   } else if (*endian == "big") {
     big_endian = true;
   } else if (*endian != "little") {
-    return InvalidArgument("\"endian\" must be \"little\" or \"big\", got \"" + *endian + "\"");
+    return InvalidArgument("\"endian\" must be \"little\" or \"big\", got \"" + *endian +
+                           "\"");
   }
-  return AnyCodec(
-      std::shared_ptr<const ArrayToBytesCodec>(std::make_shared<const BytesCodec>(big_endian)));
+  return AnyCodec(std::shared_ptr<const ArrayToBytesCodec>(
+      std::make_shared<const BytesCodec>(big_endian)));
 }
 
 }  // namespace insitubatch::zarr

@@ -13,16 +13,17 @@ using testing::FieldBytes;
 using testing::MakeChain;
 using testing::MakeRepr;
 
-std::shared_ptr<const ArrayToBytesCodec> Bytes(const Json& config, const ArrayRepr& repr) {
+std::shared_ptr<const ArrayToBytesCodec> Bytes(const Json& config,
+                                               const ArrayRepr& repr) {
   auto codec = BuiltinCodecRegistry().Create(CodecSpec{"bytes", config}, repr);
   EXPECT_TRUE(codec.ok()) << codec.status().ToString();
   return std::get<std::shared_ptr<const ArrayToBytesCodec>>(*codec);
 }
 
 TEST(BytesCodecTest, RoundTripsEveryDtypeInBothByteOrders) {
-  for (const char* dtype : {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32",
-                            "int64", "uint64", "float16", "float32", "float64", "complex64",
-                            "complex128"}) {
+  for (const char* dtype :
+       {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
+        "float16", "float32", "float64", "complex64", "complex128"}) {
     for (const char* endian : {"little", "big"}) {
       const ArrayRepr repr = MakeRepr(dtype, {3, 5, 7});
       std::vector<std::byte> data = FieldBytes(repr.nbytes(), 7);
@@ -38,14 +39,15 @@ TEST(BytesCodecTest, RoundTripsEveryDtypeInBothByteOrders) {
 
 TEST(BytesCodecTest, BigEndianStoresMostSignificantByteFirst) {
   const ArrayRepr repr = MakeRepr("int32", {2});
-  const std::vector<std::byte> stored = {std::byte{0x01}, std::byte{0x02}, std::byte{0x03},
-                                         std::byte{0x04}, std::byte{0xFF}, std::byte{0xFF},
-                                         std::byte{0xFF}, std::byte{0xFE}};
-  auto chain = MakeChain(Json::parse(R"([{"name":"bytes","configuration":{"endian":"big"}}])"),
-                         repr);
+  const std::vector<std::byte> stored = {
+      std::byte{0x01}, std::byte{0x02}, std::byte{0x03}, std::byte{0x04},
+      std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFE}};
+  auto chain = MakeChain(
+      Json::parse(R"([{"name":"bytes","configuration":{"endian":"big"}}])"), repr);
   ASSERT_TRUE(chain.ok());
   int32_t values[2];
-  ASSERT_TRUE(chain->DecodeInto(AsBytes(stored), {reinterpret_cast<std::byte*>(values), 8}).ok());
+  ASSERT_TRUE(
+      chain->DecodeInto(AsBytes(stored), {reinterpret_cast<std::byte*>(values), 8}).ok());
   EXPECT_EQ(values[0], 0x01020304);
   EXPECT_EQ(values[1], -2);
 }
@@ -64,7 +66,8 @@ TEST(BytesCodecTest, ComplexSwapsEachHalf) {
   auto codec = Bytes({{"endian", "big"}}, repr);
   float out[2];
   ASSERT_TRUE(
-      codec->DecodeInto(AsBytes(stored), repr, {reinterpret_cast<std::byte*>(out), 8}).ok());
+      codec->DecodeInto(AsBytes(stored), repr, {reinterpret_cast<std::byte*>(out), 8})
+          .ok());
   EXPECT_EQ(out[0], 1.5f);
   EXPECT_EQ(out[1], -2.25f);
 }

@@ -61,7 +61,8 @@ TEST(CodecChainTest, OutputOfWrongSizeIsInvalidArgument) {
   const ArrayRepr repr = MakeRepr("float32", {4});
   auto chain = MakeChain(Json::array({Little()}), repr);
   std::vector<std::byte> in(16), out(15);
-  EXPECT_EQ(chain->DecodeInto(AsBytes(in), AsBytes(out)).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(chain->DecodeInto(AsBytes(in), AsBytes(out)).code(),
+            StatusCode::kInvalidArgument);
 }
 
 // A zstd wrapper that records where DecodeInto was asked to write.
@@ -93,12 +94,15 @@ class CodecChainSpyTest : public ::testing::Test {
  protected:
   CodecChainSpyTest() {
     RegisterBuiltinCodecs(registry_);
-    registry_.Register("spy", [this](const Json& config, const ArrayRepr& repr,
-                                     const CodecRegistry& r) -> Result<AnyCodec> {
-      INSITU_ASSIGN_OR_RETURN(AnyCodec zstd, MakeZstdCodec(config, repr, r));
-      return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(std::make_shared<SpyCodec>(
-          std::get<std::shared_ptr<const BytesToBytesCodec>>(zstd), &log_)));
-    });
+    registry_.Register(
+        "spy",
+        [this](const Json& config, const ArrayRepr& repr,
+               const CodecRegistry& r) -> Result<AnyCodec> {
+          INSITU_ASSIGN_OR_RETURN(AnyCodec zstd, MakeZstdCodec(config, repr, r));
+          return AnyCodec(
+              std::shared_ptr<const BytesToBytesCodec>(std::make_shared<SpyCodec>(
+                  std::get<std::shared_ptr<const BytesToBytesCodec>>(zstd), &log_)));
+        });
   }
 
   // Round trip through `codecs`; returns whether the spy wrote into the caller's buffer.
@@ -128,7 +132,8 @@ TEST_F(CodecChainSpyTest, InnermostDecoderWritesStraightIntoTheCallersBuffer) {
   const Json foreign = little ? Big() : Little();
   EXPECT_TRUE(DecodedDirectly(Json::array({native, C("spy")}), f4));
   EXPECT_TRUE(DecodedDirectly(Json::array({native, C("spy"), C("crc32c")}), f4));
-  EXPECT_TRUE(DecodedDirectly(Json::array({native, C("spy"), C("crc32c"), C("crc32c")}), f4));
+  EXPECT_TRUE(
+      DecodedDirectly(Json::array({native, C("spy"), C("crc32c"), C("crc32c")}), f4));
   // One-byte types have no byte order: direct even under "big".
   EXPECT_TRUE(DecodedDirectly(Json::array({Big(), C("spy")}), MakeRepr("uint8", {100})));
   // Foreign byte order: decoded in place, then swapped in place.
@@ -177,16 +182,18 @@ TEST(CodecChainTest, TransposedBigEndianChainMatchesHandBuiltEncoding) {
 TEST(CodecChainTest, StackedArrayAndBytesCodecsRoundTrip) {
   const ArrayRepr repr = MakeRepr("float64", {6, 5, 4});
   const auto data = FieldBytes(repr.nbytes(), 2);
-  ExpectRoundTrip(Json::array({C("transpose", {{"order", {2, 0, 1}}}),
-                               C("transpose", {{"order", {1, 2, 0}}}), Big(),
-                               C("numcodecs.lz4")}),
+  ExpectRoundTrip(
+      Json::array({C("transpose", {{"order", {2, 0, 1}}}),
+                   C("transpose", {{"order", {1, 2, 0}}}), Big(), C("numcodecs.lz4")}),
+      repr, data);
+  ExpectRoundTrip(
+      Json::array({Little(), C("zstd", {{"level", 1}}), C("gzip", {{"level", 1}})}), repr,
+      data);
+  ExpectRoundTrip(Json::array({Little(), C("crc32c"), C("blosc", {{"cname", "lz4"}})}),
                   repr, data);
-  ExpectRoundTrip(Json::array({Little(), C("zstd", {{"level", 1}}), C("gzip", {{"level", 1}})}),
-                  repr, data);
-  ExpectRoundTrip(Json::array({Little(), C("crc32c"), C("blosc", {{"cname", "lz4"}})}), repr,
-                  data);
   ExpectRoundTrip(Json::array({Big(), C("crc32c")}), repr, data);
-  ExpectRoundTrip(Json::array({C("transpose", {{"order", {0, 1, 2}}}), Little()}), repr, data);
+  ExpectRoundTrip(Json::array({C("transpose", {{"order", {0, 1, 2}}}), Little()}), repr,
+                  data);
 }
 
 TEST(CodecChainTest, CorruptionSurfacesAsDataLossFromTheRightCodec) {
@@ -199,13 +206,14 @@ TEST(CodecChainTest, CorruptionSurfacesAsDataLossFromTheRightCodec) {
   std::vector<std::byte> bad(encoded->data(), encoded->data() + encoded->size());
   bad[bad.size() / 2] ^= std::byte{1};
   std::vector<std::byte> out(data.size());
-  EXPECT_DATA_LOSS(chain->DecodeInto(AsBytes(bad), AsBytes(out)), "crc32c: checksum mismatch");
+  EXPECT_DATA_LOSS(chain->DecodeInto(AsBytes(bad), AsBytes(out)),
+                   "crc32c: checksum mismatch");
 
   auto plain = MakeChain(Json::array({Little(), C("zstd")}), MakeRepr("float32", {32}));
   std::vector<std::byte> half(128);
-  EXPECT_DATA_LOSS(plain->DecodeInto(encoded->span().first(encoded->size() - 4),
-                                     AsBytes(half)),
-                   "zstd: frame declares 256 bytes, chunk needs 128 bytes");
+  EXPECT_DATA_LOSS(
+      plain->DecodeInto(encoded->span().first(encoded->size() - 4), AsBytes(half)),
+      "zstd: frame declares 256 bytes, chunk needs 128 bytes");
 }
 
 }  // namespace

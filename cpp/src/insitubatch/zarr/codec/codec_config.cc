@@ -7,7 +7,8 @@ namespace {
 // -Wrestrict on chains of operator+ starting from a literal).
 std::string KeyMessage(std::string_view key, std::string_view what, const Json& got) {
   std::string m;
-  m.append("\"").append(key).append("\" ").append(what).append(", got ").append(got.dump());
+  m.append("\"").append(key).append("\" ").append(what).append(", got ").append(
+      got.dump());
   return m;
 }
 
@@ -39,7 +40,8 @@ Result<int64_t> ConfigInt(const Json& config, std::string_view key, int64_t defa
   return value;
 }
 
-Result<std::optional<std::string>> ConfigString(const Json& config, std::string_view key) {
+Result<std::optional<std::string>> ConfigString(const Json& config,
+                                                std::string_view key) {
   if (!config.is_object()) return std::optional<std::string>();
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return std::optional<std::string>();
@@ -47,6 +49,8 @@ Result<std::optional<std::string>> ConfigString(const Json& config, std::string_
   return std::optional<std::string>(it->get<std::string>());
 }
 
-std::string Bytes(uint64_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); }
+std::string Bytes(uint64_t n) {
+  return std::to_string(n) + (n == 1 ? " byte" : " bytes");
+}
 
 }  // namespace insitubatch::zarr::internal_codec

@@ -24,7 +24,8 @@ inline ArrayRepr MakeRepr(std::string_view dtype, std::vector<uint64_t> shape) {
   return repr;
 }
 
-// `codecs` is a list as zarr.json spells it: [{"name": ..., "configuration": {...}}, ...].
+// `codecs` is a list as zarr.json spells it: [{"name": ..., "configuration": {...}},
+// ...].
 inline std::vector<CodecSpec> Specs(const Json& codecs) {
   std::vector<CodecSpec> specs;
   for (const Json& c : codecs) {
@@ -36,14 +37,16 @@ inline std::vector<CodecSpec> Specs(const Json& codecs) {
   return specs;
 }
 
-inline Result<CodecChain> MakeChain(const Json& codecs, const ArrayRepr& repr,
-                                    const CodecRegistry& registry = BuiltinCodecRegistry()) {
+inline Result<CodecChain> MakeChain(
+    const Json& codecs, const ArrayRepr& repr,
+    const CodecRegistry& registry = BuiltinCodecRegistry()) {
   return CodecChain::Build(Specs(codecs), repr, registry);
 }
 
 // A single bytes-to-bytes codec built from the builtin registry.
-inline std::shared_ptr<const BytesToBytesCodec> MakeBytesToBytes(
-    const std::string& name, const Json& config, const ArrayRepr& repr) {
+inline std::shared_ptr<const BytesToBytesCodec> MakeBytesToBytes(const std::string& name,
+                                                                 const Json& config,
+                                                                 const ArrayRepr& repr) {
   auto codec = BuiltinCodecRegistry().Create(CodecSpec{name, config}, repr);
   EXPECT_TRUE(codec.ok()) << codec.status().ToString();
   if (!codec.ok()) return nullptr;
@@ -69,8 +72,8 @@ inline std::vector<std::byte> FieldBytes(size_t n, uint32_t seed = 1) {
   return out;
 }
 
-// Encodes `decoded` with the chain and decodes it back into a fresh buffer: the bytes must
-// come back exactly. Returns the encoded chunk for further checks.
+// Encodes `decoded` with the chain and decodes it back into a fresh buffer: the bytes
+// must come back exactly. Returns the encoded chunk for further checks.
 inline std::vector<std::byte> ExpectRoundTrip(const Json& codecs, const ArrayRepr& repr,
                                               const std::vector<std::byte>& decoded) {
   auto chain = MakeChain(codecs, repr);
@@ -96,12 +99,12 @@ inline std::vector<std::byte> ReadTestFile(const std::string& relative) {
 }
 
 // EXPECT that `status` is DataLoss and its message contains `fragment`.
-#define EXPECT_DATA_LOSS(status_expr, fragment)                                   \
-  do {                                                                            \
-    const ::insitubatch::Status insitu_s_ = (status_expr);                        \
-    EXPECT_EQ(insitu_s_.code(), ::insitubatch::StatusCode::kDataLoss)             \
-        << insitu_s_.ToString();                                                  \
-    EXPECT_NE(insitu_s_.message().find(fragment), std::string::npos)              \
+#define EXPECT_DATA_LOSS(status_expr, fragment)                                        \
+  do {                                                                                 \
+    const ::insitubatch::Status insitu_s_ = (status_expr);                             \
+    EXPECT_EQ(insitu_s_.code(), ::insitubatch::StatusCode::kDataLoss)                  \
+        << insitu_s_.ToString();                                                       \
+    EXPECT_NE(insitu_s_.message().find(fragment), std::string::npos)                   \
         << "message \"" << insitu_s_.message() << "\" lacks \"" << (fragment) << "\""; \
   } while (false)
 

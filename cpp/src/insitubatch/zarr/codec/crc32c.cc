@@ -33,7 +33,8 @@ constexpr Tables MakeTables() {
     t[0][i] = crc;
   }
   for (uint32_t i = 0; i < 256; ++i) {
-    for (size_t k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
+    for (size_t k = 1; k < 8; ++k)
+      t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
   }
   return t;
 }
@@ -122,7 +123,8 @@ class Crc32cCodec final : public BytesToBytesCodec {
                       " is too short to hold a 4-byte checksum");
     }
     const ByteSpan payload = at_start_ ? in.subspan(4) : in.first(in.size() - 4);
-    const uint32_t stored = LoadLittle32(at_start_ ? in.data() : in.data() + in.size() - 4);
+    const uint32_t stored =
+        LoadLittle32(at_start_ ? in.data() : in.data() + in.size() - 4);
     const uint32_t computed = Crc32c(payload);
     if (stored != computed) {
       return DataLoss("crc32c: checksum mismatch (stored " + Hex(stored) + ", computed " +
@@ -134,8 +136,8 @@ class Crc32cCodec final : public BytesToBytesCodec {
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     INSITU_ASSIGN_OR_RETURN(ByteSpan payload, DecodeSubspan(in));
     if (payload.size() != out.size()) {
-      return DataLoss("crc32c: payload holds " + Bytes(payload.size()) + ", chunk needs " +
-                      Bytes(out.size()));
+      return DataLoss("crc32c: payload holds " + Bytes(payload.size()) +
+                      ", chunk needs " + Bytes(out.size()));
     }
     if (!payload.empty()) std::memcpy(out.data(), payload.data(), payload.size());
     return Status::Ok();
@@ -144,8 +146,8 @@ class Crc32cCodec final : public BytesToBytesCodec {
   Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
     INSITU_ASSIGN_OR_RETURN(ByteSpan payload, DecodeSubspan(in));
     if (payload.size() > max_size) {
-      return DataLoss("crc32c: payload of " + Bytes(payload.size()) + " exceeds the limit of " +
-                      Bytes(max_size));
+      return DataLoss("crc32c: payload of " + Bytes(payload.size()) +
+                      " exceeds the limit of " + Bytes(max_size));
     }
     return Buffer::CopyOf(payload);
   }
@@ -187,16 +189,18 @@ uint32_t Crc32cHardware(std::span<const std::byte> data) {
 }  // namespace internal_codec
 
 // v3 `crc32c` has no configuration; numcodecs' CRC32C takes {"location": "start"|"end"}.
-Result<AnyCodec> MakeCrc32cCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+Result<AnyCodec> MakeCrc32cCodec(const Json& config, const ArrayRepr&,
+                                 const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
-  INSITU_ASSIGN_OR_RETURN(auto location, internal_codec::ConfigString(config, "location"));
+  INSITU_ASSIGN_OR_RETURN(auto location,
+                          internal_codec::ConfigString(config, "location"));
   bool at_start = false;
   if (location.has_value()) {
     if (*location == "start") {
       at_start = true;
     } else if (*location != "end") {
-      return InvalidArgument("\"location\" must be \"start\" or \"end\", got \"" + *location +
-                             "\"");
+      return InvalidArgument("\"location\" must be \"start\" or \"end\", got \"" +
+                             *location + "\"");
     }
   }
   return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(

@@ -17,7 +17,9 @@ const char* FormatName(DeflateFormat format) {
   return format == DeflateFormat::kGzip ? "gzip" : "zlib";
 }
 
-int WindowBits(DeflateFormat format) { return format == DeflateFormat::kGzip ? 15 + 16 : 15; }
+int WindowBits(DeflateFormat format) {
+  return format == DeflateFormat::kGzip ? 15 + 16 : 15;
+}
 
 struct DecompressorDeleter {
   void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
@@ -71,7 +73,8 @@ Result<Buffer> InflateUnknownSize(ByteSpan in, size_t max_size, DeflateFormat fo
   while (true) {
     if (produced == capacity) {
       if (capacity == limit) {
-        return DataLoss(name + ": data decodes to more than the limit of " + Bytes(max_size));
+        return DataLoss(name + ": data decodes to more than the limit of " +
+                        Bytes(max_size));
       }
       capacity = capacity > limit / 2 ? limit : capacity * 2;
       INSITU_ASSIGN_OR_RETURN(Buffer bigger, Buffer::Allocate(capacity));
@@ -105,7 +108,8 @@ Result<Buffer> InflateUnknownSize(ByteSpan in, size_t max_size, DeflateFormat fo
     if (ret == Z_BUF_ERROR && produced == capacity) continue;  // grow and retry
     if (ret == Z_BUF_ERROR) return DataLoss(name + ": stream is truncated");
     return DataLoss(name + ": corrupt stream (" +
-                    (zs.msg != nullptr ? std::string(zs.msg) : std::to_string(ret)) + ")");
+                    (zs.msg != nullptr ? std::string(zs.msg) : std::to_string(ret)) +
+                    ")");
   }
   if (produced > max_size) {
     return DataLoss(name + ": data decodes to more than the limit of " + Bytes(max_size));
@@ -118,7 +122,8 @@ Result<Buffer> DeflateEncode(ByteSpan in, int level, DeflateFormat format) {
   const std::string name = FormatName(format);
   z_stream zs;
   std::memset(&zs, 0, sizeof(zs));
-  if (deflateInit2(&zs, level, Z_DEFLATED, WindowBits(format), 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+  if (deflateInit2(&zs, level, Z_DEFLATED, WindowBits(format), 8, Z_DEFAULT_STRATEGY) !=
+      Z_OK) {
     return InvalidArgument(name + ": cannot initialize the compressor at level " +
                            std::to_string(level));
   }

@@ -32,7 +32,8 @@ class GzipCodec final : public BytesToBytesCodec {
           d, in.data() + consumed, in.size() - consumed, out.data() + produced,
           out.size() - produced, &member_in, &member_out);
       if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
-        return DataLoss("gzip: data decodes to more than the chunk's " + Bytes(out.size()));
+        return DataLoss("gzip: data decodes to more than the chunk's " +
+                        Bytes(out.size()));
       }
       if (r != LIBDEFLATE_SUCCESS) {
         return DataLoss("gzip: member " + std::to_string(member) + " at byte " +
@@ -64,9 +65,11 @@ class GzipCodec final : public BytesToBytesCodec {
 }  // namespace
 
 // {"level": 0-9}; v3 requires it, numcodecs defaults to 1.
-Result<AnyCodec> MakeGzipCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+Result<AnyCodec> MakeGzipCodec(const Json& config, const ArrayRepr&,
+                               const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
-  INSITU_ASSIGN_OR_RETURN(int64_t level, internal_codec::ConfigInt(config, "level", 1, 0, 9));
+  INSITU_ASSIGN_OR_RETURN(int64_t level,
+                          internal_codec::ConfigInt(config, "level", 1, 0, 9));
   return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(
       std::make_shared<const GzipCodec>(static_cast<int>(level))));
 }

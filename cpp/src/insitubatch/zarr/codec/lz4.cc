@@ -26,10 +26,10 @@ class Lz4Codec final : public BytesToBytesCodec {
       return DataLoss("lz4: header declares " + Bytes(declared) + ", chunk needs " +
                       Bytes(out.size()));
     }
-    const int n = LZ4_decompress_safe(reinterpret_cast<const char*>(in.data() + kHeaderSize),
-                                      reinterpret_cast<char*>(out.data()),
-                                      static_cast<int>(in.size() - kHeaderSize),
-                                      static_cast<int>(out.size()));
+    const int n = LZ4_decompress_safe(
+        reinterpret_cast<const char*>(in.data() + kHeaderSize),
+        reinterpret_cast<char*>(out.data()), static_cast<int>(in.size() - kHeaderSize),
+        static_cast<int>(out.size()));
     if (n < 0) return DataLoss("lz4: block is corrupt or truncated");
     if (static_cast<size_t>(n) != out.size()) {
       return DataLoss("lz4: block decodes to " + Bytes(static_cast<size_t>(n)) +
@@ -41,8 +41,8 @@ class Lz4Codec final : public BytesToBytesCodec {
   Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
     INSITU_ASSIGN_OR_RETURN(uint32_t declared, ReadHeader(in));
     if (declared > max_size) {
-      return DataLoss("lz4: header declares " + Bytes(declared) + ", more than the limit of " +
-                      Bytes(max_size));
+      return DataLoss("lz4: header declares " + Bytes(declared) +
+                      ", more than the limit of " + Bytes(max_size));
     }
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(declared));
     INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
@@ -74,10 +74,9 @@ class Lz4Codec final : public BytesToBytesCodec {
     if (in.size() - kHeaderSize > static_cast<size_t>(INT_MAX)) {
       return DataLoss("lz4: block of " + Bytes(in.size()) + " exceeds the LZ4 limit");
     }
-    const uint32_t declared = static_cast<uint32_t>(in[0]) |
-                              static_cast<uint32_t>(in[1]) << 8 |
-                              static_cast<uint32_t>(in[2]) << 16 |
-                              static_cast<uint32_t>(in[3]) << 24;
+    const uint32_t declared =
+        static_cast<uint32_t>(in[0]) | static_cast<uint32_t>(in[1]) << 8 |
+        static_cast<uint32_t>(in[2]) << 16 | static_cast<uint32_t>(in[3]) << 24;
     if (declared > static_cast<uint32_t>(LZ4_MAX_INPUT_SIZE)) {
       return DataLoss("lz4: header declares " + Bytes(declared) +
                       ", more than an LZ4 block can hold");
@@ -91,10 +90,12 @@ class Lz4Codec final : public BytesToBytesCodec {
 }  // namespace
 
 // numcodecs {"acceleration": int} (default 1; LZ4 treats < 1 as 1).
-Result<AnyCodec> MakeLz4Codec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+Result<AnyCodec> MakeLz4Codec(const Json& config, const ArrayRepr&,
+                              const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
-  INSITU_ASSIGN_OR_RETURN(int64_t acceleration,
-                          internal_codec::ConfigInt(config, "acceleration", 1, INT32_MIN, INT32_MAX));
+  INSITU_ASSIGN_OR_RETURN(
+      int64_t acceleration,
+      internal_codec::ConfigInt(config, "acceleration", 1, INT32_MIN, INT32_MAX));
   return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(
       std::make_shared<const Lz4Codec>(static_cast<int>(acceleration))));
 }

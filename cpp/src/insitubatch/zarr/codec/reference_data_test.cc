@@ -19,7 +19,8 @@ using testing::ReadTestFile;
 
 Json Manifest() {
   const auto bytes = ReadTestFile("codecs/manifest.json");
-  return Json::parse(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  return Json::parse(
+      std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 bool OnlyLosslessLayoutCodecs(const Json& codecs) {
@@ -71,17 +72,21 @@ TEST_P(ReferenceDataTest, DecodesWhatZarrPythonWrote) {
     auto bad = stored;
     bad[i] ^= std::byte{0x41};
     Status s = chain->DecodeInto(AsBytes(bad), AsBytes(out));
-    if (!s.ok()) EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+    if (!s.ok()) {
+      EXPECT_EQ(s.code(), StatusCode::kDataLoss) << s.ToString();
+    }
   }
   // (Dropping a byte of gzip's trailing zero padding is legal, so cut before it.)
   size_t end = stored.size();
-  while (name.find("gzip") != std::string::npos && end > 0 && stored[end - 1] == std::byte{0}) {
+  while (name.find("gzip") != std::string::npos && end > 0 &&
+         stored[end - 1] == std::byte{0}) {
     --end;
   }
   for (size_t cut : {end / 2, end - 1}) {
     std::vector<std::byte> truncated(stored.begin(), stored.begin() + cut);
     Status s = chain->DecodeInto(AsBytes(truncated), AsBytes(out));
-    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << "cut at " << cut << ": " << s.ToString();
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss)
+        << "cut at " << cut << ": " << s.ToString();
   }
 }
 
@@ -101,11 +106,13 @@ TEST(ReferenceDataManifestTest, CoversEveryCodecName) {
   const Json manifest = Manifest();
   std::set<std::string> names;
   for (const Json& c : manifest.at("cases")) {
-    for (const Json& codec : c.at("codecs")) names.insert(codec.at("name").get<std::string>());
+    for (const Json& codec : c.at("codecs"))
+      names.insert(codec.at("name").get<std::string>());
   }
   for (const char* expected :
-       {"bytes", "transpose", "zstd", "numcodecs.zstd", "blosc", "numcodecs.blosc", "gzip",
-        "numcodecs.gzip", "numcodecs.zlib", "numcodecs.lz4", "crc32c", "numcodecs.crc32c"}) {
+       {"bytes", "transpose", "zstd", "numcodecs.zstd", "blosc", "numcodecs.blosc",
+        "gzip", "numcodecs.gzip", "numcodecs.zlib", "numcodecs.lz4", "crc32c",
+        "numcodecs.crc32c"}) {
     EXPECT_TRUE(names.count(expected)) << expected;
   }
 }

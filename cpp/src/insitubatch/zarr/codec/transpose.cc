@@ -87,10 +87,12 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
     return;
   }
   // Tile the destination's inner dimension against the source's most contiguous one.
-  const size_t a = static_cast<size_t>(
-      std::min_element(merged.begin(), merged.end(),
-                       [](const Dim& x, const Dim& y) { return x.src_stride < y.src_stride; }) -
-      merged.begin());
+  const size_t a =
+      static_cast<size_t>(std::min_element(merged.begin(), merged.end(),
+                                           [](const Dim& x, const Dim& y) {
+                                             return x.src_stride < y.src_stride;
+                                           }) -
+                          merged.begin());
   const Dim tiled = merged[a];
   merged.erase(merged.begin() + static_cast<ptrdiff_t>(a));
   constexpr uint64_t kTile = N >= 8 ? 16 : 32;
@@ -100,7 +102,8 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
       for (uint64_t b0 = 0; b0 < inner.extent; b0 += kTile) {
         const uint64_t b1 = std::min(b0 + kTile, inner.extent);
         for (uint64_t ia = a0; ia < a1; ++ia) {
-          const std::byte* sp = src + (s + ia * tiled.src_stride + b0 * inner.src_stride) * N;
+          const std::byte* sp =
+              src + (s + ia * tiled.src_stride + b0 * inner.src_stride) * N;
           std::byte* dp = dst + (d + ia * tiled.dst_stride + b0) * N;
           for (uint64_t ib = b0; ib < b1; ++ib) {
             T v;
@@ -118,11 +121,16 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
 void PermuteCopyAny(const std::byte* src, std::byte* dst, std::vector<Dim> dims,
                     size_t itemsize) {
   switch (itemsize) {
-    case 1: return PermuteCopy<1>(src, dst, std::move(dims));
-    case 2: return PermuteCopy<2>(src, dst, std::move(dims));
-    case 4: return PermuteCopy<4>(src, dst, std::move(dims));
-    case 8: return PermuteCopy<8>(src, dst, std::move(dims));
-    case 16: return PermuteCopy<16>(src, dst, std::move(dims));
+    case 1:
+      return PermuteCopy<1>(src, dst, std::move(dims));
+    case 2:
+      return PermuteCopy<2>(src, dst, std::move(dims));
+    case 4:
+      return PermuteCopy<4>(src, dst, std::move(dims));
+    case 8:
+      return PermuteCopy<8>(src, dst, std::move(dims));
+    case 16:
+      return PermuteCopy<16>(src, dst, std::move(dims));
   }
 }
 
@@ -157,11 +165,13 @@ class TransposeCodec final : public ArrayToArrayCodec {
   Result<ArrayRepr> EncodedRepr(const ArrayRepr& decoded) const override {
     INSITU_RETURN_IF_ERROR(CheckRank(decoded));
     ArrayRepr encoded = decoded;
-    for (size_t i = 0; i < order_.size(); ++i) encoded.shape[i] = decoded.shape[order_[i]];
+    for (size_t i = 0; i < order_.size(); ++i)
+      encoded.shape[i] = decoded.shape[order_[i]];
     return encoded;
   }
 
-  Status DecodeInto(ByteSpan in, const ArrayRepr& decoded, MutableByteSpan out) const override {
+  Status DecodeInto(ByteSpan in, const ArrayRepr& decoded,
+                    MutableByteSpan out) const override {
     INSITU_RETURN_IF_ERROR(CheckRank(decoded));
     INSITU_ASSIGN_OR_RETURN(uint64_t nbytes, CheckedBytes(decoded));
     if (out.size() != nbytes) {
@@ -174,7 +184,8 @@ class TransposeCodec final : public ArrayToArrayCodec {
     }
     // Destination dim j (decoded) reads encoded dim i where order[i] == j.
     std::vector<uint64_t> encoded_shape(order_.size());
-    for (size_t i = 0; i < order_.size(); ++i) encoded_shape[i] = decoded.shape[order_[i]];
+    for (size_t i = 0; i < order_.size(); ++i)
+      encoded_shape[i] = decoded.shape[order_[i]];
     const std::vector<uint64_t> encoded_strides = CStrides(encoded_shape);
     std::vector<Dim> dims(order_.size());
     for (size_t i = 0; i < order_.size(); ++i) {
@@ -188,8 +199,8 @@ class TransposeCodec final : public ArrayToArrayCodec {
     INSITU_RETURN_IF_ERROR(CheckRank(decoded));
     INSITU_ASSIGN_OR_RETURN(uint64_t nbytes, CheckedBytes(decoded));
     if (in.size() != nbytes) {
-      return InvalidArgument("transpose: array holds " + Bytes(in.size()) + ", expected " +
-                             Bytes(nbytes));
+      return InvalidArgument("transpose: array holds " + Bytes(in.size()) +
+                             ", expected " + Bytes(nbytes));
     }
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(nbytes));
     const std::vector<uint64_t> decoded_strides = CStrides(decoded.shape);
@@ -205,8 +216,8 @@ class TransposeCodec final : public ArrayToArrayCodec {
   Status CheckRank(const ArrayRepr& repr) const {
     if (repr.shape.size() == order_.size()) return Status::Ok();
     return InvalidArgument("transpose: order has " + std::to_string(order_.size()) +
-                           " entries, the array has " + std::to_string(repr.shape.size()) +
-                           " dimensions");
+                           " entries, the array has " +
+                           std::to_string(repr.shape.size()) + " dimensions");
   }
 
   std::vector<size_t> order_;
@@ -230,9 +241,9 @@ Result<AnyCodec> MakeTransposeCodec(const Json& config, const ArrayRepr& repr,
     std::reverse(order.begin(), order.end());
   } else if (order_json.is_array()) {
     if (order_json.size() != ndim) {
-      return InvalidArgument("\"order\" " + order_json.dump() + " has " +
-                             std::to_string(order_json.size()) + " entries, the array has " +
-                             std::to_string(ndim) + " dimensions");
+      return InvalidArgument(
+          "\"order\" " + order_json.dump() + " has " + std::to_string(order_json.size()) +
+          " entries, the array has " + std::to_string(ndim) + " dimensions");
     }
     std::vector<bool> seen(ndim, false);
     for (size_t i = 0; i < ndim; ++i) {
@@ -240,7 +251,8 @@ Result<AnyCodec> MakeTransposeCodec(const Json& config, const ArrayRepr& repr,
       if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
           v.get<int64_t>() >= static_cast<int64_t>(ndim) || seen[v.get<size_t>()]) {
         return InvalidArgument("\"order\" " + order_json.dump() +
-                               " is not a permutation of 0.." + std::to_string(ndim) + "-1");
+                               " is not a permutation of 0.." + std::to_string(ndim) +
+                               "-1");
       }
       order[i] = v.get<size_t>();
       seen[order[i]] = true;

@@ -14,8 +14,10 @@ using testing::FieldBytes;
 using testing::MakeChain;
 using testing::MakeRepr;
 
-std::shared_ptr<const ArrayToArrayCodec> Transpose(const Json& order, const ArrayRepr& repr) {
-  auto codec = BuiltinCodecRegistry().Create(CodecSpec{"transpose", {{"order", order}}}, repr);
+std::shared_ptr<const ArrayToArrayCodec> Transpose(const Json& order,
+                                                   const ArrayRepr& repr) {
+  auto codec =
+      BuiltinCodecRegistry().Create(CodecSpec{"transpose", {{"order", order}}}, repr);
   EXPECT_TRUE(codec.ok()) << codec.status().ToString();
   if (!codec.ok()) return nullptr;
   return std::get<std::shared_ptr<const ArrayToArrayCodec>>(*codec);
@@ -46,11 +48,16 @@ std::vector<std::byte> NaiveTranspose(const std::vector<std::byte>& decoded,
 
 const char* DtypeOfSize(size_t itemsize) {
   switch (itemsize) {
-    case 1: return "uint8";
-    case 2: return "int16";
-    case 4: return "float32";
-    case 8: return "float64";
-    default: return "complex128";
+    case 1:
+      return "uint8";
+    case 2:
+      return "int16";
+    case 4:
+      return "float32";
+    case 8:
+      return "float64";
+    default:
+      return "complex128";
   }
 }
 
@@ -67,7 +74,8 @@ TEST(TransposeCodecTest, MatchesNaiveTransposeForManyShapesAndOrders) {
       for (size_t itemsize : {1, 2, 4, 8, 16}) {
         const ArrayRepr repr = MakeRepr(DtypeOfSize(itemsize), shape);
         const std::vector<std::byte> decoded = FieldBytes(repr.nbytes(), trial + 1);
-        const std::vector<std::byte> expected = NaiveTranspose(decoded, shape, order, itemsize);
+        const std::vector<std::byte> expected =
+            NaiveTranspose(decoded, shape, order, itemsize);
         auto codec = Transpose(Json(order), repr);
         ASSERT_NE(codec, nullptr);
         auto encoded = codec->Encode(AsBytes(decoded), repr);
@@ -115,14 +123,15 @@ TEST(TransposeCodecTest, AcceptsCAndFStrings) {
 
 TEST(TransposeCodecTest, RejectsInvalidOrders) {
   const ArrayRepr repr = MakeRepr("int32", {2, 3, 4});
-  for (const char* order : {"[0, 1]", "[0, 1, 1]", "[0, 1, 3]", "[-1, 0, 1]", "[0, 1, 2, 3]",
-                            "\"X\"", "[0.5, 1, 2]", "null"}) {
-    auto codec = BuiltinCodecRegistry().Create({"transpose", {{"order", Json::parse(order)}}},
-                                               repr);
+  for (const char* order : {"[0, 1]", "[0, 1, 1]", "[0, 1, 3]", "[-1, 0, 1]",
+                            "[0, 1, 2, 3]", "\"X\"", "[0.5, 1, 2]", "null"}) {
+    auto codec = BuiltinCodecRegistry().Create(
+        {"transpose", {{"order", Json::parse(order)}}}, repr);
     EXPECT_EQ(codec.status().code(), StatusCode::kInvalidArgument) << order;
   }
-  EXPECT_EQ(BuiltinCodecRegistry().Create({"transpose", Json::object()}, repr).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      BuiltinCodecRegistry().Create({"transpose", Json::object()}, repr).status().code(),
+      StatusCode::kInvalidArgument);
 }
 
 TEST(TransposeCodecTest, SizeMismatchIsDataLoss) {

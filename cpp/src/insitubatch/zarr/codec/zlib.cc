@@ -57,9 +57,11 @@ class ZlibCodec final : public BytesToBytesCodec {
 }  // namespace
 
 // numcodecs {"level": 0-9} (default 1; -1 = zlib's default).
-Result<AnyCodec> MakeZlibCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+Result<AnyCodec> MakeZlibCodec(const Json& config, const ArrayRepr&,
+                               const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
-  INSITU_ASSIGN_OR_RETURN(int64_t level, internal_codec::ConfigInt(config, "level", 1, -1, 9));
+  INSITU_ASSIGN_OR_RETURN(int64_t level,
+                          internal_codec::ConfigInt(config, "level", 1, -1, 9));
   return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(
       std::make_shared<const ZlibCodec>(static_cast<int>(level))));
 }

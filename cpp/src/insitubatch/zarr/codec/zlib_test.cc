@@ -41,8 +41,9 @@ TEST_F(ZlibCodecTest, WritesZlibContainer) {
   const auto stored = Encoded(data_);
   ASSERT_GE(stored.size(), 6u);
   EXPECT_EQ(stored[0], std::byte{0x78});
-  EXPECT_EQ((static_cast<unsigned>(stored[0]) * 256 + static_cast<unsigned>(stored[1])) % 31,
-            0u);
+  EXPECT_EQ(
+      (static_cast<unsigned>(stored[0]) * 256 + static_cast<unsigned>(stored[1])) % 31,
+      0u);
 }
 
 TEST_F(ZlibCodecTest, WrongSizeIsDataLoss) {

@@ -74,8 +74,8 @@ class ZstdCodec final : public BytesToBytesCodec {
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     INSITU_ASSIGN_OR_RETURN(FrameScan scan, ScanFrames(in));
     if (scan.all_sizes_known && scan.total_size != out.size()) {
-      return DataLoss("zstd: frame declares " + Bytes(scan.total_size) + ", chunk needs " +
-                      Bytes(out.size()));
+      return DataLoss("zstd: frame declares " + Bytes(scan.total_size) +
+                      ", chunk needs " + Bytes(out.size()));
     }
     // One-shot decoding also handles frames without a content size as long as the output
     // is large enough; anything larger than `out` fails with dstSize_tooSmall.
@@ -83,7 +83,8 @@ class ZstdCodec final : public BytesToBytesCodec {
         ZSTD_decompressDCtx(ThreadDCtx(), out.data(), out.size(), in.data(), in.size());
     if (ZSTD_isError(n)) {
       if (ZSTD_getErrorCode(n) == ZSTD_error_dstSize_tooSmall) {
-        return DataLoss("zstd: data decodes to more than the chunk's " + Bytes(out.size()));
+        return DataLoss("zstd: data decodes to more than the chunk's " +
+                        Bytes(out.size()));
       }
       return DataLoss("zstd: corrupt data (" + ErrorName(n) + ")");
     }
@@ -110,13 +111,15 @@ class ZstdCodec final : public BytesToBytesCodec {
 
   Result<Buffer> Encode(ByteSpan in) const override {
     std::unique_ptr<ZSTD_CCtx, CCtxDeleter> ctx(ZSTD_createCCtx());
-    if (ctx == nullptr) return ResourceExhausted("zstd: cannot create a compression context");
+    if (ctx == nullptr)
+      return ResourceExhausted("zstd: cannot create a compression context");
     ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_compressionLevel, level_);
     ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_checksumFlag, checksum_ ? 1 : 0);
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(ZSTD_compressBound(in.size())));
     const size_t n =
         ZSTD_compress2(ctx.get(), out.data(), out.size(), in.data(), in.size());
-    if (ZSTD_isError(n)) return InvalidArgument("zstd: compression failed (" + ErrorName(n) + ")");
+    if (ZSTD_isError(n))
+      return InvalidArgument("zstd: compression failed (" + ErrorName(n) + ")");
     out.Truncate(n);
     return out;
   }
@@ -136,7 +139,8 @@ class ZstdCodec final : public BytesToBytesCodec {
     while (input.pos < input.size || hint != 0) {
       if (output.pos == output.size) {
         if (capacity == limit) {
-          return DataLoss("zstd: data decodes to more than the limit of " + Bytes(max_size));
+          return DataLoss("zstd: data decodes to more than the limit of " +
+                          Bytes(max_size));
         }
         capacity = capacity > limit / 2 ? limit : capacity * 2;
         INSITU_ASSIGN_OR_RETURN(Buffer bigger, Buffer::Allocate(capacity));
@@ -172,15 +176,18 @@ class ZstdCodec final : public BytesToBytesCodec {
 }  // namespace
 
 // v3 {"level": int, "checksum": bool}; numcodecs {"level": int, "checksum": bool}.
-Result<AnyCodec> MakeZstdCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+Result<AnyCodec> MakeZstdCodec(const Json& config, const ArrayRepr&,
+                               const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
-  INSITU_ASSIGN_OR_RETURN(int64_t level, internal_codec::ConfigInt(config, "level", 0,
-                                                                   ZSTD_minCLevel(),
-                                                                   ZSTD_maxCLevel()));
+  INSITU_ASSIGN_OR_RETURN(
+      int64_t level,
+      internal_codec::ConfigInt(config, "level", 0, ZSTD_minCLevel(), ZSTD_maxCLevel()));
   bool checksum = false;
-  if (config.is_object() && config.contains("checksum") && !config["checksum"].is_null()) {
+  if (config.is_object() && config.contains("checksum") &&
+      !config["checksum"].is_null()) {
     if (!config["checksum"].is_boolean()) {
-      return InvalidArgument("\"checksum\" must be a boolean, got " + config["checksum"].dump());
+      return InvalidArgument("\"checksum\" must be a boolean, got " +
+                             config["checksum"].dump());
     }
     checksum = config["checksum"].get<bool>();
   }
