@@ -11,6 +11,8 @@ quick=0
 scripts/setup.sh
 
 JOBS=${JOBS:-$(nproc)}
+start=$(date +%s)
+stage() { echo "== [$(( $(date +%s) - start )) s] $*"; }
 export CTEST_OUTPUT_ON_FAILURE=1
 
 run_ctest() {  # <build dir> <cmake args...>
@@ -21,28 +23,29 @@ run_ctest() {  # <build dir> <cmake args...>
   ctest --test-dir "$dir" -j"$JOBS" --timeout 600 --no-tests=error
 }
 
-echo "== C++ tests (RelWithDebInfo)"
+stage "C++ tests (RelWithDebInfo)"
 run_ctest build/cpp -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
 if ((!quick)); then
-  echo "== C++ tests under AddressSanitizer + UBSan (clang)"
+  stage "C++ tests under AddressSanitizer + UBSan (clang)"
   ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_ctest build/asan -DCMAKE_BUILD_TYPE=Debug -DINSITU_SANITIZE="address;undefined" \
     -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14
 fi
 
 if ((!quick)); then
-  echo "== engine tests under ThreadSanitizer (clang)"
+  stage "engine tests under ThreadSanitizer (clang)"
   cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DINSITU_SANITIZE=thread \
     -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
   ninja -C build/tsan -j"$JOBS" engine_test util_test
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/cpp/util_test
-  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" build/tsan/cpp/engine_test
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" build/tsan/cpp/util_test
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" build/tsan/cpp/engine_test
 fi
 
-echo "== Python tests"
+stage "Python tests"
 # pytest exits 5 when it collects nothing: that must fail, and it does (non-zero).
 .venv/bin/python -m pytest -q -p no:cacheprovider tests
 
-echo "== framework adapters (torch, JAX, TensorFlow: one process and venv each)"
+stage "framework adapters (torch, JAX, TensorFlow: one process and venv each)"
 scripts/test_frameworks.sh --no-setup
+stage "all tests passed"

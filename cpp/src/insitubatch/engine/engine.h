@@ -138,7 +138,6 @@ class Pass {
   std::condition_variable progress_cv_;
   size_t blocks_scheduled_ = 0;
   Status scheduler_error_;
-  std::atomic<bool> scheduler_parked_{false};
   std::atomic<bool> producer_waiting_{false};
 
   // Reads of this pass still in flight (fetch or decode).

@@ -113,11 +113,9 @@ void Pass::RunScheduler() {
       const ArraySource& source = engine_->sources_[key.source];
       std::shared_ptr<Slot> slot;
       const auto t0 = std::chrono::steady_clock::now();
-      scheduler_parked_ = true;
       auto acquired = engine_->pool().Acquire(
           owner_, key, source.slot_bytes(), static_cast<uint32_t>(source.stored.tiles),
           /*deferred=*/source.transform != nullptr, cancelled, stalled, &slot);
-      scheduler_parked_ = false;
       const double waited = SecondsSince(t0);
       if (!acquired.ok()) {
         Status status = acquired.status();
