@@ -43,6 +43,7 @@ nb::object BufferToNumpy(Buffer buffer, const std::vector<uint64_t>& shape,
 void BindErrors(nb::module_& m);
 void BindStores(nb::module_& m);
 void BindCloudStores(nb::module_& m);
+void BindPythonStore(nb::module_& m);
 void BindZarr(nb::module_& m);
 void BindBuildInfo(nb::module_& m);
 void BindEngine(nb::module_& m);

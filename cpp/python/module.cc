@@ -7,6 +7,7 @@ NB_MODULE(_ext, m) {
   insitubatch::python::BindErrors(m);
   insitubatch::python::BindStores(m);
   insitubatch::python::BindCloudStores(m);
+  insitubatch::python::BindPythonStore(m);
   insitubatch::python::BindZarr(m);
   insitubatch::python::BindBuildInfo(m);
   insitubatch::python::BindEngine(m);

@@ -30,7 +30,18 @@ from .runtime import PassStats
 from .shuffle import block_shuffled_order, chunk_permutation, sequential_order, shuffle_quality
 from .splits import SplitManifest, SplitName, split_by_chunk, valid_anchor_range
 from .transforms import StandardScaler, applies
-from .stores import Store, local_store, memory_store, obstore_store, store
+from .stores import (
+    Store,
+    arraylake_store,
+    as_native_store,
+    close_store,
+    fsspec_store,
+    icechunk_store,
+    local_store,
+    memory_store,
+    obstore_store,
+    store,
+)
 
 # Framework adapters load on first use (PEP 562) so `import insitubatch` imports no framework;
 # each adapter imports its framework only when called.
@@ -74,11 +85,16 @@ __all__ = [
     "UnsupportedError",
     "__version__",
     "applies",
+    "arraylake_store",
+    "as_native_store",
     "as_tf_dataset",
     "as_torch",
     "block_shuffled_order",
     "chunk_permutation",
+    "close_store",
     "debug_info",
+    "fsspec_store",
+    "icechunk_store",
     "local_store",
     "memory_store",
     "obstore_store",

@@ -22,6 +22,7 @@ from .geometry import ArrayGeometry, open_geometries
 from .records import Batch
 from .runtime import PassStats
 from .splits import SplitManifest
+from .stores import as_native_store, close_store
 
 logger = logging.getLogger("insitubatch")
 
@@ -133,7 +134,7 @@ class InSituDataset:
             n_variables=len(self.geometries))
         self._explicit_budget = cache_budget_bytes
 
-        hierarchy = _ext.open_hierarchy(store)
+        hierarchy = _ext.open_hierarchy(as_native_store(store))
         arrays = []
         for path in self._paths:
             arrays.append(hierarchy.open_array(path))
@@ -327,10 +328,13 @@ class InSituDataset:
 
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:
-        """Ends every live pass and releases the pool. Idempotent."""
+        """Ends every live pass, releases the pool, and closes an async fsspec session the
+        store holds (best effort). Idempotent."""
         for it in list(self._passes):
             it.close()
         self._passes = weakref.WeakSet()
+        if self._engine is not None:
+            close_store(self.store)
         self._engine = None
 
     def __enter__(self) -> "InSituDataset":

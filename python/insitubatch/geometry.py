@@ -158,9 +158,16 @@ class ArrayGeometry:
         return self._inner_read_chunks or self.chunks
 
 
+def _native(store):
+    """A native Store for ``store`` (zarr-python stores go through the bridge)."""
+    from .stores import as_native_store  # lazy: geometry also loads without the store layer
+
+    return as_native_store(store)
+
+
 def open_hierarchy(store):
     """The native hierarchy (metadata only) of ``store``."""
-    return _ext.open_hierarchy(store)
+    return _ext.open_hierarchy(_native(store))
 
 
 def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axis: int = 0) -> dict[str, ArrayGeometry]:
@@ -174,6 +181,7 @@ def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axi
             f"variables must be a list of array paths, not the string {variables!r}"
             f" (did you mean [{variables!r}]?)"
         )
+    store = _native(store)
     hierarchy = _ext.open_hierarchy(store)
     paths = hierarchy.array_paths() if variables is None else [str(v).strip("/") for v in variables]
     out: dict[str, ArrayGeometry] = {}
@@ -205,7 +213,7 @@ def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarra
 
     A low-level tool for tests and diagnostics; the engine never goes through Python.
     """
-    array = _ext.open_hierarchy(store).open_array(str(array_path).strip("/"))
+    array = _ext.open_hierarchy(_native(store)).open_array(str(array_path).strip("/"))
     return array.read_chunk([int(c) for c in chunk_coords])
 
 

@@ -4,6 +4,8 @@ Every constructor returns a native ``Store`` handle that all other entry points 
 ``store(url, **options)`` dispatches on the URL scheme -- a local path or ``file://``,
 ``memory://``, ``http(s)://``, ``s3://`` and ``gs://`` -- and takes obstore's option names;
 ``obstore_store`` is the same function under the name the product description uses.
+zarr-python stores (``fsspec_store``, ``icechunk_store``, ``arraylake_store`` or any v3
+``Store`` object) are read through the bridge loop of :mod:`insitubatch.bridge`.
 
 Options are checked here: an unknown option, one that does not apply to the scheme, or a
 value of the wrong type raises ``InvalidArgumentError`` naming the option. Credential
@@ -19,7 +21,7 @@ import re
 from typing import Any, Callable
 from urllib.parse import urlparse
 
-from . import _ext
+from . import _ext, bridge as _bridge
 from .errors import InvalidArgumentError, UnsupportedError
 
 Store = _ext.Store
@@ -346,4 +348,143 @@ def obstore_store(url: str, **options: Any) -> Store:
     return store(url, **options)
 
 
-__all__ = ["Store", "local_store", "memory_store", "obstore_store", "store"]
+# -- zarr-python stores (read through the bridge loop) -----------------------------------------
+
+
+def as_native_store(obj: Any) -> Store:
+    """``obj`` itself when it is a native ``Store``; a zarr-python v3 Store (anything with
+    async ``get`` and ``list_prefix``: MemoryStore, LocalStore, FsspecStore, an Icechunk
+    session store, ...) wrapped to be read through the bridge loop."""
+    if isinstance(obj, _ext.Store):
+        return obj
+    if _bridge.is_python_store(obj):
+        return _bridge.wrap_python_store(obj)
+    hint = " (open a URL with insitubatch.store(url))" if isinstance(obj, (str, os.PathLike)) else ""
+    raise TypeError(
+        f"expected an insitubatch Store or a zarr-python Store (async get/list_prefix), got"
+        f" {type(obj).__module__}.{type(obj).__qualname__}{hint}"
+    )
+
+
+def fsspec_store(url: str, *, read_only: bool = True, **storage_options: Any) -> Any:
+    """zarr's ``FsspecStore.from_url(url, storage_options)``: for what the native stores cannot
+    reach (other fsspec filesystems). ``file://`` defaults ``auto_mkdir=True``."""
+    from zarr.storage import FsspecStore
+
+    if not isinstance(url, str) or not url:
+        raise InvalidArgumentError(f"store url must be a non-empty string, got {type(url).__name__}")
+    if urlparse(url).scheme in ("", "file"):
+        storage_options.setdefault("auto_mkdir", True)
+    return FsspecStore.from_url(url, storage_options=storage_options or None, read_only=read_only)
+
+
+_ICECHUNK_REF_OPTIONS = ("branch", "tag", "snapshot_id")
+
+
+def icechunk_store(url: str, *, anonymous: bool | None = None, region: str | None = None,
+                   **kwargs: Any) -> Any:
+    """The read-only session store of the Icechunk repository at ``url``.
+
+    ``file://<dir>`` (a local repository), ``s3://bucket/prefix`` (``anonymous``, ``region``
+    and icechunk's ``s3_storage`` options such as ``endpoint_url``, ``allow_http``,
+    ``from_env``) or ``gs://bucket/prefix`` (``gcs_storage`` options). ``branch`` (default
+    "main"), ``tag`` or ``snapshot_id`` picks the version.
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise InvalidArgumentError(f"icechunk_store needs a repository URL such as file:///path or"
+                                   f" s3://bucket/prefix, got {url!r}")
+    ref = {name: kwargs.pop(name) for name in _ICECHUNK_REF_OPTIONS if name in kwargs}
+    parsed = urlparse(url)
+    scheme = parsed.scheme.lower()
+    prefix = parsed.path.strip("/") or None
+    if scheme not in ("file", "s3", "s3a", "gs", "gcs"):
+        raise InvalidArgumentError(
+            f"icechunk_store does not open {scheme}:// repositories (supported: file://, s3://,"
+            " gs://); for a repository hosted on Arraylake use arraylake_store('org/repo')"
+        )
+    try:
+        import icechunk
+    except ImportError:
+        raise ImportError("icechunk_store needs icechunk; install it with:"
+                          " pip install 'insitubatch[icechunk]'") from None
+    if scheme == "file":
+        given = sorted(k for k, v in {"anonymous": anonymous, "region": region, **kwargs}.items()
+                       if v is not None)
+        if given:
+            raise InvalidArgumentError(f"option(s) {', '.join(given)} do not apply to file://"
+                                       " Icechunk repositories")
+        storage = icechunk.local_filesystem_storage(parsed.path or parsed.netloc)
+    elif scheme in ("s3", "s3a"):
+        if anonymous is not None:
+            kwargs["anonymous"] = anonymous
+        if region is not None:
+            kwargs["region"] = region
+        storage = icechunk.s3_storage(bucket=parsed.netloc, prefix=prefix, **kwargs)
+    elif scheme in ("gs", "gcs"):
+        if region is not None:
+            raise InvalidArgumentError("option 'region' does not apply to gs:// Icechunk repositories")
+        if anonymous is not None:
+            kwargs["anonymous"] = anonymous
+        storage = icechunk.gcs_storage(bucket=parsed.netloc, prefix=prefix, **kwargs)
+    repo = icechunk.Repository.open(storage)
+    if not ref:
+        ref = {"branch": "main"}
+    return repo.readonly_session(**ref).store
+
+
+def arraylake_store(repo: str, *, branch: str = "main") -> Any:
+    """The read-only session store of an Arraylake repository (``"org/repo"``); auth from
+    a cached ``arraylake login`` or ``ARRAYLAKE_TOKEN``."""
+    try:
+        from arraylake import Client
+    except ImportError:
+        raise ImportError("arraylake_store needs the Arraylake client; install it with:"
+                          " pip install 'insitubatch[arraylake]'") from None
+    return Client().get_repo(repo).readonly_session(branch).store
+
+
+def close_store(store: Any) -> None:
+    """Best-effort teardown of an async fsspec session (aiohttp) on the loop that owns it.
+
+    A no-op for native stores (other than bridged ones, which close the store they wrap),
+    stores without a session, closed sessions; never raises. The session handle is dropped
+    so the library's finalizer has nothing left to close at exit.
+    """
+    try:
+        if isinstance(store, _ext.PythonStore):
+            store = store.python_store
+        if isinstance(store, _ext.Store):
+            return
+        fs = getattr(store, "fs", None)
+        session = getattr(fs, "_session", None)
+        if session is None:
+            return
+    except Exception:  # noqa: BLE001 - teardown must never raise
+        return
+    try:
+        if not getattr(session, "closed", False):
+            loop = getattr(session, "_loop", None) or getattr(fs, "_loop", None)
+            if loop is not None and loop.is_running() and not loop.is_closed():
+                import asyncio
+
+                try:
+                    running = asyncio.get_running_loop()
+                except RuntimeError:
+                    running = None
+                if running is loop:  # cannot block on our own loop: let it finish there
+                    loop.create_task(session.close())
+                else:
+                    asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=10)
+    except Exception:  # noqa: BLE001
+        pass
+    finally:
+        try:
+            fs._session = None
+        except Exception:  # noqa: BLE001
+            pass
+
+
+__all__ = [
+    "Store", "arraylake_store", "as_native_store", "close_store", "fsspec_store",
+    "icechunk_store", "local_store", "memory_store", "obstore_store", "store",
+]
