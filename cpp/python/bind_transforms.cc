@@ -123,6 +123,7 @@ class ScaleTransform final : public ChunkTransform {
   }
   std::vector<uint64_t> output_field() const override { return field_; }
   zarr::DataType output_dtype() const override { return dtype_; }
+  bool in_place() const override { return true; }
 
  private:
   template <typename T>

@@ -270,23 +270,37 @@ void Pass::TransformSlot(const std::shared_ptr<Slot>& slot) {
   const int64_t first = chunk * source.spc;
   const auto samples = static_cast<uint64_t>(std::min(source.spc, source.n_samples - first));
   auto run = [&]() -> Result<Buffer> {
-    // Assemble the outer chunk sample-first and unpadded, as the transform sees it.
-    INSITU_ASSIGN_OR_RETURN(Buffer assembled,
-                            engine_->pool().TakeBuffer(samples * source.stored.sample_bytes()));
-    std::vector<int64_t> anchors(samples);
-    for (uint64_t i = 0; i < samples; ++i) anchors[i] = first + static_cast<int64_t>(i);
-    GatherLabel(source.stored, source.spc, Label{"", slot->key.source, 0}, anchors,
-                [&](SlotKey) -> const Slot& { return *slot; }, assembled.data());
+    // The transform sees the outer chunk sample-first and unpadded. A chunk stored as one
+    // whole-field tile already is (the padding rows past `samples` are never read), so its
+    // memory is handed over as is: the slot owns it exclusively until Publish replaces it.
+    std::shared_ptr<Buffer> data;
+    if (source.stored.tiles == 1 && source.stored.tile_shape == source.stored.field_shape) {
+      data = std::make_shared<Buffer>(std::move(slot->data));
+    } else {
+      INSITU_ASSIGN_OR_RETURN(Buffer assembled,
+                              engine_->pool().TakeBuffer(samples * source.stored.sample_bytes()));
+      std::vector<int64_t> anchors(samples);
+      for (uint64_t i = 0; i < samples; ++i) anchors[i] = first + static_cast<int64_t>(i);
+      GatherLabel(source.stored, source.spc, Label{"", slot->key.source, 0}, anchors,
+                  [&](SlotKey) -> const Slot& { return *slot; }, assembled.data());
+      data = std::make_shared<Buffer>(std::move(assembled));
+    }
     ChunkTransformInput input;
     input.array_path = source.path();
     input.chunk_index = chunk;
     input.sample_offset = first;
     input.samples = samples;
-    input.data = std::make_shared<Buffer>(std::move(assembled));
+    input.data = std::move(data);
     input.layout = &source.stored;
+    const uint64_t out_bytes = samples * source.resident.sample_bytes();
+    if (source.transform->in_place() && input.data->size() >= source.resident.bytes()) {
+      std::span<std::byte> inout(input.data->data(), out_bytes);
+      INSITU_RETURN_IF_ERROR(source.transform->Apply(input, inout));
+      return std::move(*input.data);
+    }
     INSITU_ASSIGN_OR_RETURN(Buffer output, engine_->pool().TakeBuffer(source.resident.bytes()));
-    INSITU_RETURN_IF_ERROR(source.transform->Apply(
-        input, std::span<std::byte>(output.data(), samples * source.resident.sample_bytes())));
+    INSITU_RETURN_IF_ERROR(
+        source.transform->Apply(input, std::span<std::byte>(output.data(), out_bytes)));
     return output;
   };
   Result<Buffer> output = run();

@@ -315,9 +315,16 @@ class MeanLastAxis final : public ChunkTransform {
   bool fail_;
 };
 
-TEST(PassTest, ChunkTransformRunsOncePerChunkAndReshapes) {
+class ChunkTransformTest : public ::testing::TestWithParam<std::vector<uint64_t>> {};
+
+// Ragged tiles (assembled first) and one whole-field tile (handed over without a copy).
+INSTANTIATE_TEST_SUITE_P(Layouts, ChunkTransformTest,
+                         ::testing::Values(std::vector<uint64_t>{4, 2, 3},
+                                           std::vector<uint64_t>{4, 5, 4}));
+
+TEST_P(ChunkTransformTest, RunsOncePerChunkAndReshapes) {
   Fixture f;
-  auto array = WriteIotaArray(f.memory, f.store, "t2m", {22, 5, 4}, {4, 2, 3});  // ragged tiles
+  auto array = WriteIotaArray(f.memory, f.store, "t2m", {22, 5, 4}, GetParam());
   auto transform = std::make_shared<MeanLastAxis>(5, 4);
   f.sources.push_back(ArraySource::Create(array, 0, transform).value());
   EXPECT_EQ(f.sources[0].resident.field_shape, (std::vector<uint64_t>{5}));

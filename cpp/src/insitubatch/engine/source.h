@@ -48,6 +48,9 @@ class ChunkTransform {
   // Output field and dtype for an input of `field` x `dtype`.
   virtual std::vector<uint64_t> output_field() const = 0;
   virtual zarr::DataType output_dtype() const = 0;
+  // True when Apply may write its output over its input (elementwise, same layout): the
+  // engine then skips the separate output buffer.
+  virtual bool in_place() const { return false; }
 };
 
 struct ArraySource {
