@@ -37,14 +37,10 @@ Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
   return pass;
 }
 
-bool Engine::AcquireInflight(const std::atomic<bool>& cancelled) {
+void Engine::AcquireInflight() {
   std::unique_lock lock(inflight_mutex_);
-  while (inflight_ >= config_.max_inflight) {
-    if (cancelled.load()) return false;
-    inflight_cv_.wait_for(lock, std::chrono::milliseconds(50));
-  }
+  inflight_cv_.wait(lock, [this] { return inflight_ < config_.max_inflight; });
   ++inflight_;
-  return true;
 }
 
 void Engine::ReleaseInflight() {

@@ -73,8 +73,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   friend class Pass;
   Engine(std::vector<ArraySource> sources, EngineConfig config);
 
-  // The max_inflight budget, shared by every pass.
-  bool AcquireInflight(const std::atomic<bool>& cancelled);
+  // The max_inflight budget, shared by every pass. Waits without a cancel check: tokens
+  // are always returned by decode tasks, and an admitted slot must get all its tiles.
+  void AcquireInflight();
   void ReleaseInflight();
 
   std::vector<ArraySource> sources_;
@@ -118,7 +119,7 @@ class Pass {
   void Start();
   void RunScheduler();
   void RunProducer();
-  Status FetchSlot(const std::shared_ptr<Slot>& slot);
+  void FetchSlot(const std::shared_ptr<Slot>& slot);
   void FetchTile(const std::shared_ptr<Slot>& slot, uint64_t tile);
   // Runs the source's chunk transform on a fully decoded slot, then publishes it.
   void TransformSlot(const std::shared_ptr<Slot>& slot);

@@ -146,15 +146,7 @@ void Pass::RunScheduler() {
         stats_.depths.resident_peak_bytes =
             std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
       }
-      if (*acquired == Acquired::kAdmitted) {
-        Status status = FetchSlot(slot);
-        if (!status.ok()) {
-          std::lock_guard lock(progress_mutex_);
-          scheduler_error_ = status;
-          progress_cv_.notify_all();
-          return;
-        }
-      }
+      if (*acquired == Acquired::kAdmitted) FetchSlot(slot);
     }
     {
       std::lock_guard lock(progress_mutex_);
@@ -164,13 +156,12 @@ void Pass::RunScheduler() {
   }
 }
 
-Status Pass::FetchSlot(const std::shared_ptr<Slot>& slot) {
+void Pass::FetchSlot(const std::shared_ptr<Slot>& slot) {
   // Every tile of an admitted slot is issued, even if the pass is cancelled meanwhile, so a
   // slot another pass may be waiting on always completes (READY or FAILED).
-  static const std::atomic<bool> kNeverCancelled{false};
   const ArraySource& source = engine_->sources_[slot->key.source];
   for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
-    engine_->AcquireInflight(kNeverCancelled);
+    engine_->AcquireInflight();
     {
       std::lock_guard lock(tasks_mutex_);
       ++tasks_in_flight_;
@@ -184,7 +175,6 @@ Status Pass::FetchSlot(const std::shared_ptr<Slot>& slot) {
     }
     FetchTile(slot, tile);
   }
-  return Status::Ok();
 }
 
 void Pass::FetchTile(const std::shared_ptr<Slot>& slot, uint64_t tile) {
