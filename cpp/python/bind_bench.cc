@@ -1,20 +1,61 @@
 // Measurement helpers for bench/: the raw decode ceiling — stored chunks already in
 // memory, decoded by N threads with the codec library directly (no loader, no pool, no
-// gather) — so benchmarks compare the engine with the physical limit in one run.
+// gather) — so benchmarks compare the engine with the physical limit in one run; and raw
+// store reads at a fixed concurrency (no decode), the ceiling a remote store sets.
 
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 #include <zstd.h>
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <thread>
 
 #include "bindings.h"
+#include "insitubatch/io/store.h"
 
 namespace insitubatch::python {
+namespace {
+
+// Reads every key once with at most `concurrency` reads in flight; returns wall seconds and
+// the bytes received. The first error is raised after the in-flight reads have drained.
+std::pair<double, uint64_t> ReadAllKeys(Store& store, const std::vector<std::string>& keys,
+                                        size_t concurrency) {
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t inflight = 0;
+  uint64_t bytes = 0;
+  Status first_error;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (const std::string& key : keys) {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return inflight < concurrency; });
+    if (!first_error.ok()) break;
+    ++inflight;
+    lock.unlock();
+    store.ReadAsync(key, ByteRange::All(), [&](Result<ReadResult> r) {
+      std::lock_guard done(mu);
+      if (!r.ok()) {
+        if (first_error.ok()) first_error = r.status();
+      } else {
+        bytes += r->data.size();
+      }
+      --inflight;
+      cv.notify_all();
+    });
+  }
+  std::unique_lock lock(mu);
+  cv.wait(lock, [&] { return inflight == 0; });
+  ThrowIfError(first_error);
+  return {std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), bytes};
+}
+
+}  // namespace
 
 void BindBench(nb::module_& m) {
   m.def(
@@ -61,6 +102,23 @@ void BindBench(nb::module_& m) {
       },
       nb::arg("files"), nb::arg("decoded_size"), nb::arg("threads") = 0, nb::arg("repeats") = 3,
       "Best wall seconds to zstd-decode every file (read into memory first) with `threads`.");
+  m.def(
+      "read_throughput",
+      [](Store& store, const std::vector<std::string>& keys, size_t concurrency, size_t repeats) {
+        if (concurrency == 0) ThrowIfError(InvalidArgument("read_throughput: concurrency >= 1"));
+        std::vector<double> seconds;
+        uint64_t bytes = 0;
+        nb::gil_scoped_release release;
+        for (size_t r = 0; r < std::max<size_t>(1, repeats); ++r) {
+          auto [s, b] = ReadAllKeys(store, keys, concurrency);
+          seconds.push_back(s);
+          bytes = b;
+        }
+        return std::make_pair(seconds, bytes);
+      },
+      nb::arg("store"), nb::arg("keys"), nb::arg("concurrency"), nb::arg("repeats") = 3,
+      "Wall seconds of each repeat reading every key once (whole objects, at most "
+      "`concurrency` in flight, no decode), and the bytes one repeat received.");
 }
 
 }  // namespace insitubatch::python
