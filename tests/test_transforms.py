@@ -63,6 +63,19 @@ def test_native_scaler_end_to_end(weather, scoped):
         assert b.arrays["v10"].dtype == np.float64
 
 
+def test_native_scaler_per_grid_point_statistics(weather):
+    store, geoms, manifest, src = weather
+    mean = src["t2m"].mean(axis=0)  # one statistic per field element: the per-element loop
+    std = src["t2m"].std(axis=0) + 1.0
+    ds = InSituDataset(store, manifest, {"t2m": geoms["t2m"]}, batch_size=8, shuffle=False,
+                       chunk_transforms=[StandardScaler({"t2m": mean}, {"t2m": std})])
+    spec = ds._transform_spec("t2m")
+    assert spec["kind"] == "scale" and len(spec["mean"]) == mean.size
+    for b in rows(ds):
+        want = (src["t2m"][b.sample_indices] - mean) / (std + 1e-8)
+        np.testing.assert_allclose(b.arrays["t2m"], want, rtol=1e-5, atol=1e-6)
+
+
 def test_python_transform_runs_once_per_chunk_and_is_cached(weather):
     store, geoms, manifest, src = weather
     calls = []
@@ -175,3 +188,36 @@ def test_batch_transform_derives_a_field(weather):
         i = b.sample_indices
         assert set(b.arrays) == {"wind"}
         np.testing.assert_allclose(b.arrays["wind"], np.hypot(src["u10"][i], src["v10"][i]))
+
+
+@pytest.mark.parametrize("codec", ["zstd", "blosc"])
+@pytest.mark.parametrize("per_point", [False, True])
+def test_native_scaler_fused_into_decode_is_exact(tmp_path, codec, per_point):
+    # Chunks of 8 x 64 x 512 float32 (1 MiB): zstd hands the scaler dozens of pieces as they
+    # decode; blosc reports the whole chunk once. 20 samples: the last chunk is an edge chunk,
+    # and chunk 1 is never written (fill value), so it is scaled after FillChunk instead.
+    rng = np.random.default_rng(1)
+    values = (280 + 5 * rng.standard_normal((20, 64, 512))).astype("f4")
+    compressor = ZstdCodec(level=1) if codec == "zstd" else zarr.codecs.BloscCodec(cname="lz4")
+    arr = zarr.create_array(zarr.storage.LocalStore(tmp_path / "s.zarr"), name="t", shape=values.shape,
+                            chunks=(8, 64, 512), dtype="f4", compressors=[compressor], fill_value=271.5)
+    arr[0:8] = values[0:8]
+    arr[16:20] = values[16:20]
+    src = values.copy()
+    src[8:16] = 271.5
+    mean = src.mean(axis=0) if per_point else 280.0
+    std = src.std(axis=0) + 0.5 if per_point else 5.0
+    store = insitubatch.local_store(tmp_path / "s.zarr")
+    geoms = open_geometries(store)
+    ds = InSituDataset(store, split_by_chunk(geoms["t"], fractions=(1.0, 0.0, 0.0)), geoms, batch_size=6,
+                       chunk_transforms=[StandardScaler({"t": mean}, {"t": std}, eps=1e-3)])
+    # The native loop computes (x - mean) * scale in float32 with scale = 1 / (std + eps).
+    m32 = np.asarray(mean, dtype=np.float32)
+    s32 = (1.0 / (np.asarray(std, dtype=np.float64) + 1e-3)).astype(np.float32)
+    seen = 0
+    for epoch in range(2):  # epoch 2 is served from the pool: scaled once, not twice
+        ds.set_epoch(epoch)
+        for b in ds.train:
+            np.testing.assert_array_equal(b.arrays["t"], (src[b.sample_indices] - m32) * s32)
+            seen += len(b)
+    assert seen == 40

@@ -49,6 +49,23 @@ inline void FuzzBytesToBytes(const BytesToBytesCodec& codec, const uint8_t* data
       __builtin_trap();
     }
   }
+  // The reporting path (fused chunk transforms): reports stay in order and in bounds, cover
+  // the output when it succeeds, and agree with DecodeInto on values.
+  std::vector<std::byte> reported(kOutputSize);
+  size_t next = 0;
+  bool out_of_order = false;
+  const DecodeProgress progress{4, [&](size_t offset, size_t length) {
+                                  if (offset != next || offset + length > kOutputSize) {
+                                    out_of_order = true;
+                                  }
+                                  next = offset + length;
+                                }};
+  const Status rep = codec.DecodeIntoReporting(
+      in, MutableByteSpan(reported.data(), reported.size()), progress);
+  if (out_of_order || (rep.ok() && next != kOutputSize)) __builtin_trap();
+  if (rep.ok() && into.ok() && std::memcmp(reported.data(), out.data(), kOutputSize) != 0) {
+    __builtin_trap();
+  }
   if (codec.decodes_to_subspan()) {
     auto sub = codec.DecodeSubspan(in);
     if (sub.ok() &&

@@ -100,46 +100,90 @@ class PyChunkTransform final : public ChunkTransform {
 };
 
 // StandardScaler, natively: y = (x - mean) * scale per field element (scale = 1/(std+eps)),
-// float32 or float64 in and out, no GIL.
+// float32 or float64 in and out, no GIL. Statistics that are one number for the whole field
+// (the common per-variable case) take a loop that streams only x; per-element statistics are
+// converted to the chunk's type once, here, not per chunk.
 class ScaleTransform final : public ChunkTransform {
  public:
-  ScaleTransform(std::vector<double> mean, std::vector<double> scale, std::vector<uint64_t> field,
-                 zarr::DataType dtype)
-      : mean_(std::move(mean)), scale_(std::move(scale)), field_(std::move(field)), dtype_(dtype) {}
+  ScaleTransform(const std::vector<double>& mean, const std::vector<double>& scale,
+                 std::vector<uint64_t> field, zarr::DataType dtype)
+      : field_(std::move(field)), dtype_(dtype) {
+    field_elements_ = 1;
+    for (uint64_t e : field_) field_elements_ *= e;
+    if (dtype_.id == zarr::DataTypeId::kFloat32) {
+      stats32_ = {{mean.begin(), mean.end()}, {scale.begin(), scale.end()}};
+    } else {
+      stats64_ = {mean, scale};
+    }
+  }
 
   Status Apply(const ChunkTransformInput& in, std::span<std::byte> output) const override {
-    const size_t n = mean_.size();
-    if (in.layout->dtype.id != dtype_.id || output.size() != in.samples * n * dtype_.itemsize()) {
+    if (in.layout->dtype.id != dtype_.id ||
+        output.size() != in.samples * field_elements_ * dtype_.itemsize()) {
       return InvalidArgument("standard scaler: unexpected chunk layout");
     }
+    const size_t count = in.samples * field_elements_;
     if (dtype_.id == zarr::DataTypeId::kFloat32) {
-      Run<float>(reinterpret_cast<const float*>(in.data->data()),
-                 reinterpret_cast<float*>(output.data()), in.samples);
+      Run(stats32_, reinterpret_cast<const float*>(in.data->data()),
+          reinterpret_cast<float*>(output.data()), count);
     } else {
-      Run<double>(reinterpret_cast<const double*>(in.data->data()),
-                  reinterpret_cast<double*>(output.data()), in.samples);
+      Run(stats64_, reinterpret_cast<const double*>(in.data->data()),
+          reinterpret_cast<double*>(output.data()), count);
     }
     return Status::Ok();
   }
   std::vector<uint64_t> output_field() const override { return field_; }
   zarr::DataType output_dtype() const override { return dtype_; }
   bool in_place() const override { return true; }
-
- private:
-  template <typename T>
-  void Run(const T* x, T* y, uint64_t samples) const {
-    const size_t n = mean_.size();
-    std::vector<T> mean(mean_.begin(), mean_.end()), scale(scale_.begin(), scale_.end());
-    for (uint64_t s = 0; s < samples; ++s) {
-      const T* xs = x + s * n;
-      T* ys = y + s * n;
-      for (size_t i = 0; i < n; ++i) ys[i] = (xs[i] - mean[i]) * scale[i];
+  bool fuses_into_decode() const override { return true; }
+  void ApplyToRun(std::span<std::byte> run, uint64_t first_element) const override {
+    if (dtype_.id == zarr::DataTypeId::kFloat32) {
+      auto* x = reinterpret_cast<float*>(run.data());
+      RunFrom(stats32_, x, x, run.size() / sizeof(float), first_element);
+    } else {
+      auto* x = reinterpret_cast<double*>(run.data());
+      RunFrom(stats64_, x, x, run.size() / sizeof(double), first_element);
     }
   }
 
-  std::vector<double> mean_, scale_;
+ private:
+  template <typename T>
+  struct Stats {
+    std::vector<T> mean, scale;  // one element each, or one per field element
+  };
+
+  template <typename T>
+  static void Run(const Stats<T>& stats, const T* x, T* y, size_t count) {
+    RunFrom(stats, x, y, count, 0);
+  }
+
+  // Elements [first, first + count) of a chunk; per-element statistics repeat every field.
+  template <typename T>
+  static void RunFrom(const Stats<T>& stats, const T* x, T* y, size_t count, uint64_t first) {
+    if (stats.mean.size() == 1) {
+      const T mean = stats.mean[0], scale = stats.scale[0];
+      for (size_t i = 0; i < count; ++i) y[i] = (x[i] - mean) * scale;
+      return;
+    }
+    const size_t n = stats.mean.size();
+    const T* mean = stats.mean.data();
+    const T* scale = stats.scale.data();
+    size_t j = static_cast<size_t>(first % n);  // field element of x[0]
+    for (size_t done = 0; done < count;) {
+      const size_t len = std::min(count - done, n - j);
+      const T* xs = x + done;
+      T* ys = y + done;
+      for (size_t i = 0; i < len; ++i) ys[i] = (xs[i] - mean[j + i]) * scale[j + i];
+      done += len;
+      j = 0;
+    }
+  }
+
   std::vector<uint64_t> field_;
+  uint64_t field_elements_ = 0;
   zarr::DataType dtype_;
+  Stats<float> stats32_;
+  Stats<double> stats64_;
 };
 
 }  // namespace
@@ -157,7 +201,8 @@ std::shared_ptr<const ChunkTransform> TransformFromSpec(nb::handle spec) {
     auto scale = nb::cast<std::vector<double>>(spec["scale"]);
     uint64_t n = 1;
     for (uint64_t e : field) n *= e;
-    if (mean.size() != n || scale.size() != n ||
+    const bool uniform = mean.size() == 1 && scale.size() == 1;
+    if ((!uniform && (mean.size() != n || scale.size() != n)) ||
         (dtype.id != zarr::DataTypeId::kFloat32 && dtype.id != zarr::DataTypeId::kFloat64)) {
       throw StatusException{InvalidArgument("standard scaler: statistics do not fit the field")};
     }

@@ -103,6 +103,10 @@ class StandardScaler:
         """The engine's native form for one array (no GIL), or None if it cannot run it."""
         if path not in self.mean or np.dtype(dtype) not in (np.dtype("f4"), np.dtype("f8")):
             return None
+        if self.mean[path].ndim == 0 and self.std[path].ndim == 0:  # one number per array
+            return {"kind": "scale", "mean": [float(self.mean[path])],
+                    "scale": [1.0 / (float(self.std[path]) + self.eps)],
+                    "out_shape": tuple(field), "out_dtype": np.dtype(dtype).str}
         try:
             mean = np.broadcast_to(self.mean[path], field).astype(np.float64).ravel()
             scale = (1.0 / (np.broadcast_to(self.std[path], field).astype(np.float64) + self.eps)).ravel()

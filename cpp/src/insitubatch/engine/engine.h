@@ -122,7 +122,8 @@ class Pass {
   void FetchSlot(const std::shared_ptr<Slot>& slot);
   void FetchTile(const std::shared_ptr<Slot>& slot, uint64_t tile);
   // Runs the source's chunk transform on a fully decoded slot, then publishes it.
-  void TransformSlot(const std::shared_ptr<Slot>& slot);
+  // `applied`: the transform already ran inside decode (ArraySource::transform_in_decode).
+  void TransformSlot(const std::shared_ptr<Slot>& slot, bool applied);
   void DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<ReadResult> read,
                   double fetch_wait_s);
   Result<BatchData> GatherBatch(size_t k);

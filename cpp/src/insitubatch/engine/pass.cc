@@ -206,6 +206,7 @@ void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<R
   const uint64_t tile_bytes = source.stored.tile_bytes;
   std::span<std::byte> dst(slot->data.data() + tile * tile_bytes, tile_bytes);
   uint64_t stored_bytes = 0;
+  bool transformed = false;  // the chunk transform ran inside decode
   Status status;
   if (!read.ok()) {
     status = read.status().WithContext(zarr::DescribeChunk(array.path(), coords));
@@ -213,7 +214,14 @@ void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<R
     array.FillChunk(dst);
   } else {
     stored_bytes = read->data.size();
-    if (source.sample_axis == 0) {
+    if (source.transform_in_decode) {
+      const size_t itemsize = source.stored.itemsize();
+      const zarr::DecodeProgress progress{itemsize, [&](size_t offset, size_t length) {
+        source.transform->ApplyToRun(dst.subspan(offset, length), offset / itemsize);
+      }};
+      status = array.DecodeChunk(read->data.span(), coords, dst, &progress);
+      transformed = status.ok();
+    } else if (source.sample_axis == 0) {
       status = array.DecodeChunk(read->data.span(), coords, dst);
     } else {
       auto physical = engine_->pool().TakeBuffer(tile_bytes);
@@ -233,7 +241,7 @@ void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<R
     bad = true;
   }
   engine_->ReleaseInflight();
-  if (engine_->pool().TileDone(slot, status)) TransformSlot(slot);
+  if (engine_->pool().TileDone(slot, status)) TransformSlot(slot, transformed);
   {
     std::lock_guard lock(stats_mutex_);
     stats_.times.fetch_wait_s += fetch_wait_s;
@@ -253,13 +261,14 @@ void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<R
   tasks_cv_.notify_all();
 }
 
-void Pass::TransformSlot(const std::shared_ptr<Slot>& slot) {
+void Pass::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied) {
   const double cpu0 = ThreadCpuSeconds();
   const ArraySource& source = engine_->sources_[slot->key.source];
   const int64_t chunk = slot->key.chunk;
   const int64_t first = chunk * source.spc;
   const auto samples = static_cast<uint64_t>(std::min(source.spc, source.n_samples - first));
   auto run = [&]() -> Result<Buffer> {
+    if (applied) return std::move(slot->data);
     // The transform sees the outer chunk sample-first and unpadded. A chunk stored as one
     // whole-field tile already is (the padding rows past `samples` are never read), so its
     // memory is handed over as is: the slot owns it exclusively until Publish replaces it.

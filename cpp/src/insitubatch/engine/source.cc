@@ -46,6 +46,10 @@ Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array
     out.dtype = transform->output_dtype();
     out.tile_bytes = static_cast<uint64_t>(s.spc) * out.sample_bytes();
     s.transform = std::move(transform);
+    s.transform_in_decode = s.transform->fuses_into_decode() && sample_axis == 0 &&
+                            stored.tiles == 1 && stored.tile_shape == stored.field_shape &&
+                            out.field_shape == stored.field_shape &&
+                            out.dtype.id == stored.dtype.id;
   }
   return s;
 }

@@ -51,6 +51,13 @@ class ChunkTransform {
   // True when Apply may write its output over its input (elementwise, same layout): the
   // engine then skips the separate output buffer.
   virtual bool in_place() const { return false; }
+  // True when the transform is elementwise and in place, so it can also run on any run of
+  // whole elements on its own (ApplyToRun): the engine then applies it piece by piece while
+  // a whole-field chunk decodes, with each piece still in cache, and skips Apply.
+  virtual bool fuses_into_decode() const { return false; }
+  // `run` holds whole elements of the chunk, sample-first; `first_element` is the index of
+  // its first element counted from the chunk's first element.
+  virtual void ApplyToRun(std::span<std::byte> run, uint64_t first_element) const {}
 };
 
 struct ArraySource {
@@ -62,6 +69,9 @@ struct ArraySource {
   SlotLayout stored;    // decoded stored chunks (tiles kept whole: edge padding included)
   SlotLayout resident;  // what the slot holds once READY (== stored without a transform)
   std::shared_ptr<const ChunkTransform> transform;  // optional
+  // The transform runs inside decode (ChunkTransform::fuses_into_decode): set when it can
+  // and each outer chunk is one whole-field tile stored sample-first in the output layout.
+  bool transform_in_decode = false;
 
   // Validates the sample axis and derives both layouts (`transform` may be null).
   static Result<ArraySource> Create(std::shared_ptr<const zarr::Array> array, int sample_axis,

@@ -79,8 +79,8 @@ std::string Array::ChunkKey(const std::vector<uint64_t>& coords) const {
 }
 
 Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords,
-                          MutableByteSpan out) const {
-  Status s = chain_.DecodeInto(stored, out);
+                          MutableByteSpan out, const DecodeProgress* progress) const {
+  Status s = chain_.DecodeInto(stored, out, progress);
   if (s.ok()) return s;
   return s.WithContext(DescribeChunk(path_, coords) + " (" +
                        store_->Describe(ChunkKey(coords)) + ")");

@@ -37,8 +37,9 @@ class Array {
 
   // Decodes the stored bytes of chunk `coords` into `out` (chunk_bytes(), C order over
   // the chunk shape, native-endian). Errors name the array path and chunk coordinates.
-  Status DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords,
-                     MutableByteSpan out) const;
+  // `progress` as in CodecChain::DecodeInto.
+  Status DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords, MutableByteSpan out,
+                     const DecodeProgress* progress = nullptr) const;
   // Writes the fill value into every element of `out`.
   void FillChunk(MutableByteSpan out) const;
   // Blocking fetch + decode; a missing chunk object reads as fill value.

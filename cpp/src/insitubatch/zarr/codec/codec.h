@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -34,6 +35,15 @@ struct ArrayRepr {
   uint64_t nbytes() const { return elements() * dtype.itemsize(); }
 };
 
+// Told about decoded bytes as they land in the caller's output, in order, so a consumer can
+// touch them while they are still in cache (an elementwise chunk transform fused into
+// decode). The reported ranges cover the output exactly once, front to back; every range
+// but the last is a multiple of `granule` bytes (the element size).
+struct DecodeProgress {
+  size_t granule = 1;
+  std::function<void(size_t offset, size_t length)> on_decoded;
+};
+
 // Bytes -> bytes (compressors, checksums).
 class BytesToBytesCodec {
  public:
@@ -42,6 +52,14 @@ class BytesToBytesCodec {
 
   // Decodes `in` into exactly `out.size()` bytes (the caller knows the decoded size).
   virtual Status DecodeInto(ByteSpan in, MutableByteSpan out) const = 0;
+  // DecodeInto that reports decoded ranges as they are written. Codecs that decode in
+  // pieces (zstd) report each piece; the default reports the whole output once, at the end.
+  virtual Status DecodeIntoReporting(ByteSpan in, MutableByteSpan out,
+                                     const DecodeProgress& progress) const {
+    INSITU_RETURN_IF_ERROR(DecodeInto(in, out));
+    progress.on_decoded(0, out.size());
+    return Status::Ok();
+  }
   // Decodes `in` when the decoded size is not known in advance. `max_size` bounds the
   // output (DataLoss past it) so a hostile frame cannot exhaust memory.
   virtual Result<Buffer> Decode(ByteSpan in, size_t max_size) const = 0;

@@ -49,7 +49,16 @@ Result<CodecChain> CodecChain::Build(const std::vector<CodecSpec>& specs,
   return chain;
 }
 
-Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out) const {
+Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out,
+                              const DecodeProgress* progress) const {
+  bool reported = false;
+  INSITU_RETURN_IF_ERROR(Decode(stored, out, progress, reported));
+  if (progress != nullptr && !reported) progress->on_decoded(0, out.size());
+  return Status::Ok();
+}
+
+Status CodecChain::Decode(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress,
+                          bool& reported) const {
   if (out.size() != repr_.nbytes()) {
     return InvalidArgument("output buffer holds " + std::to_string(out.size()) +
                            " bytes, the chunk needs " + std::to_string(repr_.nbytes()));
@@ -73,7 +82,12 @@ Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out) const {
     }
     if (i == 0 && fixed_size != 0) {  // innermost real decoder
       if (direct) {
-        INSITU_RETURN_IF_ERROR(codec.DecodeInto(current, out));
+        if (progress != nullptr && array_to_bytes_->is_identity(bytes_repr)) {
+          INSITU_RETURN_IF_ERROR(codec.DecodeIntoReporting(current, out, *progress));
+          reported = true;
+        } else {
+          INSITU_RETURN_IF_ERROR(codec.DecodeInto(current, out));
+        }
         in_out = true;
         current = ByteSpan(out.data(), out.size());
         continue;

@@ -22,7 +22,11 @@ class CodecChain {
 
   // Decodes one stored chunk into `out` (exactly repr().nbytes(), C order, native-endian).
   // Writes straight into `out` when the layout allows (no transpose, no sharding).
-  Status DecodeInto(ByteSpan stored, MutableByteSpan out) const;
+  // With `progress`, its callback sees every decoded range of `out` once: piece by piece
+  // while the innermost compressor writes (when it writes `out` directly and no byte swap
+  // or transpose follows), else once over all of `out` after decoding.
+  Status DecodeInto(ByteSpan stored, MutableByteSpan out,
+                    const DecodeProgress* progress = nullptr) const;
   // Encodes one chunk (tests, fuzz seeds, benchmarks).
   Result<Buffer> Encode(ByteSpan decoded) const;
 
@@ -31,6 +35,9 @@ class CodecChain {
   std::string Describe() const;
 
  private:
+  Status Decode(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress,
+                bool& reported) const;
+
   ArrayRepr repr_;
   std::vector<std::shared_ptr<const ArrayToArrayCodec>> array_to_array_;
   std::vector<ArrayRepr> array_reprs_;  // repr entering each array->array codec, then bytes

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "insitubatch/zarr/codec/builtin_codecs.h"
 #include "insitubatch/zarr/codec/codec_test_util.h"
 
@@ -177,6 +179,43 @@ TEST(CodecChainTest, TransposedBigEndianChainMatchesHandBuiltEncoding) {
   const Json full = Json::array({C("transpose", {{"order", {2, 0, 1}}}), Big(),
                                  C("zstd", {{"level", 1}}), C("crc32c")});
   ExpectRoundTrip(full, repr, decoded);
+}
+
+// The progress hook sees final (native-order, untransposed) bytes: piecewise only when the
+// compressor writes the caller's buffer and nothing rewrites it afterwards.
+TEST(CodecChainTest, ProgressSeesFinalBytesPiecewiseOnlyOnTheDirectPath) {
+  const ArrayRepr repr = MakeRepr("float32", {512, 512});  // 1 MiB
+  const auto data = FieldBytes(repr.nbytes(), 7);
+  struct Case {
+    Json codecs;
+    bool piecewise;
+  } cases[] = {
+      {Json::array({Little(), C("zstd", {{"level", 1}})}), true},
+      {Json::array({Big(), C("zstd", {{"level", 1}})}), false},  // swapped after decode
+      {Json::array({C("transpose", {{"order", {1, 0}}}), Little(), C("zstd")}), false},
+      {Json::array({Little(), C("crc32c")}), false},
+      {Json::array({Little()}), false},
+  };
+  for (const Case& c : cases) {
+    auto chain = MakeChain(c.codecs, repr);
+    ASSERT_TRUE(chain.ok()) << c.codecs.dump();
+    auto stored = chain->Encode(AsBytes(data));
+    ASSERT_TRUE(stored.ok());
+    std::vector<std::byte> out(data.size());
+    std::vector<std::byte> seen(data.size());  // copies of the bytes as each report saw them
+    size_t reports = 0, next = 0;
+    const DecodeProgress progress{4, [&](size_t offset, size_t length) {
+                                    EXPECT_EQ(offset, next);
+                                    std::memcpy(seen.data() + offset, out.data() + offset, length);
+                                    next = offset + length;
+                                    ++reports;
+                                  }};
+    ASSERT_TRUE(chain->DecodeInto(stored->span(), AsBytes(out), &progress).ok());
+    EXPECT_EQ(out, data) << c.codecs.dump();
+    EXPECT_EQ(seen, data) << c.codecs.dump();
+    EXPECT_EQ(next, out.size());
+    EXPECT_EQ(reports > 1, c.piecewise) << c.codecs.dump() << " reports " << reports;
+  }
 }
 
 TEST(CodecChainTest, StackedArrayAndBytesCodecsRoundTrip) {

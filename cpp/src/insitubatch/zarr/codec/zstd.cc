@@ -1,6 +1,7 @@
 // zstd codec: one or more concatenated zstd frames (numcodecs and zarr-python write one;
 // concatenation is legal and decodes to the concatenated content).
 
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_d_stableOutBuffer (a stable parameter value since 1.4.x)
 #include <zstd.h>
 #include <zstd_errors.h>
 
@@ -27,6 +28,22 @@ struct CCtxDeleter {
 // One context per thread: creating one costs more than decoding a small chunk.
 ZSTD_DCtx* ThreadDCtx() {
   thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> ctx(ZSTD_createDCtx());
+  return ctx.get();
+}
+
+// A second per-thread context for decoding into a fixed output (its stable-output setting
+// must not leak into DecodeStreaming, which moves its output as the buffer grows).
+ZSTD_DCtx* StableOutputDCtx() {
+  thread_local std::unique_ptr<ZSTD_DCtx, DCtxDeleter> ctx([] {
+    ZSTD_DCtx* c = ZSTD_createDCtx();
+    if (c != nullptr) {
+      ZSTD_DCtx_setParameter(c, ZSTD_d_stableOutBuffer, 1);
+      // Decoding into the caller's buffer needs no window buffer, so the window limit that
+      // guards streaming memory would only refuse frames the one-shot decoder accepts.
+      ZSTD_DCtx_setParameter(c, ZSTD_d_windowLogMax, ZSTD_WINDOWLOG_MAX);
+    }
+    return c;
+  }());
   return ctx.get();
 }
 
@@ -92,6 +109,60 @@ class ZstdCodec final : public BytesToBytesCodec {
       return DataLoss("zstd: data decodes to " + Bytes(n) + ", chunk needs " +
                       Bytes(out.size()));
     }
+    return Status::Ok();
+  }
+
+  // Streams into `out` (ZSTD_d_stableOutBuffer: no window copy, zstd writes `out` directly)
+  // feeding the input a slice at a time, so each report covers about one zstd block
+  // (<= 128 KiB) that is still in cache when the consumer touches it.
+  Status DecodeIntoReporting(ByteSpan in, MutableByteSpan out,
+                             const DecodeProgress& progress) const override {
+    INSITU_ASSIGN_OR_RETURN(FrameScan scan, ScanFrames(in));
+    if (scan.all_sizes_known && scan.total_size != out.size()) {
+      return DataLoss("zstd: frame declares " + Bytes(scan.total_size) +
+                      ", chunk needs " + Bytes(out.size()));
+    }
+    ZSTD_DCtx* ctx = StableOutputDCtx();
+    if (ctx == nullptr) return ResourceExhausted("zstd: cannot create a decompression context");
+    ZSTD_DCtx_reset(ctx, ZSTD_reset_session_only);
+    constexpr size_t kSlice = 32 << 10;
+    const size_t granule = std::max<size_t>(1, progress.granule);
+    ZSTD_inBuffer input{in.data(), 0, 0};
+    ZSTD_outBuffer output{out.data(), out.size(), 0};
+    size_t reported = 0;
+    for (;;) {
+      if (input.pos == input.size && input.size < in.size()) {
+        input.size = std::min(in.size(), input.size + kSlice);
+      }
+      const size_t in_before = input.pos, out_before = output.pos;
+      const size_t hint = ZSTD_decompressStream(ctx, &output, &input);
+      if (ZSTD_isError(hint)) {
+        if (ZSTD_getErrorCode(hint) == ZSTD_error_dstSize_tooSmall) {
+          return DataLoss("zstd: data decodes to more than the chunk's " + Bytes(out.size()));
+        }
+        return DataLoss("zstd: corrupt data (" + ErrorName(hint) + ")");
+      }
+      const size_t ready = output.pos - output.pos % granule;
+      if (ready > reported) {
+        progress.on_decoded(reported, ready - reported);
+        reported = ready;
+      }
+      if (hint == 0 && input.pos == in.size()) break;  // every frame ended
+      // No progress although input was on hand: the output is full, or (all input given)
+      // the last frame is cut short. Either way another call would spin.
+      const bool stalled = input.pos == in_before && output.pos == out_before &&
+                           (input.pos < input.size || input.size == in.size());
+      if (stalled) {
+        return output.pos == output.size
+                   ? DataLoss("zstd: data decodes to more than the chunk's " + Bytes(out.size()))
+                   : DataLoss("zstd: data is truncated (the last frame does not end)");
+      }
+    }
+    if (output.pos != out.size()) {
+      return DataLoss("zstd: data decodes to " + Bytes(output.pos) + ", chunk needs " +
+                      Bytes(out.size()));
+    }
+    if (reported < out.size()) progress.on_decoded(reported, out.size() - reported);
     return Status::Ok();
   }
 

@@ -180,6 +180,96 @@ TEST_F(ZstdCodecTest, TruncatedFrameWithoutContentSizeIsDataLossWhenStreaming) {
   EXPECT_DATA_LOSS(codec_->Decode(AsBytes(truncated), 1 << 20).status(), "zstd:");
 }
 
+// Records what DecodeIntoReporting reports and checks the contract: in order, contiguous
+// from 0, granule-aligned except the last range, inside the output.
+struct Reports {
+  size_t granule;
+  size_t out_size;
+  std::vector<std::pair<size_t, size_t>> ranges;
+  DecodeProgress Progress() {
+    return {granule, [this](size_t offset, size_t length) {
+              ranges.emplace_back(offset, length);
+            }};
+  }
+  void ExpectCoverage() const {
+    size_t next = 0;
+    for (size_t i = 0; i < ranges.size(); ++i) {
+      EXPECT_EQ(ranges[i].first, next) << "range " << i;
+      EXPECT_GT(ranges[i].second, 0u);
+      if (i + 1 < ranges.size()) EXPECT_EQ(ranges[i].second % granule, 0u) << "range " << i;
+      next = ranges[i].first + ranges[i].second;
+    }
+    EXPECT_EQ(next, out_size);
+  }
+};
+
+TEST_F(ZstdCodecTest, ReportsDecodedPiecesInOrderAndDecodesExactly) {
+  const auto big = FieldBytes(3 << 20, 5);  // 3 MiB: dozens of zstd blocks
+  for (size_t granule : {size_t{1}, size_t{4}, size_t{8}, size_t{12}}) {
+    for (const auto& stored : {Compress(big, 1), CompressStreaming(big)}) {
+      std::vector<std::byte> out(big.size());
+      Reports reports{granule, out.size(), {}};
+      const DecodeProgress progress = reports.Progress();
+      ASSERT_TRUE(codec_->DecodeIntoReporting(AsBytes(stored), AsBytes(out), progress).ok());
+      EXPECT_EQ(out, big);
+      EXPECT_GT(reports.ranges.size(), 8u);  // pieces, not one report at the end
+      reports.ExpectCoverage();
+    }
+  }
+}
+
+TEST_F(ZstdCodecTest, ReportingDecodeOfConcatenatedFrames) {
+  std::vector<std::byte> head(data_.begin(), data_.begin() + 300);
+  std::vector<std::byte> tail(data_.begin() + 300, data_.end());
+  auto stored = Compress(head);
+  const auto second = CompressStreaming(tail);
+  stored.insert(stored.end(), second.begin(), second.end());
+  std::vector<std::byte> out(data_.size());
+  Reports reports{4, out.size(), {}};
+  ASSERT_TRUE(codec_->DecodeIntoReporting(AsBytes(stored), AsBytes(out), reports.Progress()).ok());
+  EXPECT_EQ(out, data_);
+  reports.ExpectCoverage();
+}
+
+TEST_F(ZstdCodecTest, ReportingDecodeOfBadInputIsDataLossAndStaysInBounds) {
+  const auto big = FieldBytes(1 << 20, 6);
+  const auto stored = Compress(big, 1);
+  const auto unsized = CompressStreaming(big);
+  std::vector<std::byte> out(big.size());
+  auto check = [&](const std::vector<std::byte>& in, std::vector<std::byte>& dst,
+                   const char* fragment) {
+    Reports reports{4, dst.size(), {}};
+    EXPECT_DATA_LOSS(codec_->DecodeIntoReporting(AsBytes(in), AsBytes(dst), reports.Progress()),
+                     fragment);
+    for (const auto& [offset, length] : reports.ranges) EXPECT_LE(offset + length, dst.size());
+  };
+  for (size_t cut : {size_t{3}, stored.size() / 3, stored.size() - 1}) {
+    check(std::vector<std::byte>(stored.begin(), stored.begin() + cut), out, "zstd:");
+  }
+  check(std::vector<std::byte>(unsized.begin(), unsized.end() - 3), out, "truncated");
+  std::vector<std::byte> small(big.size() - 4096), large(big.size() + 4);
+  check(unsized, small, "decodes to more than the chunk's");
+  check(unsized, large, "chunk needs");
+  check(stored, small, "frame declares");
+  auto trailing = stored;
+  trailing.push_back(std::byte{0x42});
+  check(trailing, out, "frame 1");
+}
+
+TEST(BytesToBytesCodecTest, DefaultReportingDecodeReportsOnceAtTheEnd) {
+  const ArrayRepr repr = MakeRepr("float32", {256});
+  auto gzip = MakeBytesToBytes("gzip", {{"level", 1}}, repr);
+  const auto data = FieldBytes(1024, 3);
+  auto stored = gzip->Encode(AsBytes(data));
+  ASSERT_TRUE(stored.ok());
+  std::vector<std::byte> out(data.size());
+  Reports reports{4, out.size(), {}};
+  ASSERT_TRUE(gzip->DecodeIntoReporting(stored->span(), AsBytes(out), reports.Progress()).ok());
+  EXPECT_EQ(out, data);
+  ASSERT_EQ(reports.ranges.size(), 1u);
+  reports.ExpectCoverage();
+}
+
 TEST_F(ZstdCodecTest, ValidatesConfiguration) {
   EXPECT_EQ(
       BuiltinCodecRegistry().Create({"zstd", {{"level", 100}}}, repr_).status().code(),
