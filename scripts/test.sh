@@ -48,4 +48,8 @@ stage "Python tests"
 
 stage "framework adapters (torch, JAX, TensorFlow: one process and venv each)"
 scripts/test_frameworks.sh --no-setup
+
+stage "benchmark suite smoke run (tiny sizes, every engine)"
+scripts/bench.sh --no-setup --setup-only
+.venv/bin/python -m pytest -q -p no:cacheprovider tests/bench
 stage "all tests passed"

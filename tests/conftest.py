@@ -11,7 +11,8 @@ warnings.filterwarnings("ignore", message=".*Numcodecs codecs are not in the Zar
 warnings.filterwarnings("ignore", message=".*numcodecs.zarr3 module is deprecated.*")
 
 # Framework adapter tests need one framework per process; scripts/test_frameworks.sh runs them.
-collect_ignore = ["frameworks"]
+# The benchmark suite's smoke test needs torch and the suite's peers (scripts/bench.sh --setup-only).
+collect_ignore = ["frameworks", "bench"]
 
 
 def source_values(shape, dtype, seed=0):
