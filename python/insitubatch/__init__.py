@@ -5,13 +5,6 @@ Importing the package imports no ML framework; each adapter imports its framewor
 
 from __future__ import annotations
 
-try:
-    from importlib.metadata import PackageNotFoundError, version
-
-    __version__ = version("insitubatch")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0+unknown"
-
 from .dataset import InSituDataset, SplitView
 from .debug import debug_info, print_debug_info
 from .errors import (
@@ -49,6 +42,15 @@ _LAZY_ADAPTERS = ("as_tf_dataset", "as_torch", "to_jax", "to_tf", "to_torch")
 
 
 def __getattr__(name: str):
+    if name == "__version__":  # on first use: importlib.metadata costs ~40 ms of the import
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value = version("insitubatch")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree
+            value = "0.0.0+unknown"
+        globals()["__version__"] = value
+        return value
     if name in _LAZY_ADAPTERS:
         from . import frameworks
 
@@ -59,7 +61,7 @@ def __getattr__(name: str):
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY_ADAPTERS})
+    return sorted({*globals(), *_LAZY_ADAPTERS, "__version__"})
 
 
 __all__ = [

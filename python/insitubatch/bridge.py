@@ -8,7 +8,6 @@ to copy its bytes out; the engine's callback then runs with the GIL released.
 
 from __future__ import annotations
 
-import asyncio
 import atexit
 import inspect
 import os
@@ -29,6 +28,8 @@ class _Bridge:
 
     def __init__(self) -> None:
         self.pid = os.getpid()
+        import asyncio  # here, not at import: only bridged Python stores need an event loop
+
         self.loop = asyncio.new_event_loop()
         self.tasks: set[asyncio.Task] = set()  # strong references: asyncio keeps weak ones
         self.closed = False
@@ -39,6 +40,8 @@ class _Bridge:
         ready.wait()
 
     def _run(self, ready: threading.Event) -> None:
+        import asyncio
+
         asyncio.set_event_loop(self.loop)
         self.loop.call_soon(ready.set)
         self.loop.run_forever()
@@ -62,6 +65,8 @@ class _Bridge:
         if self.closed:
             coro.close()
             raise RuntimeError("the Python store bridge is shut down")
+        import asyncio
+
         # Future.result() waits with the GIL released.
         return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
 
@@ -70,6 +75,7 @@ class _Bridge:
         if self.closed:
             return
         self.closed = True
+        import asyncio
 
         async def drain() -> None:
             tasks = list(self.tasks)
@@ -153,6 +159,8 @@ def _describe_error(exc: BaseException) -> str:
 
 async def _read(store: Any, key: str, kind: int, offset: int, length: int, read: Any) -> None:
     # Exactly one of found / missing / fail / cancel reaches C++ (later ones are ignored).
+    import asyncio
+
     try:
         result = store.get(key, _buffer_prototype(), byte_range=_byte_request(kind, offset, length))
         if inspect.isawaitable(result):
