@@ -9,6 +9,7 @@ quick=0
 [[ ${1:-} == "--quick" ]] && quick=1
 
 scripts/setup.sh
+scripts/bench_http_setup.sh  # nginx (tests/test_http2_nginx.py serves HTTP/2 with it) and obstore
 
 JOBS=${JOBS:-$(nproc)}
 start=$(date +%s)

@@ -221,3 +221,62 @@ def test_native_scaler_fused_into_decode_is_exact(tmp_path, codec, per_point):
             np.testing.assert_array_equal(b.arrays["t"], (src[b.sample_indices] - m32) * s32)
             seen += len(b)
     assert seen == 40
+
+
+def _one_array_store(tmp_path, values, chunks, compressor=None):
+    zarr.create_array(zarr.storage.LocalStore(tmp_path / "p.zarr"), name="v", shape=values.shape, chunks=chunks,
+                      dtype=values.dtype, compressors=[compressor or ZstdCodec(level=1)],
+                      fill_value=0)[...] = values
+    store = insitubatch.local_store(tmp_path / "p.zarr")
+    geoms = open_geometries(store)
+    return store, geoms, split_by_chunk(geoms["v"], fractions=(1.0, 0.0, 0.0))
+
+
+@pytest.mark.parametrize("dtype", [None, "f8"])
+def test_scale_offset_unpacks_int16_natively_and_exactly(tmp_path, dtype):
+    rng = np.random.default_rng(2)
+    packed = rng.integers(-32000, 32000, size=(36, 16, 24), dtype="i2")  # CF packed temperature
+    store, geoms, manifest = _one_array_store(tmp_path, packed, (8, 16, 24))
+    t = insitubatch.ScaleOffset({"v": 0.0021}, {"v": 250.3}, dtype=dtype)
+    ds = InSituDataset(store, manifest, geoms, batch_size=5, chunk_transforms=[t])
+    out = np.dtype(dtype or "f4")
+    assert ds._transform_spec("v")["kind"] == "affine"
+    assert ds.train.geometries["v"].dtype == out
+    for b in ds.train:
+        want = packed[b.sample_indices].astype(out) * out.type(0.0021) + out.type(250.3)
+        assert b.arrays["v"].dtype == out
+        np.testing.assert_array_equal(b.arrays["v"], want)
+
+
+def test_scale_offset_on_float32_is_fused_into_decode_and_exact(tmp_path):
+    values = (280 + 5 * np.random.default_rng(3).standard_normal((20, 64, 512))).astype("f4")
+    store, geoms, manifest = _one_array_store(tmp_path, values, (8, 64, 512))
+    ds = InSituDataset(store, manifest, geoms, batch_size=6,
+                       chunk_transforms=[insitubatch.ScaleOffset({"v": 1.8}, {"v": -459.67})])  # K -> F
+    for epoch in range(2):  # the second epoch comes from the pool: converted once
+        ds.set_epoch(epoch)
+        for b in ds.train:
+            want = values[b.sample_indices] * np.float32(1.8) + np.float32(-459.67)
+            np.testing.assert_array_equal(b.arrays["v"], want)
+
+
+@pytest.mark.parametrize("src,dst,native", [("f8", "f4", True), ("i4", "f4", True), ("u2", "i8", True),
+                                            ("i2", "f8", True), ("f4", "i2", False), ("i8", "i4", False)])
+def test_cast_native_where_defined_for_every_value(tmp_path, src, dst, native):
+    rng = np.random.default_rng(4)
+    values = (rng.standard_normal((24, 6, 10)) * 1000).astype(src)
+    store, geoms, manifest = _one_array_store(tmp_path, values, (8, 6, 10))
+    ds = InSituDataset(store, manifest, geoms, batch_size=7, chunk_transforms=[insitubatch.Cast(dst)])
+    assert (ds._transform_spec("v")["kind"] == "cast") == native
+    for b in ds.train:
+        assert b.arrays["v"].dtype == np.dtype(dst)
+        np.testing.assert_array_equal(b.arrays["v"], values[b.sample_indices].astype(dst))
+
+
+def test_scale_offset_scope_and_arguments_are_checked():
+    with pytest.raises(insitubatch.InvalidArgumentError, match="no scale/offset for"):
+        applies(["u10"], insitubatch.ScaleOffset({"t2m": 1.0}, {"t2m": 0.0}))
+    with pytest.raises(insitubatch.InvalidArgumentError, match="same arrays"):
+        insitubatch.ScaleOffset({"t2m": 1.0}, {"u10": 0.0})
+    with pytest.raises(insitubatch.InvalidArgumentError, match="float type"):
+        insitubatch.ScaleOffset({"t2m": 1.0}, {"t2m": 0.0}, dtype="i4")

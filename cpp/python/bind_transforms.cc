@@ -1,11 +1,13 @@
 // Chunk transforms as the engine sees them: a Python callable run on decode threads with
-// the GIL held only for the call, or the native standard scaler, which never takes it.
+// the GIL held only for the call, or a native one (standard scaler, cast, scale-offset),
+// which never takes it.
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "bind_transforms.h"
 
@@ -186,6 +188,86 @@ class ScaleTransform final : public ChunkTransform {
   Stats<double> stats64_;
 };
 
+// Calls fn(T{}) with the C++ type of a real numeric dtype (not bool, float16 or complex).
+template <typename Fn>
+bool WithNumericType(zarr::DataTypeId id, Fn&& fn) {
+  using Id = zarr::DataTypeId;
+  switch (id) {
+    case Id::kInt8: fn(int8_t{}); return true;
+    case Id::kInt16: fn(int16_t{}); return true;
+    case Id::kInt32: fn(int32_t{}); return true;
+    case Id::kInt64: fn(int64_t{}); return true;
+    case Id::kUInt8: fn(uint8_t{}); return true;
+    case Id::kUInt16: fn(uint16_t{}); return true;
+    case Id::kUInt32: fn(uint32_t{}); return true;
+    case Id::kUInt64: fn(uint64_t{}); return true;
+    case Id::kFloat32: fn(float{}); return true;
+    case Id::kFloat64: fn(double{}); return true;
+    default: return false;
+  }
+}
+
+// Cast and ScaleOffset, natively: y = Out(x), or y = Out(x) * scale + offset computed in Out
+// (a float type), one number each per array. The Python side only asks for conversions
+// that are defined for every value (integer or float to float, integer widening), so no
+// out-of-range float-to-integer cast can happen here. Products and sums round separately,
+// as numpy's do (the extension builds with -ffp-contract=off).
+class AffineCastTransform final : public ChunkTransform {
+ public:
+  AffineCastTransform(zarr::DataType in, zarr::DataType out, bool affine, double scale,
+                      double offset, std::vector<uint64_t> field)
+      : in_(in), out_(out), affine_(affine), scale_(scale), offset_(offset),
+        field_(std::move(field)) {
+    field_elements_ = 1;
+    for (uint64_t e : field_) field_elements_ *= e;
+  }
+
+  Status Apply(const ChunkTransformInput& in, std::span<std::byte> output) const override {
+    const size_t count = in.samples * field_elements_;
+    if (in.layout->dtype.id != in_.id || output.size() != count * out_.itemsize() ||
+        in.data->size() < count * in_.itemsize()) {
+      return InvalidArgument("cast: unexpected chunk layout");
+    }
+    ConvertRun(in.data->data(), output.data(), count);
+    return Status::Ok();
+  }
+  std::vector<uint64_t> output_field() const override { return field_; }
+  zarr::DataType output_dtype() const override { return out_; }
+  // Over the same memory only when the types match (different types of one size would
+  // alias through two pointer types).
+  bool in_place() const override { return in_.id == out_.id; }
+  bool fuses_into_decode() const override { return affine_ && in_.id == out_.id; }
+  void ApplyToRun(std::span<std::byte> run, uint64_t) const override {
+    ConvertRun(run.data(), run.data(), run.size() / in_.itemsize());
+  }
+
+ private:
+  void ConvertRun(const std::byte* src, std::byte* dst, size_t count) const {
+    WithNumericType(in_.id, [&](auto in_type) {
+      WithNumericType(out_.id, [&](auto out_type) {
+        using In = decltype(in_type);
+        using Out = decltype(out_type);
+        const auto* x = reinterpret_cast<const In*>(src);
+        auto* y = reinterpret_cast<Out*>(dst);
+        if constexpr (std::is_floating_point_v<Out>) {
+          if (affine_) {
+            const Out scale = static_cast<Out>(scale_), offset = static_cast<Out>(offset_);
+            for (size_t i = 0; i < count; ++i) y[i] = static_cast<Out>(x[i]) * scale + offset;
+            return;
+          }
+        }
+        for (size_t i = 0; i < count; ++i) y[i] = static_cast<Out>(x[i]);
+      });
+    });
+  }
+
+  zarr::DataType in_, out_;
+  bool affine_;
+  double scale_, offset_;
+  std::vector<uint64_t> field_;
+  uint64_t field_elements_ = 0;
+};
+
 }  // namespace
 
 std::shared_ptr<const ChunkTransform> TransformFromSpec(nb::handle spec) {
@@ -207,6 +289,19 @@ std::shared_ptr<const ChunkTransform> TransformFromSpec(nb::handle spec) {
       throw StatusException{InvalidArgument("standard scaler: statistics do not fit the field")};
     }
     return std::make_shared<ScaleTransform>(std::move(mean), std::move(scale), field, dtype);
+  }
+  if (kind == "cast" || kind == "affine") {
+    const zarr::DataType in = DtypeOf(nb::cast<std::string>(spec["in_dtype"]));
+    const bool affine = kind == "affine";
+    const bool numeric = WithNumericType(in.id, [](auto) {}) && WithNumericType(dtype.id, [](auto) {});
+    if (!numeric || (affine && !dtype.is_float())) {
+      throw StatusException{InvalidArgument("cast: no native conversion from " +
+                                            std::string(in.name()) + " to " +
+                                            std::string(dtype.name()))};
+    }
+    const double scale = affine ? nb::cast<double>(spec["scale"]) : 1.0;
+    const double offset = affine ? nb::cast<double>(spec["offset"]) : 0.0;
+    return std::make_shared<AffineCastTransform>(in, dtype, affine, scale, offset, field);
   }
   throw StatusException{InvalidArgument("unknown chunk transform kind '" + kind + "'")};
 }

@@ -22,7 +22,7 @@ from .records import Batch, ChunkRead, DecodedChunk, StoredChunkRead
 from .runtime import PassStats
 from .shuffle import block_shuffled_order, chunk_permutation, sequential_order, shuffle_quality
 from .splits import SplitManifest, SplitName, split_by_chunk, valid_anchor_range
-from .transforms import StandardScaler, applies
+from .transforms import Cast, ScaleOffset, StandardScaler, applies
 from .stores import (
     Store,
     arraylake_store,
@@ -67,6 +67,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ArrayGeometry",
     "Batch",
+    "Cast",
     "CacheLockedError",
     "ChunkRead",
     "CorruptChunkError",
@@ -80,6 +81,7 @@ __all__ = [
     "SplitManifest",
     "SplitName",
     "SplitView",
+    "ScaleOffset",
     "StandardScaler",
     "Store",
     "StoreError",

@@ -192,11 +192,11 @@ class InSituDataset:
         if not chain:
             return None
         out_shape, out_dtype = self._path_outputs[path]
-        if len(chain) == 1:
-            scaler = getattr(chain[0], "transform", chain[0])
-            if isinstance(scaler, _transforms.StandardScaler):
+        if len(chain) == 1:  # one native transform (StandardScaler, ScaleOffset, Cast) runs in C++
+            native = getattr(getattr(chain[0], "transform", chain[0]), "native_spec", None)
+            if native is not None:
                 g = next(g for g in self.geometries.values() if g.path == path)
-                spec = scaler.native_spec(path, tuple(g.inner_shape), g.dtype)
+                spec = native(path, tuple(g.inner_shape), g.dtype)
                 if spec is not None:
                     return spec
         callback = _transforms.python_callback(path, chain, out_shape, out_dtype, self._transform_errors)

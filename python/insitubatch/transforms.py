@@ -1,5 +1,6 @@
 """Chunk and batch transforms: scoping with applies(), output declarations, and the
-StandardScaler (run natively in C++ without the GIL when the engine can).
+StandardScaler, ScaleOffset and Cast (run natively in C++ without the GIL when the engine
+can).
 
 A chunk transform ``(DecodedChunk) -> DecodedChunk`` runs once per decoded outer chunk of
 one array, on a decode thread, before the cache boundary: its output is what the pool
@@ -162,6 +163,97 @@ class TransformErrors:
             return None
         with self._lock:
             return self._errors.pop(token, None)
+
+
+_NATIVE_NUMERIC = frozenset(np.dtype(c) for c in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8"))
+
+
+def _native_dtype_str(dtype: np.dtype) -> str:
+    return np.dtype(dtype).newbyteorder("=").str  # the engine hands transforms native-endian data
+
+
+def _exact_native_cast(src: np.dtype, dst: np.dtype) -> bool:
+    """A conversion the engine runs natively: defined for every value (to float, or an
+    integer widening), so C++ and numpy agree element for element."""
+    src, dst = np.dtype(src).newbyteorder("="), np.dtype(dst).newbyteorder("=")
+    if src not in _NATIVE_NUMERIC or dst not in _NATIVE_NUMERIC:
+        return False
+    return dst.kind == "f" or (src.kind in "iu" and np.can_cast(src, dst, casting="safe"))
+
+
+class Cast:
+    """``data = data.astype(dtype)`` for every array it applies to (scope it with
+    :func:`applies`). Native (no GIL) for numeric conversions defined on every value: to
+    float32/float64, or integer widening; numpy otherwise."""
+
+    def __init__(self, dtype: Any) -> None:
+        self.dtype = np.dtype(dtype).newbyteorder("=")
+
+    def __call__(self, chunk: DecodedChunk) -> DecodedChunk:
+        chunk.data = chunk.data.astype(self.dtype)
+        return chunk
+
+    def output_inner(self, geom: ArrayGeometry):
+        return geom.inner_shape, self.dtype
+
+    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict | None:
+        if not _exact_native_cast(dtype, self.dtype):
+            return None
+        return {"kind": "cast", "in_dtype": _native_dtype_str(dtype), "out_shape": tuple(field),
+                "out_dtype": _native_dtype_str(self.dtype)}
+
+    def __repr__(self) -> str:
+        return f"Cast({self.dtype.name})"
+
+
+class ScaleOffset:
+    """``data = data.astype(dtype) * scale[array] + offset[array]``, per array path: unpacks
+    CF-style packed data (int16 with ``scale_factor`` / ``add_offset``) or converts units.
+    ``dtype`` defaults to the input's float type, float32 for integer input. Native (no GIL,
+    fused into decode when the type does not change) for one number per array; the product
+    and the sum round separately in ``dtype``, exactly as this numpy code does."""
+
+    def __init__(self, scale: Mapping[str, float], offset: Mapping[str, float], dtype: Any = None) -> None:
+        if set(scale) != set(offset):
+            raise InvalidArgumentError("ScaleOffset: scale and offset must name the same arrays")
+        self.scale = {k: float(v) for k, v in scale.items()}
+        self.offset = {k: float(v) for k, v in offset.items()}
+        self.dtype = None if dtype is None else np.dtype(dtype)
+        if self.dtype is not None and self.dtype.kind != "f":
+            raise InvalidArgumentError(f"ScaleOffset: dtype must be a float type, not {self.dtype}")
+
+    def _out(self, dtype: np.dtype) -> np.dtype:
+        if self.dtype is not None:
+            return self.dtype.newbyteorder("=")
+        dtype = np.dtype(dtype).newbyteorder("=")
+        return dtype if dtype.kind == "f" else np.dtype(np.float32)
+
+    def __call__(self, chunk: DecodedChunk) -> DecodedChunk:
+        name = chunk.read.array
+        if name not in self.scale:
+            raise KeyError(f"ScaleOffset has no scale/offset for array {name!r}")
+        out = self._out(chunk.data.dtype)
+        chunk.data = chunk.data.astype(out) * out.type(self.scale[name]) + out.type(self.offset[name])
+        return chunk
+
+    def output_inner(self, geom: ArrayGeometry):
+        return geom.inner_shape, self._out(geom.dtype)
+
+    def validate_scope(self, arrays: Sequence[str]) -> None:
+        missing = [a for a in arrays if a not in self.scale]
+        if missing:
+            raise InvalidArgumentError(f"ScaleOffset has no scale/offset for {missing}"
+                                       f" (it has {sorted(self.scale)})")
+
+    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict | None:
+        out = self._out(dtype)
+        if path not in self.scale or not _exact_native_cast(dtype, out):
+            return None
+        return {"kind": "affine", "in_dtype": _native_dtype_str(dtype), "scale": self.scale[path],
+                "offset": self.offset[path], "out_shape": tuple(field), "out_dtype": _native_dtype_str(out)}
+
+    def __repr__(self) -> str:
+        return f"ScaleOffset(arrays={sorted(self.scale)})"
 
 
 def fold_output(path: str, geom: ArrayGeometry, chain: Sequence[Callable]) -> tuple[tuple[int, ...], np.dtype]:
