@@ -239,6 +239,19 @@ def update_doc(doc: pathlib.Path, section: str) -> None:
 
 
 # -- plots ------------------------------------------------------------------------------------
+def _finish(plt, fig, ax, x, names, ylabel: str, title: str, path: pathlib.Path) -> pathlib.Path:
+    """Labels one bar chart (log y, legend beside it), saves it to ``path`` and closes it."""
+    ax.set_xticks(x, names)
+    ax.set_yscale("log")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def plots(result: dict, img: pathlib.Path) -> list[pathlib.Path]:
     import matplotlib
 
@@ -257,15 +270,8 @@ def plots(result: dict, img: pathlib.Path) -> list[pathlib.Path]:
     for k, e in enumerate(engines):
         vals = [(_best_rows(result, n).get(e) or {}).get("samples_s") or np.nan for n in names]
         ax.bar(x + (k - (len(engines) - 1) / 2) * width, vals, width, label=LABELS[e])
-    ax.set_xticks(x, names)
-    ax.set_yscale("log")
-    ax.set_ylabel("samples/s (warm; log scale)")
-    ax.set_title("Warm throughput (swept peers at their best worker count)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    out.append(img / "suite_rates.png")
-    fig.savefig(out[-1], dpi=110)
-    plt.close(fig)
+    out.append(_finish(plt, fig, ax, x, names, "samples/s (warm; log scale)",
+                       "Warm throughput (swept peers at their best worker count)", img / "suite_rates.png"))
 
     summ = result["summary"]
     keys = [("original", "/ original", 1.5), ("xbatcher", "/ xbatcher", 1.0), ("mapstyle", "/ map-style", 1.0),
@@ -280,13 +286,6 @@ def plots(result: dict, img: pathlib.Path) -> list[pathlib.Path]:
             ax.hlines([target] * len(x), pos - width / 2, pos + width / 2, colors="black", linestyles="dashed",
                       linewidth=1.5, zorder=3)
     ax.axhline(1.0, color="grey", linewidth=0.8)
-    ax.set_xticks(x, names)
-    ax.set_yscale("log")
-    ax.set_ylabel("ratio of samples/s (log scale)")
-    ax.set_title("ours / each peer and ceiling (black dashes: the targets)")
-    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
-    out.append(img / "suite_ratios.png")
-    fig.savefig(out[-1], dpi=110)
-    plt.close(fig)
+    out.append(_finish(plt, fig, ax, x, names, "ratio of samples/s (log scale)",
+                       "ours / each peer and ceiling (black dashes: the targets)", img / "suite_ratios.png"))
     return out
