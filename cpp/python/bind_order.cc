@@ -1,5 +1,7 @@
-// Epoch-order bindings: the shuffle helpers of insitubatch.shuffle (A.10) as thin calls
-// into engine/order.h. Results are numpy arrays whose memory a C++ vector owns.
+// Epoch-order bindings: the sequential order and the shuffle-quality score of
+// insitubatch.shuffle (A.10) as thin calls into engine/order.h. (The shuffled order is built
+// in Python with numpy's PCG64, draw for draw the original insitubatch's, and handed to the
+// engine.) Results are numpy arrays whose memory a C++ vector owns.
 
 #include <nanobind/stl/pair.h>
 
@@ -51,38 +53,6 @@ std::pair<nb::object, nb::object> OrderToNumpy(engine::EpochOrder order) {
 }  // namespace
 
 void BindOrder(nb::module_& m) {
-  m.def(
-      "chunk_permutation",
-      [](const ChunkIds& chunk_ids, uint64_t seed, uint64_t epoch) {
-        std::vector<int64_t> perm;
-        {
-          nb::gil_scoped_release release;
-          perm = engine::ChunkPermutation(AsSpan(chunk_ids), seed, epoch);
-        }
-        const size_t n = perm.size();
-        return VectorToNumpy(std::move(perm), {n});
-      },
-      nb::arg("chunk_ids"), nb::arg("seed"), nb::arg("epoch"),
-      "A permutation of `chunk_ids` keyed by (seed, epoch).");
-
-  m.def(
-      "block_shuffled_order",
-      [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks,
-         uint64_t seed, uint64_t epoch) {
-        ThrowIfError(
-            engine::CheckOrderArgs(AsSpan(chunk_ids), spc, n_samples, block_chunks));
-        engine::EpochOrder order;
-        {
-          nb::gil_scoped_release release;
-          order = engine::BlockShuffledOrder(AsSpan(chunk_ids), spc, n_samples,
-                                             block_chunks, seed, epoch);
-        }
-        return OrderToNumpy(std::move(order));
-      },
-      nb::arg("chunk_ids"), nb::arg("spc"), nb::arg("n_samples"), nb::arg("block_chunks"),
-      nb::arg("seed"), nb::arg("epoch"),
-      "Block-local two-level shuffle: (rows (N, 2) [chunk, within], block_start).");
-
   m.def(
       "sequential_order",
       [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples,

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import _ext, summary, transforms as _transforms
+from . import _ext, shuffle as _shuffle, summary, transforms as _transforms
 from .errors import InSituError, InvalidArgumentError, UnsupportedError
 from .geometry import ArrayGeometry, open_geometries
 from .records import Batch
@@ -250,8 +250,8 @@ class InSituDataset:
         ids = self._chunk_ids(split)
         m = self.manifest
         if shuffled:
-            return _ext.block_shuffled_order(ids, m.sample_chunk_size, m.n_samples, self.block_chunks,
-                                             self.seed, epoch)
+            return _shuffle.epoch_order(ids, m.sample_chunk_size, m.n_samples, self.block_chunks,
+                                        self.seed, epoch)
         return _ext.sequential_order(ids, m.sample_chunk_size, m.n_samples, self.block_chunks)
 
     def _start_pass(self, split: str, shuffled: bool) -> "_PassIterator":

@@ -6,7 +6,9 @@
 //
 // Determinism: one portable RNG (xoshiro256** seeded through SplitMix64 from
 // (seed, epoch, stream)) and our own bounded-integer draw, so the order is identical on
-// every platform and standard library. It is not numpy's PCG64 stream.
+// every platform and standard library. It is not numpy's PCG64 stream: the Python package
+// builds its shuffled orders with numpy instead (insitubatch/shuffle.py), draw for draw the
+// original insitubatch's, and hands them to the engine; these builders serve C++ callers.
 
 #include <cstdint>
 #include <span>
