@@ -65,6 +65,18 @@ def warm_page_cache(files: list[str]) -> None:
                 pass
 
 
+def cold_pool_epoch(ds, epoch: int) -> tuple[float, int]:
+    """(seconds, samples) of one `ds.train` epoch whose pool is emptied first, so every chunk
+    is fetched and decoded again (the OS page cache stays warm)."""
+    ds.set_epoch(epoch)
+    ds.clear_cache()
+    t0 = time.perf_counter()
+    n = 0
+    for batch in ds.train:
+        n += len(batch)
+    return time.perf_counter() - t0, n
+
+
 def warm_epochs(path: pathlib.Path, batch_size: int, block_chunks: int, runs: int) -> list[tuple[float, int, int]]:
     """Epochs on one warm dataset (engine threads, recycled buffers, OS page cache) whose
     pool is cleared before each timed epoch, so every chunk is fetched and decoded again."""
@@ -76,13 +88,7 @@ def warm_epochs(path: pathlib.Path, batch_size: int, block_chunks: int, runs: in
     ds = InSituDataset(s, manifest, geoms, batch_size=batch_size, block_chunks=block_chunks)
     out = []
     for epoch in range(runs + 1):  # epoch 0 warms up and is not reported
-        ds.set_epoch(epoch)
-        ds.clear_cache()
-        t0 = time.perf_counter()
-        n = 0
-        for batch in ds.train:
-            n += len(batch)
-        dt = time.perf_counter() - t0
+        dt, n = cold_pool_epoch(ds, epoch)
         if epoch > 0:
             out.append((dt, n, ds.last_pass.cache_misses))
     ds.close()

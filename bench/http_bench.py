@@ -41,7 +41,8 @@ import numpy as np
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from engine_bench import DATA, RESULTS, chunk_files, machine, make_store, warm_page_cache  # noqa: E402
+from engine_bench import (DATA, RESULTS, chunk_files, cold_pool_epoch, machine, make_store,  # noqa: E402
+                          warm_page_cache)
 
 ROOT = HERE.parent
 
@@ -294,13 +295,7 @@ def epochs(ds, runs: int, warmup: bool) -> dict:
     """Epochs with the pool cleared before each (every chunk fetched and decoded again)."""
     times, samples, stored = [], 0, 0
     for epoch in range(runs + int(warmup)):
-        ds.set_epoch(epoch)
-        ds.clear_cache()
-        t0 = time.perf_counter()
-        n = 0
-        for batch in ds.train:
-            n += len(batch)
-        dt = time.perf_counter() - t0
+        dt, n = cold_pool_epoch(ds, epoch)
         if warmup and epoch == 0:
             continue
         times.append(dt)

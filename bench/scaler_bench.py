@@ -27,10 +27,7 @@ from insitubatch import InSituDataset, StandardScaler, open_geometries, split_by
 
 def epoch_cpu(ds: InSituDataset, epoch: int) -> tuple[float, float]:
     """(decode-thread CPU of decode + transform, decode CPU) of one cold-pool epoch."""
-    ds.set_epoch(epoch)
-    ds.clear_cache()
-    for _ in ds.train:
-        pass
+    engine_bench.cold_pool_epoch(ds, epoch)
     t = ds.last_pass.times
     return t.decode_s + t.assemble_s, t.decode_s
 

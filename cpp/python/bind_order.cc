@@ -54,6 +54,14 @@ std::pair<nb::object, nb::object> OrderToNumpy(engine::EpochOrder order) {
 
 void BindOrder(nb::module_& m) {
   m.def(
+      "check_order_args",
+      [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks) {
+        ThrowIfError(engine::CheckOrderArgs(AsSpan(chunk_ids), spc, n_samples, block_chunks));
+      },
+      nb::arg("chunk_ids"), nb::arg("spc"), nb::arg("n_samples"), nb::arg("block_chunks"),
+      "Raises InvalidArgumentError unless the arguments describe a valid epoch order.");
+
+  m.def(
       "sequential_order",
       [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples,
          int64_t block_chunks) {

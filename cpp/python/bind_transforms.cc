@@ -127,10 +127,10 @@ class ScaleTransform final : public ChunkTransform {
     const size_t count = in.samples * field_elements_;
     if (dtype_.id == zarr::DataTypeId::kFloat32) {
       Run(stats32_, reinterpret_cast<const float*>(in.data->data()),
-          reinterpret_cast<float*>(output.data()), count);
+              reinterpret_cast<float*>(output.data()), count, 0);
     } else {
       Run(stats64_, reinterpret_cast<const double*>(in.data->data()),
-          reinterpret_cast<double*>(output.data()), count);
+              reinterpret_cast<double*>(output.data()), count, 0);
     }
     return Status::Ok();
   }
@@ -141,10 +141,10 @@ class ScaleTransform final : public ChunkTransform {
   void ApplyToRun(std::span<std::byte> run, uint64_t first_element) const override {
     if (dtype_.id == zarr::DataTypeId::kFloat32) {
       auto* x = reinterpret_cast<float*>(run.data());
-      RunFrom(stats32_, x, x, run.size() / sizeof(float), first_element);
+      Run(stats32_, x, x, run.size() / sizeof(float), first_element);
     } else {
       auto* x = reinterpret_cast<double*>(run.data());
-      RunFrom(stats64_, x, x, run.size() / sizeof(double), first_element);
+      Run(stats64_, x, x, run.size() / sizeof(double), first_element);
     }
   }
 
@@ -154,14 +154,9 @@ class ScaleTransform final : public ChunkTransform {
     std::vector<T> mean, scale;  // one element each, or one per field element
   };
 
-  template <typename T>
-  static void Run(const Stats<T>& stats, const T* x, T* y, size_t count) {
-    RunFrom(stats, x, y, count, 0);
-  }
-
   // Elements [first, first + count) of a chunk; per-element statistics repeat every field.
   template <typename T>
-  static void RunFrom(const Stats<T>& stats, const T* x, T* y, size_t count, uint64_t first) {
+  static void Run(const Stats<T>& stats, const T* x, T* y, size_t count, uint64_t first) {
     if (stats.mean.size() == 1) {
       const T mean = stats.mean[0], scale = stats.scale[0];
       for (size_t i = 0; i < count; ++i) y[i] = (x[i] - mean) * scale;

@@ -65,32 +65,12 @@ def _rows_of(chunks: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return np.stack([np.repeat(chunks, lens), within], axis=1)
 
 
-def _check_order_args(ids: np.ndarray, spc: int, n_samples: int, block_chunks: int) -> None:
-    # The same checks and words as the engine's C++ order builders (engine/order.cc).
-    if spc < 1:
-        raise InvalidArgumentError(f"epoch order: samples per chunk must be >= 1, got {spc}")
-    if n_samples < 0:
-        raise InvalidArgumentError(f"epoch order: n_samples must be >= 0, got {n_samples}")
-    if block_chunks < 1:
-        raise InvalidArgumentError(f"epoch order: block_chunks must be >= 1, got {block_chunks}")
-    n_chunks = -(-n_samples // spc)
-    outside = ids[(ids < 0) | (ids >= n_chunks)]
-    if outside.size:
-        raise InvalidArgumentError(
-            f"epoch order: chunk id {int(outside[0])} is outside the anchor grid [0, {n_chunks}) of"
-            f" {n_samples} samples at {spc} per chunk")
-    unique, counts = np.unique(ids, return_counts=True)
-    if unique.size != ids.size:
-        raise InvalidArgumentError(f"epoch order: chunk id {int(unique[counts > 1][0])} is listed twice"
-                                   " (each sample must appear once per epoch)")
-
-
 def epoch_order(chunk_ids, spc: int, n_samples: int, block_chunks: int, seed: int,
                 epoch: int) -> tuple[np.ndarray, np.ndarray]:
     """The shuffled order and its block bounds (``n_blocks + 1`` row offsets), as the
     engine takes them; arguments as :func:`block_shuffled_order`."""
     ids = _chunk_ids(chunk_ids)
-    _check_order_args(ids, spc, n_samples, block_chunks)
+    _ext.check_order_args(ids, spc, n_samples, block_chunks)  # the engine's own checks
     perm = np.random.default_rng((seed, epoch)).permutation(ids)
     # A short final chunk of the array contributes only its real rows.
     lens = np.minimum(spc, n_samples - perm * spc)

@@ -66,6 +66,13 @@ def display_name(fn: Any) -> str:
     return getattr(fn, "__name__", None) or type(fn).__name__
 
 
+def _require_arrays(what: str, known: Mapping[str, Any], arrays: Sequence[str]) -> None:
+    """Scoping check of a per-array transform: every scoped array must be one it knows."""
+    missing = [a for a in arrays if a not in known]
+    if missing:
+        raise InvalidArgumentError(f"{what} for {missing} (it has {sorted(known)})")
+
+
 class StandardScaler:
     """``data = (data - mean[array]) / (std[array] + eps)``, per array path.
 
@@ -95,10 +102,7 @@ class StandardScaler:
         return geom.inner_shape, dtype
 
     def validate_scope(self, arrays: Sequence[str]) -> None:
-        missing = [a for a in arrays if a not in self.mean]
-        if missing:
-            raise InvalidArgumentError(f"StandardScaler has no statistics for {missing}"
-                                       f" (it has {sorted(self.mean)})")
+        _require_arrays("StandardScaler has no statistics", self.mean, arrays)
 
     def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict | None:
         """The engine's native form for one array (no GIL), or None if it cannot run it."""
@@ -240,10 +244,7 @@ class ScaleOffset:
         return geom.inner_shape, self._out(geom.dtype)
 
     def validate_scope(self, arrays: Sequence[str]) -> None:
-        missing = [a for a in arrays if a not in self.scale]
-        if missing:
-            raise InvalidArgumentError(f"ScaleOffset has no scale/offset for {missing}"
-                                       f" (it has {sorted(self.scale)})")
+        _require_arrays("ScaleOffset has no scale/offset", self.scale, arrays)
 
     def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict | None:
         out = self._out(dtype)
