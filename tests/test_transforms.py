@@ -280,3 +280,12 @@ def test_scale_offset_scope_and_arguments_are_checked():
         insitubatch.ScaleOffset({"t2m": 1.0}, {"u10": 0.0})
     with pytest.raises(insitubatch.InvalidArgumentError, match="float type"):
         insitubatch.ScaleOffset({"t2m": 1.0}, {"t2m": 0.0}, dtype="i4")
+
+
+def test_native_transform_arguments_are_checked():
+    with pytest.raises(TypeError, match="not understood"):
+        insitubatch.Cast("not-a-dtype")
+    from insitubatch import _ext
+
+    with pytest.raises(insitubatch.InvalidArgumentError, match="concurrency"):
+        _ext.read_throughput(_ext.MemoryStore(), ["k"], 0, 1)
