@@ -24,7 +24,26 @@ using engine::PassStats;
 
 using Int64Array = nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>;
 
+// Page-locks through two C functions shaped like the CUDA runtime's
+//   int cudaHostRegister(void* ptr, size_t size, unsigned flags);  int cudaHostUnregister(void* ptr);
+// whose addresses the torch adapter takes from the libcudart torch loaded (0 = success). No
+// CUDA headers or link dependency, and no GIL: the calls come from engine threads.
+class FunctionRegistrar final : public HostRegistrar {
+ public:
+  using RegisterFn = int (*)(void*, size_t, unsigned);
+  using UnregisterFn = int (*)(void*);
+  FunctionRegistrar(RegisterFn register_fn, UnregisterFn unregister_fn)
+      : register_(register_fn), unregister_(unregister_fn) {}
+  bool Register(std::byte* data, size_t size) override {
+    return register_(data, size, kPortable) == 0;
+  }
+  void Unregister(std::byte* data) override { unregister_(data); }
 
+ private:
+  static constexpr unsigned kPortable = 1;  // cudaHostRegisterPortable: locked for every context
+  RegisterFn register_;
+  UnregisterFn unregister_;
+};
 
 nb::dict StatsToDict(const PassStats& s) {
   nb::dict d;
@@ -228,9 +247,34 @@ void BindEngine(nb::module_& m) {
         d["pinned_slots"] = h.engine->pool().CountPinned();
         d["filling_slots"] = h.engine->pool().CountSlots(engine::SlotState::kFilling);
         d["live_passes"] = h.engine->live_passes();
-        d["batch_buffer_allocations"] = h.engine->buffers().stats().allocations;
+        const auto buffers = h.engine->buffers().stats();
+        d["batch_buffer_allocations"] = buffers.allocations;
+        d["batch_locked_bytes"] = buffers.locked_bytes;
+        d["batch_unlocked_takes"] = buffers.unlocked_takes;
         return d;
       })
+      .def(
+          "lock_batch_pages",
+          [](EngineHandle& h, uintptr_t register_fn, uintptr_t unregister_fn, uint64_t budget_bytes) {
+            if (register_fn == 0 || unregister_fn == 0) {
+              ThrowIfError(InvalidArgument("lock_batch_pages: both function addresses are required"));
+            }
+            h.engine->buffers().LockPages(
+                std::make_shared<FunctionRegistrar>(
+                    reinterpret_cast<FunctionRegistrar::RegisterFn>(register_fn),
+                    reinterpret_cast<FunctionRegistrar::UnregisterFn>(unregister_fn)),
+                budget_bytes);
+          },
+          nb::arg("register_fn"), nb::arg("unregister_fn"), nb::arg("budget_bytes"),
+          "From now on batch buffers are page-locked through the two C functions (addresses of\n"
+          "cudaHostRegister / cudaHostUnregister) while the locked bytes stay within the budget.\n"
+          "The first functions stay for the engine's life; later calls change only the budget.")
+      .def(
+          "batch_pages_locked",
+          [](const EngineHandle& h, uintptr_t address) {
+            return h.engine->buffers().IsLocked(reinterpret_cast<const std::byte*>(address));
+          },
+          nb::arg("address"), "Whether the batch buffer starting at `address` is page-locked.")
       .def("clear_cache", [](EngineHandle& h) { return h.engine->pool().EvictUnpinned(); },
            "Drops every resident chunk no pass holds; returns how many.")
       .def_prop_ro("decode_threads", [](const EngineHandle& h) { return h.engine->config().decode_threads; });

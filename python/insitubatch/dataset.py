@@ -326,6 +326,20 @@ class InSituDataset:
             raise InvalidArgumentError("the dataset is closed")
         return int(self._engine.clear_cache())
 
+    # -- page-locked batch buffers (the torch CUDA adapter) -----------------------------------
+    def _lock_batch_pages(self, register_fn: int, unregister_fn: int, budget_bytes: int) -> None:
+        """Page-locks the engine's batch buffers from now on through two C functions
+        (addresses of ``cudaHostRegister`` / ``cudaHostUnregister``), within ``budget_bytes``;
+        they stay locked while recycled and are unlocked before they are freed."""
+        if self._engine is None:
+            raise InvalidArgumentError("the dataset is closed")
+        self._engine.lock_batch_pages(register_fn, unregister_fn, budget_bytes)
+
+    def _batch_pages_locked(self, array: np.ndarray) -> bool:
+        """Whether a batch array's buffer is page-locked (False once the dataset is closed)."""
+        engine = self._engine
+        return engine is not None and bool(engine.batch_pages_locked(array.__array_interface__["data"][0]))
+
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:
         """Ends every live pass, releases the pool, and closes an async fsspec session the

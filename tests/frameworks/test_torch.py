@@ -266,6 +266,52 @@ def test_pin_budget_warns_once_and_falls_back_to_pageable(mixed, caplog):
     assert len(warnings) == 1 and "pin_budget_bytes" in warnings[0].getMessage()
 
 
+def test_engine_locked_batches_are_copied_in_place(mixed, caplog):
+    from page_lock_fake import FakeCudart  # tests/: a recording stand-in for cudaHostRegister
+
+    open_dataset, sources = mixed
+    ds = open_dataset(batch_size=8, batch_transforms=[add_index])
+    cudart = FakeCudart()
+    pages = torch_adapter._EnginePages.attach(ds.train, 1 << 30, cudart.functions)
+    feeder = CpuFeeder(pin=True, pin_budget_bytes=1 << 30, pages=pages)
+    with caplog.at_level(logging.WARNING, logger="insitubatch"):
+        for batch in ds.train:
+            staged_before = len(feeder.pinned)
+            out = feeder.convert(batch.arrays)
+            # The engine's buffers go as they are; only the batch transform's new array is staged.
+            assert len(feeder.pinned) == staged_before + 1
+            for label in sources:
+                assert ds._batch_pages_locked(batch.arrays[label])
+                np.testing.assert_array_equal(out[label].numpy(), sources[label][out["idx"].numpy()],
+                                              strict=True)
+    assert not [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert cudart.locked_bytes() == ds.pool_state()["batch_locked_bytes"] > 0
+    feeder.inflight.drain()
+
+
+def test_engine_locking_past_the_budget_warns_once_and_copies_pageable(mixed, caplog):
+    from page_lock_fake import FakeCudart
+
+    open_dataset, _ = mixed
+    ds = open_dataset(batch_size=8)
+    budget = 2 * 4 * 4096  # two batches of four arrays, each in a 4 KiB buffer
+    pages = torch_adapter._EnginePages.attach(ds.train, budget, FakeCudart().functions)
+    feeder = CpuFeeder(pin=True, pin_budget_bytes=budget, pages=pages)
+    with caplog.at_level(logging.WARNING, logger="insitubatch"):
+        for batch in ds.train:  # no event completes: every batch stays held, none recycled
+            feeder.convert(batch.arrays)
+    assert feeder.pinned == []  # nothing staged: locked in place, or pageable past the budget
+    assert ds.pool_state()["batch_locked_bytes"] == budget
+    assert ds.pool_state()["batch_unlocked_takes"] > 0
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "pin_budget_bytes" in warnings[0].getMessage()
+    feeder.inflight.drain()
+
+
+def test_views_of_other_iterables_are_staged_instead():
+    assert torch_adapter._EnginePages.attach([1, 2], 1 << 20, (1, 2)) is None
+
+
 def test_default_pin_budget_is_an_eighth_of_ram():
     from insitubatch.frameworks import default_pin_budget_bytes, physical_memory_bytes
 
@@ -288,6 +334,25 @@ def test_cuda_round_trip_is_exact(mixed):
     assert n == 64
     batch = first_batch(ds.val)
     for label, t in to_torch(batch, device="cuda").items():
+        np.testing.assert_array_equal(t.cpu().numpy(), batch.arrays[label], strict=True)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_cuda_copies_read_engine_buffers_locked_in_place(mixed):
+    assert torch_adapter.cudart_host_register(torch) is not None, "libcudart not found in the process"
+    open_dataset, sources = mixed
+    ds = open_dataset()
+    seen = 0
+    for item in DataLoader(as_torch(ds.train, device="cuda"), batch_size=None, num_workers=0):
+        seen += len(item["x"])
+    assert seen == 64
+    assert ds.pool_state()["batch_locked_bytes"] > 0
+    batch = first_batch(ds.train)
+    for label, arr in batch.arrays.items():
+        assert ds._batch_pages_locked(arr)
+        assert torch.from_dlpack(arr).is_pinned()  # CUDA agrees the memory is page-locked
+    out = to_torch(batch, device="cuda")
+    for label, t in out.items():
         np.testing.assert_array_equal(t.cpu().numpy(), batch.arrays[label], strict=True)
 
 

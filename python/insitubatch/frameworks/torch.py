@@ -7,13 +7,18 @@ until the tensor is gone, so the engine recycles a buffer only after torch relea
 With a CUDA device the adapter owns the transfer: a non-blocking host-to-device copy, a
 CUDA event recorded on the target device's current stream, and the batch's source arrays
 held until that event has completed, so a recycled buffer is never overwritten mid-DMA.
+``as_torch`` has the engine page-lock its recycled batch buffers (``cudaHostRegister``,
+resolved from the CUDA runtime torch loaded), so the copy reads the batch where the engine
+gathered it: no staging copy, and each buffer is locked once, not per batch.
 """
 
 from __future__ import annotations
 
 import collections
+import ctypes
 import logging
 import operator
+import os
 import threading
 from typing import Any, Iterable, Iterator
 
@@ -84,21 +89,87 @@ class _InflightCopies:
         return len(self._pending)
 
 
+_CUDART_UNSET = object()
+_CUDART: Any = _CUDART_UNSET
+
+
+def cudart_host_register(torch) -> tuple[int, int] | None:
+    """Addresses of ``cudaHostRegister`` and ``cudaHostUnregister`` in the CUDA runtime
+    library torch has loaded, or None where none is found (the adapter then stages batches
+    through torch's pinned allocator instead)."""
+    global _CUDART
+    if _CUDART is not _CUDART_UNSET:
+        return _CUDART
+    torch.cuda.init()  # loads libcudart if torch links it dynamically
+    candidates = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split(None, 5)[-1].strip()
+                if "libcudart" in os.path.basename(path) and path not in candidates:
+                    candidates.append(path)
+    except OSError:
+        pass
+    major = (torch.version.cuda or "").split(".")[0]
+    candidates += [f"libcudart.so.{major}"] if major else []
+    _CUDART = None
+    for name in candidates:
+        try:
+            lib = ctypes.CDLL(name)  # already loaded: the same handle torch uses
+            _CUDART = (ctypes.cast(lib.cudaHostRegister, ctypes.c_void_p).value,
+                       ctypes.cast(lib.cudaHostUnregister, ctypes.c_void_p).value)
+            break
+        except (OSError, AttributeError):
+            continue
+    if _CUDART is None:
+        logger.info("as_torch: no CUDA runtime library found in this process; batches are"
+                    " staged through torch's pinned allocator instead of locked in place")
+    return _CUDART
+
+
+class _EnginePages:
+    """A dataset's page-locked batch buffers (the engine locks them as it recycles them)."""
+
+    def __init__(self, dataset) -> None:
+        self.dataset = dataset
+
+    @classmethod
+    def attach(cls, view, budget_bytes: int, functions: tuple[int, int] | None) -> "_EnginePages | None":
+        """Turns locking on for ``view``'s dataset; None for views of anything else."""
+        dataset = getattr(view, "dataset", None)
+        if functions is None or not hasattr(dataset, "_lock_batch_pages"):
+            return None
+        dataset._lock_batch_pages(functions[0], functions[1], budget_bytes)
+        return cls(dataset)
+
+    def locked(self, arr: np.ndarray) -> bool:
+        return self.dataset._batch_pages_locked(arr)
+
+    def locked_bytes(self) -> int:
+        try:
+            return int(self.dataset.pool_state()["batch_locked_bytes"])
+        except Exception:  # closed
+            return 0
+
+
 class _DeviceFeeder:
     """Copies batches to one accelerator device, holding sources until the copy is done.
 
-    With ``pin=True`` the host side of each copy is page-locked: arrays already in pinned
-    memory are used as they are; others are staged through torch's pinned host allocator
-    while the pinned bytes in flight stay within ``pin_budget_bytes`` — past it, copies come
-    from pageable memory and one WARNING says so.
+    With ``pin=True`` the host side of each copy is page-locked: arrays in memory the engine
+    locked (``pages``) or that torch reports pinned are used as they are; others are staged
+    through torch's pinned host allocator while the engine's locked bytes plus the staged
+    bytes in flight stay within ``pin_budget_bytes`` — past it, copies come from pageable
+    memory and one WARNING says so.
     """
 
-    def __init__(self, torch, device, *, pin: bool = False, pin_budget_bytes: int | None = None) -> None:
+    def __init__(self, torch, device, *, pin: bool = False, pin_budget_bytes: int | None = None,
+                 pages: _EnginePages | None = None) -> None:
         self.torch = torch
         self.device = device
         self.is_cuda = device.type == "cuda"
         self.pin = pin and self.is_cuda
         self.pin_budget_bytes = default_pin_budget_bytes() if pin_budget_bytes is None else pin_budget_bytes
+        self.pages = pages
         self.inflight = _InflightCopies()
         self._warned = False
 
@@ -119,20 +190,23 @@ class _DeviceFeeder:
             event.record(torch.cuda.current_stream(self.device))
         return event
 
-    def _stage(self, hosts: dict) -> tuple[dict, int]:
-        """Page-locks the host tensors within the budget; returns them and the bytes pinned."""
-        need = {k: t for k, t in hosts.items() if not self._is_pinned(t)}
+    def _stage(self, arrays: dict, hosts: dict) -> tuple[dict, int]:
+        """Page-locks the host tensors within the budget; returns them and the bytes staged."""
+        pages = self.pages
+        need = {k: t for k, t in hosts.items()
+                if not (pages is not None and pages.locked(arrays[k])) and not self._is_pinned(t)}
         nbytes = sum(t.numel() * t.element_size() for t in need.values())
         if not nbytes:
             return hosts, 0
-        if self.inflight.pinned_bytes + nbytes > self.pin_budget_bytes:
+        pinned = self.inflight.pinned_bytes + (pages.locked_bytes() if pages is not None else 0)
+        if pinned + nbytes > self.pin_budget_bytes:
             if not self._warned:
                 self._warned = True
                 logger.warning(
-                    "as_torch: pinning this batch (%d bytes, %d already pinned in flight) would exceed"
+                    "as_torch: pinning this batch (%d bytes, %d already pinned) would exceed"
                     " pin_budget_bytes=%d; copying from pageable memory past the budget (slower"
                     " host-to-device copies). Raise pin_budget_bytes or lower batch_size.",
-                    nbytes, self.inflight.pinned_bytes, self.pin_budget_bytes)
+                    nbytes, pinned, self.pin_budget_bytes)
             return hosts, 0
         staged = dict(hosts)
         for k, t in need.items():
@@ -147,7 +221,7 @@ class _DeviceFeeder:
         self.inflight.release_finished()
         pinned_bytes = 0
         if self.pin:
-            hosts, pinned_bytes = self._stage(hosts)
+            hosts, pinned_bytes = self._stage(arrays, hosts)
         out = {label: self._copy(t) for label, t in hosts.items()}
         # The numpy arrays own the engine buffers; the host tensors may be pinned stagings.
         self.inflight.hold(self._record_event(), [arrays, hosts], pinned_bytes)
@@ -209,8 +283,13 @@ def _dataset_class(torch):
                         " process would replay the whole split (the engine already reads in parallel)")
                 feeder = None
                 if self.device is not None:
-                    feeder = _DeviceFeeder(torch, self.device, pin=True,
-                                           pin_budget_bytes=self.pin_budget_bytes)
+                    budget = (default_pin_budget_bytes() if self.pin_budget_bytes is None
+                              else self.pin_budget_bytes)
+                    pages = None
+                    if self.device.type == "cuda":
+                        pages = _EnginePages.attach(self.view, budget, cudart_host_register(torch))
+                    feeder = _DeviceFeeder(torch, self.device, pin=True, pin_budget_bytes=budget,
+                                           pages=pages)
                 it = iter(self.view)
                 try:
                     for batch in it:
@@ -242,9 +321,10 @@ def as_torch(view, *, device=None, pin_budget_bytes: int | None = None):
     ``view`` (e.g. ``ds.train``); iterate it with ``DataLoader(..., batch_size=None,
     num_workers=0)``.
 
-    With a CUDA ``device`` the host side of each copy is page-locked while the pinned bytes
-    in flight stay within ``pin_budget_bytes`` (default: 1/8 of physical RAM); past it,
-    copies come from pageable memory with one WARNING.
+    With a CUDA ``device`` the host side of each copy is page-locked: the engine locks its
+    recycled batch buffers in place while the locked bytes (plus any batch-transform output
+    staged through torch's pinned allocator) stay within ``pin_budget_bytes`` (default: 1/8
+    of physical RAM); past it, copies come from pageable memory with one WARNING.
     """
     torch = _torch()
     if pin_budget_bytes is not None:

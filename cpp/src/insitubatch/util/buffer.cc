@@ -87,8 +87,13 @@ std::shared_ptr<BufferRecycler> BufferRecycler::Create(size_t max_free_bytes) {
 }
 
 BufferRecycler::~BufferRecycler() {
-  for (auto& [capacity, list] : free_)
-    for (std::byte* p : list) FreeAligned(p);
+  // Every buffer handed out holds a reference, so only idle memory is left here.
+  for (auto& [capacity, list] : free_) {
+    for (std::byte* p : list) {
+      if (locked_.count(p)) registrar_->Unregister(p);
+      FreeAligned(p);
+    }
+  }
 }
 
 size_t BufferRecycler::SizeClass(size_t size) {
@@ -120,6 +125,7 @@ Result<Buffer> BufferRecycler::Take(size_t size) {
       return ResourceExhausted("cannot allocate " + std::to_string(capacity) + " bytes");
     }
   }
+  MaybeLock(data, capacity);
   Buffer buffer;
   buffer.data_ = data;
   buffer.size_ = size;
@@ -129,20 +135,59 @@ Result<Buffer> BufferRecycler::Take(size_t size) {
 }
 
 void BufferRecycler::Give(std::byte* data, size_t capacity) {
+  std::shared_ptr<HostRegistrar> unlock_with;
   {
     std::lock_guard lock(mutex_);
     if (free_bytes_ + capacity <= max_free_bytes_) {
-      free_[capacity].push_back(data);
+      free_[capacity].push_back(data);  // stays locked: the next Take reuses the lock too
       free_bytes_ += capacity;
       return;
     }
+    if (locked_.erase(data)) {
+      locked_bytes_ -= capacity;
+      unlock_with = registrar_;
+    }
   }
+  if (unlock_with) unlock_with->Unregister(data);
   FreeAligned(data);
+}
+
+void BufferRecycler::LockPages(std::shared_ptr<HostRegistrar> registrar, uint64_t budget_bytes) {
+  std::lock_guard lock(mutex_);
+  if (!registrar_) registrar_ = std::move(registrar);
+  lock_budget_bytes_ = budget_bytes;
+}
+
+void BufferRecycler::MaybeLock(std::byte* data, size_t capacity) {
+  std::shared_ptr<HostRegistrar> registrar;
+  {
+    std::lock_guard lock(mutex_);
+    if (!registrar_ || locked_.count(data)) return;
+    if (locked_bytes_ + capacity > lock_budget_bytes_) {
+      ++unlocked_takes_;
+      return;
+    }
+    locked_bytes_ += capacity;  // reserved while Register runs outside the lock
+    registrar = registrar_;
+  }
+  const bool ok = registrar->Register(data, capacity);
+  std::lock_guard lock(mutex_);
+  if (ok) {
+    locked_.insert(data);
+  } else {
+    locked_bytes_ -= capacity;
+    ++unlocked_takes_;
+  }
+}
+
+bool BufferRecycler::IsLocked(const std::byte* data) const {
+  std::lock_guard lock(mutex_);
+  return locked_.count(data) != 0;
 }
 
 BufferRecycler::Stats BufferRecycler::stats() const {
   std::lock_guard lock(mutex_);
-  return {allocations_, reuses_, free_bytes_};
+  return {allocations_, reuses_, free_bytes_, locked_bytes_, unlocked_takes_};
 }
 
 }  // namespace insitubatch

@@ -13,6 +13,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <unordered_set>
 #include <vector>
 
 #include "insitubatch/util/result.h"
@@ -22,6 +23,18 @@ namespace insitubatch {
 inline constexpr size_t kBufferAlignment = 128;
 
 class BufferRecycler;
+
+// Page-locks host memory so a device can copy from it asynchronously (cudaHostRegister and
+// cudaHostUnregister). Supplied at run time by a framework adapter, so the engine has no
+// device dependency. Calls may come from any thread and are never made under a lock.
+class HostRegistrar {
+ public:
+  virtual ~HostRegistrar() = default;
+  // Locks [data, data + size); false leaves the memory pageable.
+  virtual bool Register(std::byte* data, size_t size) = 0;
+  // Unlocks memory Register locked; called before that memory is freed.
+  virtual void Unregister(std::byte* data) = 0;
+};
 
 class Buffer {
  public:
@@ -70,10 +83,20 @@ class BufferRecycler : public std::enable_shared_from_this<BufferRecycler> {
   // idle. Its contents are unspecified.
   Result<Buffer> Take(size_t size);
 
+  // From now on Take hands out page-locked buffers while the locked bytes stay within
+  // `budget_bytes`; past it buffers stay pageable (`unlocked_takes` counts them). Locked
+  // memory stays locked while it is recycled and is unlocked before it is freed. The first
+  // registrar stays for the recycler's life; later calls change only the budget.
+  void LockPages(std::shared_ptr<HostRegistrar> registrar, uint64_t budget_bytes);
+  // Whether `data` (the start of a buffer this recycler handed out) is page-locked.
+  bool IsLocked(const std::byte* data) const;
+
   struct Stats {
-    uint64_t allocations = 0;  // buffers newly allocated
-    uint64_t reuses = 0;       // buffers handed out again
-    uint64_t free_bytes = 0;   // idle now
+    uint64_t allocations = 0;     // buffers newly allocated
+    uint64_t reuses = 0;          // buffers handed out again
+    uint64_t free_bytes = 0;      // idle now
+    uint64_t locked_bytes = 0;    // page-locked now (in use or idle)
+    uint64_t unlocked_takes = 0;  // Takes that stayed pageable while locking was on
   };
   Stats stats() const;
   // The capacity Take(size) hands out.
@@ -84,6 +107,8 @@ class BufferRecycler : public std::enable_shared_from_this<BufferRecycler> {
   explicit BufferRecycler(size_t max_free_bytes) : max_free_bytes_(max_free_bytes) {}
   // Takes back memory from a destroyed buffer (frees it when the idle bound is reached).
   void Give(std::byte* data, size_t capacity);
+  // Page-locks a buffer about to be handed out, when locking is on and the budget allows.
+  void MaybeLock(std::byte* data, size_t capacity);
 
   mutable std::mutex mutex_;
   std::map<size_t, std::vector<std::byte*>> free_;
@@ -91,6 +116,11 @@ class BufferRecycler : public std::enable_shared_from_this<BufferRecycler> {
   uint64_t free_bytes_ = 0;
   uint64_t allocations_ = 0;
   uint64_t reuses_ = 0;
+  std::shared_ptr<HostRegistrar> registrar_;
+  uint64_t lock_budget_bytes_ = 0;
+  uint64_t locked_bytes_ = 0;  // includes registrations in progress
+  uint64_t unlocked_takes_ = 0;
+  std::unordered_set<const std::byte*> locked_;
 };
 
 }  // namespace insitubatch

@@ -4,6 +4,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <vector>
 
 namespace insitubatch {
 namespace {
@@ -78,7 +82,9 @@ TEST(BufferRecyclerTest, SizeClassesWasteLessThanAnEighth) {
   for (size_t size : {1u, 4096u, 4097u, 100000u, 1u << 20, (1u << 20) + 1, 63u << 20}) {
     const size_t c = BufferRecycler::SizeClass(size);
     EXPECT_GE(c, size);
-    if (size > 4096) EXPECT_LE(c - size, size / 8 + 1) << size;
+    if (size > 4096) {
+      EXPECT_LE(c - size, size / 8 + 1) << size;
+    }
   }
 }
 
@@ -99,6 +105,152 @@ TEST(BufferRecyclerTest, BuffersMayOutliveTheirRecyclerHandle) {
     kept = std::move(recycler->Take(100)).value();
   }
   std::memset(kept.data(), 1, kept.size());  // still valid; freed to the recycler later
+}
+
+// Records what it locks, and fails the test on a double lock, an unlock of memory it never
+// locked, or memory still locked when the test ends.
+class RecordingRegistrar : public HostRegistrar {
+ public:
+  explicit RecordingRegistrar(bool succeed = true) : succeed_(succeed) {}
+  ~RecordingRegistrar() override { EXPECT_TRUE(live_.empty()) << "memory left page-locked"; }
+  bool Register(std::byte* data, size_t size) override {
+    std::lock_guard lock(mutex_);
+    ++registers;
+    if (!succeed_) return false;
+    EXPECT_EQ(live_.count(data), 0u) << "locked twice";
+    live_[data] = size;
+    live_bytes_ += size;
+    peak_bytes = std::max(peak_bytes, live_bytes_);
+    return true;
+  }
+  void Unregister(std::byte* data) override {
+    std::lock_guard lock(mutex_);
+    ++unregisters;
+    auto it = live_.find(data);
+    ASSERT_NE(it, live_.end()) << "unlocked memory that was never locked";
+    live_bytes_ -= it->second;
+    live_.erase(it);
+  }
+  bool live(const std::byte* data) {
+    std::lock_guard lock(mutex_);
+    return live_.count(const_cast<std::byte*>(data)) != 0;
+  }
+  size_t registers = 0, unregisters = 0, peak_bytes = 0;
+
+ private:
+  bool succeed_;
+  std::mutex mutex_;
+  std::map<std::byte*, size_t> live_;
+  size_t live_bytes_ = 0;
+};
+
+TEST(BufferRecyclerTest, LocksPagesWithinTheBudget) {
+  auto registrar = std::make_shared<RecordingRegistrar>();
+  auto recycler = BufferRecycler::Create(1 << 20);
+  auto before = recycler->Take(8192).value();  // taken before locking was on: stays pageable
+  recycler->LockPages(registrar, 2 * 8192);
+  auto a = recycler->Take(8192).value();
+  auto b = recycler->Take(8000).value();  // the same size class
+  auto c = recycler->Take(8192).value();  // past the budget
+  EXPECT_TRUE(recycler->IsLocked(a.data()));
+  EXPECT_TRUE(recycler->IsLocked(b.data()));
+  EXPECT_FALSE(recycler->IsLocked(c.data()));
+  EXPECT_FALSE(recycler->IsLocked(before.data()));
+  EXPECT_TRUE(registrar->live(a.data()));
+  EXPECT_EQ(recycler->stats().locked_bytes, 2u * 8192);
+  EXPECT_EQ(recycler->stats().unlocked_takes, 1u);
+  EXPECT_EQ(registrar->peak_bytes, 2u * 8192);
+}
+
+TEST(BufferRecyclerTest, RecycledBuffersKeepTheirLock) {
+  auto registrar = std::make_shared<RecordingRegistrar>();
+  auto recycler = BufferRecycler::Create(1 << 20);
+  recycler->LockPages(registrar, 1 << 20);
+  const std::byte* first;
+  {
+    auto a = recycler->Take(100000).value();
+    first = a.data();
+  }
+  auto again = recycler->Take(100000).value();
+  EXPECT_EQ(again.data(), first);
+  EXPECT_TRUE(recycler->IsLocked(again.data()));
+  EXPECT_EQ(registrar->registers, 1u);  // locked once, reused locked
+  EXPECT_EQ(registrar->unregisters, 0u);
+}
+
+TEST(BufferRecyclerTest, UnlocksBeforeFreeing) {
+  auto registrar = std::make_shared<RecordingRegistrar>();
+  {
+    auto recycler = BufferRecycler::Create(8192);  // keeps one idle 8 KiB buffer
+    recycler->LockPages(registrar, 1 << 20);
+    {
+      auto a = recycler->Take(8192).value();
+      auto b = recycler->Take(8192).value();
+    }
+    // One of the two was freed on its way back (over the idle bound), unlocked first.
+    EXPECT_EQ(registrar->unregisters, 1u);
+    EXPECT_EQ(recycler->stats().locked_bytes, 8192u);
+  }
+  // The idle one went with the recycler, unlocked first as well.
+  EXPECT_EQ(registrar->unregisters, 2u);
+}
+
+TEST(BufferRecyclerTest, UnlocksBuffersThatOutliveTheirRecyclerHandle) {
+  auto registrar = std::make_shared<RecordingRegistrar>();
+  Buffer kept;
+  {
+    auto recycler = BufferRecycler::Create(1 << 20);
+    recycler->LockPages(registrar, 1 << 20);
+    kept = std::move(recycler->Take(5000)).value();
+  }
+  EXPECT_TRUE(registrar->live(kept.data()));
+  kept = Buffer();
+  EXPECT_EQ(registrar->unregisters, 1u);
+}
+
+TEST(BufferRecyclerTest, AFailedLockLeavesTheBufferPageable) {
+  auto registrar = std::make_shared<RecordingRegistrar>(/*succeed=*/false);
+  auto recycler = BufferRecycler::Create(1 << 20);
+  recycler->LockPages(registrar, 1 << 20);
+  auto a = recycler->Take(8192).value();
+  EXPECT_FALSE(recycler->IsLocked(a.data()));
+  EXPECT_EQ(recycler->stats().locked_bytes, 0u);  // the reservation was returned
+  EXPECT_EQ(recycler->stats().unlocked_takes, 1u);
+}
+
+TEST(BufferRecyclerTest, LaterCallsChangeOnlyTheBudget) {
+  auto first = std::make_shared<RecordingRegistrar>();
+  auto second = std::make_shared<RecordingRegistrar>();
+  auto recycler = BufferRecycler::Create(1 << 20);
+  recycler->LockPages(first, 0);
+  auto a = recycler->Take(8192).value();
+  EXPECT_FALSE(recycler->IsLocked(a.data()));
+  recycler->LockPages(second, 1 << 20);
+  auto b = recycler->Take(8192).value();
+  EXPECT_TRUE(recycler->IsLocked(b.data()));
+  EXPECT_EQ(first->registers, 1u);
+  EXPECT_EQ(second->registers, 0u);
+}
+
+TEST(BufferRecyclerTest, LockingIsThreadSafeAndStaysInBudget) {
+  auto registrar = std::make_shared<RecordingRegistrar>();
+  {
+    auto recycler = BufferRecycler::Create(64 * 1024);
+    recycler->LockPages(registrar, 6 * 8192);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < 500; ++i) {
+          std::vector<Buffer> held;
+          for (int k = 0; k <= (i + t) % 3; ++k) held.push_back(recycler->Take(8192).value());
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_LE(recycler->stats().locked_bytes, 6u * 8192);
+  }
+  EXPECT_LE(registrar->peak_bytes, 6u * 8192);
+  EXPECT_EQ(registrar->registers, registrar->unregisters);
 }
 
 }  // namespace
