@@ -19,6 +19,19 @@ void FreeAligned(std::byte* data) {
   ::operator delete[](data, std::align_val_t{kBufferAlignment});
 }
 
+// Recycled buffers own whole pages: page-locking registers page ranges, and two buffers
+// sharing a page could not both be locked (the second range would overlap the first).
+constexpr size_t kPageSize = 4096;
+
+size_t PageRound(size_t size) { return (size + kPageSize - 1) / kPageSize * kPageSize; }
+
+std::byte* AllocatePages(size_t size) {
+  return static_cast<std::byte*>(
+      ::operator new[](PageRound(size), std::align_val_t{kPageSize}, std::nothrow));
+}
+
+void FreePages(std::byte* data) { ::operator delete[](data, std::align_val_t{kPageSize}); }
+
 }  // namespace
 
 Buffer::~Buffer() { Release(); }
@@ -91,7 +104,7 @@ BufferRecycler::~BufferRecycler() {
   for (auto& [capacity, list] : free_) {
     for (std::byte* p : list) {
       if (locked_.count(p)) registrar_->Unregister(p);
-      FreeAligned(p);
+      FreePages(p);
     }
   }
 }
@@ -120,7 +133,7 @@ Result<Buffer> BufferRecycler::Take(size_t size) {
     }
   }
   if (data == nullptr) {
-    data = AllocateAligned(capacity);
+    data = AllocatePages(capacity);
     if (data == nullptr) {
       return ResourceExhausted("cannot allocate " + std::to_string(capacity) + " bytes");
     }
@@ -143,13 +156,16 @@ void BufferRecycler::Give(std::byte* data, size_t capacity) {
       free_bytes_ += capacity;
       return;
     }
-    if (locked_.erase(data)) {
-      locked_bytes_ -= capacity;
-      unlock_with = registrar_;
-    }
+    if (locked_.erase(data)) unlock_with = registrar_;
   }
-  if (unlock_with) unlock_with->Unregister(data);
-  FreeAligned(data);
+  if (unlock_with) {
+    unlock_with->Unregister(data);
+    // Only now is the budget free again: counting it back before the unlock would let
+    // another thread lock past the budget in between.
+    std::lock_guard lock(mutex_);
+    locked_bytes_ -= PageRound(capacity);
+  }
+  FreePages(data);
 }
 
 void BufferRecycler::LockPages(std::shared_ptr<HostRegistrar> registrar, uint64_t budget_bytes) {
@@ -159,23 +175,24 @@ void BufferRecycler::LockPages(std::shared_ptr<HostRegistrar> registrar, uint64_
 }
 
 void BufferRecycler::MaybeLock(std::byte* data, size_t capacity) {
+  const size_t bytes = PageRound(capacity);  // what the allocation spans
   std::shared_ptr<HostRegistrar> registrar;
   {
     std::lock_guard lock(mutex_);
     if (!registrar_ || locked_.count(data)) return;
-    if (locked_bytes_ + capacity > lock_budget_bytes_) {
+    if (locked_bytes_ + bytes > lock_budget_bytes_) {
       ++unlocked_takes_;
       return;
     }
-    locked_bytes_ += capacity;  // reserved while Register runs outside the lock
+    locked_bytes_ += bytes;  // reserved while Register runs outside the lock
     registrar = registrar_;
   }
-  const bool ok = registrar->Register(data, capacity);
+  const bool ok = registrar->Register(data, bytes);
   std::lock_guard lock(mutex_);
   if (ok) {
     locked_.insert(data);
   } else {
-    locked_bytes_ -= capacity;
+    locked_bytes_ -= bytes;
     ++unlocked_takes_;
   }
 }

@@ -5,7 +5,8 @@
 //
 // A buffer taken from a BufferRecycler goes back to it when destroyed instead of to the
 // allocator: hot paths (stored-chunk reads, pool slots) reuse warm memory rather than
-// faulting in fresh pages for every chunk, and memory stays flat across epochs.
+// faulting in fresh pages for every chunk, and memory stays flat across epochs. Recycled
+// buffers are page-aligned and own whole pages, so each can be page-locked on its own.
 
 #include <cstddef>
 #include <cstdint>

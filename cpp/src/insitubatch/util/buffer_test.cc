@@ -162,6 +162,25 @@ TEST(BufferRecyclerTest, LocksPagesWithinTheBudget) {
   EXPECT_EQ(registrar->peak_bytes, 2u * 8192);
 }
 
+TEST(BufferRecyclerTest, BuffersOwnWholePages) {
+  auto recycler = BufferRecycler::Create(0);
+  auto a = recycler->Take(100).value();
+  auto b = recycler->Take(4608).value();  // a class that is not a page multiple
+  auto c = recycler->Take(100).value();
+  const std::vector<const Buffer*> buffers{&a, &b, &c};
+  auto pages = [](const Buffer* buffer) {  // [first, last] page
+    const auto p = reinterpret_cast<uintptr_t>(buffer->data());
+    return std::pair{p / 4096, (p + buffer->capacity() - 1) / 4096};
+  };
+  for (const Buffer* x : buffers) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(x->data()) % 4096, 0u);
+    for (const Buffer* y : buffers) {
+      if (x == y) continue;
+      EXPECT_TRUE(pages(x).second < pages(y).first || pages(y).second < pages(x).first);
+    }
+  }
+}
+
 TEST(BufferRecyclerTest, RecycledBuffersKeepTheirLock) {
   auto registrar = std::make_shared<RecordingRegistrar>();
   auto recycler = BufferRecycler::Create(1 << 20);
