@@ -41,7 +41,8 @@ DATA = HERE / "data"
 RESULTS = HERE / "results"
 
 
-def make_store(path: pathlib.Path, n: int, field: tuple[int, int], spc: int) -> None:
+def make_store(path: pathlib.Path, n: int, field: tuple[int, int], spc: int, codec: str = "zstd") -> None:
+    """`codec`: "zstd" (level 1) or "none" (stored uncompressed)."""
     import zarr
     from zarr.codecs import ZstdCodec
 
@@ -51,7 +52,8 @@ def make_store(path: pathlib.Path, n: int, field: tuple[int, int], spc: int) -> 
     y, x = np.meshgrid(np.linspace(0, np.pi, field[0]), np.linspace(0, 2 * np.pi, field[1]), indexing="ij")
     base = (250 + 40 * np.sin(y) * np.cos(x)).astype("f4")
     arr = zarr.create_array(zarr.storage.LocalStore(path), name="t2m", shape=(n, *field), chunks=(spc, *field),
-                            dtype="float32", compressors=[ZstdCodec(level=1)], fill_value=0.0)
+                            dtype="float32", compressors=[ZstdCodec(level=1)] if codec == "zstd" else None,
+                            fill_value=0.0)
     step = max(spc, 64)
     for start in range(0, n, step):
         stop = min(n, start + step)
