@@ -70,6 +70,9 @@ void BindCloudStores(nb::module_& m) {
       .def_prop_ro("region", &S3Store::region)
       .def_prop_ro("endpoint_url", &S3Store::endpoint_url)
       .def_prop_ro("anonymous", &S3Store::anonymous)
+      .def_prop_ro("credentials_source", &S3Store::credentials_source,
+                   "Where the credentials come from (\"environment\", \"profile 'x'\", \"instance "
+                   "metadata (...)\", ...); \"\" when anonymous. Never a key.")
       .def("transport_stats",
            [](const S3Store& s) { return StatsDict(s.transport_stats()); })
       .def("__repr__", [](const S3Store& s) {
@@ -122,7 +125,12 @@ void BindCloudStores(nb::module_& m) {
         options.secret_access_key = secret_access_key;
         options.session_token = session_token;
         options.profile = profile;
-        return ValueOrThrow(S3Store::Open(url, std::move(options)));
+        // Opening may fetch credentials (web identity, container, instance metadata).
+        auto opened = [&] {
+          nb::gil_scoped_release release;
+          return S3Store::Open(url, std::move(options));
+        }();
+        return ValueOrThrow(std::move(opened));
       },
       nb::arg("url"), nb::arg("transport"), nb::arg("region") = "",
       nb::arg("endpoint") = "", nb::arg("virtual_hosted_style") = nb::none(),

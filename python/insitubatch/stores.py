@@ -305,7 +305,10 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     reads; no listing, so groups need consolidated metadata); ``s3://bucket/prefix``
     (SigV4; ``skip_signature``, ``region``, ``endpoint``, ``request_payer``,
     ``access_key_id`` / ``secret_access_key`` / ``session_token``, ``profile``,
-    ``virtual_hosted_style_request``); ``gs://bucket/prefix`` (``token``,
+    ``virtual_hosted_style_request``; without keys, credentials come as botocore finds them:
+    the environment, ``~/.aws`` profiles, web identity (EKS), the container endpoint (ECS,
+    EKS Pod Identity) or instance metadata (EC2), refreshed before they expire; the store's
+    ``credentials_source`` says which); ``gs://bucket/prefix`` (``token``,
     ``skip_signature``, ``endpoint``). Every network store also takes ``timeout``,
     ``connect_timeout``, ``max_retries``, ``retry_base_delay``, ``retry_max_delay``,
     ``verify_tls`` (or obstore's ``allow_invalid_certificates``), ``ca_file``,

@@ -100,7 +100,47 @@ Result<std::optional<AwsCredentials>> CredentialsFromProfile(
   return std::optional<AwsCredentials>(std::move(c));
 }
 
+// http is allowed only to loopback and the link-local addresses ECS and EKS serve
+// container credentials on (the authorization token must not travel elsewhere in clear).
+Status CheckContainerUrl(const std::string& url) {
+  if (url.rfind("https://", 0) == 0) return Status::Ok();
+  static constexpr std::string_view kHosts[] = {"127.0.0.1", "localhost", "[::1]",
+                                                "169.254.170.2", "169.254.170.23",
+                                                "[fd00:ec2::23]"};
+  if (url.rfind("http://", 0) == 0) {
+    std::string_view rest = std::string_view(url).substr(7);
+    for (std::string_view host : kHosts) {
+      if (rest.rfind(host, 0) == 0 &&
+          (rest.size() == host.size() || rest[host.size()] == ':' || rest[host.size()] == '/')) {
+        return Status::Ok();
+      }
+    }
+  }
+  return InvalidArgument(
+      "AWS_CONTAINER_CREDENTIALS_FULL_URI must be https, or http to loopback or the "
+      "ECS/EKS link-local address (169.254.170.2, 169.254.170.23)");
+}
+
+bool IsTrue(const std::optional<std::string>& v) {
+  if (!v) return false;
+  std::string lower;
+  for (char c : *v) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return lower == "true";
+}
+
 }  // namespace
+
+std::string AmbientCredentialSource::Describe() const {
+  switch (kind) {
+    case Kind::kWebIdentity:
+      return "web identity (role " + role_arn + ", STS " + endpoint + ")";
+    case Kind::kContainer:
+      return "container credentials (" + endpoint + ")";
+    case Kind::kInstanceMetadata:
+      break;
+  }
+  return "instance metadata (" + endpoint + ")";
+}
 
 EnvLookup ProcessEnv() {
   return [](std::string_view name) -> std::optional<std::string> {
@@ -189,6 +229,10 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
     return p;
   };
 
+  struct WebIdentity {
+    std::string token_file, role_arn, session_name;
+  };
+  std::optional<WebIdentity> web_identity;  // completed once the region is known
   if (request.need_credentials) {
     if (explicit_keys) {
       config.credentials = AwsCredentials{
@@ -208,27 +252,66 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
       if (!token) token = NonEmpty(env, "AWS_SECURITY_TOKEN");
       config.credentials = AwsCredentials{*key, *secret, token.value_or("")};
       config.credentials_source = "environment";
+    } else if (auto token_file = NonEmpty(env, "AWS_WEB_IDENTITY_TOKEN_FILE");
+               request.profile.empty() && token_file) {
+      auto role = NonEmpty(env, "AWS_ROLE_ARN");
+      if (!role) {
+        return InvalidArgument(
+            "AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not (web identity "
+            "needs both)");
+      }
+      web_identity = {*token_file, *role, NonEmpty(env, "AWS_ROLE_SESSION_NAME").value_or("")};
     } else {
       INSITU_ASSIGN_OR_RETURN(auto p, profile());
       if (p) {
         INSITU_ASSIGN_OR_RETURN(config.credentials,
                                 CredentialsFromProfile(*p, profile_name, *files));
-        if (!config.credentials && profile_named) {
+        auto setting = [&](const char* key) -> std::string {
+          auto it = p->find(key);
+          return it == p->end() ? "" : it->second;
+        };
+        if (!config.credentials && !setting("web_identity_token_file").empty()) {
+          if (setting("role_arn").empty()) {
+            return InvalidArgument("AWS profile '" + profile_name +
+                                   "' sets web_identity_token_file without role_arn");
+          }
+          web_identity = {setting("web_identity_token_file"), setting("role_arn"),
+                          setting("role_session_name")};
+        } else if (!config.credentials && profile_named) {
           return InvalidArgument(
               "AWS profile '" + profile_name +
-              "' has no aws_access_key_id / aws_secret_access_key (SSO, "
-              "credential_process and role profiles are not supported)");
+              "' has no aws_access_key_id / aws_secret_access_key or web identity (SSO, "
+              "credential_process and role-chaining profiles are not supported)");
         }
         if (config.credentials)
           config.credentials_source = "profile '" + profile_name + "'";
       }
     }
-    if (!config.credentials) {
-      return FailedPrecondition(
-          "no AWS credentials found: pass access_key_id= and secret_access_key=, set "
-          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or configure a profile in "
-          "~/.aws/credentials (AWS_PROFILE); for a public bucket pass "
-          "skip_signature=True");
+    if (!config.credentials && !web_identity) {
+      // Container, then instance metadata: where code runs inside AWS.
+      AmbientCredentialSource source;
+      if (auto relative = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
+        source.kind = AmbientCredentialSource::Kind::kContainer;
+        source.endpoint = "http://169.254.170.2" + *relative;
+      } else if (auto full = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+        INSITU_RETURN_IF_ERROR(CheckContainerUrl(*full));
+        source.kind = AmbientCredentialSource::Kind::kContainer;
+        source.endpoint = *full;
+      } else if (IsTrue(env("AWS_EC2_METADATA_DISABLED"))) {
+        return FailedPrecondition(std::string(kNoAwsCredentials) +
+                                  " (instance metadata is off: AWS_EC2_METADATA_DISABLED)");
+      } else {
+        source.endpoint =
+            NonEmpty(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or("http://169.254.169.254");
+        while (!source.endpoint.empty() && source.endpoint.back() == '/') source.endpoint.pop_back();
+      }
+      if (source.kind == AmbientCredentialSource::Kind::kContainer) {
+        source.authorization = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
+        source.authorization_file =
+            NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
+      }
+      config.credentials_source = source.Describe();
+      config.ambient = std::move(source);
     }
   }
 
@@ -250,6 +333,19 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
       return InvalidArgument("AWS region \"" + config.region +
                              "\" is malformed (letters, digits and '-' only)");
     }
+  }
+  if (web_identity) {
+    AmbientCredentialSource source;
+    source.kind = AmbientCredentialSource::Kind::kWebIdentity;
+    source.endpoint = NonEmpty(env, "AWS_ENDPOINT_URL_STS")
+                          .value_or(NonEmpty(env, "AWS_ENDPOINT_URL")
+                                        .value_or("https://sts." + config.region + ".amazonaws.com"));
+    source.role_arn = web_identity->role_arn;
+    source.token_file = web_identity->token_file;
+    source.session_name =
+        web_identity->session_name.empty() ? "insitubatch" : web_identity->session_name;
+    config.credentials_source = source.Describe();
+    config.ambient = std::move(source);
   }
   return config;
 }

@@ -130,7 +130,83 @@ TEST_F(AwsConfigTest, NamedProfileMustExist) {
   EXPECT_THAT(c.status().message(), HasSubstr("'nope'"));
 }
 
+TEST_F(AwsConfigTest, NothingConfiguredFallsBackToInstanceMetadata) {
+  auto c = Resolve();
+  ASSERT_TRUE(c.ok());
+  EXPECT_FALSE(c->credentials.has_value());
+  ASSERT_TRUE(c->ambient.has_value());
+  EXPECT_EQ(c->ambient->kind, AmbientCredentialSource::Kind::kInstanceMetadata);
+  EXPECT_EQ(c->ambient->endpoint, "http://169.254.169.254");
+  EXPECT_EQ(c->credentials_source, "instance metadata (http://169.254.169.254)");
+  env_["AWS_EC2_METADATA_SERVICE_ENDPOINT"] = "http://127.0.0.1:9/";
+  EXPECT_EQ(Resolve()->ambient->endpoint, "http://127.0.0.1:9");
+}
+
+TEST_F(AwsConfigTest, WebIdentityFromTheEnvironmentUsesTheRegionalSts) {
+  env_["AWS_WEB_IDENTITY_TOKEN_FILE"] = "/var/run/token";
+  env_["AWS_REGION"] = "eu-west-1";
+  auto missing_role = Resolve();
+  ASSERT_FALSE(missing_role.ok());
+  EXPECT_THAT(missing_role.status().message(), HasSubstr("AWS_ROLE_ARN"));
+  env_["AWS_ROLE_ARN"] = "arn:aws:iam::1:role/r";
+  auto c = Resolve();
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c->ambient.has_value());
+  EXPECT_EQ(c->ambient->kind, AmbientCredentialSource::Kind::kWebIdentity);
+  EXPECT_EQ(c->ambient->endpoint, "https://sts.eu-west-1.amazonaws.com");
+  EXPECT_EQ(c->ambient->token_file, "/var/run/token");
+  EXPECT_EQ(c->ambient->session_name, "insitubatch");
+  env_["AWS_ENDPOINT_URL_STS"] = "http://127.0.0.1:5000";
+  env_["AWS_ROLE_SESSION_NAME"] = "job-7";
+  c = Resolve();
+  EXPECT_EQ(c->ambient->endpoint, "http://127.0.0.1:5000");
+  EXPECT_EQ(c->ambient->session_name, "job-7");
+  env_["AWS_ACCESS_KEY_ID"] = "K";  // keys in the environment come first
+  env_["AWS_SECRET_ACCESS_KEY"] = "S";
+  EXPECT_FALSE(Resolve()->ambient.has_value());
+}
+
+TEST_F(AwsConfigTest, WebIdentityFromAProfile) {
+  WriteFile(".aws/config",
+            "[profile eks]\nweb_identity_token_file = /t\nrole_arn = arn:aws:iam::1:role/p\n"
+            "role_session_name = s\n[profile half]\nweb_identity_token_file = /t\n");
+  AwsConfigRequest r;
+  r.profile = "eks";
+  auto c = Resolve(r);
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->ambient->kind, AmbientCredentialSource::Kind::kWebIdentity);
+  EXPECT_EQ(c->ambient->role_arn, "arn:aws:iam::1:role/p");
+  EXPECT_EQ(c->ambient->session_name, "s");
+  r.profile = "half";
+  EXPECT_THAT(Resolve(r).status().message(), HasSubstr("without role_arn"));
+}
+
+TEST_F(AwsConfigTest, ContainerCredentialsBeforeInstanceMetadata) {
+  env_["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "/v2/credentials/abc";
+  env_["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "SECRET-AUTH";
+  auto c = Resolve();
+  ASSERT_TRUE(c.ok());
+  EXPECT_EQ(c->ambient->kind, AmbientCredentialSource::Kind::kContainer);
+  EXPECT_EQ(c->ambient->endpoint, "http://169.254.170.2/v2/credentials/abc");
+  EXPECT_EQ(c->ambient->authorization, "SECRET-AUTH");
+  EXPECT_THAT(c->credentials_source, Not(HasSubstr("SECRET")));
+  env_.erase("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI");
+  for (const char* ok : {"http://127.0.0.1:8080/creds", "http://169.254.170.23/v1/credentials",
+                         "https://creds.example.com/x", "http://localhost/c"}) {
+    env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = ok;
+    EXPECT_TRUE(Resolve().ok()) << ok;
+  }
+  for (const char* bad : {"http://example.com/creds", "http://127.0.0.1.evil.com/c",
+                          "ftp://127.0.0.1/c"}) {
+    env_["AWS_CONTAINER_CREDENTIALS_FULL_URI"] = bad;
+    auto r = Resolve();
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_THAT(r.status().message(), HasSubstr("AWS_CONTAINER_CREDENTIALS_FULL_URI"));
+  }
+}
+
 TEST_F(AwsConfigTest, NoCredentialsSuggestsSkipSignature) {
+  env_["AWS_EC2_METADATA_DISABLED"] = "True";
   auto c = Resolve();
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), StatusCode::kFailedPrecondition);

@@ -414,6 +414,11 @@ class CurlTransport::Worker {
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_list);
     if (t->request.method == "HEAD") {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+    } else if (t->request.method == "PUT" || t->request.method == "POST") {
+      // Small bodies only: IMDSv2's empty session-token PUT, STS's form POST.
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->request.body.size()));
+      curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, t->request.body.c_str());
+      if (t->request.method == "PUT") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
     } else {
       curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }

@@ -23,7 +23,8 @@ namespace insitubatch {
 inline constexpr uint64_t kDefaultMaxBodyBytes = uint64_t{16} << 30;
 
 struct HttpRequest {
-  std::string method = "GET";  // "GET" or "HEAD"
+  std::string method = "GET";  // "GET", "HEAD", or "PUT" / "POST" with `body`
+  std::string body;            // PUT / POST only; small (credential exchanges), may be secret
   std::string url;             // never holds credentials (they go in headers/userpwd)
   // "Name: value" lines. May carry secrets (Authorization, tokens): never printed.
   std::vector<std::string> headers;

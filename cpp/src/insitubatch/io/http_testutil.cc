@@ -65,6 +65,16 @@ void ScriptedServer::Serve() {
       if (n <= 0) break;
       request.append(buf, static_cast<size_t>(n));
     }
+    // A small body (PUT / POST) follows the head: keep it with the request.
+    if (const size_t at = request.find("Content-Length: "); at != std::string::npos) {
+      const size_t head = request.find("\r\n\r\n") + 4;
+      const size_t length = std::strtoul(request.c_str() + at + 16, nullptr, 10);
+      while (request.size() < head + length) {
+        const ssize_t n = ::recv(client, buf, sizeof(buf), 0);
+        if (n <= 0) break;
+        request.append(buf, static_cast<size_t>(n));
+      }
+    }
     std::string response =
         "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 0\r\n\r\n";
     {

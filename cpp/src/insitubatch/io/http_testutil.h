@@ -23,7 +23,7 @@ class ScriptedServer {
 
   std::string url() const;  // http://127.0.0.1:<port>
   uint16_t port() const { return port_; }
-  std::vector<std::string> requests();  // raw request heads, in arrival order
+  std::vector<std::string> requests();  // raw requests (head and any body), in order
 
  private:
   void Serve();

@@ -73,6 +73,11 @@ Result<S3Endpoint> ResolveS3Endpoint(const std::string& bucket, const std::strin
 
 S3Signer::S3Signer(std::optional<AwsCredentials> credentials, std::string region,
                    std::string host, bool request_payer)
+    : S3Signer(credentials ? FixedCredentials(std::move(*credentials), "arguments") : nullptr,
+               std::move(region), std::move(host), request_payer) {}
+
+S3Signer::S3Signer(std::shared_ptr<AwsCredentialProvider> credentials, std::string region,
+                   std::string host, bool request_payer)
     : credentials_(std::move(credentials)),
       region_(std::move(region)),
       host_(std::move(host)),
@@ -85,6 +90,7 @@ Result<std::vector<std::string>> S3Signer::Sign(
   std::vector<std::string> lines;
   if (request_payer_) lines.push_back("x-amz-request-payer: requester");
   if (!credentials_) return lines;
+  INSITU_ASSIGN_OR_RETURN(AwsCredentials credentials, credentials_->Get());
   SigV4Request request;
   request.method = std::string(method);
   request.canonical_uri = canonical_uri.empty() ? "/" : std::string(canonical_uri);
@@ -95,15 +101,15 @@ Result<std::vector<std::string>> S3Signer::Sign(
                      {"x-amz-date", std::string(amz_date)}};
   if (!range.empty()) request.headers.push_back({"range", std::string(range)});
   if (request_payer_) request.headers.push_back({"x-amz-request-payer", "requester"});
-  if (!credentials_->session_token.empty()) {
-    request.headers.push_back({"x-amz-security-token", credentials_->session_token});
+  if (!credentials.session_token.empty()) {
+    request.headers.push_back({"x-amz-security-token", credentials.session_token});
   }
   INSITU_ASSIGN_OR_RETURN(SigV4Signature sig,
-                          SignV4(request, *credentials_, region_, "s3", amz_date));
+                          SignV4(request, credentials, region_, "s3", amz_date));
   lines.push_back("x-amz-content-sha256: " + request.payload_hash);
   lines.push_back("x-amz-date: " + std::string(amz_date));
-  if (!credentials_->session_token.empty()) {
-    lines.push_back("x-amz-security-token: " + credentials_->session_token);
+  if (!credentials.session_token.empty()) {
+    lines.push_back("x-amz-security-token: " + credentials.session_token);
   }
   lines.push_back("Authorization: " + sig.authorization);
   return lines;

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "insitubatch/io/aws_credential_providers.h"
 #include "insitubatch/io/aws_sigv4.h"
 #include "insitubatch/util/result.h"
 
@@ -43,6 +44,9 @@ class S3Signer {
   // `credentials` nullopt = anonymous (skip_signature): only the payer header is added.
   S3Signer(std::optional<AwsCredentials> credentials, std::string region,
            std::string host, bool request_payer);
+  // Credentials that may expire and refresh; null = anonymous.
+  S3Signer(std::shared_ptr<AwsCredentialProvider> credentials, std::string region,
+           std::string host, bool request_payer);
 
   // Header lines for one attempt: x-amz-date, x-amz-content-sha256, [range,]
   // x-amz-request-payer, x-amz-security-token and Authorization. `canonical_uri` is the
@@ -52,10 +56,10 @@ class S3Signer {
       const std::vector<std::pair<std::string, std::string>>& query,
       std::string_view range, std::string_view amz_date) const;
 
-  bool anonymous() const { return !credentials_.has_value(); }
+  bool anonymous() const { return credentials_ == nullptr; }
 
  private:
-  std::optional<AwsCredentials> credentials_;
+  std::shared_ptr<AwsCredentialProvider> credentials_;
   std::string region_, host_;
   bool request_payer_;
 };

@@ -50,13 +50,31 @@ Result<std::shared_ptr<S3Store>> S3Store::Open(const std::string& url,
   INSITU_ASSIGN_OR_RETURN(auto transport,
                           CurlTransport::Create(std::move(options.transport)));
 
+  std::shared_ptr<AwsCredentialProvider> credentials;
+  if (!options.skip_signature && config->credentials) {
+    credentials = FixedCredentials(std::move(*config->credentials), config->credentials_source);
+  } else if (!options.skip_signature && config->ambient) {
+    // Fetched now, so a missing role fails here rather than at the first read.
+    auto ambient = MakeAmbientCredentials(*config->ambient);
+    if (auto first = ambient->Get(); !first.ok()) {
+      if (config->ambient->kind == AmbientCredentialSource::Kind::kInstanceMetadata) {
+        // The last resort, tried because nothing else was configured: say so first.
+        return FailedPrecondition(std::string(kNoAwsCredentials) + " (" +
+                                  first.status().message() + ")")
+            .WithContext("opening s3://" + location.bucket);
+      }
+      return first.status().WithContext("opening s3://" + location.bucket);
+    }
+    credentials = std::move(ambient);
+  }
+
   std::shared_ptr<S3Store> store(new S3Store());
   store->location_ = std::move(location);
   store->region_ = config->region;
   store->endpoint_ = std::move(resolved);
-  store->signer_ = std::make_shared<const S3Signer>(
-      options.skip_signature ? std::nullopt : std::move(config->credentials),
-      config->region, store->endpoint_.host, options.request_payer);
+  if (credentials) store->credentials_source_ = credentials->source();
+  store->signer_ = std::make_shared<const S3Signer>(std::move(credentials), config->region,
+                                                    store->endpoint_.host, options.request_payer);
   store->transport_ = std::move(transport);
   store->max_body_bytes_ = options.max_body_bytes;
   return store;

@@ -42,6 +42,9 @@ class S3Store final : public Store {
   // Where requests go ("https://bucket.s3.us-east-1.amazonaws.com"); no secrets.
   std::string endpoint_url() const { return endpoint_.origin + endpoint_.bucket_path; }
   bool anonymous() const { return signer_->anonymous(); }
+  // Where the credentials come from ("environment", "instance metadata (http://...)", ...);
+  // "" when anonymous. Never a key or secret.
+  const std::string& credentials_source() const { return credentials_source_; }
   TransportStats transport_stats() const { return transport_->stats(); }
 
  private:
@@ -57,6 +60,7 @@ class S3Store final : public Store {
   std::string region_;
   S3Endpoint endpoint_;
   std::shared_ptr<const S3Signer> signer_;
+  std::string credentials_source_;
   std::shared_ptr<CurlTransport> transport_;
   uint64_t max_body_bytes_ = kDefaultMaxBodyBytes;
 };
