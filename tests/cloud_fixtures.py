@@ -58,18 +58,23 @@ def http_server(request, demo_dirs):
 
 @pytest.fixture(autouse=True)
 def aws_env(monkeypatch, tmp_path):
-    """No ambient credentials, regions, profiles or endpoints leak into a test."""
+    """No ambient credentials, regions, profiles or endpoints leak into a test, and no
+    metadata service is asked."""
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
                  "AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_REGION", "AWS_DEFAULT_REGION",
                  "AWS_ENDPOINT_URL", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL_STS", "AWS_WEB_IDENTITY_TOKEN_FILE",
                  "AWS_ROLE_ARN", "AWS_ROLE_SESSION_NAME", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
                  "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_CONTAINER_AUTHORIZATION_TOKEN",
                  "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", "AWS_EC2_METADATA_SERVICE_ENDPOINT",
-                 "GOOGLE_OAUTH_ACCESS_TOKEN", "STORAGE_EMULATOR_HOST"):
+                 "GOOGLE_OAUTH_ACCESS_TOKEN", "STORAGE_EMULATOR_HOST", "GOOGLE_APPLICATION_CREDENTIALS",
+                 "GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT_KEY",
+                 "GCE_METADATA_HOST"):
         monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path / "no-gcloud"))  # no gcloud login leaks in
     # Never ask a real instance metadata service (CI may run on EC2); tests that exercise
     # it point AWS_EC2_METADATA_SERVICE_ENDPOINT at a loopback server and lift this.
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("NO_GCE_CHECK", "true")
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-credentials"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-config"))
 

@@ -84,6 +84,9 @@ void BindCloudStores(nb::module_& m) {
   nb::class_<GcsStore, Store>(m, "GcsStore", "A Google Cloud Storage bucket prefix.")
       .def_prop_ro("endpoint_url", &GcsStore::endpoint_url)
       .def_prop_ro("anonymous", &GcsStore::anonymous)
+      .def_prop_ro("credentials_source", &GcsStore::credentials_source,
+                   "Where the token comes from (\"the token argument\", \"service account ... "
+                   "(file ...)\", \"the metadata server ...\"); \"\" when anonymous. Never the token.")
       .def("transport_stats",
            [](const GcsStore& s) { return StatsDict(s.transport_stats()); })
       .def("__repr__", [](const GcsStore& s) {
@@ -142,17 +145,26 @@ void BindCloudStores(nb::module_& m) {
   m.def(
       "open_gcs_store",
       [](const std::string& url, const TransportOptions& transport,
-         const std::string& endpoint, bool skip_signature,
-         const std::string& token) -> std::shared_ptr<Store> {
+         const std::string& endpoint, bool skip_signature, const std::string& token,
+         const std::string& service_account_key,
+         const std::string& service_account_path) -> std::shared_ptr<Store> {
         GcsStoreOptions options;
         options.transport = transport;
         options.endpoint = endpoint;
         options.skip_signature = skip_signature;
         options.token = token;
-        return ValueOrThrow(GcsStore::Open(url, std::move(options)));
+        options.service_account_key = service_account_key;
+        options.service_account_path = service_account_path;
+        // Opening may fetch a token (key files, the metadata server).
+        auto opened = [&] {
+          nb::gil_scoped_release release;
+          return GcsStore::Open(url, std::move(options));
+        }();
+        return ValueOrThrow(std::move(opened));
       },
       nb::arg("url"), nb::arg("transport"), nb::arg("endpoint") = "",
       nb::arg("skip_signature") = false, nb::arg("token") = "",
+      nb::arg("service_account_key") = "", nb::arg("service_account_path") = "",
       "A GCS store at gs://bucket/prefix (use insitubatch.store() for checked options).");
 }
 

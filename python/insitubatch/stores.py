@@ -41,9 +41,11 @@ _S3_OPTIONS = _TRANSPORT_OPTIONS | {
     "secret_access_key", "session_token", "token", "profile", "virtual_hosted_style_request",
     "s3_express",
 }
-_GCS_OPTIONS = _TRANSPORT_OPTIONS | {"skip_signature", "token", "endpoint"}
+_GCS_OPTIONS = _TRANSPORT_OPTIONS | {"skip_signature", "token", "endpoint", "service_account_key",
+                                     "service_account_path", "application_credentials"}
 # Values never shown in messages.
-_SECRET_OPTIONS = frozenset({"secret_access_key", "session_token", "token", "access_key_id", "headers"})
+_SECRET_OPTIONS = frozenset({"secret_access_key", "session_token", "token", "access_key_id", "headers",
+                            "service_account_key"})
 
 _MAX_DURATION_S = 24 * 3600.0
 
@@ -269,7 +271,11 @@ def _s3_store(url: str, options: dict[str, Any]) -> Store:
 
 def _gcs_store(url: str, options: dict[str, Any]) -> Store:
     kwargs: dict[str, Any] = {}
-    for name in ("endpoint", "token"):
+    if "application_credentials" in options:  # obstore's name for a key file path
+        if "service_account_path" in options:
+            raise InvalidArgumentError("pass service_account_path or application_credentials, not both")
+        options = {**options, "service_account_path": options["application_credentials"]}
+    for name in ("endpoint", "token", "service_account_key", "service_account_path"):
         if name in options:
             kwargs[name] = _string(name, options[name])
     if "skip_signature" in options:
@@ -309,7 +315,10 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     the environment, ``~/.aws`` profiles, web identity (EKS), the container endpoint (ECS,
     EKS Pod Identity) or instance metadata (EC2), refreshed before they expire; the store's
     ``credentials_source`` says which); ``gs://bucket/prefix`` (``token``,
-    ``skip_signature``, ``endpoint``). Every network store also takes ``timeout``,
+    ``service_account_path`` / ``application_credentials``, ``service_account_key``,
+    ``skip_signature``, ``endpoint``; without them, a token as google-auth finds one:
+    ``GOOGLE_APPLICATION_CREDENTIALS``, gcloud's application-default login, or the metadata
+    server of GCE / GKE / Cloud Run, refreshed before it expires). Every network store also takes ``timeout``,
     ``connect_timeout``, ``max_retries``, ``retry_base_delay``, ``retry_max_delay``,
     ``verify_tls`` (or obstore's ``allow_invalid_certificates``), ``ca_file``,
     ``io_threads`` and ``max_connections_per_host``, plus obstore's ``client_options`` /

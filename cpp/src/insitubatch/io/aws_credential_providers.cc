@@ -2,19 +2,15 @@
 
 #include <nlohmann/json.hpp>
 
-#include <cerrno>
-#include <cstring>
+#include <cstdio>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 
+#include "insitubatch/io/credential_exchange.h"
 #include "insitubatch/io/http_request.h"
 #include "insitubatch/io/xml_text.h"
 
 namespace insitubatch {
 namespace {
-
-constexpr size_t kMaxReplyBytes = 64 << 10;  // credentials documents are a few hundred bytes
 
 class Fixed final : public AwsCredentialProvider {
  public:
@@ -28,72 +24,11 @@ class Fixed final : public AwsCredentialProvider {
   std::string source_;
 };
 
-// A short file the source names (a web-identity or authorization token), trimmed.
-Result<std::string> ReadTokenFile(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return IoError("cannot read the " + std::string(what) + " " + path + ": " + std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string token = text.str();
-  while (!token.empty() && std::isspace(static_cast<unsigned char>(token.back()))) token.pop_back();
-  if (token.empty()) return InvalidArgument("the " + std::string(what) + " " + path + " is empty");
-  return token;
-}
-
-// One request through the credentials transport; a non-2xx reply is an error naming the
-// status and `where` (its body is summarised by the caller, who knows the format).
-Result<HttpResponse> Exchange(CurlTransport& transport, std::string method, std::string url,
-                              std::vector<std::string> headers, const std::string& where,
-                              std::string body = "") {
-  HttpRequest request;
-  request.method = std::move(method);
-  request.body = std::move(body);
-  request.url = std::move(url);
-  request.headers = std::move(headers);
-  request.where = where;
-  request.max_body_bytes = kMaxReplyBytes;
-  return transport.Send(std::move(request));
-}
-
-std::string BodyText(const HttpResponse& response) {
-  return std::string(reinterpret_cast<const char*>(response.body.data()), response.body.size());
-}
-
-Status ReplyError(const HttpResponse& response, const std::string& where) {
-  return IoError(where + " answered " + DescribeHttpError(response.status, response.error_body))
-      .set_detail(static_cast<int>(response.status));
-}
-
 }  // namespace
 
 std::shared_ptr<AwsCredentialProvider> FixedCredentials(AwsCredentials credentials,
                                                         std::string source) {
   return std::make_shared<Fixed>(std::move(credentials), std::move(source));
-}
-
-RefreshingCredentials::RefreshingCredentials(std::string source, Fetch fetch, Clock clock)
-    : source_(std::move(source)), fetch_(std::move(fetch)), clock_(std::move(clock)) {}
-
-Result<AwsCredentials> RefreshingCredentials::Get() {
-  std::lock_guard lock(mutex_);
-  const SystemTime now = clock_();
-  const bool fresh = cached_ && (!cached_->expiration || now + kRefreshMargin < *cached_->expiration);
-  if (fresh) return cached_->credentials;
-  ++fetches_;
-  Result<ExpiringCredentials> fetched = fetch_();
-  if (fetched.ok()) {
-    cached_ = std::move(fetched).value();
-    return cached_->credentials;
-  }
-  if (cached_ && cached_->expiration && now < *cached_->expiration) {
-    return cached_->credentials;  // still valid: refresh again on the next request
-  }
-  return fetched.status().WithContext("AWS credentials from " + source_);
-}
-
-uint64_t RefreshingCredentials::fetches() const {
-  std::lock_guard lock(mutex_);
-  return fetches_;
 }
 
 Result<SystemTime> ParseAwsTimestamp(std::string_view text) {
@@ -134,8 +69,8 @@ Result<ExpiringCredentials> ParseCredentialsJson(std::string_view body, std::str
     return IoError(context + ": Code \"" + code + "\"");
   }
   ExpiringCredentials out;
-  out.credentials = {text("AccessKeyId"), text("SecretAccessKey"), text("Token")};
-  if (out.credentials.access_key_id.empty() || out.credentials.secret_access_key.empty()) {
+  out.value = {text("AccessKeyId"), text("SecretAccessKey"), text("Token")};
+  if (out.value.access_key_id.empty() || out.value.secret_access_key.empty()) {
     return InvalidArgument(context + ": the reply has no AccessKeyId / SecretAccessKey");
   }
   if (const std::string expiration = text("Expiration"); !expiration.empty()) {
@@ -148,7 +83,7 @@ Result<ExpiringCredentials> ParseCredentialsJson(std::string_view body, std::str
 
 Result<ExpiringCredentials> FetchWebIdentityCredentials(CurlTransport& transport,
                                                         const AmbientCredentialSource& source) {
-  INSITU_ASSIGN_OR_RETURN(std::string token, ReadTokenFile(source.token_file, "web identity token file"));
+  INSITU_ASSIGN_OR_RETURN(std::string token, ReadCredentialFile(source.token_file, "web identity token file"));
   const std::string where = "STS " + source.endpoint;
   std::string url = source.endpoint;
   while (!url.empty() && url.back() == '/') url.pop_back();
@@ -160,7 +95,7 @@ Result<ExpiringCredentials> FetchWebIdentityCredentials(CurlTransport& transport
                      "&WebIdentityToken=" + PercentEncode(token, false);
   INSITU_ASSIGN_OR_RETURN(
       HttpResponse reply,
-      Exchange(transport, "POST", url + "/",
+      CredentialExchange(transport, "POST", url + "/",
                {"Content-Type: application/x-www-form-urlencoded; charset=utf-8"}, where,
                std::move(form)));
   if (reply.status / 100 != 2) {
@@ -171,12 +106,12 @@ Result<ExpiringCredentials> FetchWebIdentityCredentials(CurlTransport& transport
                    (message.empty() ? "" : ": " + message) + ")")
         .set_detail(static_cast<int>(reply.status));
   }
-  const std::string xml = BodyText(reply);
+  const std::string xml = ResponseText(reply);
   ExpiringCredentials out;
-  out.credentials = {XmlFirstText(xml, "AccessKeyId"), XmlFirstText(xml, "SecretAccessKey"),
+  out.value = {XmlFirstText(xml, "AccessKeyId"), XmlFirstText(xml, "SecretAccessKey"),
                      XmlFirstText(xml, "SessionToken")};
-  if (out.credentials.access_key_id.empty() || out.credentials.secret_access_key.empty() ||
-      out.credentials.session_token.empty()) {
+  if (out.value.access_key_id.empty() || out.value.secret_access_key.empty() ||
+      out.value.session_token.empty()) {
     return InvalidArgument(where + ": the AssumeRoleWithWebIdentity reply has no credentials");
   }
   if (const std::string expiration = XmlFirstText(xml, "Expiration"); !expiration.empty()) {
@@ -191,7 +126,7 @@ Result<ExpiringCredentials> FetchContainerCredentials(CurlTransport& transport,
   std::string authorization = source.authorization;
   if (!source.authorization_file.empty()) {  // rotated by the platform: read at each fetch
     INSITU_ASSIGN_OR_RETURN(authorization,
-                            ReadTokenFile(source.authorization_file, "container authorization token file"));
+                            ReadCredentialFile(source.authorization_file, "container authorization token file"));
   }
   if (authorization.find_first_of("\r\n") != std::string::npos) {
     return InvalidArgument("the container authorization token holds a line break");
@@ -199,9 +134,9 @@ Result<ExpiringCredentials> FetchContainerCredentials(CurlTransport& transport,
   if (!authorization.empty()) headers.push_back("Authorization: " + authorization);
   const std::string where = "the container credentials endpoint " + source.endpoint;
   INSITU_ASSIGN_OR_RETURN(HttpResponse reply,
-                          Exchange(transport, "GET", source.endpoint, std::move(headers), where));
-  if (reply.status / 100 != 2) return ReplyError(reply, where);
-  return ParseCredentialsJson(BodyText(reply), where);
+                          CredentialExchange(transport, "GET", source.endpoint, std::move(headers), where));
+  if (reply.status / 100 != 2) return CredentialReplyError(reply, where);
+  return ParseCredentialsJson(ResponseText(reply), where);
 }
 
 Result<ExpiringCredentials> FetchInstanceMetadataCredentials(CurlTransport& transport,
@@ -211,50 +146,40 @@ Result<ExpiringCredentials> FetchInstanceMetadataCredentials(CurlTransport& tran
   // IMDSv2: a session token first (a PUT, which a forwarding proxy does not pass).
   INSITU_ASSIGN_OR_RETURN(
       HttpResponse token_reply,
-      Exchange(transport, "PUT", base + "/latest/api/token",
+      CredentialExchange(transport, "PUT", base + "/latest/api/token",
                {"X-aws-ec2-metadata-token-ttl-seconds: 21600"}, where));
-  if (token_reply.status / 100 != 2) return ReplyError(token_reply, where + " (session token)");
-  const std::string token = BodyText(token_reply);
+  if (token_reply.status / 100 != 2) return CredentialReplyError(token_reply, where + " (session token)");
+  const std::string token = ResponseText(token_reply);
   if (token.empty() || token.find_first_of("\r\n") != std::string::npos) {
     return InvalidArgument(where + ": malformed session token");
   }
   const std::string header = "X-aws-ec2-metadata-token: " + token;
   const std::string roles_url = base + "/latest/meta-data/iam/security-credentials/";
-  INSITU_ASSIGN_OR_RETURN(HttpResponse roles, Exchange(transport, "GET", roles_url, {header}, where));
+  INSITU_ASSIGN_OR_RETURN(HttpResponse roles, CredentialExchange(transport, "GET", roles_url, {header}, where));
   if (roles.status == 404) {
     return NotFound(where + ": this instance has no IAM role (no instance profile attached)");
   }
-  if (roles.status / 100 != 2) return ReplyError(roles, where + " (role name)");
-  std::string role = BodyText(roles);
+  if (roles.status / 100 != 2) return CredentialReplyError(roles, where + " (role name)");
+  std::string role = ResponseText(roles);
   role = role.substr(0, role.find('\n'));
   while (!role.empty() && std::isspace(static_cast<unsigned char>(role.back()))) role.pop_back();
   if (role.empty() || role.find('/') != std::string::npos) {
     return InvalidArgument(where + ": malformed role name");
   }
   INSITU_ASSIGN_OR_RETURN(HttpResponse keys,
-                          Exchange(transport, "GET", roles_url + PercentEncode(role, false), {header}, where));
-  if (keys.status / 100 != 2) return ReplyError(keys, where + " (role " + role + ")");
-  return ParseCredentialsJson(BodyText(keys), where + " (role " + role + ")");
+                          CredentialExchange(transport, "GET", roles_url + PercentEncode(role, false), {header}, where));
+  if (keys.status / 100 != 2) return CredentialReplyError(keys, where + " (role " + role + ")");
+  return ParseCredentialsJson(ResponseText(keys), where + " (role " + role + ")");
 }
 
 std::shared_ptr<RefreshingCredentials> MakeAmbientCredentials(AmbientCredentialSource source) {
   // A transport of its own: fetches block, and they may run on an IO thread of the store's
-  // transport (signing happens per attempt). IMDS answers locally or not at all, so it gets
-  // botocore's short timeouts; STS and container endpoints the usual retries.
-  TransportOptions options;
-  options.io_threads = 1;
-  if (source.kind == AmbientCredentialSource::Kind::kInstanceMetadata) {
-    options.timeout = std::chrono::milliseconds(2000);
-    options.connect_timeout = std::chrono::milliseconds(1000);
-    options.retry.max_attempts = 2;
-  } else {
-    options.timeout = std::chrono::milliseconds(10000);
-    options.connect_timeout = std::chrono::milliseconds(3000);
-  }
+  // transport (signing happens per attempt). Created on first use, under the provider's lock.
   auto transport = std::make_shared<std::shared_ptr<CurlTransport>>();
-  auto fetch = [source, options, transport]() -> Result<ExpiringCredentials> {
-    if (!*transport) {  // created on first use (under the provider's lock)
-      INSITU_ASSIGN_OR_RETURN(*transport, CurlTransport::Create(options));
+  auto fetch = [source, transport]() -> Result<ExpiringCredentials> {
+    if (!*transport) {
+      INSITU_ASSIGN_OR_RETURN(*transport,
+                              MakeCredentialTransport(source.kind == AmbientCredentialSource::Kind::kInstanceMetadata));
     }
     switch (source.kind) {
       case AmbientCredentialSource::Kind::kWebIdentity:

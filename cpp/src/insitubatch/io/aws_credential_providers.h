@@ -10,25 +10,19 @@
 // endpoint, never a key, secret, session token or web-identity token.
 
 #include <chrono>
-#include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "insitubatch/io/aws_credentials.h"
 #include "insitubatch/io/curl_transport.h"
+#include "insitubatch/io/refreshing.h"
 #include "insitubatch/util/result.h"
 
 namespace insitubatch {
 
-using SystemTime = std::chrono::system_clock::time_point;
-
-struct ExpiringCredentials {
-  AwsCredentials credentials;
-  std::optional<SystemTime> expiration;  // none: valid until the process ends
-};
+using ExpiringCredentials = Expiring<AwsCredentials>;
 
 // Where a signer gets its credentials. Thread-safe.
 class AwsCredentialProvider {
@@ -42,28 +36,22 @@ class AwsCredentialProvider {
 std::shared_ptr<AwsCredentialProvider> FixedCredentials(AwsCredentials credentials,
                                                         std::string source);
 
-// Caches what `fetch` returns and calls it again once the credentials are within
-// kRefreshMargin of expiring. A failed refresh keeps serving credentials that have not yet
-// expired (and tries again on the next call); with none left, the error names the source.
+// AWS credentials from a fetch function, refreshed as refreshing.h describes.
 class RefreshingCredentials final : public AwsCredentialProvider {
  public:
-  using Fetch = std::function<Result<ExpiringCredentials>()>;
-  using Clock = std::function<SystemTime()>;
-  static constexpr std::chrono::minutes kRefreshMargin{5};
-
+  using Fetch = Refreshing<AwsCredentials>::Fetch;
+  using Clock = Refreshing<AwsCredentials>::Clock;
   RefreshingCredentials(std::string source, Fetch fetch,
-                        Clock clock = [] { return std::chrono::system_clock::now(); });
-  Result<AwsCredentials> Get() override;
+                        Clock clock = [] { return std::chrono::system_clock::now(); })
+      : refreshing_("AWS " + source, std::move(fetch), std::move(clock)),
+        source_(std::move(source)) {}
+  Result<AwsCredentials> Get() override { return refreshing_.Get(); }
   const std::string& source() const override { return source_; }
-  uint64_t fetches() const;  // for tests
+  uint64_t fetches() const { return refreshing_.fetches(); }
 
  private:
+  Refreshing<AwsCredentials> refreshing_;
   std::string source_;
-  Fetch fetch_;
-  Clock clock_;
-  mutable std::mutex mutex_;
-  std::optional<ExpiringCredentials> cached_;
-  uint64_t fetches_ = 0;
 };
 
 // The provider for an ambient source ResolveAwsConfig chose; it fetches on first use.

@@ -36,9 +36,9 @@ TEST(CredentialsJsonTest, ParsesAndNeverEchoesSecrets) {
           "Expiration":"2026-11-29T16:00:00Z"})",
       "imds");
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->credentials.access_key_id, "ASIAX");
-  EXPECT_EQ(c->credentials.secret_access_key, "SEKRIT");
-  EXPECT_EQ(c->credentials.session_token, "TOK");
+  EXPECT_EQ(c->value.access_key_id, "ASIAX");
+  EXPECT_EQ(c->value.secret_access_key, "SEKRIT");
+  EXPECT_EQ(c->value.session_token, "TOK");
   EXPECT_EQ(*c->expiration, At("2026-11-29T16:00:00Z"));
   auto forever = ParseCredentialsJson(R"({"AccessKeyId":"A","SecretAccessKey":"S"})", "x");
   ASSERT_TRUE(forever.ok());
@@ -93,7 +93,7 @@ TEST_F(RefreshTest, AFailedRefreshServesUnexpiredCredentials) {
   now_ += minutes(4);  // expired
   auto r = p.Get();
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.status().message(), HasSubstr("AWS credentials from test source"));
+  EXPECT_THAT(r.status().message(), HasSubstr("credentials from AWS test source"));
   EXPECT_THAT(r.status().message(), HasSubstr("endpoint down"));
 }
 
@@ -126,8 +126,8 @@ TEST(InstanceMetadataTest, SpeaksImdsV2) {
   auto transport = QuickTransport();
   auto c = FetchInstanceMetadataCredentials(*transport, source);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->credentials.access_key_id, "ASIAIMDS");
-  EXPECT_EQ(c->credentials.session_token, "TOK");
+  EXPECT_EQ(c->value.access_key_id, "ASIAIMDS");
+  EXPECT_EQ(c->value.session_token, "TOK");
   auto requests = server.requests();
   ASSERT_EQ(requests.size(), 3u);
   EXPECT_THAT(requests[0], HasSubstr("PUT /latest/api/token HTTP/1.1"));
@@ -165,7 +165,7 @@ TEST(ContainerCredentialsTest, SendsTheAuthorizationTokenFromItsFile) {
   auto transport = QuickTransport();
   auto c = FetchContainerCredentials(*transport, source);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->credentials.access_key_id, "ASIAIMDS");
+  EXPECT_EQ(c->value.access_key_id, "ASIAIMDS");
   EXPECT_THAT(server.requests()[0], HasSubstr("GET /v2/credentials/abc HTTP/1.1"));
   EXPECT_THAT(server.requests()[0], HasSubstr("Authorization: ROTATED-AUTH"));
   auto refused = FetchContainerCredentials(*transport, source);
@@ -197,8 +197,8 @@ TEST(WebIdentityTest, AssumesTheRoleWithTheTokenFile) {
   auto transport = QuickTransport();
   auto c = FetchWebIdentityCredentials(*transport, source);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
-  EXPECT_EQ(c->credentials.access_key_id, "ASIAWEB");
-  EXPECT_EQ(c->credentials.session_token, "SESSION");
+  EXPECT_EQ(c->value.access_key_id, "ASIAWEB");
+  EXPECT_EQ(c->value.session_token, "SESSION");
   EXPECT_EQ(*c->expiration, At("2026-11-29T16:00:00Z"));
   const std::string request = server.requests()[0];
   EXPECT_THAT(request, HasSubstr("POST / HTTP/1.1"));

@@ -63,26 +63,24 @@ Result<std::shared_ptr<GcsStore>> GcsStore::Open(const std::string& url,
                            " must not carry credentials or a query string");
   }
 
-  std::vector<std::string> headers;
+  std::shared_ptr<GcsToken> token;
   if (!options.skip_signature) {
-    std::string token = options.token;
-    if (token.empty()) token = env("GOOGLE_OAUTH_ACCESS_TOKEN").value_or("");
-    if (token.empty()) {
-      return FailedPrecondition("opening gs://" + location.bucket +
-                                ": no GCS credentials: pass token= (an OAuth2 access "
-                                "token, e.g. from `gcloud auth "
-                                "print-access-token`) or set GOOGLE_OAUTH_ACCESS_TOKEN; "
-                                "for a public bucket pass "
-                                "skip_signature=True");
-    }
-    for (char c : token) {
-      if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7E) {
-        return InvalidArgument(
-            "opening gs://" + location.bucket +
-            ": the access token holds whitespace or control characters");
+    const std::string context = "opening gs://" + location.bucket;
+    GcsCredentialRequest request{options.token, options.service_account_key,
+                                 options.service_account_path};
+    auto source = ResolveGcsCredentials(request, env);
+    if (!source.ok()) return source.status().WithContext(context);
+    const bool fallback = source->kind == GcsCredentialSource::Kind::kMetadata;
+    token = MakeGcsToken(std::move(source).value());
+    // Fetched now, so a bad key or a missing service account fails here, not at a read.
+    if (auto first = token->Get(); !first.ok()) {
+      if (fallback) {  // tried because nothing else was configured: say so first
+        return FailedPrecondition(std::string(kNoGcsCredentials) + " (" +
+                                  first.status().message() + ")")
+            .WithContext(context);
       }
+      return first.status().WithContext(context);
     }
-    headers.push_back("Authorization: Bearer " + token);
   }
   INSITU_ASSIGN_OR_RETURN(auto transport,
                           CurlTransport::Create(std::move(options.transport)));
@@ -90,10 +88,18 @@ Result<std::shared_ptr<GcsStore>> GcsStore::Open(const std::string& url,
   store->location_ = std::move(location);
   store->origin_ = parsed->scheme + "://" + parsed->Authority();
   store->base_path_ = parsed->path;
-  store->headers_ = std::move(headers);
+  store->token_ = std::move(token);
   store->transport_ = std::move(transport);
   store->max_body_bytes_ = options.max_body_bytes;
   return store;
+}
+
+void GcsStore::Authorize(HttpRequest& request) const {
+  if (!token_) return;
+  request.sign = [token = token_](const HttpRequest&) -> Result<std::vector<std::string>> {
+    INSITU_ASSIGN_OR_RETURN(std::string value, token->Get());
+    return std::vector<std::string>{"Authorization: Bearer " + value};
+  };
 }
 
 std::string GcsStore::ObjectKey(std::string_view key) const {
@@ -116,7 +122,7 @@ void GcsStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
   request.url = origin_ + base_path_ + "/" + location_.bucket + "/" +
                 PercentEncode(ObjectKey(key), /*keep_slash=*/true);
   request.where = Describe(key);
-  request.headers = headers_;
+  Authorize(request);
   request.range = range;
   request.max_body_bytes = max_body_bytes_;
   ReadObject(*transport_, std::move(request), std::move(done));
@@ -141,7 +147,7 @@ Result<std::vector<std::string>> GcsStore::List(std::string_view prefix) {
                   PercentEncode(location_.bucket, /*keep_slash=*/false) + "/o?" +
                   CanonicalQueryString(std::move(query));
     request.where = Describe("");
-    request.headers = headers_;
+    Authorize(request);
     request.max_body_bytes = kMaxListBody;
     INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
     if (response.status != 200) {

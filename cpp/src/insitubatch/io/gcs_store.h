@@ -3,9 +3,10 @@
 // GcsStore: gs://bucket/prefix on Google Cloud Storage. Objects are read over the XML API
 // (GET <endpoint>/<bucket>/<object>, Range for byte ranges; 404 is a missing key) and
 // listed over the JSON API (GET <endpoint>/storage/v1/b/<bucket>/o, paginated). Requests
-// carry "Authorization: Bearer <token>" from `token` or GOOGLE_OAUTH_ACCESS_TOKEN, or
-// nothing with skip_signature (public buckets). `endpoint` (or STORAGE_EMULATOR_HOST)
-// points at an emulator. Service-account key files are not supported yet.
+// carry "Authorization: Bearer <token>" with a token gcs_credentials.h finds (an argument,
+// a service-account or gcloud key file, the metadata server), or nothing with
+// skip_signature (public buckets). `endpoint` (or STORAGE_EMULATOR_HOST) points at an
+// emulator.
 
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "insitubatch/io/aws_credentials.h"  // EnvLookup
 #include "insitubatch/io/curl_transport.h"
+#include "insitubatch/io/gcs_credentials.h"
 #include "insitubatch/io/s3_request.h"  // BucketUrl
 #include "insitubatch/io/store.h"
 
@@ -23,6 +25,8 @@ struct GcsStoreOptions {
       endpoint;  // "" = STORAGE_EMULATOR_HOST, else https://storage.googleapis.com
   bool skip_signature = false;
   std::string token;  // OAuth2 access token (secret); "" = GOOGLE_OAUTH_ACCESS_TOKEN
+  std::string service_account_key;   // a key file's JSON text (secret)
+  std::string service_account_path;  // a key file
   TransportOptions transport;
   uint64_t max_body_bytes = kDefaultMaxBodyBytes;
 };
@@ -46,7 +50,10 @@ class GcsStore final : public Store {
   std::string Describe(std::string_view key) const override;
 
   std::string endpoint_url() const { return origin_ + base_path_; }
-  bool anonymous() const { return headers_.empty(); }
+  bool anonymous() const { return token_ == nullptr; }
+  // Where the token comes from ("the token argument", "service account x (file ...)", ...);
+  // "" when anonymous. Never the token.
+  std::string credentials_source() const { return token_ ? token_->source() : ""; }
   TransportStats transport_stats() const { return transport_->stats(); }
 
  private:
@@ -56,7 +63,10 @@ class GcsStore final : public Store {
   BucketUrl location_;
   std::string origin_;                // scheme://authority
   std::string base_path_;             // the endpoint's own path ("" for Google)
-  std::vector<std::string> headers_;  // the Authorization line (secret), or none
+  // Adds the Authorization line (a fresh token) to each attempt; none when anonymous.
+  void Authorize(HttpRequest& request) const;
+
+  std::shared_ptr<GcsToken> token_;  // null: anonymous
   std::shared_ptr<CurlTransport> transport_;
   uint64_t max_body_bytes_ = kDefaultMaxBodyBytes;
 };

@@ -15,7 +15,10 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
+// No metadata service is ever asked (these tests may run on a cloud VM).
 EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
+  vars.emplace("NO_GCE_CHECK", "true");
+  vars.emplace("AWS_EC2_METADATA_DISABLED", "true");
   return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
     auto it = vars.find(std::string(name));
     if (it == vars.end()) return std::nullopt;

@@ -1,0 +1,70 @@
+#include "insitubatch/io/credential_exchange.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "insitubatch/io/http_request.h"
+
+namespace insitubatch {
+
+namespace {
+constexpr size_t kMaxReplyBytes = 64 << 10;       // credential documents are small
+constexpr size_t kMaxCredentialFileBytes = 1 << 20;
+}  // namespace
+
+Result<std::shared_ptr<CurlTransport>> MakeCredentialTransport(bool link_local) {
+  TransportOptions options;
+  options.io_threads = 1;
+  if (link_local) {
+    options.timeout = std::chrono::milliseconds(2000);
+    options.connect_timeout = std::chrono::milliseconds(1000);
+    options.retry.max_attempts = 2;
+  } else {
+    options.timeout = std::chrono::milliseconds(10000);
+    options.connect_timeout = std::chrono::milliseconds(3000);
+  }
+  return CurlTransport::Create(options);
+}
+
+Result<HttpResponse> CredentialExchange(CurlTransport& transport, std::string method,
+                                        std::string url, std::vector<std::string> headers,
+                                        const std::string& where, std::string body) {
+  HttpRequest request;
+  request.method = std::move(method);
+  request.body = std::move(body);
+  request.url = std::move(url);
+  request.headers = std::move(headers);
+  request.where = where;
+  request.max_body_bytes = kMaxReplyBytes;
+  return transport.Send(std::move(request));
+}
+
+std::string ResponseText(const HttpResponse& response) {
+  return std::string(reinterpret_cast<const char*>(response.body.data()), response.body.size());
+}
+
+Status CredentialReplyError(const HttpResponse& response, const std::string& where) {
+  return IoError(where + " answered " + DescribeHttpError(response.status, response.error_body))
+      .set_detail(static_cast<int>(response.status));
+}
+
+Result<std::string> ReadCredentialFile(const std::string& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return IoError("cannot read the " + std::string(what) + " " + path + ": " + std::strerror(errno));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  std::string out = text.str();
+  if (out.size() > kMaxCredentialFileBytes) {
+    return InvalidArgument("the " + std::string(what) + " " + path + " is larger than 1 MiB");
+  }
+  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
+  if (out.empty()) return InvalidArgument("the " + std::string(what) + " " + path + " is empty");
+  return out;
+}
+
+}  // namespace insitubatch

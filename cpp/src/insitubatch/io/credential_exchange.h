@@ -1,0 +1,34 @@
+#pragma once
+
+// The small HTTP exchanges behind fetched credentials (AWS STS, container and instance
+// metadata endpoints; Google's token endpoint and metadata server): one blocking request on
+// a transport of their own, short bodies, errors that name the endpoint and never a secret.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "insitubatch/io/curl_transport.h"
+#include "insitubatch/util/result.h"
+
+namespace insitubatch {
+
+// A transport for credential fetches. `link_local`: a metadata service that answers at once
+// or not at all, so short timeouts and one retry (as botocore and google-auth do).
+Result<std::shared_ptr<CurlTransport>> MakeCredentialTransport(bool link_local);
+
+// One request; non-2xx replies come back for the caller to explain.
+Result<HttpResponse> CredentialExchange(CurlTransport& transport, std::string method,
+                                        std::string url, std::vector<std::string> headers,
+                                        const std::string& where, std::string body = "");
+
+std::string ResponseText(const HttpResponse& response);
+
+// "<where> answered HTTP 403 Forbidden (...)", with the status as the detail.
+Status CredentialReplyError(const HttpResponse& response, const std::string& where);
+
+// A short file a source names (a token, a key), without trailing whitespace.
+Result<std::string> ReadCredentialFile(const std::string& path, std::string_view what);
+
+}  // namespace insitubatch
