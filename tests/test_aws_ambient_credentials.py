@@ -158,6 +158,26 @@ def test_web_identity_through_sts(moto, monkeypatch, demo_dirs, tmp_path):
         insitubatch.store(DEMO, endpoint=moto.endpoint)
 
 
+def test_credential_process_from_a_profile(moto_auth, monkeypatch, demo_dirs, tmp_path):
+    import sys
+
+    helper = tmp_path / "helper.py"
+    helper.write_text("import json, sys\n"
+                      f"print(json.dumps({{'Version': 1, 'AccessKeyId': {moto_auth.session['AccessKeyId']!r},"
+                      f" 'SecretAccessKey': {moto_auth.session['SecretAccessKey']!r},"
+                      f" 'SessionToken': {moto_auth.session['SessionToken']!r},"
+                      f" 'Expiration': {_expiring_in(datetime.timedelta(hours=1))!r}}}))\n")
+    config = tmp_path / "config"
+    config.write_text(f"[profile helper]\ncredential_process = {sys.executable} '{helper}'\n"
+                      f"[profile broken]\ncredential_process = {sys.executable} -c 'raise SystemExit(\"expired\")'\n")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    store = insitubatch.store(DEMO, endpoint=moto_auth.endpoint, profile="helper")
+    assert store.credentials_source == "credential_process of profile 'helper'"
+    assert store.read("zarr.json") == (demo_dirs[0] / "zarr.json").read_bytes()
+    with pytest.raises(insitubatch.StoreError, match="exited with status 1: expired"):
+        insitubatch.store(DEMO, endpoint=moto_auth.endpoint, profile="broken")
+
+
 def test_unreachable_instance_metadata_explains_every_source(monkeypatch):
     import socket
 

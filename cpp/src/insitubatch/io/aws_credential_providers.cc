@@ -6,11 +6,14 @@
 #include <ctime>
 
 #include "insitubatch/io/credential_exchange.h"
+#include "insitubatch/io/subprocess.h"
 #include "insitubatch/io/http_request.h"
 #include "insitubatch/io/xml_text.h"
 
 namespace insitubatch {
 namespace {
+
+constexpr size_t kMaxReplyBytes = 64 << 10;  // a credentials document is a few hundred bytes
 
 class Fixed final : public AwsCredentialProvider {
  public:
@@ -69,7 +72,8 @@ Result<ExpiringCredentials> ParseCredentialsJson(std::string_view body, std::str
     return IoError(context + ": Code \"" + code + "\"");
   }
   ExpiringCredentials out;
-  out.value = {text("AccessKeyId"), text("SecretAccessKey"), text("Token")};
+  out.value = {text("AccessKeyId"), text("SecretAccessKey"),
+               text("Token").empty() ? text("SessionToken") : text("Token")};
   if (out.value.access_key_id.empty() || out.value.secret_access_key.empty()) {
     return InvalidArgument(context + ": the reply has no AccessKeyId / SecretAccessKey");
   }
@@ -172,11 +176,63 @@ Result<ExpiringCredentials> FetchInstanceMetadataCredentials(CurlTransport& tran
   return ParseCredentialsJson(ResponseText(keys), where + " (role " + role + ")");
 }
 
+Result<std::vector<std::string>> SplitCommandLine(std::string_view command) {
+  std::vector<std::string> words;
+  std::string word;
+  bool in_word = false;
+  char quote = 0;
+  for (size_t i = 0; i < command.size(); ++i) {
+    const char c = command[i];
+    if (quote == '\'') {
+      if (c == '\'') quote = 0; else word += c;
+    } else if (c == '\\') {
+      if (++i == command.size()) return InvalidArgument("credential_process ends in a backslash");
+      // Inside double quotes a backslash escapes only what shells let it escape.
+      if (quote == '"' && std::string_view("\"\\$`").find(command[i]) == std::string_view::npos) word += c;
+      word += command[i];
+      in_word = true;
+    } else if (quote == '"') {
+      if (c == '"') quote = 0; else word += c;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+      in_word = true;
+    } else if (std::isspace(static_cast<unsigned char>(c))) {
+      if (in_word) words.push_back(std::move(word));
+      word.clear();
+      in_word = false;
+    } else {
+      word += c;
+      in_word = true;
+    }
+  }
+  if (quote != 0) return InvalidArgument("credential_process has an unclosed quote");
+  if (in_word) words.push_back(std::move(word));
+  if (words.empty()) return InvalidArgument("credential_process is empty");
+  return words;
+}
+
+Result<ExpiringCredentials> FetchProcessCredentials(const AmbientCredentialSource& source) {
+  const std::string where = "the credential_process of " + source.endpoint;
+  INSITU_ASSIGN_OR_RETURN(std::vector<std::string> words, SplitCommandLine(source.command));
+  INSITU_ASSIGN_OR_RETURN(ProcessOutput run, RunProcess(words, kMaxReplyBytes));
+  if (run.exit_code != 0) {
+    std::string err = run.standard_error.substr(0, 300);
+    return IoError(where + " exited with status " + std::to_string(run.exit_code) +
+                   (err.empty() ? "" : ": " + err));
+  }
+  nlohmann::json doc = nlohmann::json::parse(run.standard_output, nullptr, false);
+  if (!doc.is_object() || doc.value("Version", 0) != 1) {
+    return InvalidArgument(where + " printed no {\"Version\": 1, ...} JSON object");
+  }
+  return ParseCredentialsJson(run.standard_output, where);
+}
+
 std::shared_ptr<RefreshingCredentials> MakeAmbientCredentials(AmbientCredentialSource source) {
   // A transport of its own: fetches block, and they may run on an IO thread of the store's
   // transport (signing happens per attempt). Created on first use, under the provider's lock.
   auto transport = std::make_shared<std::shared_ptr<CurlTransport>>();
   auto fetch = [source, transport]() -> Result<ExpiringCredentials> {
+    if (source.kind == AmbientCredentialSource::Kind::kProcess) return FetchProcessCredentials(source);
     if (!*transport) {
       INSITU_ASSIGN_OR_RETURN(*transport,
                               MakeCredentialTransport(source.kind == AmbientCredentialSource::Kind::kInstanceMetadata));
@@ -186,6 +242,7 @@ std::shared_ptr<RefreshingCredentials> MakeAmbientCredentials(AmbientCredentialS
         return FetchWebIdentityCredentials(**transport, source);
       case AmbientCredentialSource::Kind::kContainer:
         return FetchContainerCredentials(**transport, source);
+      case AmbientCredentialSource::Kind::kProcess:
       case AmbientCredentialSource::Kind::kInstanceMetadata:
         break;
     }

@@ -4,7 +4,8 @@
 // gives code that runs inside it, in botocore's order after keys and profiles --
 //   * web identity (EKS IRSA): STS AssumeRoleWithWebIdentity with a token file's contents;
 //   * container (ECS tasks, EKS Pod Identity): GET the container credentials endpoint;
-//   * instance metadata (EC2, IMDSv2): PUT a session token, GET the role, GET its keys.
+//   * instance metadata (EC2, IMDSv2): PUT a session token, GET the role, GET its keys;
+//   * a profile's credential_process: a command that prints the keys.
 // ResolveAwsConfig (aws_credentials.h) picks the source from the environment without
 // touching the network; this file speaks the protocols. Messages name the source and its
 // endpoint, never a key, secret, session token or web-identity token.
@@ -14,6 +15,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "insitubatch/io/aws_credentials.h"
 #include "insitubatch/io/curl_transport.h"
@@ -64,12 +66,20 @@ Result<ExpiringCredentials> FetchContainerCredentials(CurlTransport& transport,
                                                       const AmbientCredentialSource& source);
 Result<ExpiringCredentials> FetchInstanceMetadataCredentials(CurlTransport& transport,
                                                              const AmbientCredentialSource& source);
+// Runs the profile's credential_process (split like a shell would, no shell run) and reads
+// {"Version": 1, "AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration"} from its
+// standard output; a non-zero exit is an error quoting the start of its standard error.
+Result<ExpiringCredentials> FetchProcessCredentials(const AmbientCredentialSource& source);
+// The command line's words: whitespace-separated, with '...' and "..." quoting and
+// backslash escapes (outside single quotes), as shlex.split does.
+Result<std::vector<std::string>> SplitCommandLine(std::string_view command);
 
 // "2026-11-29T16:00:00Z", optionally with fractional seconds or a "+00:00" offset.
 Result<SystemTime> ParseAwsTimestamp(std::string_view text);
 
 // The credentials JSON of the container endpoint and instance metadata:
-// {"AccessKeyId", "SecretAccessKey", "Token", "Expiration"[, "Code": "Success"]}.
+// {"AccessKeyId", "SecretAccessKey", "Token" (or "SessionToken"), "Expiration"[, "Code":
+// "Success"]}.
 Result<ExpiringCredentials> ParseCredentialsJson(std::string_view body, std::string_view where);
 
 }  // namespace insitubatch

@@ -218,5 +218,47 @@ TEST(WebIdentityTest, AssumesTheRoleWithTheTokenFile) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(CommandLineTest, SplitsLikeShlex) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(SplitCommandLine("aws-vault  exec prod --json").value(),
+            (V{"aws-vault", "exec", "prod", "--json"}));
+  EXPECT_EQ(SplitCommandLine(R"(/opt/my tool/x 'a b' "c \"d\" \e" f\ g '')").value(),
+            (V{"/opt/my", "tool/x", "a b", "c \"d\" \\e", "f g", ""}));
+  for (const char* bad : {"", "   ", "x 'open", "x \"open", "x \\"}) {
+    EXPECT_FALSE(SplitCommandLine(bad).ok()) << bad;
+  }
+}
+
+TEST(CredentialProcessTest, RunsTheCommandAndReadsItsJson) {
+  const auto dir = std::filesystem::temp_directory_path() / "insitu_credential_process";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "ok.sh")
+      << "printf '{\"Version\": 1, \"AccessKeyId\": \"ASIAPROC\", \"SecretAccessKey\": "
+         "\"SEKRIT\", \"SessionToken\": \"TOK\", \"Expiration\": \"2026-11-29T16:00:00Z\"}'\n";
+  std::ofstream(dir / "fail.sh") << "echo 'token expired, run aws sso login' >&2; exit 7\n";
+  std::ofstream(dir / "v2.sh") << "echo '{\"Version\": 2, \"AccessKeyId\": \"A\"}'\n";
+  AmbientCredentialSource source;
+  source.kind = AmbientCredentialSource::Kind::kProcess;
+  source.endpoint = "profile 'p'";
+  source.command = "sh " + (dir / "ok.sh").string();
+  auto c = FetchProcessCredentials(source);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->value.access_key_id, "ASIAPROC");
+  EXPECT_EQ(c->value.session_token, "TOK");
+  EXPECT_EQ(*c->expiration, At("2026-11-29T16:00:00Z"));
+  source.command = "sh " + (dir / "fail.sh").string();
+  auto failed = FetchProcessCredentials(source);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_THAT(failed.status().message(), HasSubstr("the credential_process of profile 'p' exited with status 7"));
+  EXPECT_THAT(failed.status().message(), HasSubstr("run aws sso login"));
+  source.command = "sh " + (dir / "v2.sh").string();
+  EXPECT_THAT(FetchProcessCredentials(source).status().message(), HasSubstr("Version"));
+  source.command = "/nonexistent/helper --flag";
+  EXPECT_EQ(FetchProcessCredentials(source).status().code(), StatusCode::kNotFound);
+  source.command = "yes";  // prints forever: killed at the limit
+  EXPECT_EQ(FetchProcessCredentials(source).status().code(), StatusCode::kResourceExhausted);
+  std::filesystem::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace insitubatch

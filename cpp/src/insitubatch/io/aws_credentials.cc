@@ -134,6 +134,8 @@ std::string AmbientCredentialSource::Describe() const {
   switch (kind) {
     case Kind::kWebIdentity:
       return "web identity (role " + role_arn + ", STS " + endpoint + ")";
+    case Kind::kProcess:
+      return "credential_process of " + endpoint;  // the command may carry secrets
     case Kind::kContainer:
       return "container credentials (" + endpoint + ")";
     case Kind::kInstanceMetadata:
@@ -277,17 +279,24 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
           }
           web_identity = {setting("web_identity_token_file"), setting("role_arn"),
                           setting("role_session_name")};
+        } else if (!config.credentials && !setting("credential_process").empty()) {
+          AmbientCredentialSource source;
+          source.kind = AmbientCredentialSource::Kind::kProcess;
+          source.command = setting("credential_process");
+          source.endpoint = "profile '" + profile_name + "'";
+          config.credentials_source = source.Describe();
+          config.ambient = std::move(source);
         } else if (!config.credentials && profile_named) {
           return InvalidArgument(
               "AWS profile '" + profile_name +
-              "' has no aws_access_key_id / aws_secret_access_key or web identity (SSO, "
-              "credential_process and role-chaining profiles are not supported)");
+              "' has no aws_access_key_id / aws_secret_access_key, web identity or "
+              "credential_process (SSO and role-chaining profiles are not supported)");
         }
         if (config.credentials)
           config.credentials_source = "profile '" + profile_name + "'";
       }
     }
-    if (!config.credentials && !web_identity) {
+    if (!config.credentials && !web_identity && !config.ambient) {
       // Container, then instance metadata: where code runs inside AWS.
       AmbientCredentialSource source;
       if (auto relative = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {

@@ -181,6 +181,18 @@ TEST_F(AwsConfigTest, WebIdentityFromAProfile) {
   EXPECT_THAT(Resolve(r).status().message(), HasSubstr("without role_arn"));
 }
 
+TEST_F(AwsConfigTest, CredentialProcessFromAProfile) {
+  WriteFile(".aws/config", "[profile sso]\ncredential_process = aws-vault export --format=json sso\n");
+  AwsConfigRequest r;
+  r.profile = "sso";
+  auto c = Resolve(r);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  ASSERT_TRUE(c->ambient.has_value());
+  EXPECT_EQ(c->ambient->kind, AmbientCredentialSource::Kind::kProcess);
+  EXPECT_EQ(c->ambient->command, "aws-vault export --format=json sso");
+  EXPECT_EQ(c->credentials_source, "credential_process of profile 'sso'");
+}
+
 TEST_F(AwsConfigTest, ContainerCredentialsBeforeInstanceMetadata) {
   env_["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "/v2/credentials/abc";
   env_["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "SECRET-AUTH";
