@@ -51,8 +51,9 @@ Result<SystemTime> ParseAwsTimestamp(std::string_view text) {
   if (rest != "Z" && rest != "+00:00") {
     return InvalidArgument("timestamp \"" + s + "\" is not in UTC (Z or +00:00)");
   }
-  if (tm.tm_mon < 1 || tm.tm_mon > 12 || tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 ||
-      tm.tm_min > 59 || tm.tm_sec > 60) {
+  // Years past 2200 would overflow the clock's nanoseconds; no credential lives that long.
+  if (tm.tm_year < 1970 || tm.tm_year > 2200 || tm.tm_mon < 1 || tm.tm_mon > 12 ||
+      tm.tm_mday < 1 || tm.tm_mday > 31 || tm.tm_hour > 23 || tm.tm_min > 59 || tm.tm_sec > 60) {
     return InvalidArgument("timestamp \"" + s + "\" is out of range");
   }
   tm.tm_year -= 1900;

@@ -191,7 +191,9 @@ Result<Expiring<std::string>> ParseGcsTokenReply(std::string_view json, std::str
   Expiring<std::string> out{token->get<std::string>(), std::nullopt};
   INSITU_RETURN_IF_ERROR(CheckToken(out.value, where));
   if (auto expires = doc.find("expires_in"); expires != doc.end()) {
-    if (!expires->is_number_integer() || expires->get<int64_t>() < 0) {
+    // At most ten years: a larger value would overflow the clock (tokens last an hour).
+    if (!expires->is_number_integer() || expires->get<int64_t>() < 0 ||
+        expires->get<int64_t>() > int64_t{10} * 365 * 24 * 3600) {
       return InvalidArgument(std::string(where) + ": expires_in is not a number of seconds");
     }
     out.expiration = now + std::chrono::seconds(expires->get<int64_t>());

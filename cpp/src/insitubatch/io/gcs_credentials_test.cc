@@ -229,7 +229,8 @@ TEST(GcsTokenExchangeTest, EachGrantSendsWhatGoogleExpects) {
 TEST(GcsTokenExchangeTest, RejectsMalformedReplies) {
   const SystemTime now{};
   for (const char* bad : {"", "[]", R"({"expires_in":10})", R"({"access_token":"has space"})",
-                          R"({"access_token":"t","expires_in":"soon"})"}) {
+                          R"({"access_token":"t","expires_in":"soon"})",
+                          R"({"access_token":"t","expires_in":9223372036854775807})"}) {
     EXPECT_FALSE(ParseGcsTokenReply(bad, "x", now).ok()) << bad;
   }
   auto forever = ParseGcsTokenReply(R"({"access_token":"t"})", "x", now);
