@@ -178,6 +178,23 @@ def test_credential_process_from_a_profile(moto_auth, monkeypatch, demo_dirs, tm
         insitubatch.store(DEMO, endpoint=moto_auth.endpoint, profile="broken")
 
 
+def test_role_profile_assumes_the_role_with_its_source_profile(moto_auth, monkeypatch, demo_dirs, tmp_path):
+    creds, config = tmp_path / "credentials", tmp_path / "config"
+    creds.write_text(f"[base]\naws_access_key_id = {moto_auth.access_key_id}\n"
+                     f"aws_secret_access_key = {moto_auth.secret_access_key}\n")
+    config.write_text(f"[profile ml]\nrole_arn = {ROLE_ARN}\nsource_profile = base\nrole_session_name = job-7\n")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(creds))
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(config))
+    monkeypatch.setenv("AWS_ENDPOINT_URL_STS", moto_auth.endpoint)
+    with FaultProxy(moto_auth.endpoint) as proxy:  # moto verifies the signed AssumeRole too
+        store = insitubatch.store(DEMO, endpoint=proxy.url, profile="ml")
+        assert store.credentials_source == f"role {ROLE_ARN} (STS {moto_auth.endpoint})"
+        assert store.read("zarr.json") == (demo_dirs[0] / "zarr.json").read_bytes()
+        auth = [r["headers"].get("Authorization", "") for r in proxy.requests]
+    assert auth and all("Credential=ASIA" in a for a in auth)  # the role's keys, not the base user's
+    assert all(moto_auth.access_key_id not in a for a in auth)
+
+
 def test_unreachable_instance_metadata_explains_every_source(monkeypatch):
     import socket
 

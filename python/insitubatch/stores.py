@@ -312,7 +312,8 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     (SigV4; ``skip_signature``, ``region``, ``endpoint``, ``request_payer``,
     ``access_key_id`` / ``secret_access_key`` / ``session_token``, ``profile``,
     ``virtual_hosted_style_request``; without keys, credentials come as botocore finds them:
-    the environment, ``~/.aws`` profiles (keys, ``credential_process``), web identity (EKS),
+    the environment, ``~/.aws`` profiles (keys, ``credential_process``, ``role_arn`` with
+    ``source_profile`` or ``credential_source``: STS AssumeRole), web identity (EKS),
     the container endpoint (ECS,
     EKS Pod Identity) or instance metadata (EC2), refreshed before they expire; the store's
     ``credentials_source`` says which); ``gs://bucket/prefix`` (``token``,

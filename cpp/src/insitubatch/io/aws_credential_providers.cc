@@ -27,6 +27,32 @@ class Fixed final : public AwsCredentialProvider {
   std::string source_;
 };
 
+// The credentials of an STS reply (AssumeRole, AssumeRoleWithWebIdentity), or an error
+// quoting STS's code and message (which never hold the caller's secrets).
+Result<ExpiringCredentials> StsCredentials(const HttpResponse& reply, const std::string& where,
+                                           const std::string& action, const std::string& role_arn) {
+  if (reply.status / 100 != 2) {
+    const std::string code = XmlFirstText(reply.error_body, "Code");
+    const std::string message = XmlFirstText(reply.error_body, "Message");
+    return IoError(where + " refused " + action + " for " + role_arn + " (HTTP " +
+                   std::to_string(reply.status) + (code.empty() ? "" : " " + code) +
+                   (message.empty() ? "" : ": " + message) + ")")
+        .set_detail(static_cast<int>(reply.status));
+  }
+  const std::string xml = ResponseText(reply);
+  ExpiringCredentials out;
+  out.value = {XmlFirstText(xml, "AccessKeyId"), XmlFirstText(xml, "SecretAccessKey"),
+               XmlFirstText(xml, "SessionToken")};
+  if (out.value.access_key_id.empty() || out.value.secret_access_key.empty() ||
+      out.value.session_token.empty()) {
+    return InvalidArgument(where + ": the " + action + " reply has no credentials");
+  }
+  if (const std::string expiration = XmlFirstText(xml, "Expiration"); !expiration.empty()) {
+    INSITU_ASSIGN_OR_RETURN(out.expiration, ParseAwsTimestamp(expiration));
+  }
+  return out;
+}
+
 }  // namespace
 
 std::shared_ptr<AwsCredentialProvider> FixedCredentials(AwsCredentials credentials,
@@ -103,26 +129,44 @@ Result<ExpiringCredentials> FetchWebIdentityCredentials(CurlTransport& transport
       CredentialExchange(transport, "POST", url + "/",
                {"Content-Type: application/x-www-form-urlencoded; charset=utf-8"}, where,
                std::move(form)));
-  if (reply.status / 100 != 2) {
-    const std::string code = XmlFirstText(reply.error_body, "Code");
-    const std::string message = XmlFirstText(reply.error_body, "Message");
-    return IoError(where + " refused AssumeRoleWithWebIdentity for " + source.role_arn + " (HTTP " +
-                   std::to_string(reply.status) + (code.empty() ? "" : " " + code) +
-                   (message.empty() ? "" : ": " + message) + ")")
-        .set_detail(static_cast<int>(reply.status));
+  return StsCredentials(reply, where, "AssumeRoleWithWebIdentity", source.role_arn);
+}
+
+Result<ExpiringCredentials> FetchAssumeRoleCredentials(CurlTransport& transport,
+                                                       const AmbientCredentialSource& source,
+                                                       const AwsCredentials& base,
+                                                       SystemTime now) {
+  const std::string where = "STS " + source.endpoint;
+  auto parsed = ParseHttpUrl(source.endpoint);
+  if (!parsed.ok()) return parsed.status().WithContext("STS endpoint");
+  std::string form = "Action=AssumeRole&Version=2011-06-15&RoleArn=" +
+                     PercentEncode(source.role_arn, false) +
+                     "&RoleSessionName=" + PercentEncode(source.session_name, false);
+  if (!source.external_id.empty()) form += "&ExternalId=" + PercentEncode(source.external_id, false);
+  if (!source.duration_seconds.empty()) {
+    form += "&DurationSeconds=" + PercentEncode(source.duration_seconds, false);
   }
-  const std::string xml = ResponseText(reply);
-  ExpiringCredentials out;
-  out.value = {XmlFirstText(xml, "AccessKeyId"), XmlFirstText(xml, "SecretAccessKey"),
-                     XmlFirstText(xml, "SessionToken")};
-  if (out.value.access_key_id.empty() || out.value.secret_access_key.empty() ||
-      out.value.session_token.empty()) {
-    return InvalidArgument(where + ": the AssumeRoleWithWebIdentity reply has no credentials");
-  }
-  if (const std::string expiration = XmlFirstText(xml, "Expiration"); !expiration.empty()) {
-    INSITU_ASSIGN_OR_RETURN(out.expiration, ParseAwsTimestamp(expiration));
-  }
-  return out;
+  // A SigV4-signed form POST to "/" (service "sts"), signed with the base credentials.
+  const std::string amz_date = AmzDate(now);
+  const std::string content_type = "application/x-www-form-urlencoded; charset=utf-8";
+  SigV4Request request;
+  request.method = "POST";
+  request.canonical_uri = parsed->path.empty() ? "/" : parsed->path + "/";
+  request.payload_hash = Sha256Hex(form);
+  request.headers = {{"host", parsed->Authority()},
+                     {"content-type", content_type},
+                     {"x-amz-date", amz_date}};
+  if (!base.session_token.empty()) request.headers.push_back({"x-amz-security-token", base.session_token});
+  INSITU_ASSIGN_OR_RETURN(SigV4Signature sig, SignV4(request, base, source.region, "sts", amz_date));
+  std::vector<std::string> headers = {"Content-Type: " + content_type, "x-amz-date: " + amz_date,
+                                      "Authorization: " + sig.authorization};
+  if (!base.session_token.empty()) headers.push_back("x-amz-security-token: " + base.session_token);
+  std::string url = source.endpoint;
+  while (!url.empty() && url.back() == '/') url.pop_back();
+  INSITU_ASSIGN_OR_RETURN(
+      HttpResponse reply,
+      CredentialExchange(transport, "POST", url + "/", std::move(headers), where, std::move(form)));
+  return StsCredentials(reply, where, "AssumeRole", source.role_arn);
 }
 
 Result<ExpiringCredentials> FetchContainerCredentials(CurlTransport& transport,
@@ -232,7 +276,13 @@ std::shared_ptr<RefreshingCredentials> MakeAmbientCredentials(AmbientCredentialS
   // A transport of its own: fetches block, and they may run on an IO thread of the store's
   // transport (signing happens per attempt). Created on first use, under the provider's lock.
   auto transport = std::make_shared<std::shared_ptr<CurlTransport>>();
-  auto fetch = [source, transport]() -> Result<ExpiringCredentials> {
+  std::shared_ptr<AwsCredentialProvider> base;  // what an assumed role is assumed with
+  if (source.kind == AmbientCredentialSource::Kind::kAssumeRole) {
+    base = source.base_keys ? FixedCredentials(*source.base_keys, "source profile")
+           : source.base    ? std::shared_ptr<AwsCredentialProvider>(MakeAmbientCredentials(*source.base))
+                            : nullptr;
+  }
+  auto fetch = [source, transport, base]() -> Result<ExpiringCredentials> {
     if (source.kind == AmbientCredentialSource::Kind::kProcess) return FetchProcessCredentials(source);
     if (!*transport) {
       INSITU_ASSIGN_OR_RETURN(*transport,
@@ -243,6 +293,11 @@ std::shared_ptr<RefreshingCredentials> MakeAmbientCredentials(AmbientCredentialS
         return FetchWebIdentityCredentials(**transport, source);
       case AmbientCredentialSource::Kind::kContainer:
         return FetchContainerCredentials(**transport, source);
+      case AmbientCredentialSource::Kind::kAssumeRole: {
+        if (!base) return InvalidArgument("AssumeRole without source credentials");
+        INSITU_ASSIGN_OR_RETURN(AwsCredentials keys, base->Get());
+        return FetchAssumeRoleCredentials(**transport, source, keys, std::chrono::system_clock::now());
+      }
       case AmbientCredentialSource::Kind::kProcess:
       case AmbientCredentialSource::Kind::kInstanceMetadata:
         break;

@@ -5,7 +5,8 @@
 //   * web identity (EKS IRSA): STS AssumeRoleWithWebIdentity with a token file's contents;
 //   * container (ECS tasks, EKS Pod Identity): GET the container credentials endpoint;
 //   * instance metadata (EC2, IMDSv2): PUT a session token, GET the role, GET its keys;
-//   * a profile's credential_process: a command that prints the keys.
+//   * a profile's credential_process: a command that prints the keys;
+//   * a profile's role_arn: STS AssumeRole, signed with its source's credentials.
 // ResolveAwsConfig (aws_credentials.h) picks the source from the environment without
 // touching the network; this file speaks the protocols. Messages name the source and its
 // endpoint, never a key, secret, session token or web-identity token.
@@ -66,6 +67,10 @@ Result<ExpiringCredentials> FetchContainerCredentials(CurlTransport& transport,
                                                       const AmbientCredentialSource& source);
 Result<ExpiringCredentials> FetchInstanceMetadataCredentials(CurlTransport& transport,
                                                              const AmbientCredentialSource& source);
+// STS AssumeRole for `source.role_arn`, SigV4-signed with `base` for `source.region`.
+Result<ExpiringCredentials> FetchAssumeRoleCredentials(CurlTransport& transport,
+                                                       const AmbientCredentialSource& source,
+                                                       const AwsCredentials& base, SystemTime now);
 // Runs the profile's credential_process (split like a shell would, no shell run) and reads
 // {"Version": 1, "AccessKeyId", "SecretAccessKey", "SessionToken", "Expiration"} from its
 // standard output; a non-zero exit is an error quoting the start of its standard error.

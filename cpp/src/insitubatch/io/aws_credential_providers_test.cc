@@ -219,6 +219,42 @@ TEST(WebIdentityTest, AssumesTheRoleWithTheTokenFile) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(AssumeRoleTest, SignsTheStsCallWithTheBaseCredentials) {
+  const std::string reply =
+      "<AssumeRoleResponse><AssumeRoleResult><Credentials><AccessKeyId>ASIAROLE</AccessKeyId>"
+      "<SecretAccessKey>SEKRIT</SecretAccessKey><SessionToken>SESSION</SessionToken>"
+      "<Expiration>2026-11-29T16:00:00Z</Expiration></Credentials></AssumeRoleResult>"
+      "</AssumeRoleResponse>";
+  ScriptedServer server({Reply(200, "OK", reply),
+                         Reply(403, "Forbidden", "<ErrorResponse><Error><Code>AccessDenied</Code>"
+                                                 "<Message>not allowed</Message></Error></ErrorResponse>")});
+  AmbientCredentialSource source;
+  source.kind = AmbientCredentialSource::Kind::kAssumeRole;
+  source.endpoint = server.url();
+  source.region = "eu-west-1";
+  source.role_arn = "arn:aws:iam::2:role/ml";
+  source.session_name = "insitubatch";
+  source.external_id = "ext-1";
+  auto transport = QuickTransport();
+  const AwsCredentials base{"AKIABASE", "BASESECRET", "BASETOKEN"};
+  auto c = FetchAssumeRoleCredentials(*transport, source, base, At("2026-11-29T12:00:00Z"));
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->value.access_key_id, "ASIAROLE");
+  const std::string request = server.requests()[0];
+  EXPECT_THAT(request, HasSubstr("POST / HTTP/1.1"));
+  EXPECT_THAT(request, HasSubstr("Authorization: AWS4-HMAC-SHA256 Credential=AKIABASE/20261129/eu-west-1/sts/aws4_request"));
+  EXPECT_THAT(request, HasSubstr("x-amz-date: 20261129T120000Z"));
+  EXPECT_THAT(request, HasSubstr("x-amz-security-token: BASETOKEN"));
+  EXPECT_THAT(request, testing::EndsWith(
+                           "Action=AssumeRole&Version=2011-06-15&RoleArn=arn%3Aaws%3Aiam%3A%3A2%3Arole%2Fml"
+                           "&RoleSessionName=insitubatch&ExternalId=ext-1"));
+  EXPECT_THAT(request, Not(HasSubstr("BASESECRET")));
+  auto refused = FetchAssumeRoleCredentials(*transport, source, base, At("2026-11-29T12:00:00Z"));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("refused AssumeRole for arn:aws:iam::2:role/ml (HTTP 403 AccessDenied: not allowed)"));
+}
+
 TEST(CommandLineTest, SplitsLikeShlex) {
   using V = std::vector<std::string>;
   EXPECT_EQ(SplitCommandLine("aws-vault  exec prod --json").value(),

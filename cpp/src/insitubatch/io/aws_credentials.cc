@@ -128,12 +128,115 @@ bool IsTrue(const std::optional<std::string>& v) {
   return lower == "true";
 }
 
+// The source of a profile's role_arn: source_profile (its keys, its credential_process,
+// or its own role, up to a few hops) or credential_source. Region and endpoint are set
+// once the region is known.
+Result<AmbientCredentialSource> AssumeRoleSource(const std::map<std::string, std::string>& profile,
+                                                 const std::string& name, const SharedFiles& files,
+                                                 const EnvLookup& env, int depth) {
+  auto setting = [&](const char* key) -> std::string {
+    auto it = profile.find(key);
+    return it == profile.end() ? "" : it->second;
+  };
+  const std::string where = "AWS profile '" + name + "'";
+  if (depth > 4) return InvalidArgument(where + ": source_profile chains more than 4 roles deep");
+  if (!setting("mfa_serial").empty()) {
+    return InvalidArgument(where + " needs an MFA code (mfa_serial), which a loader cannot ask for");
+  }
+  AmbientCredentialSource role;
+  role.kind = AmbientCredentialSource::Kind::kAssumeRole;
+  role.role_arn = setting("role_arn");
+  role.session_name = setting("role_session_name").empty() ? "insitubatch" : setting("role_session_name");
+  role.external_id = setting("external_id");
+  role.duration_seconds = setting("duration_seconds");
+  const std::string source_profile = setting("source_profile");
+  const std::string credential_source = setting("credential_source");
+  if (!source_profile.empty() == !credential_source.empty()) {
+    return InvalidArgument(where + " sets role_arn with neither or both of source_profile and "
+                           "credential_source (exactly one is needed)");
+  }
+  if (!source_profile.empty()) {
+    auto base = FindProfile(files, source_profile);
+    if (!base) return NotFound(where + ": source_profile '" + source_profile + "' is not in " +
+                               files.credentials_path + " or " + files.config_path);
+    auto base_setting = [&](const char* key) -> std::string {
+      auto it = base->find(key);
+      return it == base->end() ? "" : it->second;
+    };
+    if (source_profile != name && !base_setting("role_arn").empty()) {
+      INSITU_ASSIGN_OR_RETURN(AmbientCredentialSource inner,
+                              AssumeRoleSource(*base, source_profile, files, env, depth + 1));
+      role.base = std::make_shared<AmbientCredentialSource>(std::move(inner));
+    } else {
+      INSITU_ASSIGN_OR_RETURN(role.base_keys, CredentialsFromProfile(*base, source_profile, files));
+      if (!role.base_keys && !base_setting("credential_process").empty()) {
+        AmbientCredentialSource process;
+        process.kind = AmbientCredentialSource::Kind::kProcess;
+        process.command = base_setting("credential_process");
+        process.endpoint = "profile '" + source_profile + "'";
+        role.base = std::make_shared<AmbientCredentialSource>(std::move(process));
+      } else if (!role.base_keys) {
+        return InvalidArgument(where + ": source_profile '" + source_profile +
+                               "' has no keys or credential_process");
+      }
+    }
+  } else if (credential_source == "Environment") {
+    auto key = NonEmpty(env, "AWS_ACCESS_KEY_ID");
+    auto secret = NonEmpty(env, "AWS_SECRET_ACCESS_KEY");
+    if (!key || !secret) {
+      return InvalidArgument(where + ": credential_source = Environment, but AWS_ACCESS_KEY_ID / "
+                             "AWS_SECRET_ACCESS_KEY are not set");
+    }
+    role.base_keys = AwsCredentials{*key, *secret, NonEmpty(env, "AWS_SESSION_TOKEN").value_or("")};
+  } else if (credential_source == "Ec2InstanceMetadata" || credential_source == "EcsContainer") {
+    AmbientCredentialSource base;
+    if (credential_source == "EcsContainer") {
+      base.kind = AmbientCredentialSource::Kind::kContainer;
+      if (auto relative = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
+        base.endpoint = "http://169.254.170.2" + *relative;
+      } else if (auto full = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+        INSITU_RETURN_IF_ERROR(CheckContainerUrl(*full));
+        base.endpoint = *full;
+      } else {
+        return InvalidArgument(where + ": credential_source = EcsContainer, but no "
+                               "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI is set");
+      }
+      base.authorization = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
+      base.authorization_file = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
+    } else {
+      base.endpoint =
+          NonEmpty(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or("http://169.254.169.254");
+      while (!base.endpoint.empty() && base.endpoint.back() == '/') base.endpoint.pop_back();
+    }
+    role.base = std::make_shared<AmbientCredentialSource>(std::move(base));
+  } else {
+    return InvalidArgument(where + ": credential_source \"" + credential_source +
+                           "\" is not Environment, Ec2InstanceMetadata or EcsContainer");
+  }
+  return role;
+}
+
+// Fills in what depends on the region: STS's endpoint and the signing region, down the chain.
+void SetStsEndpoint(AmbientCredentialSource& source, const std::string& region, const EnvLookup& env) {
+  source.region = region;
+  source.endpoint = NonEmpty(env, "AWS_ENDPOINT_URL_STS")
+                        .value_or(NonEmpty(env, "AWS_ENDPOINT_URL")
+                                      .value_or("https://sts." + region + ".amazonaws.com"));
+  if (source.base && source.base->kind == AmbientCredentialSource::Kind::kAssumeRole) {
+    auto inner = std::make_shared<AmbientCredentialSource>(*source.base);
+    SetStsEndpoint(*inner, region, env);
+    source.base = std::move(inner);
+  }
+}
+
 }  // namespace
 
 std::string AmbientCredentialSource::Describe() const {
   switch (kind) {
     case Kind::kWebIdentity:
       return "web identity (role " + role_arn + ", STS " + endpoint + ")";
+    case Kind::kAssumeRole:
+      return "role " + role_arn + " (STS " + endpoint + ")";
     case Kind::kProcess:
       return "credential_process of " + endpoint;  // the command may carry secrets
     case Kind::kContainer:
@@ -266,13 +369,23 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
     } else {
       INSITU_ASSIGN_OR_RETURN(auto p, profile());
       if (p) {
-        INSITU_ASSIGN_OR_RETURN(config.credentials,
-                                CredentialsFromProfile(*p, profile_name, *files));
         auto setting = [&](const char* key) -> std::string {
           auto it = p->find(key);
           return it == p->end() ? "" : it->second;
         };
-        if (!config.credentials && !setting("web_identity_token_file").empty()) {
+        if (!setting("role_arn").empty() && setting("web_identity_token_file").empty()) {
+          // A role to assume comes before the profile's own keys (botocore's order).
+          INSITU_ASSIGN_OR_RETURN(AmbientCredentialSource role,
+                                  AssumeRoleSource(*p, profile_name, *files, env, 0));
+          config.credentials_source = role.Describe();
+          config.ambient = std::move(role);
+        } else {
+          INSITU_ASSIGN_OR_RETURN(config.credentials,
+                                  CredentialsFromProfile(*p, profile_name, *files));
+        }
+        if (config.ambient) {
+          // resolved above
+        } else if (!config.credentials && !setting("web_identity_token_file").empty()) {
           if (setting("role_arn").empty()) {
             return InvalidArgument("AWS profile '" + profile_name +
                                    "' sets web_identity_token_file without role_arn");
@@ -342,6 +455,10 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
       return InvalidArgument("AWS region \"" + config.region +
                              "\" is malformed (letters, digits and '-' only)");
     }
+  }
+  if (config.ambient && config.ambient->kind == AmbientCredentialSource::Kind::kAssumeRole) {
+    SetStsEndpoint(*config.ambient, config.region, env);
+    config.credentials_source = config.ambient->Describe();
   }
   if (web_identity) {
     AmbientCredentialSource source;

@@ -10,17 +10,20 @@
 // (aws_credential_providers.h):
 //   5. web identity: AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN (or the profile's
 //      web_identity_token_file + role_arn) -> STS AssumeRoleWithWebIdentity;
-//      a profile's credential_process (a command printing the keys as JSON);
+//      a profile's credential_process (a command printing the keys as JSON), or its
+//      role_arn with source_profile (keys or credential_process) or credential_source
+//      (Environment, Ec2InstanceMetadata, EcsContainer) -> STS AssumeRole;
 //   6. container: AWS_CONTAINER_CREDENTIALS_RELATIVE_URI or _FULL_URI (with
 //      AWS_CONTAINER_AUTHORIZATION_TOKEN[_FILE]);
 //   7. instance metadata (IMDSv2), unless AWS_EC2_METADATA_DISABLED=true
 //      (AWS_EC2_METADATA_SERVICE_ENDPOINT moves it).
 // Region: argument, AWS_REGION, AWS_DEFAULT_REGION, the profile's `region`, us-east-1.
-// SSO and role-chaining profiles are not supported.
+// SSO and MFA profiles are not supported.
 // Messages name files, profiles and variables, never a key or secret.
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,10 +46,14 @@ struct AwsConfigRequest {
 
 // An ambient credential source, resolved without touching the network.
 struct AmbientCredentialSource {
-  enum class Kind { kWebIdentity, kProcess, kContainer, kInstanceMetadata };
+  enum class Kind { kWebIdentity, kAssumeRole, kProcess, kContainer, kInstanceMetadata };
   Kind kind = Kind::kInstanceMetadata;
   std::string endpoint;  // STS, the container credentials URL, or the IMDS endpoint
   std::string command;   // kProcess: the profile's credential_process
+  // kAssumeRole: STS AssumeRole signed with `base_keys` or what `base` yields, in `region`.
+  std::string external_id, duration_seconds, region;
+  std::optional<AwsCredentials> base_keys;                 // secret
+  std::shared_ptr<const AmbientCredentialSource> base;
   std::string role_arn, session_name, token_file;  // web identity
   std::string authorization;                       // container (secret)
   std::string authorization_file;                  // container: read at each fetch

@@ -193,6 +193,46 @@ TEST_F(AwsConfigTest, CredentialProcessFromAProfile) {
   EXPECT_EQ(c->credentials_source, "credential_process of profile 'sso'");
 }
 
+TEST_F(AwsConfigTest, RoleProfilesAssumeWithTheirSource) {
+  WriteFile(".aws/credentials", "[base]\naws_access_key_id = BASEKEY\naws_secret_access_key = BASESECRET\n");
+  WriteFile(".aws/config",
+            "[profile ml]\nrole_arn = arn:aws:iam::2:role/ml\nsource_profile = base\n"
+            "external_id = ext-1\nregion = eu-central-1\n"
+            "[profile chained]\nrole_arn = arn:aws:iam::3:role/c\nsource_profile = ml\n"
+            "[profile onbox]\nrole_arn = arn:aws:iam::4:role/b\ncredential_source = Ec2InstanceMetadata\n"
+            "[profile env]\nrole_arn = arn:aws:iam::5:role/e\ncredential_source = Environment\n"
+            "[profile mfa]\nrole_arn = arn:aws:iam::6:role/m\nsource_profile = base\nmfa_serial = x\n"
+            "[profile both]\nrole_arn = arn:aws:iam::7:role/x\n");
+  AwsConfigRequest r;
+  r.profile = "ml";
+  auto ml = Resolve(r);
+  ASSERT_TRUE(ml.ok()) << ml.status().ToString();
+  ASSERT_TRUE(ml->ambient.has_value());
+  EXPECT_EQ(ml->ambient->kind, AmbientCredentialSource::Kind::kAssumeRole);
+  EXPECT_EQ(ml->ambient->base_keys->access_key_id, "BASEKEY");
+  EXPECT_EQ(ml->ambient->external_id, "ext-1");
+  EXPECT_EQ(ml->ambient->region, "eu-central-1");
+  EXPECT_EQ(ml->credentials_source, "role arn:aws:iam::2:role/ml (STS https://sts.eu-central-1.amazonaws.com)");
+  EXPECT_THAT(ml->credentials_source, Not(HasSubstr("BASE")));
+  r.profile = "chained";
+  auto chained = Resolve(r);
+  ASSERT_TRUE(chained.ok()) << chained.status().ToString();
+  ASSERT_NE(chained->ambient->base, nullptr);
+  EXPECT_EQ(chained->ambient->base->role_arn, "arn:aws:iam::2:role/ml");
+  EXPECT_EQ(chained->ambient->base->endpoint, "https://sts.us-east-1.amazonaws.com");
+  r.profile = "onbox";
+  EXPECT_EQ(Resolve(r)->ambient->base->kind, AmbientCredentialSource::Kind::kInstanceMetadata);
+  r.profile = "env";
+  EXPECT_THAT(Resolve(r).status().message(), HasSubstr("AWS_ACCESS_KEY_ID"));
+  env_["AWS_ACCESS_KEY_ID"] = "EK";
+  env_["AWS_SECRET_ACCESS_KEY"] = "ES";
+  EXPECT_EQ(Resolve(r)->ambient->base_keys->access_key_id, "EK");
+  r.profile = "mfa";
+  EXPECT_THAT(Resolve(r).status().message(), HasSubstr("MFA"));
+  r.profile = "both";
+  EXPECT_THAT(Resolve(r).status().message(), HasSubstr("exactly one"));
+}
+
 TEST_F(AwsConfigTest, ContainerCredentialsBeforeInstanceMetadata) {
   env_["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI"] = "/v2/credentials/abc";
   env_["AWS_CONTAINER_AUTHORIZATION_TOKEN"] = "SECRET-AUTH";
