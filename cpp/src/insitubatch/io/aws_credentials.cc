@@ -121,6 +121,31 @@ Status CheckContainerUrl(const std::string& url) {
       "ECS/EKS link-local address (169.254.170.2, 169.254.170.23)");
 }
 
+// The container credentials endpoint the environment names, if any.
+Result<std::optional<AmbientCredentialSource>> ContainerSource(const EnvLookup& env) {
+  AmbientCredentialSource source;
+  source.kind = AmbientCredentialSource::Kind::kContainer;
+  if (auto relative = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
+    source.endpoint = "http://169.254.170.2" + *relative;
+  } else if (auto full = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+    INSITU_RETURN_IF_ERROR(CheckContainerUrl(*full));
+    source.endpoint = *full;
+  } else {
+    return std::optional<AmbientCredentialSource>();
+  }
+  source.authorization = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
+  source.authorization_file = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
+  return std::optional<AmbientCredentialSource>(std::move(source));
+}
+
+AmbientCredentialSource InstanceMetadataSource(const EnvLookup& env) {
+  AmbientCredentialSource source;
+  source.endpoint =
+      NonEmpty(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or("http://169.254.169.254");
+  while (!source.endpoint.empty() && source.endpoint.back() == '/') source.endpoint.pop_back();
+  return source;
+}
+
 bool IsTrue(const std::optional<std::string>& v) {
   if (!v) return false;
   std::string lower;
@@ -188,27 +213,15 @@ Result<AmbientCredentialSource> AssumeRoleSource(const std::map<std::string, std
                              "AWS_SECRET_ACCESS_KEY are not set");
     }
     role.base_keys = AwsCredentials{*key, *secret, NonEmpty(env, "AWS_SESSION_TOKEN").value_or("")};
-  } else if (credential_source == "Ec2InstanceMetadata" || credential_source == "EcsContainer") {
-    AmbientCredentialSource base;
-    if (credential_source == "EcsContainer") {
-      base.kind = AmbientCredentialSource::Kind::kContainer;
-      if (auto relative = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
-        base.endpoint = "http://169.254.170.2" + *relative;
-      } else if (auto full = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
-        INSITU_RETURN_IF_ERROR(CheckContainerUrl(*full));
-        base.endpoint = *full;
-      } else {
-        return InvalidArgument(where + ": credential_source = EcsContainer, but no "
-                               "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI is set");
-      }
-      base.authorization = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
-      base.authorization_file = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
-    } else {
-      base.endpoint =
-          NonEmpty(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or("http://169.254.169.254");
-      while (!base.endpoint.empty() && base.endpoint.back() == '/') base.endpoint.pop_back();
+  } else if (credential_source == "EcsContainer") {
+    INSITU_ASSIGN_OR_RETURN(auto container, ContainerSource(env));
+    if (!container) {
+      return InvalidArgument(where + ": credential_source = EcsContainer, but no "
+                             "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI / _FULL_URI is set");
     }
-    role.base = std::make_shared<AmbientCredentialSource>(std::move(base));
+    role.base = std::make_shared<AmbientCredentialSource>(std::move(*container));
+  } else if (credential_source == "Ec2InstanceMetadata") {
+    role.base = std::make_shared<AmbientCredentialSource>(InstanceMetadataSource(env));
   } else {
     return InvalidArgument(where + ": credential_source \"" + credential_source +
                            "\" is not Environment, Ec2InstanceMetadata or EcsContainer");
@@ -411,29 +424,16 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
     }
     if (!config.credentials && !web_identity && !config.ambient) {
       // Container, then instance metadata: where code runs inside AWS.
-      AmbientCredentialSource source;
-      if (auto relative = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
-        source.kind = AmbientCredentialSource::Kind::kContainer;
-        source.endpoint = "http://169.254.170.2" + *relative;
-      } else if (auto full = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
-        INSITU_RETURN_IF_ERROR(CheckContainerUrl(*full));
-        source.kind = AmbientCredentialSource::Kind::kContainer;
-        source.endpoint = *full;
+      INSITU_ASSIGN_OR_RETURN(auto container, ContainerSource(env));
+      if (container) {
+        config.ambient = std::move(*container);
       } else if (IsTrue(env("AWS_EC2_METADATA_DISABLED"))) {
         return FailedPrecondition(std::string(kNoAwsCredentials) +
                                   " (instance metadata is off: AWS_EC2_METADATA_DISABLED)");
       } else {
-        source.endpoint =
-            NonEmpty(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or("http://169.254.169.254");
-        while (!source.endpoint.empty() && source.endpoint.back() == '/') source.endpoint.pop_back();
+        config.ambient = InstanceMetadataSource(env);
       }
-      if (source.kind == AmbientCredentialSource::Kind::kContainer) {
-        source.authorization = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
-        source.authorization_file =
-            NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
-      }
-      config.credentials_source = source.Describe();
-      config.ambient = std::move(source);
+      config.credentials_source = config.ambient->Describe();
     }
   }
 
