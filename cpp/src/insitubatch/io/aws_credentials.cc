@@ -22,12 +22,6 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
-std::optional<std::string> NonEmpty(const EnvLookup& env, std::string_view name) {
-  auto v = env(name);
-  if (v && !v->empty()) return v;
-  return std::nullopt;
-}
-
 // The file's sections, or an empty map when it does not exist.
 Result<IniFile> LoadIni(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -50,10 +44,10 @@ struct SharedFiles {
 
 Result<SharedFiles> LoadSharedFiles(const EnvLookup& env) {
   SharedFiles files;
-  const std::string home = NonEmpty(env, "HOME").value_or("");
-  files.credentials_path = NonEmpty(env, "AWS_SHARED_CREDENTIALS_FILE")
+  const std::string home = NonEmptyEnv(env, "HOME").value_or("");
+  files.credentials_path = NonEmptyEnv(env, "AWS_SHARED_CREDENTIALS_FILE")
                                .value_or(home.empty() ? "" : home + "/.aws/credentials");
-  files.config_path = NonEmpty(env, "AWS_CONFIG_FILE")
+  files.config_path = NonEmptyEnv(env, "AWS_CONFIG_FILE")
                           .value_or(home.empty() ? "" : home + "/.aws/config");
   if (!files.credentials_path.empty()) {
     INSITU_ASSIGN_OR_RETURN(files.credentials, LoadIni(files.credentials_path));
@@ -125,23 +119,23 @@ Status CheckContainerUrl(const std::string& url) {
 Result<std::optional<AmbientCredentialSource>> ContainerSource(const EnvLookup& env) {
   AmbientCredentialSource source;
   source.kind = AmbientCredentialSource::Kind::kContainer;
-  if (auto relative = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
+  if (auto relative = NonEmptyEnv(env, "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")) {
     source.endpoint = "http://169.254.170.2" + *relative;
-  } else if (auto full = NonEmpty(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
+  } else if (auto full = NonEmptyEnv(env, "AWS_CONTAINER_CREDENTIALS_FULL_URI")) {
     INSITU_RETURN_IF_ERROR(CheckContainerUrl(*full));
     source.endpoint = *full;
   } else {
     return std::optional<AmbientCredentialSource>();
   }
-  source.authorization = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
-  source.authorization_file = NonEmpty(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
+  source.authorization = NonEmptyEnv(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN").value_or("");
+  source.authorization_file = NonEmptyEnv(env, "AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE").value_or("");
   return std::optional<AmbientCredentialSource>(std::move(source));
 }
 
 AmbientCredentialSource InstanceMetadataSource(const EnvLookup& env) {
   AmbientCredentialSource source;
   source.endpoint =
-      NonEmpty(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or("http://169.254.169.254");
+      NonEmptyEnv(env, "AWS_EC2_METADATA_SERVICE_ENDPOINT").value_or("http://169.254.169.254");
   while (!source.endpoint.empty() && source.endpoint.back() == '/') source.endpoint.pop_back();
   return source;
 }
@@ -206,13 +200,13 @@ Result<AmbientCredentialSource> AssumeRoleSource(const std::map<std::string, std
       }
     }
   } else if (credential_source == "Environment") {
-    auto key = NonEmpty(env, "AWS_ACCESS_KEY_ID");
-    auto secret = NonEmpty(env, "AWS_SECRET_ACCESS_KEY");
+    auto key = NonEmptyEnv(env, "AWS_ACCESS_KEY_ID");
+    auto secret = NonEmptyEnv(env, "AWS_SECRET_ACCESS_KEY");
     if (!key || !secret) {
       return InvalidArgument(where + ": credential_source = Environment, but AWS_ACCESS_KEY_ID / "
                              "AWS_SECRET_ACCESS_KEY are not set");
     }
-    role.base_keys = AwsCredentials{*key, *secret, NonEmpty(env, "AWS_SESSION_TOKEN").value_or("")};
+    role.base_keys = AwsCredentials{*key, *secret, NonEmptyEnv(env, "AWS_SESSION_TOKEN").value_or("")};
   } else if (credential_source == "EcsContainer") {
     INSITU_ASSIGN_OR_RETURN(auto container, ContainerSource(env));
     if (!container) {
@@ -232,8 +226,8 @@ Result<AmbientCredentialSource> AssumeRoleSource(const std::map<std::string, std
 // Fills in what depends on the region: STS's endpoint and the signing region, down the chain.
 void SetStsEndpoint(AmbientCredentialSource& source, const std::string& region, const EnvLookup& env) {
   source.region = region;
-  source.endpoint = NonEmpty(env, "AWS_ENDPOINT_URL_STS")
-                        .value_or(NonEmpty(env, "AWS_ENDPOINT_URL")
+  source.endpoint = NonEmptyEnv(env, "AWS_ENDPOINT_URL_STS")
+                        .value_or(NonEmptyEnv(env, "AWS_ENDPOINT_URL")
                                       .value_or("https://sts." + region + ".amazonaws.com"));
   if (source.base && source.base->kind == AmbientCredentialSource::Kind::kAssumeRole) {
     auto inner = std::make_shared<AmbientCredentialSource>(*source.base);
@@ -258,6 +252,12 @@ std::string AmbientCredentialSource::Describe() const {
       break;
   }
   return "instance metadata (" + endpoint + ")";
+}
+
+std::optional<std::string> NonEmptyEnv(const EnvLookup& env, std::string_view name) {
+  auto v = env(name);
+  if (v && !v->empty()) return v;
+  return std::nullopt;
 }
 
 EnvLookup ProcessEnv() {
@@ -330,8 +330,8 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
     return &*files;
   };
   const std::string env_profile =
-      NonEmpty(env, "AWS_PROFILE")
-          .value_or(NonEmpty(env, "AWS_DEFAULT_PROFILE").value_or(""));
+      NonEmptyEnv(env, "AWS_PROFILE")
+          .value_or(NonEmptyEnv(env, "AWS_DEFAULT_PROFILE").value_or(""));
   const std::string profile_name = !request.profile.empty()
                                        ? request.profile
                                        : (env_profile.empty() ? "default" : env_profile);
@@ -356,29 +356,29 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
       config.credentials = AwsCredentials{
           request.access_key_id, request.secret_access_key, request.session_token};
       config.credentials_source = "arguments";
-    } else if (auto key = NonEmpty(env, "AWS_ACCESS_KEY_ID");
+    } else if (auto key = NonEmptyEnv(env, "AWS_ACCESS_KEY_ID");
                request.profile.empty() &&
-               (key || NonEmpty(env, "AWS_SECRET_ACCESS_KEY"))) {
-      auto secret = NonEmpty(env, "AWS_SECRET_ACCESS_KEY");
+               (key || NonEmptyEnv(env, "AWS_SECRET_ACCESS_KEY"))) {
+      auto secret = NonEmptyEnv(env, "AWS_SECRET_ACCESS_KEY");
       if (!key || !secret) {
         return InvalidArgument(
             "S3 credentials: set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (one "
             "is "
             "missing from the environment)");
       }
-      auto token = NonEmpty(env, "AWS_SESSION_TOKEN");
-      if (!token) token = NonEmpty(env, "AWS_SECURITY_TOKEN");
+      auto token = NonEmptyEnv(env, "AWS_SESSION_TOKEN");
+      if (!token) token = NonEmptyEnv(env, "AWS_SECURITY_TOKEN");
       config.credentials = AwsCredentials{*key, *secret, token.value_or("")};
       config.credentials_source = "environment";
-    } else if (auto token_file = NonEmpty(env, "AWS_WEB_IDENTITY_TOKEN_FILE");
+    } else if (auto token_file = NonEmptyEnv(env, "AWS_WEB_IDENTITY_TOKEN_FILE");
                request.profile.empty() && token_file) {
-      auto role = NonEmpty(env, "AWS_ROLE_ARN");
+      auto role = NonEmptyEnv(env, "AWS_ROLE_ARN");
       if (!role) {
         return InvalidArgument(
             "AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not (web identity "
             "needs both)");
       }
-      web_identity = {*token_file, *role, NonEmpty(env, "AWS_ROLE_SESSION_NAME").value_or("")};
+      web_identity = {*token_file, *role, NonEmptyEnv(env, "AWS_ROLE_SESSION_NAME").value_or("")};
     } else {
       INSITU_ASSIGN_OR_RETURN(auto p, profile());
       if (p) {
@@ -439,9 +439,9 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
 
   if (!request.region.empty()) {
     config.region = request.region;
-  } else if (auto r = NonEmpty(env, "AWS_REGION")) {
+  } else if (auto r = NonEmptyEnv(env, "AWS_REGION")) {
     config.region = *r;
-  } else if (auto r2 = NonEmpty(env, "AWS_DEFAULT_REGION")) {
+  } else if (auto r2 = NonEmptyEnv(env, "AWS_DEFAULT_REGION")) {
     config.region = *r2;
   } else {
     INSITU_ASSIGN_OR_RETURN(auto p, profile());
@@ -463,8 +463,8 @@ Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
   if (web_identity) {
     AmbientCredentialSource source;
     source.kind = AmbientCredentialSource::Kind::kWebIdentity;
-    source.endpoint = NonEmpty(env, "AWS_ENDPOINT_URL_STS")
-                          .value_or(NonEmpty(env, "AWS_ENDPOINT_URL")
+    source.endpoint = NonEmptyEnv(env, "AWS_ENDPOINT_URL_STS")
+                          .value_or(NonEmptyEnv(env, "AWS_ENDPOINT_URL")
                                         .value_or("https://sts." + config.region + ".amazonaws.com"));
     source.role_arn = web_identity->role_arn;
     source.token_file = web_identity->token_file;

@@ -17,12 +17,6 @@ namespace {
 
 constexpr const char* kGoogleTokenUri = "https://oauth2.googleapis.com/token";
 
-std::optional<std::string> NonEmpty(const EnvLookup& env, std::string_view name) {
-  auto v = env(name);
-  if (v && !v->empty()) return v;
-  return std::nullopt;
-}
-
 std::string Base64Url(std::string_view data) {
   static constexpr char kAlphabet[] =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
@@ -140,27 +134,27 @@ Result<GcsCredentialSource> ParseGcsKeyFile(std::string_view json, std::string w
 Result<GcsCredentialSource> ResolveGcsCredentials(const GcsCredentialRequest& request,
                                                   const EnvLookup& env) {
   GcsCredentialSource source;
-  if (!request.token.empty() || NonEmpty(env, "GOOGLE_OAUTH_ACCESS_TOKEN")) {
+  if (!request.token.empty() || NonEmptyEnv(env, "GOOGLE_OAUTH_ACCESS_TOKEN")) {
     source.kind = GcsCredentialSource::Kind::kToken;
     source.where = request.token.empty() ? "GOOGLE_OAUTH_ACCESS_TOKEN" : "the token argument";
-    source.token = request.token.empty() ? *NonEmpty(env, "GOOGLE_OAUTH_ACCESS_TOKEN") : request.token;
+    source.token = request.token.empty() ? *NonEmptyEnv(env, "GOOGLE_OAUTH_ACCESS_TOKEN") : request.token;
     INSITU_RETURN_IF_ERROR(CheckToken(source.token, source.where));
     return source;
   }
   if (!request.service_account_key.empty()) {
     return ParseGcsKeyFile(request.service_account_key, "the service_account_key argument");
   }
-  if (auto key = NonEmpty(env, "GOOGLE_SERVICE_ACCOUNT_KEY")) {
+  if (auto key = NonEmptyEnv(env, "GOOGLE_SERVICE_ACCOUNT_KEY")) {
     return ParseGcsKeyFile(*key, "GOOGLE_SERVICE_ACCOUNT_KEY");
   }
   std::string path = request.service_account_path;
   for (const char* name : {"GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT",
                            "GOOGLE_APPLICATION_CREDENTIALS"}) {
-    if (path.empty()) path = NonEmpty(env, name).value_or("");
+    if (path.empty()) path = NonEmptyEnv(env, name).value_or("");
   }
   if (path.empty()) {  // gcloud's application-default credentials, when present
-    const std::string config = NonEmpty(env, "CLOUDSDK_CONFIG")
-                                   .value_or(NonEmpty(env, "HOME").value_or("") + "/.config/gcloud");
+    const std::string config = NonEmptyEnv(env, "CLOUDSDK_CONFIG")
+                                   .value_or(NonEmptyEnv(env, "HOME").value_or("") + "/.config/gcloud");
     const std::string adc = config + "/application_default_credentials.json";
     std::error_code ec;
     if (std::filesystem::is_regular_file(adc, ec)) path = adc;
@@ -169,13 +163,13 @@ Result<GcsCredentialSource> ResolveGcsCredentials(const GcsCredentialRequest& re
     INSITU_ASSIGN_OR_RETURN(std::string json, ReadCredentialFile(path, "GCS key file"));
     return ParseGcsKeyFile(json, "file " + path);
   }
-  const auto no_check = NonEmpty(env, "NO_GCE_CHECK");
+  const auto no_check = NonEmptyEnv(env, "NO_GCE_CHECK");
   if (no_check && (*no_check == "true" || *no_check == "True" || *no_check == "1")) {
     return FailedPrecondition(std::string(kNoGcsCredentials) +
                               " (the metadata server is off: NO_GCE_CHECK)");
   }
   source.kind = GcsCredentialSource::Kind::kMetadata;
-  source.endpoint = NonEmpty(env, "GCE_METADATA_HOST").value_or("169.254.169.254");
+  source.endpoint = NonEmptyEnv(env, "GCE_METADATA_HOST").value_or("169.254.169.254");
   if (source.endpoint.find("://") == std::string::npos) source.endpoint = "http://" + source.endpoint;
   while (source.endpoint.back() == '/') source.endpoint.pop_back();
   return source;
@@ -253,13 +247,14 @@ std::shared_ptr<GcsToken> MakeGcsToken(GcsCredentialSource source) {
   auto transport = std::make_shared<std::shared_ptr<CurlTransport>>();
   const std::string described = source.Describe();
   auto fetch = [source = std::move(source), transport]() -> Result<Expiring<std::string>> {
-    if (source.kind != GcsCredentialSource::Kind::kToken && !*transport) {
+    if (source.kind == GcsCredentialSource::Kind::kToken) {  // used as is, never refreshed
+      return Expiring<std::string>{source.token, std::nullopt};
+    }
+    if (!*transport) {
       INSITU_ASSIGN_OR_RETURN(
           *transport, MakeCredentialTransport(source.kind == GcsCredentialSource::Kind::kMetadata));
     }
-    CurlTransport* t = transport->get();
-    if (t == nullptr) return Expiring<std::string>{source.token, std::nullopt};
-    return FetchGcsToken(*t, source, std::chrono::system_clock::now());
+    return FetchGcsToken(**transport, source, std::chrono::system_clock::now());
   };
   return std::make_shared<GcsToken>(described, std::move(fetch));
 }

@@ -138,7 +138,9 @@ Result<Buffer> BufferRecycler::Take(size_t size) {
       return ResourceExhausted("cannot allocate " + std::to_string(capacity) + " bytes");
     }
   }
-  MaybeLock(data, capacity);
+  // Page-locking is off for every recycler but a CUDA dataset's batch buffers: skip the
+  // second lock acquisition on this hot path unless it is on.
+  if (locking_on_.load(std::memory_order_acquire)) MaybeLock(data, capacity);
   Buffer buffer;
   buffer.data_ = data;
   buffer.size_ = size;
@@ -172,6 +174,7 @@ void BufferRecycler::LockPages(std::shared_ptr<HostRegistrar> registrar, uint64_
   std::lock_guard lock(mutex_);
   if (!registrar_) registrar_ = std::move(registrar);
   lock_budget_bytes_ = budget_bytes;
+  locking_on_.store(true, std::memory_order_release);
 }
 
 void BufferRecycler::MaybeLock(std::byte* data, size_t capacity) {

@@ -8,6 +8,7 @@
 // faulting in fresh pages for every chunk, and memory stays flat across epochs. Recycled
 // buffers are page-aligned and own whole pages, so each can be page-locked on its own.
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -117,6 +118,7 @@ class BufferRecycler : public std::enable_shared_from_this<BufferRecycler> {
   uint64_t free_bytes_ = 0;
   uint64_t allocations_ = 0;
   uint64_t reuses_ = 0;
+  std::atomic<bool> locking_on_{false};  // LockPages was called
   std::shared_ptr<HostRegistrar> registrar_;
   uint64_t lock_budget_bytes_ = 0;
   uint64_t locked_bytes_ = 0;  // includes registrations in progress
