@@ -128,8 +128,23 @@ def test_service_account_key_file(google, gcs, demo_dirs, tmp_path, monkeypatch)
     monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(key))
     assert insitubatch.store(DEMO, endpoint=private.url).read("zarr.json") is not None
     assert insitubatch.store(DEMO, endpoint=private.url, application_credentials=str(key)).read("zarr.json")
-    inline = insitubatch.store(DEMO, endpoint=private.url, service_account_key=json.dumps(service_account))
-    assert inline.credentials_source.endswith("(the service_account_key argument)")
+    inline = insitubatch.store(DEMO, endpoint=private.url, service_account_key=json.dumps(service_account, indent=2))
+    assert inline.credentials_source.endswith("(the service_account_key argument)")  # as Google writes key files
+
+
+@pytest.mark.parametrize("options, match", [
+    (dict(service_account_path=3), "'service_account_path' must be a string"),
+    (dict(service_account_path=""), "'service_account_path' must not be empty"),
+    (dict(service_account_key={"type": "service_account"}), "'service_account_key' must be a key file's JSON"),
+    (dict(service_account_key="  "), "'service_account_key' must be a key file's JSON"),
+    (dict(service_account_path="/a.json", application_credentials="/b.json"), "not both"),
+    (dict(service_account_key='{"type": "external_account", "secret": "S3CRET"}'), "external_account"),
+])
+def test_bad_key_options_are_clear_errors(gcs, options, match):
+    private, _ = gcs
+    with pytest.raises(insitubatch.InSituError, match=match) as info:
+        insitubatch.store(DEMO, endpoint=private.url, **options)
+    assert "S3CRET" not in str(info.value)
 
 
 def test_a_key_the_token_endpoint_rejects_fails_at_open(google, gcs, tmp_path):

@@ -275,9 +275,14 @@ def _gcs_store(url: str, options: dict[str, Any]) -> Store:
         if "service_account_path" in options:
             raise InvalidArgumentError("pass service_account_path or application_credentials, not both")
         options = {**options, "service_account_path": options["application_credentials"]}
-    for name in ("endpoint", "token", "service_account_key", "service_account_path"):
+    for name in ("endpoint", "token", "service_account_path"):
         if name in options:
             kwargs[name] = _string(name, options[name])
+    if "service_account_key" in options:  # a key file's JSON text: line breaks are expected
+        key = options["service_account_key"]
+        if not isinstance(key, str) or not key.strip() or "\x00" in key:
+            raise InvalidArgumentError("option 'service_account_key' must be a key file's JSON text")
+        kwargs["service_account_key"] = key
     if "skip_signature" in options:
         kwargs["skip_signature"] = _bool("skip_signature", options["skip_signature"])
     return _ext.open_gcs_store(url, _transport(options), **kwargs)
