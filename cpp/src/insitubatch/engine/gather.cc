@@ -1,12 +1,68 @@
 #include "insitubatch/engine/gather.h"
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define INSITU_STREAMING_STORES 1
+#endif
+
 namespace insitubatch::engine {
+namespace {
+
+#ifdef INSITU_STREAMING_STORES
+// Compiled for AVX2 on its own; called only where the CPU reports AVX2.
+__attribute__((target("avx2"))) void StreamAvx2(std::byte* dst, const std::byte* src, size_t n) {
+  const size_t head = std::min(n, (32 - reinterpret_cast<uintptr_t>(dst) % 32) % 32);
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  size_t i = 0;
+  for (; i + 128 <= n; i += 128) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 32));
+    const __m256i c = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 64));
+    const __m256i d = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i + 96));
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 32), b);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 64), c);
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i + 96), d);
+  }
+  for (; i + 32 <= n; i += 32) {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(dst + i),
+                        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i)));
+  }
+  _mm_sfence();
+  std::memcpy(dst + i, src + i, n - i);
+}
+
+bool HasAvx2() {
+  static const bool has = __builtin_cpu_supports("avx2");
+  return has;
+}
+#endif
+
+constexpr size_t kStreamingRunBytes = 1024;
+
+}  // namespace
+
+void CopyRun(std::byte* dst, const std::byte* src, size_t n, bool streaming) {
+#ifdef INSITU_STREAMING_STORES
+  if (streaming && n >= kStreamingRunBytes && HasAvx2()) {
+    StreamAvx2(dst, src, n);
+    return;
+  }
+#endif
+  (void)streaming;
+  std::memcpy(dst, src, n);
+}
 
 void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src,
-             const int64_t* src_strides, const uint64_t* extents, size_t ndim, size_t itemsize) {
+             const int64_t* src_strides, const uint64_t* extents, size_t ndim, size_t itemsize,
+             bool streaming) {
   if (ndim == 0) {
     std::memcpy(dst, src, itemsize);
     return;
@@ -22,13 +78,13 @@ void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src,
     run *= extents[inner];
   }
   if (inner == 0) {
-    std::memcpy(dst, src, run);
+    CopyRun(dst, src, run, streaming);
     return;
   }
   // Odometer over axes [0, inner).
   std::vector<uint64_t> index(inner, 0);
   for (;;) {
-    std::memcpy(dst, src, run);
+    CopyRun(dst, src, run, streaming);
     size_t axis = inner;
     for (;;) {
       if (axis == 0) return;
@@ -45,7 +101,8 @@ void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src,
 
 void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label,
                  std::span<const int64_t> anchors,
-                 const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out) {
+                 const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out,
+                 bool streaming) {
   const size_t nd = layout.field_shape.size();
   const size_t itemsize = layout.itemsize();
   const uint64_t sample_bytes = layout.sample_bytes();
@@ -82,7 +139,7 @@ void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label,
     std::byte* dst_sample = out + row * sample_bytes;
     const std::byte* slot_data = cached->data.data();
     if (whole_field) {
-      std::memcpy(dst_sample, slot_data + within * tile_sample_bytes, sample_bytes);
+      CopyRun(dst_sample, slot_data + within * tile_sample_bytes, sample_bytes, streaming);
       continue;
     }
     std::fill(tile_index.begin(), tile_index.end(), 0);
@@ -96,7 +153,7 @@ void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label,
       }
       const std::byte* src = slot_data + tile * layout.tile_bytes + within * tile_sample_bytes;
       CopyBox(dst_sample + dst_offset, dst_strides.data(), src, src_strides.data(), extents.data(),
-              nd, itemsize);
+              nd, itemsize, streaming);
       for (size_t i = nd; i-- > 0;) {  // next tile, row-major over inner_grid
         if (++tile_index[i] < layout.grid[i]) break;
         tile_index[i] = 0;

@@ -343,9 +343,10 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
   for (size_t r = begin; r < end; ++r) batch.anchors[r - begin] = plan_.order.anchor(r, plan_.ref_spc);
   for (const Label& label : spec_.labels) {
     const ArraySource& source = engine_->sources_[label.source];
-    INSITU_ASSIGN_OR_RETURN(Buffer buffer,
-                            engine_->buffers().Take(batch.rows * source.resident.sample_bytes()));
-    GatherLabel(source.resident, source.spc, label, batch.anchors, slot_for, buffer.data());
+    const uint64_t bytes = batch.rows * source.resident.sample_bytes();
+    INSITU_ASSIGN_OR_RETURN(Buffer buffer, engine_->buffers().Take(bytes));
+    GatherLabel(source.resident, source.spc, label, batch.anchors, slot_for, buffer.data(),
+                /*streaming=*/bytes >= kStreamingBatchBytes);
     batch.arrays.push_back(std::make_shared<Buffer>(std::move(buffer)));
   }
   std::lock_guard lock(stats_mutex_);
