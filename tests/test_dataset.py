@@ -211,6 +211,25 @@ def test_uneven_tail_and_ragged_tiles(tmp_path):
     assert sorted(np.concatenate([b.sample_indices for b in batches]).tolist()) == list(range(37))
 
 
+def test_batches_gathered_by_helper_threads_are_exact(tmp_path):
+    # 128 KiB samples in batches of 10 (1.25 MiB): each batch is split among three gather
+    # threads. Whole-field chunks for t2m, ragged field tiles for u10, and a window.
+    t2m = field(60, inner=(128, 256), seed=11)
+    u10 = field(60, inner=(128, 256), seed=12)
+    path = write(tmp_path, {"t2m": (t2m, (6, 128, 256)), "u10": (u10, (4, 100, 200))})
+    store = insitubatch.local_store(path)
+    geoms = open_geometries(store, ["t2m", "u10"])
+    geoms["t2m_next"] = geoms["t2m"].shift(3)
+    ds = InSituDataset(store, split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0)), geoms,
+                       batch_size=10, block_chunks=2, gather_threads=3)
+    assert ds._engine.gather_threads == 3
+    batches = collect(ds.train)
+    check_values(batches, {"t2m": t2m, "u10": u10, "t2m_next": t2m})
+    assert sorted(np.concatenate([b.sample_indices for b in batches]).tolist()) == list(range(57))
+    assert InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms,
+                         decode_threads=8)._engine.gather_threads == 2  # one per four decoders
+
+
 def test_several_variables_and_concurrent_views(tmp_path):
     a, b = field(48, seed=6), field(48, inner=(5,), seed=7, dtype="f8")
     path = write(tmp_path, {"a": (a, (4, 3, 4)), "b": (b, (6, 5))})
@@ -344,7 +363,8 @@ def test_per_epoch_log_line(era, caplog):
     "kwargs,match",
     [({"batch_size": 0}, "batch_size"), ({"on_bad_chunk": "skip"}, "on_bad_chunk"),
      ({"persist": True}, "persist=True requires cache_dir"), ({"readonly_cache": True}, "readonly_cache"),
-     ({"max_inflight": 0}, "max_inflight"), ({"block_chunks": -1}, "block_chunks")],
+     ({"max_inflight": 0}, "max_inflight"), ({"block_chunks": -1}, "block_chunks"),
+     ({"gather_threads": -1}, "gather_threads")],
 )
 def test_bad_arguments(era, kwargs, match):
     path, _ = era

@@ -186,7 +186,8 @@ void BindEngine(nb::module_& m) {
           "__init__",
           [](EngineHandle* self, std::vector<std::shared_ptr<const zarr::Array>> arrays,
              std::vector<int> sample_axes, uint64_t budget_bytes, uint32_t max_inflight,
-             uint32_t decode_threads, const std::string& on_bad_chunk, nb::list transforms) {
+             uint32_t decode_threads, const std::string& on_bad_chunk, nb::list transforms,
+             uint32_t gather_threads) {
             if (arrays.size() != sample_axes.size() ||
                 (transforms.size() != 0 && transforms.size() != arrays.size())) {
               ThrowIfError(InvalidArgument("one sample axis per array is required"));
@@ -205,13 +206,14 @@ void BindEngine(nb::module_& m) {
             config.budget_bytes = budget_bytes;
             config.max_inflight = max_inflight;
             config.decode_threads = decode_threads;
+            config.gather_threads = gather_threads;
             config.on_bad_chunk =
                 on_bad_chunk == "nan" ? engine::OnBadChunk::kNan : engine::OnBadChunk::kRaise;
             new (self) EngineHandle{ValueOrThrow(Engine::Create(std::move(sources), config))};
           },
           nb::arg("arrays"), nb::arg("sample_axes"), nb::arg("budget_bytes"),
           nb::arg("max_inflight"), nb::arg("decode_threads"), nb::arg("on_bad_chunk"),
-          nb::arg("transforms") = nb::list())
+          nb::arg("transforms") = nb::list(), nb::arg("gather_threads") = 0)
       .def(
           "start_pass",
           [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows,
@@ -277,7 +279,9 @@ void BindEngine(nb::module_& m) {
           nb::arg("address"), "Whether the batch buffer starting at `address` is page-locked.")
       .def("clear_cache", [](EngineHandle& h) { return h.engine->pool().EvictUnpinned(); },
            "Drops every resident chunk no pass holds; returns how many.")
-      .def_prop_ro("decode_threads", [](const EngineHandle& h) { return h.engine->config().decode_threads; });
+      .def_prop_ro("decode_threads", [](const EngineHandle& h) { return h.engine->config().decode_threads; })
+      .def_prop_ro("gather_threads", [](const EngineHandle& h) { return h.engine->gather_threads(); },
+                   "Threads that gather each batch (the producer and its helpers), resolved.");
 }
 
 }  // namespace insitubatch::python

@@ -68,6 +68,7 @@ class InSituDataset:
         chunk_transforms: Sequence[Callable] = (),
         batch_transforms: Sequence[Callable] = (),
         decode_threads: int = 0,
+        gather_threads: int = 0,
     ) -> None:
         self._engine = None
         self._passes: "weakref.WeakSet[_PassIterator]" = weakref.WeakSet()
@@ -80,6 +81,8 @@ class InSituDataset:
         self.shuffle = bool(shuffle)
         self.prefetch_depth = max(1, operator.index(prefetch_depth))
         self.decode_threads = _positive_int("decode_threads", decode_threads, minimum=0)
+        # 0: one gather thread per four decode threads (the producer plus helpers).
+        self.gather_threads = _positive_int("gather_threads", gather_threads, minimum=0)
         if on_bad_chunk not in ("raise", "nan"):
             raise InvalidArgumentError(f'on_bad_chunk must be "raise" or "nan", got {on_bad_chunk!r}')
         self.on_bad_chunk = on_bad_chunk
@@ -149,7 +152,8 @@ class InSituDataset:
                     f" array {g.path!r} ({tuple(meta['shape'])}, chunks {tuple(meta['chunks'])})")
         self._engine = _ext.Engine(arrays, [axes[p] for p in self._paths], self.cache_budget_bytes,
                                    self.max_inflight, self.decode_threads, self.on_bad_chunk,
-                                   [self._transform_spec(p) for p in self._paths])
+                                   [self._transform_spec(p) for p in self._paths],
+                                   gather_threads=self.gather_threads)
         self._labels = [(label, self._paths.index(g.path), g.offset) for label, g in self.geometries.items()]
         self._epoch = 0
         self.last_pass: PassStats | None = None

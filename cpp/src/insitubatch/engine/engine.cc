@@ -9,7 +9,13 @@ Engine::Engine(std::vector<ArraySource> sources, EngineConfig config)
       config_(config),
       pool_(config.budget_bytes),
       decode_pool_(config.decode_threads, "insitu-decode"),
-      buffers_(BufferRecycler::Create(kMaxIdleBatchBytes)) {}
+      buffers_(BufferRecycler::Create(kMaxIdleBatchBytes)) {
+  const size_t gather =
+      config.gather_threads != 0
+          ? config.gather_threads
+          : (decode_pool_.size() + kDecodeThreadsPerGatherThread - 1) / kDecodeThreadsPerGatherThread;
+  if (gather > 1) gather_helpers_ = std::make_unique<ThreadPool>(gather - 1, "insitu-gather");
+}
 
 Engine::~Engine() = default;
 

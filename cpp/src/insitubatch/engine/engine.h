@@ -9,9 +9,11 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,6 +33,11 @@ struct EngineConfig {
   uint64_t budget_bytes = 0;   // residency budget; 0 = unbounded
   uint32_t max_inflight = 32;  // stored-chunk reads from request to decoded tile
   uint32_t decode_threads = 0; // 0 = hardware threads
+  // Threads that gather one batch together (the producer and gather_threads - 1 helpers);
+  // 0 = one per kDecodeThreadsPerGatherThread decode threads. One thread copies batches
+  // about ten times faster than one thread decodes zstd, so a lone producer would cap a
+  // machine with many decode threads.
+  uint32_t gather_threads = 0;
   OnBadChunk on_bad_chunk = OnBadChunk::kRaise;
 };
 
@@ -54,6 +61,11 @@ struct BatchData {
 
 class Pass;
 
+inline constexpr uint32_t kDecodeThreadsPerGatherThread = 4;
+// A batch is split among gather threads only in parts of at least this many bytes: below
+// that the hand-off costs more than the copy.
+inline constexpr uint64_t kMinGatherPartBytes = uint64_t{256} << 10;
+
 class Engine : public std::enable_shared_from_this<Engine> {
  public:
   static Result<std::shared_ptr<Engine>> Create(std::vector<ArraySource> sources,
@@ -68,6 +80,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   ChunkPool& pool() { return pool_; }
   BufferRecycler& buffers() { return *buffers_; }
   size_t live_passes() const { return live_passes_.load(); }
+  size_t decode_threads() const { return decode_pool_.size(); }
+  size_t gather_threads() const { return gather_helpers_ ? gather_helpers_->size() + 1 : 1; }
 
  private:
   friend class Pass;
@@ -82,6 +96,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   EngineConfig config_;
   ChunkPool pool_;
   ThreadPool decode_pool_;
+  std::unique_ptr<ThreadPool> gather_helpers_;  // null when the producer gathers alone
   // Batch buffers: recycled once every consumer reference (numpy, torch, JAX) is gone.
   static constexpr size_t kMaxIdleBatchBytes = size_t{256} << 20;
   std::shared_ptr<BufferRecycler> buffers_;
@@ -127,6 +142,11 @@ class Pass {
   void DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<ReadResult> read,
                   double fetch_wait_s);
   Result<BatchData> GatherBatch(size_t k);
+  // Gathers `anchors` of `label` into `out`, split among the engine's gather helpers and
+  // this thread; returns the seconds this thread then waited for the helpers.
+  double GatherRows(const Label& label, std::span<const int64_t> anchors,
+                    const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out,
+                    bool streaming);
   void FailPass(Status status);
 
   std::shared_ptr<Engine> engine_;

@@ -19,6 +19,7 @@ struct Fixture {
   std::shared_ptr<MemoryStore> memory = std::make_shared<MemoryStore>();
   std::shared_ptr<CountingStore> store = std::make_shared<CountingStore>(memory);
   std::vector<ArraySource> sources;
+  uint32_t gather_threads = 0;
 
   void Add(const std::string& path, std::vector<uint64_t> shape, std::vector<uint64_t> chunks,
            int sample_axis = 0, float base = 0) {
@@ -32,6 +33,7 @@ struct Fixture {
     config.budget_bytes = budget;
     config.max_inflight = max_inflight;
     config.decode_threads = 3;
+    config.gather_threads = gather_threads;
     config.on_bad_chunk = on_bad;
     return Engine::Create(sources, config).value();
   }
@@ -109,6 +111,41 @@ TEST(PassTest, ShuffledPassIsExactSampleOnceReadOnce) {
   EXPECT_EQ(stats.batches, 8u);  // 37 rows in batches of 5: only the last is short
   EXPECT_EQ(stats.cache_misses, 10u);
   EXPECT_EQ(stats.cache_hits, 0u);
+}
+
+TEST(PassTest, BatchesGatheredByHelperThreadsAreExact) {
+  // Samples of 128 KiB in batches of 9: each batch is split among three gather threads
+  // (parts of at least kMinGatherPartBytes). Whole-field tiles (one copy per row), ragged
+  // field tiles (boxes per tile), and a window label over the first array.
+  Fixture f;
+  f.gather_threads = 3;
+  f.Add("whole", {40, 128, 256}, {4, 128, 256});
+  f.Add("tiled", {40, 128, 256}, {5, 100, 200}, 0, 0.5f);
+  auto engine = f.MakeEngine();
+  EXPECT_EQ(engine->gather_threads(), 3u);
+  auto order = BlockShuffledOrder(Iota(10), 4, 40, 3, /*seed=*/2, /*epoch=*/0);
+  auto pass = engine
+                  ->StartPass(Spec(order, 4, 9,
+                                   {{"whole", 0, 0}, {"tiled", 1, 0}, {"next", 0, 2}}))
+                  .value();
+  auto anchors = DrainAndCheck(*pass, f.sources, {0, 0.5f});
+  std::sort(anchors.begin(), anchors.end());
+  EXPECT_EQ(anchors, Iota(38));  // anchors 38 and 39 have no sample 2 ahead
+  pass->Close();
+  EXPECT_TRUE(pass->stats().finished);
+  EXPECT_GT(pass->stats().times.gather_s, 0);
+}
+
+TEST(PassTest, GatherThreadsDefaultToOnePerFourDecodeThreads) {
+  Fixture f;
+  f.Add("t2m", {8, 4}, {4, 4});
+  for (auto [decode, gather] : {std::pair{1u, 1u}, {4u, 1u}, {5u, 2u}, {16u, 4u}}) {
+    EngineConfig config;
+    config.decode_threads = decode;
+    auto engine = Engine::Create(f.sources, config).value();
+    EXPECT_EQ(engine->decode_threads(), decode);
+    EXPECT_EQ(engine->gather_threads(), gather) << decode;
+  }
 }
 
 TEST(PassTest, SecondEpochServedFromPool) {
@@ -208,7 +245,9 @@ TEST(PassTest, OnBadChunkNanFillsAndRecords) {
   for (int i = 0; i < 64; ++i) {
     const bool bad = i >= 32 && i < 48;
     EXPECT_EQ(std::isnan(v[i]), bad) << i;
-    if (!bad) EXPECT_EQ(v[i], static_cast<float>(i));
+    if (!bad) {
+      EXPECT_EQ(v[i], static_cast<float>(i));
+    }
   }
   pass->Close();
   ASSERT_EQ(pass->stats().bad_chunks.size(), 1u);
