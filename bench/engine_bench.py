@@ -8,7 +8,9 @@ differs), measured in one run on this machine:
 * ours     -- a full shuffled epoch through InSituDataset with a cold pool and a warm OS page
               cache (so the engine decodes every chunk once, like the ceiling);
 * TTFB     -- time to first batch from a cold process start (import included);
-* peak RSS -- of a process that runs one epoch, against describe()'s ESTIMATED.
+* peak RSS -- of a process that runs one epoch, against describe()'s ESTIMATED;
+* decode CPU / gather CPU -- from the pass statistics: how many decode threads one gather
+              thread keeps up with (what sizes the default gather_threads).
 
 Ceiling and ours alternate in `--runs` paired rounds (the VM's speed drifts by tens of percent
 within a minute, so only a ratio taken seconds apart means anything); the row reports the
@@ -97,7 +99,7 @@ def paired_rounds(path: pathlib.Path, files: list[str], decoded: int, threads: i
     ds = InSituDataset(s, manifest, geoms, batch_size=args.batch_size, block_chunks=args.block_chunks,
                        decode_threads=threads)
     cold_pool_epoch(ds, 0)  # warm-up: threads, buffers, first-touch of the pool's memory
-    ceilings, ours, epoch = [], [], 1
+    ceilings, ours, decode_per_gather, epoch = [], [], [], 1
     for _ in range(args.runs):
         ceilings.append(_ext.zstd_decode_ceiling(files, decoded, threads, 2))
         best = float("inf")
@@ -106,12 +108,16 @@ def paired_rounds(path: pathlib.Path, files: list[str], decoded: int, threads: i
             epoch += 1
             assert ds.last_pass.cache_misses == len(files), "every chunk must be decoded"
             best = min(best, dt)
+            t = ds.last_pass.times
+            decode_per_gather.append(t.decode_s / t.gather_s)
         ours.append(best)
     ds.close()
     ratios = [c / o for c, o in zip(ceilings, ours)]
+    # Decode CPU per gather CPU: how many decode threads one gather thread keeps up with.
     return {"threads": threads, "samples": n, "ceiling_samples_s": n / statistics.median(ceilings),
             "ours_samples_s": n / statistics.median(ours), "ratio": statistics.median(ratios),
-            "ratio_min": min(ratios), "ratio_max": max(ratios)}
+            "ratio_min": min(ratios), "ratio_max": max(ratios),
+            "decode_per_gather_cpu": statistics.median(decode_per_gather)}
 
 
 CHILD = textwrap.dedent("""
@@ -208,13 +214,14 @@ def main() -> None:
     print()
     print(f"machine: {result['machine']}")
     print("| samples/chunk | decode threads | ceiling samples/s | ours samples/s | ours / ceiling (range) | ours MiB/s |"
-          " TTFB (cold process) | peak RSS (process) | peak RSS above imports | describe() ESTIMATED |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          " TTFB (cold process) | peak RSS (process) | peak RSS above imports | describe() ESTIMATED |"
+          " decode CPU / gather CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['samples_per_chunk']} | {r['threads']} | {r['ceiling_samples_s']:.0f} | {r['ours_samples_s']:.0f} |"
               f" **{r['ratio']:.2f}** ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | {r['ours_mib_s']:.0f} |"
               f" {r['ttfb_s']:.2f} s | {r['peak_rss_mib']:.0f} MiB | {r['loader_rss_mib']:.0f} MiB |"
-              f" {r['estimated_mib']:.0f} MiB |")
+              f" {r['estimated_mib']:.0f} MiB | {r['decode_per_gather_cpu']:.1f} |")
 
 
 if __name__ == "__main__":
