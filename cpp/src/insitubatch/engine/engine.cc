@@ -23,6 +23,10 @@ Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources,
                                                EngineConfig config) {
   if (sources.empty()) return InvalidArgument("the engine needs at least one array");
   if (config.max_inflight == 0) return InvalidArgument("max_inflight must be >= 1");
+  if (config.gather_threads > kMaxGatherThreads) {
+    return InvalidArgument("gather_threads must be <= " + std::to_string(kMaxGatherThreads) +
+                           ", got " + std::to_string(config.gather_threads));
+  }
   for (const ArraySource& s : sources) {
     if (s.n_samples != sources[0].n_samples) {
       return InvalidArgument("All variables must share the same sample-axis length; got '" +

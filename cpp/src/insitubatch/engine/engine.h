@@ -62,6 +62,7 @@ struct BatchData {
 class Pass;
 
 inline constexpr uint32_t kDecodeThreadsPerGatherThread = 4;
+inline constexpr uint32_t kMaxGatherThreads = 256;
 // A batch is split among gather threads only in parts of at least this many bytes: below
 // that the hand-off costs more than the copy.
 inline constexpr uint64_t kMinGatherPartBytes = uint64_t{256} << 10;
