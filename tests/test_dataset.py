@@ -226,6 +226,8 @@ def test_batches_gathered_by_helper_threads_are_exact(tmp_path):
     batches = collect(ds.train)
     check_values(batches, {"t2m": t2m, "u10": u10, "t2m_next": t2m})
     assert sorted(np.concatenate([b.sample_indices for b in batches]).tolist()) == list(range(57))
+    assert ds.last_pass.depths.gather_threads == 3
+    assert ", gather on 3, " in ds.last_pass.log_line()
     assert InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms,
                          decode_threads=8)._engine.gather_threads == 2  # one per four decoders
 

@@ -85,6 +85,7 @@ nb::dict StatsToDict(const PassStats& s) {
   depths["max_inflight"] = p.max_inflight;
   depths["decode_queue_peak"] = p.decode_queue_peak;
   depths["decode_threads"] = p.decode_threads;
+  depths["gather_threads"] = p.gather_threads;
   depths["resident_peak"] = p.resident_peak;
   depths["resident_peak_bytes"] = p.resident_peak_bytes;
   depths["budget_bytes"] = p.budget_bytes == 0 ? nb::none() : nb::int_(p.budget_bytes);

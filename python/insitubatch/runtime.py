@@ -15,7 +15,8 @@ ADVICE = {
     "vectorized and GIL-releasing",
     "residency": "admission waited on the residency budget; raise cache_budget_bytes, or lower "
     "batch_size / block_chunks / concurrent iterations",
-    "gather": "batch assembly dominated; check the gather run length (describe()) and batch transforms",
+    "gather": "batch assembly dominated; raise gather_threads, check the gather run length (describe()) "
+    "and batch transforms",
     "unknown": "no single stage dominated (or too few samples to say)",
 }
 
@@ -46,6 +47,7 @@ class Depths:
     max_inflight: int = 0
     decode_queue_peak: int = 0
     decode_threads: int = 0
+    gather_threads: int = 0
     resident_peak: int = 0
     resident_peak_bytes: int = 0
     budget_bytes: int | None = None
@@ -152,7 +154,8 @@ class PassStats:
         parts.append(
             f"queue peak {d.batch_queue_peak}/{d.batch_queue_capacity} (empty {100 * d.starved_frac:.0f}%"
             f" of gets), in flight peak {d.inflight_peak}/{d.max_inflight}, decode queue peak"
-            f" {d.decode_queue_peak} on {d.decode_threads} threads, budget {budget}"
+            f" {d.decode_queue_peak} on {d.decode_threads} threads, gather on {d.gather_threads},"
+            f" budget {budget}"
         )
         parts.append(
             f"waits: fetch {t.fetch_wait_s:.2f} s, parked {t.admission_parked_s:.2f} s; cpu: decode"

@@ -78,6 +78,7 @@ Pass::Pass(std::shared_ptr<Engine> engine, PassSpec spec, PassPlan plan)
   stats_.depths.batch_queue_capacity = spec_.prefetch_depth;
   stats_.depths.max_inflight = engine_->config().max_inflight;
   stats_.depths.decode_threads = engine_->decode_pool_.size();
+  stats_.depths.gather_threads = engine_->gather_threads();
   stats_.depths.budget_bytes = engine_->pool().budget_bytes();
   evictions_at_start_ = engine_->pool().counters().evictions;
   started_ = std::chrono::steady_clock::now();

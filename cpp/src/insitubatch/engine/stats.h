@@ -28,6 +28,7 @@ struct Depths {
   uint64_t max_inflight = 0;
   uint64_t decode_queue_peak = 0;
   uint64_t decode_threads = 0;
+  uint64_t gather_threads = 0;  // the producer and its gather helpers
   uint64_t resident_peak = 0;        // slots
   uint64_t resident_peak_bytes = 0;
   uint64_t budget_bytes = 0;         // 0 = unbounded
