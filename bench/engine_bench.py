@@ -10,7 +10,9 @@ differs), measured in one run on this machine:
 * TTFB     -- time to first batch from a cold process start (import included);
 * peak RSS -- of a process that runs one epoch, against describe()'s ESTIMATED;
 * decode CPU / gather CPU -- from the pass statistics: how many decode threads one gather
-              thread keeps up with (what sizes the default gather_threads).
+              thread keeps up with (what sizes the default gather_threads; read it where
+              the engine gathers alone, i.e. below five decode threads: with helpers
+              gather_s also counts the producer's wait for them).
 
 Ceiling and ours alternate in `--runs` paired rounds (the VM's speed drifts by tens of percent
 within a minute, so only a ratio taken seconds apart means anything); the row reports the
