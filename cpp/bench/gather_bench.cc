@@ -10,7 +10,7 @@
 //                      what scattering rows on the decode thread would do), memcpy
 //   AtOnce/streaming   the same with streaming stores
 //
-//   build-codecs-bench/cpp/bench/gather_bench --benchmark_repetitions=5 \
+//   build-codecs-bench/cpp/bench/gather_bench --benchmark_repetitions=12 \
 //       --benchmark_enable_random_interleaving=true --benchmark_report_aggregates_only=true
 //
 // Each copy variant's time minus Decode's is the copy's cost; docs/benchmarks.md has the
