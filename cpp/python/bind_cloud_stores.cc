@@ -48,6 +48,13 @@ void BindCloudStores(nb::module_& m) {
           [](const TransportOptions& o) { return o.retry.max_delay.count(); },
           [](TransportOptions& o, int64_t v) { o.retry.max_delay = milliseconds(v); })
       .def_prop_rw(
+          "retry_deadline_ms", [](const TransportOptions& o) { return o.retry.deadline.count(); },
+          [](TransportOptions& o, int64_t v) { o.retry.deadline = milliseconds(v); })
+      .def_prop_rw(
+          "connect_retry_deadline_ms",
+          [](const TransportOptions& o) { return o.retry.connect_deadline.count(); },
+          [](TransportOptions& o, int64_t v) { o.retry.connect_deadline = milliseconds(v); })
+      .def_prop_rw(
           "timeout_ms", [](const TransportOptions& o) { return o.timeout.count(); },
           [](TransportOptions& o, int64_t v) { o.timeout = milliseconds(v); })
       .def_prop_rw(

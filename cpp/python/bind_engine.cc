@@ -66,6 +66,12 @@ nb::dict StatsToDict(const PassStats& s) {
     bad.append(nb::make_tuple(b.array, b.chunk_index, nb::tuple(inner)));
   }
   d["bad_chunks"] = bad;
+  nb::dict retry;
+  retry["retries"] = s.retry.retries;
+  retry["backoff_s"] = s.retry.backoff_s;
+  retry["last_error"] = s.retry.last_error;
+  retry["corrupt_rereads"] = s.retry.corrupt_rereads;
+  d["retry"] = retry;
   nb::dict times;
   times["fetch_wait_s"] = s.times.fetch_wait_s;
   times["admission_parked_s"] = s.times.admission_parked_s;
@@ -149,10 +155,19 @@ void BindEngine(nb::module_& m) {
           [](PassHandle& h) -> nb::object {
             if (!h.pass) ThrowIfError(FailedPrecondition("the pass is closed"));
             Pass& pass = *h.pass;
+            // While it waits, signal handlers get to run (Ctrl-C): their exception ends
+            // the wait and is raised here; the pass stays open for the caller to close.
+            bool interrupted = false;
             Result<std::optional<BatchData>> next = [&] {
               nb::gil_scoped_release release;
-              return pass.Next();
+              return pass.Next([&interrupted]() -> Status {
+                nb::gil_scoped_acquire gil;
+                if (PyErr_CheckSignals() == 0) return Status::Ok();
+                interrupted = true;
+                return Cancelled("interrupted");
+              });
             }();
+            if (interrupted) throw nb::python_error();
             std::optional<BatchData> batch = ValueOrThrow(std::move(next));
             if (!batch) return nb::none();
             nb::list arrays;
@@ -172,12 +187,14 @@ void BindEngine(nb::module_& m) {
           "The next batch as ([arrays per label], sample_indices), or None at the end.")
       .def(
           "close",
-          [](PassHandle& h) {
+          [](PassHandle& h, const std::string& reason) {
             if (!h.pass) return;
             nb::gil_scoped_release release;
-            h.pass->Close();
+            h.pass->Close(reason);
           },
-          "Cancels the pass, drains it, and releases its pins (idempotent).")
+          nb::arg("reason") = "the pass was closed",
+          "Cancels the pass and releases its pins, promptly (idempotent); a next() waiting on\n"
+          "another thread raises CancelledError(reason).")
       .def("stats", [](const PassHandle& h) { return StatsToDict(h.pass->stats()); })
       .def_prop_ro("n_batches", [](const PassHandle& h) { return h.pass->plan().batches(); })
       .def_prop_ro("n_rows", [](const PassHandle& h) { return h.pass->plan().rows(); });
@@ -188,7 +205,8 @@ void BindEngine(nb::module_& m) {
           [](EngineHandle* self, std::vector<std::shared_ptr<const zarr::Array>> arrays,
              std::vector<int> sample_axes, uint64_t budget_bytes, uint32_t max_inflight,
              uint32_t decode_threads, const std::string& on_bad_chunk, nb::list transforms,
-             uint32_t gather_threads) {
+             uint32_t gather_threads, uint64_t pass_floor_bytes, bool auto_budget,
+             uint64_t max_auto_budget_bytes) {
             if (arrays.size() != sample_axes.size() ||
                 (transforms.size() != 0 && transforms.size() != arrays.size())) {
               ThrowIfError(InvalidArgument("one sample axis per array is required"));
@@ -208,13 +226,18 @@ void BindEngine(nb::module_& m) {
             config.max_inflight = max_inflight;
             config.decode_threads = decode_threads;
             config.gather_threads = gather_threads;
+            config.pass_floor_bytes = pass_floor_bytes;
+            config.auto_budget = auto_budget;
+            config.max_auto_budget_bytes = max_auto_budget_bytes;
             config.on_bad_chunk =
                 on_bad_chunk == "nan" ? engine::OnBadChunk::kNan : engine::OnBadChunk::kRaise;
             new (self) EngineHandle{ValueOrThrow(Engine::Create(std::move(sources), config))};
           },
           nb::arg("arrays"), nb::arg("sample_axes"), nb::arg("budget_bytes"),
           nb::arg("max_inflight"), nb::arg("decode_threads"), nb::arg("on_bad_chunk"),
-          nb::arg("transforms") = nb::list(), nb::arg("gather_threads") = 0)
+          nb::arg("transforms") = nb::list(), nb::arg("gather_threads") = 0,
+          nb::arg("pass_floor_bytes") = 0, nb::arg("auto_budget") = false,
+          nb::arg("max_auto_budget_bytes") = 0)
       .def(
           "start_pass",
           [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows,
@@ -241,6 +264,8 @@ void BindEngine(nb::module_& m) {
           nb::arg("ref_spc"), nb::arg("batch_size"), nb::arg("prefetch_depth"), nb::arg("labels"),
           nb::rv_policy::take_ownership)
       .def_prop_ro("budget_bytes", [](const EngineHandle& h) { return h.engine->pool().budget_bytes(); })
+      .def_prop_ro("budget_grown", [](const EngineHandle& h) { return h.engine->budget_grown(); },
+                   "The budget the last start_pass grew the automatic budget to (0: unchanged).")
       .def("pool_state", [](const EngineHandle& h) {
         nb::dict d;
         auto c = h.engine->pool().counters();

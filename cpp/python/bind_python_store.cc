@@ -201,7 +201,9 @@ class PythonStore final : public Store {
     list_keys_.reset();
   }
 
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override {
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) override {
     if (Status status = ValidateKey(key); !status.ok()) {
       done(std::move(status));
       return;

@@ -4,6 +4,9 @@
 
 NB_MODULE(_ext, m) {
   m.doc() = "insitubatch native core (C++20)";
+  // A dataset still referenced at exit (a daemon thread, a module global) is not a leak
+  // worth a warning to a user: the process is ending.
+  nanobind::set_leak_warnings(false);
   insitubatch::python::BindErrors(m);
   insitubatch::python::BindStores(m);
   insitubatch::python::BindCloudStores(m);

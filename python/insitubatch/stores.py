@@ -32,6 +32,7 @@ _COMMON_OPTIONS = frozenset({"read_only"})
 # Options of the HTTP transport shared by http(s)://, s3:// and gs://.
 _TRANSPORT_OPTIONS = frozenset({
     "timeout", "connect_timeout", "max_retries", "retry_base_delay", "retry_max_delay",
+    "retry_timeout", "connect_retry_timeout",
     "verify_tls", "allow_invalid_certificates", "allow_http", "ca_file", "io_threads",
     "max_connections_per_host", "client_options", "retry_config",
 })
@@ -164,8 +165,8 @@ def _flatten_nested(options: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(retry, dict):
             raise InvalidArgumentError("option 'retry_config' must be a dict")
         for key, value in retry.items():
-            if key == "max_retries":
-                merge("retry_config", "max_retries", value)
+            if key in ("max_retries", "retry_timeout"):
+                merge("retry_config", key, value)
             elif key == "backoff":
                 if not isinstance(value, dict):
                     raise InvalidArgumentError("retry_config['backoff'] must be a dict")
@@ -183,8 +184,8 @@ def _flatten_nested(options: dict[str, Any]) -> dict[str, Any]:
                         raise InvalidArgumentError(f"retry_config['backoff'][{bkey!r}] is not supported")
             else:
                 raise InvalidArgumentError(
-                    f"retry_config[{key!r}] is not supported (supported: max_retries, backoff);"
-                    " bound the total time with max_retries and timeout"
+                    f"retry_config[{key!r}] is not supported (supported: max_retries, backoff,"
+                    " retry_timeout)"
                 )
     return out
 
@@ -210,6 +211,16 @@ def _transport(options: dict[str, Any]) -> Any:
         t.retry_max_delay_ms = min(600_000, base)
     if t.retry_base_delay_ms > t.retry_max_delay_ms:
         raise InvalidArgumentError("option 'retry_base_delay' must not exceed 'retry_max_delay'")
+    if "retry_timeout" in options:
+        t.retry_deadline_ms = max(1, round(_seconds("retry_timeout", options["retry_timeout"]) * 1000))
+        if t.retry_deadline_ms > 3_600_000:
+            raise InvalidArgumentError("option 'retry_timeout' must be at most an hour")
+        t.connect_retry_deadline_ms = min(t.connect_retry_deadline_ms, t.retry_deadline_ms)
+    if "connect_retry_timeout" in options:
+        t.connect_retry_deadline_ms = max(
+            1, round(_seconds("connect_retry_timeout", options["connect_retry_timeout"]) * 1000))
+        if t.connect_retry_deadline_ms > 3_600_000:
+            raise InvalidArgumentError("option 'connect_retry_timeout' must be at most an hour")
     verify = True
     if "verify_tls" in options:
         verify = _bool("verify_tls", options["verify_tls"])

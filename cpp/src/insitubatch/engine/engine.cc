@@ -1,28 +1,64 @@
 #include "insitubatch/engine/engine.h"
 
+#include <unistd.h>
+
 #include <chrono>
 
 namespace insitubatch::engine {
+namespace {
+
+// Half the machine's memory: how far the automatic budget may grow for concurrent passes.
+uint64_t DefaultAutoBudgetCeiling() {
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  const long page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return uint64_t{8} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
+}
+
+std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
+
+}  // namespace
 
 Engine::Engine(std::vector<ArraySource> sources, EngineConfig config)
     : sources_(std::move(sources)),
       config_(config),
       pool_(config.budget_bytes),
-      decode_pool_(config.decode_threads, "insitu-decode"),
-      buffers_(BufferRecycler::Create(kMaxIdleBatchBytes)) {
+      buffers_(BufferRecycler::Create(kMaxIdleBatchBytes)) {}
+
+Status Engine::StartThreads() {
+  INSITU_ASSIGN_OR_RETURN(decode_pool_, ThreadPool::Create(config_.decode_threads, "insitu-decode"));
   const size_t gather =
-      config.gather_threads != 0
-          ? config.gather_threads
-          : (decode_pool_.size() + kDecodeThreadsPerGatherThread - 1) / kDecodeThreadsPerGatherThread;
-  if (gather > 1) gather_helpers_ = std::make_unique<ThreadPool>(gather - 1, "insitu-gather");
+      config_.gather_threads != 0
+          ? config_.gather_threads
+          : (decode_pool_->size() + kDecodeThreadsPerGatherThread - 1) / kDecodeThreadsPerGatherThread;
+  if (gather > 1) {
+    INSITU_ASSIGN_OR_RETURN(gather_helpers_, ThreadPool::Create(gather - 1, "insitu-gather"));
+  }
+  return Status::Ok();
 }
 
-Engine::~Engine() = default;
+Engine::~Engine() {
+  // No pass is alive (each holds the engine), so every FILLING slot is abandoned: its
+  // reads end Cancelled, and the decode pool must outlive them.
+  pool_.AbandonFilling();
+  {
+    std::unique_lock lock(reads_mutex_);
+    reads_cv_.wait(lock, [this] { return outstanding_ == 0; });
+  }
+  // The last decode task may still be on its way out (issuing the next reads): join the
+  // pools before the members those tasks touch are destroyed.
+  decode_pool_.reset();
+  gather_helpers_.reset();
+}
 
 Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources,
                                                EngineConfig config) {
   if (sources.empty()) return InvalidArgument("the engine needs at least one array");
   if (config.max_inflight == 0) return InvalidArgument("max_inflight must be >= 1");
+  if (config.decode_threads > kMaxDecodeThreads) {
+    return InvalidArgument("decode_threads must be <= " + std::to_string(kMaxDecodeThreads) +
+                           ", got " + std::to_string(config.decode_threads));
+  }
   if (config.gather_threads > kMaxGatherThreads) {
     return InvalidArgument("gather_threads must be <= " + std::to_string(kMaxGatherThreads) +
                            ", got " + std::to_string(config.gather_threads));
@@ -34,7 +70,12 @@ Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources,
                              " and '" + s.path() + "' with " + std::to_string(s.n_samples));
     }
   }
-  return std::shared_ptr<Engine>(new Engine(std::move(sources), config));
+  if (config.auto_budget && config.max_auto_budget_bytes == 0) {
+    config.max_auto_budget_bytes = DefaultAutoBudgetCeiling();
+  }
+  std::shared_ptr<Engine> engine(new Engine(std::move(sources), config));
+  INSITU_RETURN_IF_ERROR(engine->StartThreads());
+  return engine;
 }
 
 Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
@@ -42,23 +83,39 @@ Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
   INSITU_ASSIGN_OR_RETURN(PassPlan plan,
                           BuildPlan(spec.order, spec.ref_spc, spec.batch_size, spec.labels, sources_));
   spec.order = EpochOrder{};  // the plan holds the (edge-trimmed) order now
+  std::lock_guard start_lock(start_mutex_);
+  budget_grown_ = 0;
+  const uint64_t floor = config_.pass_floor_bytes;
+  const uint64_t budget = pool_.budget_bytes();
+  const size_t passes = live_passes_.load() + 1;
+  if (floor != 0 && budget != 0 && floor * passes > budget) {
+    const uint64_t need = floor * passes;
+    if (config_.auto_budget && need <= config_.max_auto_budget_bytes) {
+      pool_.GrowBudget(need);
+      budget_grown_ = need;
+    } else {
+      const std::string why =
+          config_.auto_budget
+              ? "the automatic budget may grow to " + Bytes(config_.max_auto_budget_bytes) +
+                    " (half the machine's memory)"
+              : "cache_budget_bytes is " + Bytes(budget);
+      return ResourceExhausted(
+          std::to_string(passes) + " concurrent iterations over this dataset need " +
+          Bytes(need) + " of residency (" + std::to_string(passes) + " x the working-set floor of " +
+          Bytes(floor) + ") but " + why + ": pass cache_budget_bytes >= describe(iterations=" +
+          std::to_string(passes) + ")['memory']['residency_bytes'], or iterate fewer views at once");
+    }
+  }
   std::shared_ptr<Pass> pass(new Pass(shared_from_this(), std::move(spec), std::move(plan)));
-  pass->Start();
+  INSITU_RETURN_IF_ERROR(pass->Start());
   return pass;
 }
 
-void Engine::AcquireInflight() {
-  std::unique_lock lock(inflight_mutex_);
-  inflight_cv_.wait(lock, [this] { return inflight_ < config_.max_inflight; });
-  ++inflight_;
-}
-
-void Engine::ReleaseInflight() {
-  {
-    std::lock_guard lock(inflight_mutex_);
-    --inflight_;
+void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
+  std::unique_lock lock(reads_mutex_);
+  while (!queued_reads_.empty() && !cancelled()) {
+    reads_cv_.wait_for(lock, std::chrono::milliseconds(50));
   }
-  inflight_cv_.notify_one();
 }
 
 }  // namespace insitubatch::engine

@@ -1,10 +1,12 @@
 #pragma once
 
 // Engine: the dataset-owned core — the array sources, the chunk pool, the decode pool, the
-// one max_inflight budget, and the batch buffer pool — shared by every pass.
-// Pass: one iteration over one split view; a scheduler thread admits and fetches chunks in
-// block order, a producer thread gathers batches into a bounded queue, and the consumer
-// pops them with Next().
+// one max_inflight budget, the reads in flight, and the batch buffer pool — shared by
+// every pass. Reads belong to the engine and the slot they fill, never to a pass, so a
+// pass can close at once whatever the store is doing.
+// Pass: one iteration over one split view; a scheduler thread admits chunks in block
+// order and hands them to the engine to load, a producer thread gathers batches into a
+// bounded queue, and the consumer pops them with Next().
 
 #include <atomic>
 #include <condition_variable>
@@ -39,7 +41,17 @@ struct EngineConfig {
   // machine with many decode threads.
   uint32_t gather_threads = 0;
   OnBadChunk on_bad_chunk = OnBadChunk::kRaise;
+  // The residency one pass needs (the working-set floor): each pass may pin at most this
+  // much, so concurrent passes always progress; 0 = unknown (no per-pass quota).
+  uint64_t pass_floor_bytes = 0;
+  // The budget is the automatic one (the floor): it grows to `floor x passes` when passes
+  // run concurrently, up to `max_auto_budget_bytes` (0 = half the machine's memory).
+  bool auto_budget = false;
+  uint64_t max_auto_budget_bytes = 0;
 };
+
+// Limits on the thread counts (a value past them is an InvalidArgument, not a thread storm).
+inline constexpr uint32_t kMaxDecodeThreads = 1024;
 
 struct PassSpec {
   std::string split;
@@ -71,46 +83,73 @@ class Engine : public std::enable_shared_from_this<Engine> {
  public:
   static Result<std::shared_ptr<Engine>> Create(std::vector<ArraySource> sources,
                                                 EngineConfig config);
+  // Cancels the reads still in flight (no pass is alive by then) and waits for them.
   ~Engine();
 
-  // Starts a pass; its threads run until the pass ends or is closed.
+  // Starts a pass; its threads run until the pass ends or is closed. With other passes
+  // alive it first makes room for one more: the automatic budget grows (see
+  // budget_grown()), an explicit one too small for them all fails here, at once.
   Result<std::shared_ptr<Pass>> StartPass(PassSpec spec);
+  // The budget the automatic sizing grew to for the last StartPass (0: it did not grow).
+  uint64_t budget_grown() const { return budget_grown_.load(); }
 
   const std::vector<ArraySource>& sources() const { return sources_; }
   const EngineConfig& config() const { return config_; }
   ChunkPool& pool() { return pool_; }
   BufferRecycler& buffers() { return *buffers_; }
   size_t live_passes() const { return live_passes_.load(); }
-  size_t decode_threads() const { return decode_pool_.size(); }
+  size_t decode_threads() const { return decode_pool_->size(); }
   size_t gather_threads() const { return gather_helpers_ ? gather_helpers_->size() + 1 : 1; }
+
+  // Reads every tile of an admitted slot (queued under the max_inflight budget), decodes
+  // it into the slot, runs the chunk transform and publishes it. Never blocks. `stats`
+  // collects what it cost, for the pass that admitted it.
+  void Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats);
+  // Waits until every queued read has started (how a scheduler paces its admissions) or
+  // `cancelled()` turns true.
+  void WaitForReadRoom(const std::function<bool()>& cancelled);
+  uint32_t inflight() const {
+    std::lock_guard lock(reads_mutex_);
+    return inflight_;
+  }
 
  private:
   friend class Pass;
   Engine(std::vector<ArraySource> sources, EngineConfig config);
+  Status StartThreads();
 
-  // The max_inflight budget, shared by every pass. Waits without a cancel check: tokens
-  // are always returned by decode tasks, and an admitted slot must get all its tiles.
-  void AcquireInflight();
-  void ReleaseInflight();
+  struct TileRead {
+    std::shared_ptr<Slot> slot;
+    uint64_t tile = 0;
+    std::shared_ptr<LoadStats> stats;
+    int attempt = 1;  // 2: read again because the first bytes did not decode
+  };
+  // Starts queued reads while the max_inflight budget allows (call without locks held).
+  void IssueReads();
+  void StartRead(TileRead read);
+  void DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wait_s);
+  // Runs the source's chunk transform on a fully decoded slot, then publishes it.
+  // `applied`: the transform already ran inside decode (ArraySource::transform_in_decode).
+  void TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, LoadStats& stats);
 
   std::vector<ArraySource> sources_;
   EngineConfig config_;
   ChunkPool pool_;
-  ThreadPool decode_pool_;
+  std::unique_ptr<ThreadPool> decode_pool_;
   std::unique_ptr<ThreadPool> gather_helpers_;  // null when the producer gathers alone
   // Batch buffers: recycled once every consumer reference (numpy, torch, JAX) is gone.
   static constexpr size_t kMaxIdleBatchBytes = size_t{256} << 20;
   std::shared_ptr<BufferRecycler> buffers_;
 
-  uint32_t inflight() const {
-    std::lock_guard lock(inflight_mutex_);
-    return inflight_;
-  }
-
-  mutable std::mutex inflight_mutex_;
-  std::condition_variable inflight_cv_;
+  // Reads: queued (waiting for a max_inflight token) and in flight.
+  mutable std::mutex reads_mutex_;
+  std::condition_variable reads_cv_;
+  std::deque<TileRead> queued_reads_;
   uint32_t inflight_ = 0;
+  size_t outstanding_ = 0;  // queued + in flight (the destructor waits for zero)
   std::atomic<size_t> live_passes_{0};
+  std::atomic<uint64_t> budget_grown_{0};
+  std::mutex start_mutex_;  // one StartPass sizes the budget at a time
 };
 
 class Pass {
@@ -118,10 +157,15 @@ class Pass {
   ~Pass();
 
   // Blocks until the next batch; nullopt when the pass is done. A store, codec or budget
-  // failure is returned as its Status (with the variable and chunk named).
-  Result<std::optional<BatchData>> Next();
-  // Cancels the pass, drains it, and releases everything it pinned. Idempotent.
-  void Close();
+  // failure is returned as its Status (with the variable and chunk named). While it
+  // waits it calls `interrupted` every few tens of milliseconds: a non-OK Status from it
+  // is returned at once (the pass stays open). A pass closed from another thread returns
+  // Cancelled with the reason Close was given.
+  Result<std::optional<BatchData>> Next(const std::function<Status()>& interrupted = {});
+  // Cancels the pass, stops its threads and releases everything it pinned; reads other
+  // passes still need keep running for them, the rest are cancelled. Returns promptly
+  // whatever the store is doing. Idempotent; `reason` is what a concurrent Next reports.
+  void Close(const std::string& reason = "the pass was closed");
 
   const PassPlan& plan() const { return plan_; }
   const std::vector<Label>& labels() const { return spec_.labels; }
@@ -132,29 +176,23 @@ class Pass {
  private:
   friend class Engine;
   Pass(std::shared_ptr<Engine> engine, PassSpec spec, PassPlan plan);
-  void Start();
+  Status Start();
   void RunScheduler();
   void RunProducer();
-  void FetchSlot(const std::shared_ptr<Slot>& slot);
-  void FetchTile(const std::shared_ptr<Slot>& slot, uint64_t tile);
-  // Runs the source's chunk transform on a fully decoded slot, then publishes it.
-  // `applied`: the transform already ran inside decode (ArraySource::transform_in_decode).
-  void TransformSlot(const std::shared_ptr<Slot>& slot, bool applied);
-  void DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<ReadResult> read,
-                  double fetch_wait_s);
   Result<BatchData> GatherBatch(size_t k);
   // Gathers `anchors` of `label` into `out`, split among the engine's gather helpers and
   // this thread; returns the seconds this thread then waited for the helpers.
   double GatherRows(const Label& label, std::span<const int64_t> anchors,
                     const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out,
                     bool streaming);
-  void FailPass(Status status);
 
   std::shared_ptr<Engine> engine_;
   PassSpec spec_;
   PassPlan plan_;
   OwnerId owner_ = 0;
   std::atomic<bool> cancelled_{false};
+  std::string close_reason_;  // under queue_mutex_
+  std::shared_ptr<LoadStats> load_stats_ = std::make_shared<LoadStats>();
 
   // Scheduler progress: blocks whose read sets are pinned.
   std::mutex progress_mutex_;
@@ -162,11 +200,6 @@ class Pass {
   size_t blocks_scheduled_ = 0;
   Status scheduler_error_;
   std::atomic<bool> producer_waiting_{false};
-
-  // Reads of this pass still in flight (fetch or decode).
-  std::mutex tasks_mutex_;
-  std::condition_variable tasks_cv_;
-  size_t tasks_in_flight_ = 0;
 
   // Bounded batch queue (producer -> consumer).
   std::mutex queue_mutex_;
@@ -177,7 +210,7 @@ class Pass {
 
   mutable std::mutex stats_mutex_;
   PassStats stats_;
-  std::vector<SlotKey> missed_;  // keys this pass fetched (for re-read counting)
+  std::vector<SlotKey> bad_served_;  // NaN-filled slots already listed in bad_chunks
   uint64_t evictions_at_start_ = 0;
   std::chrono::steady_clock::time_point started_;
 

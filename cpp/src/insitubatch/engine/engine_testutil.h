@@ -24,7 +24,9 @@ class CountingStore final : public Store {
  public:
   explicit CountingStore(std::shared_ptr<MemoryStore> inner) : inner_(std::move(inner)) {}
 
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override {
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) override {
     {
       std::lock_guard lock(mutex_);
       ++reads_[key];
@@ -36,13 +38,14 @@ class CountingStore final : public Store {
     }
     if (delay_.count() > 0) {
       // Complete on a separate thread, like a network store would.
-      std::thread([this, key = std::move(key), range, done = std::move(done)]() mutable {
+      std::thread([this, key = std::move(key), range, done = std::move(done),
+                   cancel = std::move(cancel)]() mutable {
         std::this_thread::sleep_for(delay_);
-        inner_->ReadAsync(std::move(key), range, std::move(done));
+        inner_->ReadAsync(std::move(key), range, std::move(done), std::move(cancel));
       }).detach();
       return;
     }
-    inner_->ReadAsync(std::move(key), range, std::move(done));
+    inner_->ReadAsync(std::move(key), range, std::move(done), std::move(cancel));
   }
   Result<std::vector<std::string>> List(std::string_view prefix) override {
     return inner_->List(prefix);

@@ -30,54 +30,16 @@ double SecondsSince(std::chrono::steady_clock::time_point t0) {
 constexpr double kOwnStallSeconds = 0.5;
 constexpr double kSharedStallSeconds = 5.0;
 
-// Writes the NaN-or-fill tile used by on_bad_chunk="nan".
-void FillBadTile(const zarr::Array& array, std::span<std::byte> tile) {
-  const zarr::DataType dtype = array.metadata().dtype;
-  if (!dtype.is_float() && !dtype.is_complex()) {
-    array.FillChunk(tile);
-    return;
-  }
-  const size_t component = dtype.component_size();
-  std::byte nan[8];
-  if (component == 8) {
-    const double v = std::numeric_limits<double>::quiet_NaN();
-    std::memcpy(nan, &v, 8);
-  } else if (component == 4) {
-    const float v = std::numeric_limits<float>::quiet_NaN();
-    std::memcpy(nan, &v, 4);
-  } else {
-    const uint16_t v = 0x7e00;  // float16 quiet NaN
-    std::memcpy(nan, &v, 2);
-  }
-  for (size_t i = 0; i + component <= tile.size(); i += component) {
-    std::memcpy(tile.data() + i, nan, component);
-  }
-}
-
-// Physical chunk (C order, sample axis `axis`) -> sample-first tile.
-void MoveSampleAxisToFront(const std::byte* src, std::byte* dst,
-                           const std::vector<uint64_t>& chunk_shape, int axis, size_t itemsize) {
-  uint64_t pre = 1;
-  uint64_t post = itemsize;
-  for (int i = 0; i < axis; ++i) pre *= chunk_shape[i];
-  for (size_t i = axis + 1; i < chunk_shape.size(); ++i) post *= chunk_shape[i];
-  const uint64_t spc = chunk_shape[axis];
-  const int64_t dst_strides[3] = {static_cast<int64_t>(pre * post), static_cast<int64_t>(post), 1};
-  const int64_t src_strides[3] = {static_cast<int64_t>(post), static_cast<int64_t>(spc * post), 1};
-  const uint64_t extents[3] = {spc, pre, post};
-  CopyBox(dst, dst_strides, src, src_strides, extents, 3, 1);
-}
-
 }  // namespace
 
 Pass::Pass(std::shared_ptr<Engine> engine, PassSpec spec, PassPlan plan)
     : engine_(std::move(engine)), spec_(std::move(spec)), plan_(std::move(plan)) {
-  owner_ = engine_->pool().RegisterOwner();
+  owner_ = engine_->pool().RegisterOwner(engine_->config().pass_floor_bytes);
   stats_.split = spec_.split;
   stats_.epoch = spec_.epoch;
   stats_.depths.batch_queue_capacity = spec_.prefetch_depth;
   stats_.depths.max_inflight = engine_->config().max_inflight;
-  stats_.depths.decode_threads = engine_->decode_pool_.size();
+  stats_.depths.decode_threads = engine_->decode_threads();
   stats_.depths.gather_threads = engine_->gather_threads();
   stats_.depths.budget_bytes = engine_->pool().budget_bytes();
   evictions_at_start_ = engine_->pool().counters().evictions;
@@ -86,10 +48,17 @@ Pass::Pass(std::shared_ptr<Engine> engine, PassSpec spec, PassPlan plan)
 
 Pass::~Pass() { Close(); }
 
-void Pass::Start() {
+Status Pass::Start() {
   ++engine_->live_passes_;
-  scheduler_ = std::thread([this] { RunScheduler(); });
-  producer_ = std::thread([this] { RunProducer(); });
+  // On a refused thread the destructor (Close) stops and joins the one that started.
+  std::thread* threads[] = {&scheduler_, &producer_};
+  size_t next = 0;
+  return StartThreads(2, "insitu-pass", [&] {
+    std::thread& t = *threads[next];
+    t = next++ == 0 ? std::thread([this] { RunScheduler(); })
+                    : std::thread([this] { RunProducer(); });
+    return t.native_handle();
+  });
 }
 
 void Pass::RunScheduler() {
@@ -112,6 +81,9 @@ void Pass::RunScheduler() {
   for (size_t b = 0; b < plan_.blocks() && !cancelled_.load(); ++b) {
     for (const SlotKey& key : plan_.block_reads[b]) {
       const ArraySource& source = engine_->sources_[key.source];
+      // Paced by the store: the next chunk is admitted once the reads queued before it
+      // have started, so admissions run only as far ahead as the IO can use.
+      engine_->WaitForReadRoom(cancelled);
       std::shared_ptr<Slot> slot;
       const auto t0 = std::chrono::steady_clock::now();
       auto acquired = engine_->pool().Acquire(
@@ -147,7 +119,7 @@ void Pass::RunScheduler() {
         stats_.depths.resident_peak_bytes =
             std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
       }
-      if (*acquired == Acquired::kAdmitted) FetchSlot(slot);
+      if (*acquired == Acquired::kAdmitted) engine_->Load(slot, load_stats_);
     }
     {
       std::lock_guard lock(progress_mutex_);
@@ -155,166 +127,6 @@ void Pass::RunScheduler() {
     }
     progress_cv_.notify_all();
   }
-}
-
-void Pass::FetchSlot(const std::shared_ptr<Slot>& slot) {
-  // Every tile of an admitted slot is issued, even if the pass is cancelled meanwhile, so a
-  // slot another pass may be waiting on always completes (READY or FAILED).
-  const ArraySource& source = engine_->sources_[slot->key.source];
-  for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
-    engine_->AcquireInflight();
-    {
-      std::lock_guard lock(tasks_mutex_);
-      ++tasks_in_flight_;
-    }
-    {
-      std::lock_guard lock(stats_mutex_);
-      stats_.depths.inflight_peak =
-          std::max<uint64_t>(stats_.depths.inflight_peak, engine_->inflight());
-      stats_.depths.decode_queue_peak =
-          std::max<uint64_t>(stats_.depths.decode_queue_peak, engine_->decode_pool_.queued());
-    }
-    FetchTile(slot, tile);
-  }
-}
-
-void Pass::FetchTile(const std::shared_ptr<Slot>& slot, uint64_t tile) {
-  const ArraySource& source = engine_->sources_[slot->key.source];
-  const std::string key = source.array->ChunkKey(source.PhysicalCoords(slot->key.chunk, tile));
-  const auto t0 = std::chrono::steady_clock::now();
-  // Callbacks hold a raw pointer, never a reference: Close() waits for tasks_in_flight_ to
-  // reach zero, so the pass outlives them, and its last reference is never dropped on an IO
-  // or decode thread (whose pool the destructor chain would then try to join from inside).
-  Pass* self = this;
-  source.array->store()->ReadAsync(
-      key, ByteRange::All(), [self, slot, tile, t0](Result<ReadResult> read) mutable {
-        const double waited = SecondsSince(t0);
-        // IO threads never decode: hand the bytes to the decode pool. (std::function needs
-        // a copyable task, so the move-only result rides in a holder.)
-        auto holder = std::make_shared<Result<ReadResult>>(std::move(read));
-        self->engine_->decode_pool_.Submit([self, slot, tile, waited, holder] {
-          self->DecodeTile(slot, tile, std::move(*holder), waited);
-        });
-      });
-}
-
-void Pass::DecodeTile(const std::shared_ptr<Slot>& slot, uint64_t tile, Result<ReadResult> read,
-                      double fetch_wait_s) {
-  const double cpu0 = ThreadCpuSeconds();
-  const ArraySource& source = engine_->sources_[slot->key.source];
-  const zarr::Array& array = *source.array;
-  const std::vector<uint64_t> coords = source.PhysicalCoords(slot->key.chunk, tile);
-  const uint64_t tile_bytes = source.stored.tile_bytes;
-  std::span<std::byte> dst(slot->data.data() + tile * tile_bytes, tile_bytes);
-  uint64_t stored_bytes = 0;
-  bool transformed = false;  // the chunk transform ran inside decode
-  Status status;
-  if (!read.ok()) {
-    status = read.status().WithContext(zarr::DescribeChunk(array.path(), coords));
-  } else if (!read->found) {
-    array.FillChunk(dst);
-  } else {
-    stored_bytes = read->data.size();
-    if (source.transform_in_decode) {
-      const size_t itemsize = source.stored.itemsize();
-      const zarr::DecodeProgress progress{itemsize, [&](size_t offset, size_t length) {
-        source.transform->ApplyToRun(dst.subspan(offset, length), offset / itemsize);
-      }};
-      status = array.DecodeChunk(read->data.span(), coords, dst, &progress);
-      transformed = status.ok();
-    } else if (source.sample_axis == 0) {
-      status = array.DecodeChunk(read->data.span(), coords, dst);
-    } else {
-      auto physical = engine_->pool().TakeBuffer(tile_bytes);
-      status = physical.ok() ? array.DecodeChunk(read->data.span(), coords, physical->span())
-                             : physical.status();
-      if (status.ok()) {
-        MoveSampleAxisToFront(physical->data(), dst.data(), array.metadata().chunk_shape,
-                              source.sample_axis, source.stored.itemsize());
-      }
-    }
-  }
-  bool bad = false;
-  if (!status.ok() && engine_->config().on_bad_chunk == OnBadChunk::kNan &&
-      status.code() != StatusCode::kCancelled) {
-    FillBadTile(array, dst);
-    status = Status::Ok();
-    bad = true;
-  }
-  engine_->ReleaseInflight();
-  if (engine_->pool().TileDone(slot, status)) TransformSlot(slot, transformed);
-  {
-    std::lock_guard lock(stats_mutex_);
-    stats_.times.fetch_wait_s += fetch_wait_s;
-    stats_.times.decode_s += ThreadCpuSeconds() - cpu0;
-    ++stats_.tiles_read;
-    stats_.bytes_read += stored_bytes;
-    if (bad) {
-      std::vector<uint64_t> inner = coords;
-      inner.erase(inner.begin() + source.sample_axis);
-      stats_.bad_chunks.push_back({array.path(), slot->key.chunk, std::move(inner)});
-    }
-  }
-  // Last touch of `this`: notify under the lock so Close() cannot return (and the pass be
-  // destroyed) between the decrement and the notify.
-  std::lock_guard lock(tasks_mutex_);
-  --tasks_in_flight_;
-  tasks_cv_.notify_all();
-}
-
-void Pass::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied) {
-  const double cpu0 = ThreadCpuSeconds();
-  const ArraySource& source = engine_->sources_[slot->key.source];
-  const int64_t chunk = slot->key.chunk;
-  const int64_t first = chunk * source.spc;
-  const auto samples = static_cast<uint64_t>(std::min(source.spc, source.n_samples - first));
-  auto run = [&]() -> Result<Buffer> {
-    if (applied) return std::move(slot->data);
-    // The transform sees the outer chunk sample-first and unpadded. A chunk stored as one
-    // whole-field tile already is (the padding rows past `samples` are never read), so its
-    // memory is handed over as is: the slot owns it exclusively until Publish replaces it.
-    std::shared_ptr<Buffer> data;
-    if (source.stored.tiles == 1 && source.stored.tile_shape == source.stored.field_shape) {
-      data = std::make_shared<Buffer>(std::move(slot->data));
-    } else {
-      INSITU_ASSIGN_OR_RETURN(Buffer assembled,
-                              engine_->pool().TakeBuffer(samples * source.stored.sample_bytes()));
-      std::vector<int64_t> anchors(samples);
-      for (uint64_t i = 0; i < samples; ++i) anchors[i] = first + static_cast<int64_t>(i);
-      GatherLabel(source.stored, source.spc, Label{"", slot->key.source, 0}, anchors,
-                  [&](SlotKey) -> const Slot& { return *slot; }, assembled.data());
-      data = std::make_shared<Buffer>(std::move(assembled));
-    }
-    ChunkTransformInput input;
-    input.array_path = source.path();
-    input.chunk_index = chunk;
-    input.sample_offset = first;
-    input.samples = samples;
-    input.data = std::move(data);
-    input.layout = &source.stored;
-    const uint64_t out_bytes = samples * source.resident.sample_bytes();
-    if (source.transform->in_place() && input.data->size() >= source.resident.bytes()) {
-      std::span<std::byte> inout(input.data->data(), out_bytes);
-      INSITU_RETURN_IF_ERROR(source.transform->Apply(input, inout));
-      return std::move(*input.data);
-    }
-    INSITU_ASSIGN_OR_RETURN(Buffer output, engine_->pool().TakeBuffer(source.resident.bytes()));
-    INSITU_RETURN_IF_ERROR(
-        source.transform->Apply(input, std::span<std::byte>(output.data(), out_bytes)));
-    return output;
-  };
-  Result<Buffer> output = run();
-  if (output.ok()) {
-    engine_->pool().Publish(slot, Status::Ok(), std::move(output).value());
-  } else {
-    engine_->pool().Publish(
-        slot,
-        output.status().WithContext("chunk_transform on '" + source.path() + "' chunk " +
-                                    std::to_string(chunk)),
-        Buffer());
-  }
-  std::lock_guard lock(stats_mutex_);
-  stats_.times.assemble_s += ThreadCpuSeconds() - cpu0;
 }
 
 Result<BatchData> Pass::GatherBatch(size_t k) {
@@ -329,6 +141,12 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
     if (!slot.ok()) {
       const ArraySource& s = engine_->sources_[key.source];
       return slot.status().WithContext("split '" + spec_.split + "', array '" + s.path() + "'");
+    }
+    if (!(*slot)->bad.empty() &&
+        std::find(bad_served_.begin(), bad_served_.end(), key) == bad_served_.end()) {
+      bad_served_.push_back(key);
+      std::lock_guard lock(stats_mutex_);
+      for (const BadChunk& bad : (*slot)->bad) stats_.bad_chunks.push_back(bad);
     }
     slots.push_back(std::move(slot).value());
   }
@@ -442,8 +260,9 @@ void Pass::RunProducer() {
   queue_cv_.notify_all();
 }
 
-Result<std::optional<BatchData>> Pass::Next() {
+Result<std::optional<BatchData>> Pass::Next(const std::function<Status()>& interrupted) {
   std::unique_lock lock(queue_mutex_);
+  if (!close_reason_.empty()) return Cancelled(close_reason_);
   if (consumer_done_) return std::optional<BatchData>();
   {
     std::lock_guard stats_lock(stats_mutex_);
@@ -453,7 +272,19 @@ Result<std::optional<BatchData>> Pass::Next() {
       ++stats_.depths.batch_queue_full_enough;
     }
   }
-  queue_cv_.wait(lock, [this] { return !queue_.empty() || producer_done_; });
+  // Waits in slices: `interrupted` (a signal handler's exception, in Python) and a close
+  // from another thread are noticed within one.
+  while (queue_.empty() && !producer_done_) {
+    queue_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    if (!close_reason_.empty()) return Cancelled(close_reason_);
+    if (interrupted && queue_.empty() && !producer_done_) {
+      lock.unlock();
+      Status status = interrupted();
+      if (!status.ok()) return status;
+      lock.lock();
+    }
+  }
+  if (!close_reason_.empty()) return Cancelled(close_reason_);
   if (queue_.empty()) {
     consumer_done_ = true;
     std::lock_guard stats_lock(stats_mutex_);
@@ -475,18 +306,21 @@ Result<std::optional<BatchData>> Pass::Next() {
   return std::optional<BatchData>(std::move(item).value());
 }
 
-void Pass::Close() {
-  std::call_once(close_once_, [this] {
+void Pass::Close(const std::string& reason) {
+  std::call_once(close_once_, [this, &reason] {
+    {
+      std::lock_guard lock(queue_mutex_);
+      // A consumer that already saw the end (or an error) has nothing left to be told.
+      if (!consumer_done_) close_reason_ = reason;
+    }
     cancelled_ = true;
     engine_->pool().NotifyAll();
     progress_cv_.notify_all();
     queue_cv_.notify_all();
     if (producer_.joinable()) producer_.join();
     if (scheduler_.joinable()) scheduler_.join();
-    {
-      std::unique_lock lock(tasks_mutex_);
-      tasks_cv_.wait(lock, [this] { return tasks_in_flight_ == 0; });
-    }
+    // Reads are not waited for: those of slots another pass still pins go on for it, the
+    // rest end Cancelled on their own (ReleaseOwner raises their slots' flags).
     engine_->pool().ReleaseOwner(owner_);
     {
       std::lock_guard lock(queue_mutex_);
@@ -502,9 +336,22 @@ void Pass::Close() {
 }
 
 PassStats Pass::stats() const {
-  std::lock_guard lock(stats_mutex_);
-  PassStats out = stats_;
+  PassStats out;
+  {
+    std::lock_guard lock(stats_mutex_);
+    out = stats_;
+  }
   if (out.wall_s == 0) out.wall_s = SecondsSince(started_);
+  const LoadStats& load = *load_stats_;
+  std::lock_guard lock(load.mutex);
+  out.times.fetch_wait_s = load.fetch_wait_s;
+  out.times.decode_s = load.decode_s;
+  out.times.assemble_s = load.assemble_s;
+  out.tiles_read = load.tiles_read;
+  out.bytes_read = load.bytes_read;
+  out.depths.inflight_peak = load.inflight_peak;
+  out.depths.decode_queue_peak = load.decode_queue_peak;
+  out.retry = load.retry;
   return out;
 }
 

@@ -21,9 +21,30 @@ ChunkPool::ChunkPool(uint64_t budget_bytes)
       slot_buffers_(BufferRecycler::Create(budget_bytes == 0 ? kMaxIdleSlotBytesUnbounded
                                                               : budget_bytes)) {}
 
-OwnerId ChunkPool::RegisterOwner() {
+OwnerId ChunkPool::RegisterOwner(uint64_t quota_bytes) {
   std::lock_guard lock(mutex_);
-  return next_owner_++;
+  const OwnerId id = next_owner_++;
+  owners_[id].quota = quota_bytes;
+  return id;
+}
+
+uint64_t ChunkPool::budget_bytes() const {
+  std::lock_guard lock(mutex_);
+  return budget_;
+}
+
+void ChunkPool::GrowBudget(uint64_t budget_bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    if (budget_ == 0 || budget_bytes <= budget_) return;
+    budget_ = budget_bytes;
+  }
+  cv_.notify_all();
+}
+
+void ChunkPool::PinLocked(Slot& slot, OwnerId owner) {
+  if (slot.pins[owner]++ == 0) owners_[owner].pinned += slot.charge;
+  ++slot.total_pins;
 }
 
 bool ChunkPool::HasRoomLocked(uint64_t charge) const {
@@ -41,8 +62,7 @@ void ChunkPool::TouchLocked(Slot& slot) {
   }
 }
 
-void ChunkPool::RemoveLocked(
-    std::unordered_map<SlotKey, std::shared_ptr<Slot>, SlotKeyHash>::iterator it) {
+void ChunkPool::RemoveLocked(SlotMap::iterator it) {
   Slot& slot = *it->second;
   if (slot.in_lru) {
     lru_.erase(slot.lru_pos);
@@ -66,23 +86,35 @@ Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge,
                                     const std::function<bool()>& cancelled,
                                     const std::function<bool()>& stalled,
                                     std::shared_ptr<Slot>* out) {
+  std::unique_lock lock(mutex_);
   if (budget_ != 0 && charge > budget_) {
     return ResourceExhausted("one outer chunk needs " + std::to_string(charge) +
                              " bytes but the residency budget is " + std::to_string(budget_));
   }
-  std::unique_lock lock(mutex_);
   for (;;) {
+    auto found = owners_.find(owner);
+    if (found == owners_.end()) return Cancelled("pass closed");
+    Owner& who = found->second;
     auto it = slots_.find(key);
+    // A NaN-filled slot nobody holds is not data: read it again rather than serve it.
+    if (it != slots_.end() && it->second->state == SlotState::kReady &&
+        !it->second->bad.empty() && it->second->total_pins == 0) {
+      RemoveLocked(it);
+      it = slots_.end();
+    }
     if (it != slots_.end() && it->second->state != SlotState::kFailed) {
       Slot& slot = *it->second;
-      ++slot.pins[owner];
-      ++slot.total_pins;
+      PinLocked(slot, owner);
       TouchLocked(slot);
       *out = it->second;
       return slot.state == SlotState::kReady ? Acquired::kHit : Acquired::kInFlight;
     }
     if (it != slots_.end()) RemoveLocked(it);  // FAILED: refetch
-    if (EvictForLocked(charge)) break;
+    // Within the owner's quota (an owner with nothing pinned may always take one slot),
+    // then within the budget.
+    const bool within_quota =
+        who.quota == 0 || who.pinned == 0 || who.pinned + charge <= who.quota;
+    if (within_quota && EvictForLocked(charge)) break;
     // Parked: everything resident is pinned or filling. A release or completion wakes us.
     if (cancelled()) return Cancelled("pass closed while waiting for residency budget");
     if (stalled()) {
@@ -103,8 +135,7 @@ Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge,
   slot->pending_tiles = tiles;
   slot->filler = owner;
   slot->deferred = deferred;
-  slot->pins[owner] = 1;
-  slot->total_pins = 1;
+  PinLocked(*slot, owner);
   if (tiles == 0) slot->state = SlotState::kReady;
   resident_bytes_ += charge;
   slots_.emplace(key, slot);
@@ -112,7 +143,8 @@ Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge,
   return Acquired::kAdmitted;
 }
 
-bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status) {
+bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status,
+                         const BadChunk* bad) {
   bool caller_publishes = false;
   {
     std::lock_guard lock(mutex_);
@@ -120,6 +152,7 @@ bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status
       slot->state = SlotState::kFailed;
       slot->error = status;
     }
+    if (bad != nullptr) slot->bad.push_back(*bad);
     if (slot->pending_tiles > 0) --slot->pending_tiles;
     if (slot->pending_tiles == 0 && slot->state == SlotState::kFilling) {
       if (slot->deferred) {
@@ -179,7 +212,10 @@ void ChunkPool::Unpin(OwnerId owner, SlotKey key, int count) {
     const int n = std::min(count, pin->second);
     pin->second -= n;
     slot.total_pins -= n;
-    if (pin->second == 0) slot.pins.erase(pin);
+    if (pin->second == 0) {
+      slot.pins.erase(pin);
+      if (auto who = owners_.find(owner); who != owners_.end()) who->second.pinned -= slot.charge;
+    }
     TouchLocked(slot);
   }
   cv_.notify_all();
@@ -195,9 +231,10 @@ void ChunkPool::ReleaseOwner(OwnerId owner) {
         slot.total_pins -= pin->second;
         slot.pins.erase(pin);
       }
-      const bool abandoned = slot.state == SlotState::kFilling && slot.filler == owner;
+      const bool abandoned = slot.state == SlotState::kFilling && slot.total_pins == 0;
       const bool failed = slot.state == SlotState::kFailed && slot.total_pins == 0;
       if (abandoned || failed) {
+        if (abandoned) slot.cancel.Cancel();
         auto next = std::next(it);
         RemoveLocked(it);
         it = next;
@@ -205,6 +242,24 @@ void ChunkPool::ReleaseOwner(OwnerId owner) {
       }
       TouchLocked(slot);
       ++it;
+    }
+    owners_.erase(owner);
+  }
+  cv_.notify_all();
+}
+
+void ChunkPool::AbandonFilling() {
+  {
+    std::lock_guard lock(mutex_);
+    for (auto it = slots_.begin(); it != slots_.end();) {
+      if (it->second->state != SlotState::kFilling) {
+        ++it;
+        continue;
+      }
+      it->second->cancel.Cancel();
+      auto next = std::next(it);
+      RemoveLocked(it);
+      it = next;
     }
   }
   cv_.notify_all();

@@ -9,6 +9,12 @@
 // slots are evicted, least recently used first, and only when an admission needs room.
 // Unpinned READY slots otherwise stay resident: that is the cross-epoch cache.
 //
+// A slot is filled for the pool, not for the pass that admitted it: a FILLING slot that
+// loses its last pin is abandoned (taken out of the pool, its CancelFlag raised so its
+// reads stop), so a pass that closes never waits for reads another pass still needs, nor
+// leaves reads running that nobody needs. Each owner may also have a quota: the bytes it
+// may pin at once, so one pass running ahead can never starve a concurrent one.
+//
 // Locking: one mutex guards every slot's state and the pool's accounting. Tile data is
 // written outside the lock into disjoint regions; TileDone publishes under the lock, which
 // is the happens-before edge to readers (B.15).
@@ -22,7 +28,9 @@
 #include <unordered_map>
 #include <vector>
 
+#include "insitubatch/engine/stats.h"
 #include "insitubatch/util/buffer.h"
+#include "insitubatch/util/cancel.h"
 #include "insitubatch/util/result.h"
 
 namespace insitubatch::engine {
@@ -54,6 +62,13 @@ struct Slot {
   OwnerId filler = 0;  // the pass that admitted it (drops it if abandoned)
   bool deferred = false;  // completes through Publish() (a chunk transform runs first)
   Status error;
+  // Raised when the slot is abandoned (it lost its last pin while FILLING) or the engine
+  // shuts down: its reads end Cancelled and nothing publishes it.
+  CancelFlag cancel;
+  // Tiles on_bad_chunk="nan" filled with NaN (or fill value): set while FILLING, under the
+  // pool's lock; read-only once READY. A bad slot is never served from the cache to a
+  // later pass: it is read again.
+  std::vector<BadChunk> bad;
   std::unordered_map<OwnerId, int> pins;
   int total_pins = 0;
   std::list<SlotKey>::iterator lru_pos;
@@ -73,7 +88,8 @@ class ChunkPool {
   // budget_bytes == 0: unbounded.
   explicit ChunkPool(uint64_t budget_bytes);
 
-  OwnerId RegisterOwner();
+  // `quota_bytes`: the most this owner may pin at once (0 = no quota beyond the budget).
+  OwnerId RegisterOwner(uint64_t quota_bytes = 0);
 
   // Pins `key` for `owner`. If absent, admits a new FILLING slot of `charge` bytes (its
   // buffer allocated, `tiles` pending) and returns kAdmitted: the caller must deliver every
@@ -86,11 +102,12 @@ class ChunkPool {
                            const std::function<bool()>& stalled,
                            std::shared_ptr<Slot>* slot);
 
-  // Marks one tile of `slot` delivered; an error marks the slot FAILED (first error wins).
-  // Returns true when this was the last tile of a deferred slot that did not fail: the
-  // caller then owns the slot (still FILLING, so nobody reads or evicts it), transforms it
-  // and calls Publish().
-  bool TileDone(const std::shared_ptr<Slot>& slot, const Status& status);
+  // Marks one tile of `slot` delivered; an error marks the slot FAILED (first error wins);
+  // `bad` records a tile the NaN policy filled in. Returns true when this was the last
+  // tile of a deferred slot that did not fail: the caller then owns the slot (still
+  // FILLING, so nobody reads or evicts it), transforms it and calls Publish().
+  bool TileDone(const std::shared_ptr<Slot>& slot, const Status& status,
+                const BadChunk* bad = nullptr);
   // Completes a deferred slot: READY with `data` as its memory, or FAILED with `status`.
   void Publish(const std::shared_ptr<Slot>& slot, const Status& status, Buffer data);
   // Memory for slot-sized buffers, recycled like slot memory.
@@ -102,9 +119,12 @@ class ChunkPool {
 
   // Drops `count` of `owner`'s pins on `key`.
   void Unpin(OwnerId owner, SlotKey key, int count = 1);
-  // Pass teardown: drops all of `owner`'s pins, slots it admitted that never completed,
-  // and FAILED slots (the next pass refetches rather than re-raising a stale error).
+  // Pass teardown: drops all of `owner`'s pins, abandons FILLING slots nobody pins any
+  // more, and drops FAILED slots (the next pass refetches rather than re-raising a stale
+  // error). The owner cannot acquire again: a late Acquire fails Cancelled.
   void ReleaseOwner(OwnerId owner);
+  // Engine shutdown: abandons every FILLING slot (their reads end Cancelled).
+  void AbandonFilling();
 
   // Drops every READY slot no pass has pinned (their memory is kept for reuse); returns
   // how many were dropped.
@@ -113,17 +133,25 @@ class ChunkPool {
   // Wakes every waiter (cancellation, stall checks).
   void NotifyAll();
 
-  uint64_t budget_bytes() const { return budget_; }
+  uint64_t budget_bytes() const;
+  // Raises (never lowers) the budget: concurrent passes with the automatic budget.
+  void GrowBudget(uint64_t budget_bytes);
   PoolCounters counters() const;
   // Slots in each state, for tests and diagnostics.
   size_t CountSlots(SlotState state) const;
   size_t CountPinned() const;
 
  private:
+  using SlotMap = std::unordered_map<SlotKey, std::shared_ptr<Slot>, SlotKeyHash>;
+  struct Owner {
+    uint64_t quota = 0;   // 0 = none
+    uint64_t pinned = 0;  // bytes of the slots it pins (each counted once)
+  };
   bool HasRoomLocked(uint64_t charge) const;
   bool EvictForLocked(uint64_t charge);
-  void RemoveLocked(std::unordered_map<SlotKey, std::shared_ptr<Slot>, SlotKeyHash>::iterator it);
+  void RemoveLocked(SlotMap::iterator it);
   void TouchLocked(Slot& slot);
+  void PinLocked(Slot& slot, OwnerId owner);
 
   // Idle slot buffers kept for reuse: an evicted slot's memory serves the next admission
   // warm instead of faulting in fresh pages for every chunk. Idle memory only exists where
@@ -131,11 +159,12 @@ class ChunkPool {
   // cap when unbounded).
   static constexpr size_t kMaxIdleSlotBytesUnbounded = size_t{128} << 20;
 
-  const uint64_t budget_;
+  uint64_t budget_;  // under mutex_
   std::shared_ptr<BufferRecycler> slot_buffers_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::unordered_map<SlotKey, std::shared_ptr<Slot>, SlotKeyHash> slots_;
+  SlotMap slots_;
+  std::unordered_map<OwnerId, Owner> owners_;  // registered and not yet released
   std::list<SlotKey> lru_;  // READY unpinned slots, least recently used first
   uint64_t resident_bytes_ = 0;
   uint64_t evictions_ = 0;

@@ -4,6 +4,7 @@
 // Costs are per-thread CPU time; waits are wall time.
 
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,29 @@ struct BadChunk {
   std::vector<uint64_t> inner_coord;
 };
 
+// Transient store failures retried on the way to a pass's bytes.
+struct RetryStats {
+  uint64_t retries = 0;
+  double backoff_s = 0;    // wall time spent waiting between attempts
+  std::string last_error;  // the last failure that was retried ("" if none)
+  uint64_t corrupt_rereads = 0;  // chunks read a second time after their bytes failed to decode
+};
+
+// What the reads a pass admitted cost. A read belongs to its slot, not to the pass: it
+// may finish after the pass closed (another pass still pins the slot), so the two share
+// this record.
+struct LoadStats {
+  mutable std::mutex mutex;
+  double fetch_wait_s = 0;  // wall, summed over concurrent reads
+  double decode_s = 0;      // thread CPU on the decode pool
+  double assemble_s = 0;    // thread CPU: tile placement and chunk transforms
+  uint64_t tiles_read = 0;
+  uint64_t bytes_read = 0;
+  uint64_t inflight_peak = 0;
+  uint64_t decode_queue_peak = 0;
+  RetryStats retry;
+};
+
 struct PassStats {
   std::string split;
   int64_t epoch = 0;
@@ -51,7 +75,8 @@ struct PassStats {
   uint64_t evictions = 0;
   uint64_t tiles_read = 0;
   uint64_t bytes_read = 0;    // stored (compressed) bytes fetched
-  std::vector<BadChunk> bad_chunks;
+  std::vector<BadChunk> bad_chunks;  // tiles served as NaN (or fill value) in this pass
+  RetryStats retry;
   bool finished = false;      // false for an abandoned (closed early) pass
   double wall_s = 0;
   StageTimes times;

@@ -2,13 +2,14 @@
 
 namespace insitubatch {
 
-void CountingStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+void CountingStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) {
   {
     std::lock_guard lock(mutex_);
     ++reads_[key];
     ++total_;
   }
-  inner_->ReadAsync(std::move(key), range, std::move(done));
+  inner_->ReadAsync(std::move(key), range, std::move(done), std::move(cancel));
 }
 
 std::map<std::string, uint64_t> CountingStore::reads() const {

@@ -17,7 +17,9 @@ class CountingStore final : public Store {
  public:
   explicit CountingStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
 
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override;
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override {
     return inner_->List(prefix);
   }

@@ -14,6 +14,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "insitubatch/util/thread_pool.h"
+
 namespace insitubatch {
 namespace {
 
@@ -68,6 +70,71 @@ std::string_view TrimLine(std::string_view s) {
   return s;
 }
 
+// How long an idle IO loop sleeps at most, and how often it looks for cancelled
+// transfers while it holds any: a raised CancelFlag is honoured within this.
+constexpr int kIdlePollMs = 1000;
+constexpr int kCancelPollMs = 50;
+
+double SecondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::string Seconds(double s) {
+  char text[32];
+  std::snprintf(text, sizeof(text), s < 10 ? "%.2f s" : "%.1f s", s);
+  return text;
+}
+
+// A failed transfer in words a user can act on: which phase failed (DNS, connect, TLS,
+// waiting for the reply, mid-body) and after how long. `connect_failure`: the attempt
+// never reached a server.
+std::string DescribeTransferFailure(CURLcode code, const char* errbuf, CURL* easy,
+                                    double attempt_s, const TransportOptions& o,
+                                    bool* connect_failure) {
+  const std::string curl_text = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(code);
+  const std::string after = " after " + Seconds(attempt_s);
+  curl_off_t connected_us = 0;
+  curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected_us);
+  *connect_failure = false;
+  switch (code) {
+    case CURLE_COULDNT_RESOLVE_HOST:
+    case CURLE_COULDNT_RESOLVE_PROXY:
+      *connect_failure = true;
+      return "DNS lookup failed" + after + " (" + curl_text + ")";
+    case CURLE_COULDNT_CONNECT:
+      *connect_failure = true;
+      return "could not connect" + after + " (" + curl_text + ")";
+    case CURLE_OPERATION_TIMEDOUT:
+      if (connected_us == 0) {
+        *connect_failure = true;
+        return "connect timed out" + after + ": nothing accepted the connection within "
+               "connect_timeout=" + Seconds(o.connect_timeout.count() / 1000.0);
+      }
+      return "read timed out" + after + ": the reply did not complete within timeout=" +
+             Seconds(o.timeout.count() / 1000.0);
+    case CURLE_PEER_FAILED_VERIFICATION:
+    case CURLE_SSL_CACERT_BADFILE:
+      return "TLS certificate verification failed" + after + " (" + curl_text +
+             "); pass verify_tls=False only for a server you trust";
+    case CURLE_SSL_CONNECT_ERROR:
+    case CURLE_SSL_CERTPROBLEM:
+    case CURLE_SSL_CIPHER:
+      return "TLS handshake failed" + after + " (" + curl_text + ")";
+    case CURLE_RECV_ERROR:
+    case CURLE_SEND_ERROR:
+      if (curl_text.find("reset") != std::string::npos) {
+        return "connection reset by the server" + after + " (" + curl_text + ")";
+      }
+      return "network error" + after + " (" + curl_text + ")";
+    case CURLE_GOT_NOTHING:
+      return "the server closed the connection without replying" + after;
+    case CURLE_PARTIAL_FILE:
+      return "the body ended early" + after + " (" + curl_text + ")";
+    default:
+      return curl_text + after;
+  }
+}
+
 struct Transfer {
   HttpRequest request;
   ResponseCallback done;
@@ -75,6 +142,8 @@ struct Transfer {
   curl_slist* header_list = nullptr;
   int attempt = 0;
   Clock::time_point first_start;
+  Clock::time_point attempt_start;
+  RetryRecord retry;  // the attempts retried so far
   uint64_t max_body = kDefaultMaxBodyBytes;
 
   // State of the current attempt.
@@ -315,6 +384,7 @@ class CurlTransport::Worker {
         break;
       }
       for (auto& t : incoming) StartAttempt(std::move(t));
+      DropCancelled();
       const auto now = Clock::now();
       while (!delayed_.empty() && delayed_.begin()->first <= now) {
         auto t = std::move(delayed_.begin()->second);
@@ -335,11 +405,12 @@ class CurlTransport::Worker {
         active_.erase(it);
         Complete(std::move(t), code);
       }
-      int wait_ms = 1000;
+      const int cap = active_.empty() && delayed_.empty() ? kIdlePollMs : kCancelPollMs;
+      int wait_ms = cap;
       if (!delayed_.empty()) {
         const auto until = delayed_.begin()->first - Clock::now();
         wait_ms = static_cast<int>(std::clamp<int64_t>(
-            std::chrono::duration_cast<milliseconds>(until).count() + 1, 0, 1000));
+            std::chrono::duration_cast<milliseconds>(until).count() + 1, 0, cap));
       }
       curl_multi_poll(multi_, nullptr, 0, wait_ms, nullptr);
     }
@@ -351,6 +422,30 @@ class CurlTransport::Worker {
     active_.clear();
     for (auto& [due, t] : delayed_) Cancel(std::move(t));
     delayed_.clear();
+  }
+
+  // Transfers whose CancelFlag was raised end now, as Cancelled: mid-transfer (the
+  // connection is dropped) or waiting out a backoff.
+  void DropCancelled() {
+    for (auto it = active_.begin(); it != active_.end();) {
+      if (!IsCancelled(it->second->request.cancel)) {
+        ++it;
+        continue;
+      }
+      curl_multi_remove_handle(multi_, it->first);
+      auto t = std::move(it->second);
+      it = active_.erase(it);
+      Cancel(std::move(t), "cancelled");
+    }
+    for (auto it = delayed_.begin(); it != delayed_.end();) {
+      if (!IsCancelled(it->second->request.cancel)) {
+        ++it;
+        continue;
+      }
+      auto t = std::move(it->second);
+      it = delayed_.erase(it);
+      Cancel(std::move(t), "cancelled");
+    }
   }
 
   CURL* AcquireEasy() {
@@ -379,7 +474,12 @@ class CurlTransport::Worker {
   }
 
   void StartAttempt(std::unique_ptr<Transfer> t) {
-    if (t->attempt == 0) t->first_start = Clock::now();
+    if (IsCancelled(t->request.cancel)) {
+      Cancel(std::move(t), "cancelled");
+      return;
+    }
+    t->attempt_start = Clock::now();
+    if (t->attempt == 0) t->first_start = t->attempt_start;
     ++t->attempt;
     counters_->attempts.fetch_add(1, std::memory_order_relaxed);
     t->ResetAttempt();
@@ -461,16 +561,16 @@ class CurlTransport::Worker {
   void Complete(std::unique_ptr<Transfer> t, CURLcode code) {
     Status error;
     bool retry = false;
+    bool connect_failure = false;
     std::optional<milliseconds> server_delay;
+    const auto now = Clock::now();
     if (!t->sink_error.ok()) {
       error = t->sink_error;
       retry = t->sink_retry;
     } else if (code != CURLE_OK) {
-      std::string what = t->errbuf[0] != '\0' ? t->errbuf : curl_easy_strerror(code);
-      if (code == CURLE_PEER_FAILED_VERIFICATION || code == CURLE_SSL_CACERT_BADFILE) {
-        what = "TLS certificate verification failed (" + what +
-               "); pass verify_tls=False only for a server you trust";
-      }
+      const std::string what =
+          DescribeTransferFailure(code, t->errbuf, t->easy, SecondsBetween(t->attempt_start, now),
+                                  *options_, &connect_failure);
       error = IoError(t->Context() + ": " + what);
       retry = IsTransientCurlError(code);
     } else {
@@ -496,6 +596,7 @@ class CurlTransport::Worker {
       response.content_range = std::move(t->content_range);
       response.bucket_region = std::move(t->bucket_region);
       response.error_body = std::move(t->error_body);
+      response.retry = std::move(t->retry);
       if (t->body_started && !t->to_error_body) {
         t->body.Truncate(t->received);
         response.body = std::move(t->body);
@@ -508,27 +609,30 @@ class CurlTransport::Worker {
       done(std::move(response));
       return;
     }
-    if (retry && options_->retry.ShouldRetry(t->attempt)) {
+    if (retry) {
       milliseconds delay = options_->retry.Backoff(t->attempt, JitterRandom());
       if (server_delay)
         delay = std::min(std::max(delay, *server_delay), options_->retry.max_delay);
-      counters_->retries.fetch_add(1, std::memory_order_relaxed);
-      delayed_.emplace(Clock::now() + delay, std::move(t));
-      return;
+      const auto elapsed = std::chrono::duration_cast<milliseconds>(now - t->first_start);
+      if (options_->retry.ShouldRetry(t->attempt, elapsed, delay, connect_failure)) {
+        counters_->retries.fetch_add(1, std::memory_order_relaxed);
+        ++t->retry.retries;
+        t->retry.backoff_s += std::chrono::duration<double>(delay).count();
+        t->retry.last_error = error.message();
+        delayed_.emplace(now + delay, std::move(t));
+        return;
+      }
     }
     if (t->attempt > 1) {
-      const double seconds =
-          std::chrono::duration<double>(Clock::now() - t->first_start).count();
-      char when[64];
-      std::snprintf(when, sizeof(when), " (gave up after %d attempts in %.1f s)",
-                    t->attempt, seconds);
+      const std::string when = " (gave up after " + std::to_string(t->attempt) +
+                               " attempts in " + Seconds(SecondsBetween(t->first_start, now)) + ")";
       error = Status(error.code(), error.message() + when).set_detail(error.detail());
     }
     Fail(std::move(t), std::move(error));
   }
 
-  void Cancel(std::unique_ptr<Transfer> t) {
-    Status error = Cancelled(t->Context() + ": the store is closing");
+  void Cancel(std::unique_ptr<Transfer> t, const char* why = "the store is closing") {
+    Status error = Cancelled(t->Context() + ": " + why);
     Fail(std::move(t), std::move(error));
   }
 
@@ -563,9 +667,16 @@ Result<std::shared_ptr<CurlTransport>> CurlTransport::Create(TransportOptions op
   for (size_t i = 0; i < shared->io_threads; ++i) {
     auto worker = std::make_shared<Worker>(shared, transport->counters_);
     INSITU_RETURN_IF_ERROR(worker->Init());
-    worker->thread = std::thread(&Worker::Run, worker);
     transport->workers_.push_back(std::move(worker));
   }
+  // On a refused thread the transport's destructor stops and joins the ones started.
+  size_t next = 0;
+  INSITU_RETURN_IF_ERROR(StartThreads(shared->io_threads, "insitu-http", [&] {
+    Worker& worker = *transport->workers_[next];
+    worker.thread = std::thread(&Worker::Run, transport->workers_[next]);
+    ++next;
+    return worker.thread.native_handle();
+  }));
   return transport;
 }
 

@@ -26,7 +26,7 @@ struct TransportOptions {
   RetryPolicy retry;
   // Per attempt: the whole exchange, and connection setup (TCP + TLS).
   std::chrono::milliseconds timeout{30000};
-  std::chrono::milliseconds connect_timeout{10000};
+  std::chrono::milliseconds connect_timeout{5000};
   bool verify_tls = true;
   std::string ca_file;  // PEM bundle; "" = the system's
   bool follow_redirects = false;

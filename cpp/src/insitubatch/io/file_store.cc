@@ -73,12 +73,13 @@ Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root,
   // Keep the path as given (minus trailing slashes) so messages show what the user typed.
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (io_threads == 0) io_threads = kDefaultIoThreads;
-  return std::shared_ptr<FileStore>(new FileStore(std::move(path), io_threads));
+  INSITU_ASSIGN_OR_RETURN(auto pool, ThreadPool::Create(io_threads, "insitu-file"));
+  return std::shared_ptr<FileStore>(new FileStore(std::move(path), std::move(pool)));
 }
 
-FileStore::FileStore(std::string root, size_t io_threads)
+FileStore::FileStore(std::string root, std::unique_ptr<ThreadPool> pool)
     : root_(std::move(root)),
-      pool_(std::make_unique<ThreadPool>(io_threads, "insitu-file")),
+      pool_(std::move(pool)),
       read_buffers_(BufferRecycler::Create(kMaxIdleReadBufferBytes)) {}
 
 // Drains queued reads (their callbacks still run) before the root string goes away.
@@ -89,12 +90,18 @@ std::string FileStore::Describe(std::string_view key) const {
   return root_ == "/" ? root_ + std::string(key) : root_ + "/" + std::string(key);
 }
 
-void FileStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+void FileStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) {
   if (Status valid = ValidateKey(key); !valid.ok()) {
     done(std::move(valid));
     return;
   }
-  pool_->Submit([this, key = std::move(key), range, done = std::move(done)]() {
+  pool_->Submit([this, key = std::move(key), range, done = std::move(done),
+                 cancel = std::move(cancel)]() {
+    if (IsCancelled(cancel)) {
+      done(Cancelled("reading " + Describe(key) + range.Describe() + ": cancelled"));
+      return;
+    }
     done(ReadNow(key, range));
   });
 }
@@ -112,7 +119,9 @@ Result<ReadResult> FileStore::ReadNow(const std::string& key, ByteRange range) c
 
   int fd;
   do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO at a chunk key must not block the open (it is refused below);
+    // it has no effect on reads of regular files.
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
     const int err = errno;

@@ -18,7 +18,9 @@ class FileStore final : public Store {
   static Result<std::shared_ptr<FileStore>> Open(const std::string& root, size_t io_threads = 0);
   ~FileStore() override;
 
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override;
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 
@@ -28,7 +30,7 @@ class FileStore final : public Store {
   const std::string& root() const { return root_; }
 
  private:
-  FileStore(std::string root, size_t io_threads);
+  FileStore(std::string root, std::unique_ptr<ThreadPool> pool);
   // Idle read buffers kept for reuse (stored chunks are read into them, then decoded).
   static constexpr size_t kMaxIdleReadBufferBytes = size_t{128} << 20;
 

@@ -113,7 +113,8 @@ std::string GcsStore::Describe(std::string_view key) const {
   return "gs://" + location_.bucket + (object.empty() ? "" : "/" + object);
 }
 
-void GcsStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+void GcsStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) {
   if (Status valid = ValidateKey(key); !valid.ok()) {
     done(std::move(valid));
     return;
@@ -125,6 +126,7 @@ void GcsStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
   Authorize(request);
   request.range = range;
   request.max_body_bytes = max_body_bytes_;
+  request.cancel = std::move(cancel);
   ReadObject(*transport_, std::move(request), std::move(done));
 }
 

@@ -200,6 +200,7 @@ Result<ReadResult> ObjectReadFromResponse(const ByteRange& range, HttpResponse r
   if (status >= 200 && status <= 299) {
     ReadResult result;
     result.found = true;
+    result.retry = std::move(response.retry);
     if (NeedsHead(range)) {  // zero-length read: the HEAD only proves the range fits
       if (response.content_length) {
         auto resolved = ResolveRange(range, *response.content_length);
@@ -226,7 +227,11 @@ Result<ReadResult> ObjectReadFromResponse(const ByteRange& range, HttpResponse r
     }
     return result;
   }
-  if (status == 404 || status == 410) return ReadResult::Missing();
+  if (status == 404 || status == 410) {
+    ReadResult missing = ReadResult::Missing();
+    missing.retry = std::move(response.retry);
+    return missing;
+  }
   if (status == 416) {
     auto parsed = ParseContentRange(response.content_range);
     if (parsed.ok() && parsed->total) {

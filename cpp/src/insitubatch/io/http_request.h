@@ -34,6 +34,9 @@ struct HttpRequest {
   // Runs before every attempt (retries included) and returns extra header lines for that
   // attempt, so signatures carry a fresh date. Optional.
   std::function<Result<std::vector<std::string>>(const HttpRequest&)> sign;
+  // Raised: the transport drops the request (queued, backing off or mid-transfer) and
+  // fails it with Cancelled. Optional.
+  CancelRef cancel;
 };
 
 // A response the transport hands back: any 2xx (body validated against the range), or a
@@ -45,6 +48,7 @@ struct HttpResponse {
   std::optional<uint64_t> content_length;
   std::string content_range;
   std::string bucket_region;  // x-amz-bucket-region (S3 redirects name the right region)
+  RetryRecord retry;          // the transient failures retried on the way to this response
 };
 
 // Range header value: "bytes=10-19", "bytes=-16"; "" for kAll. A zero-length kRange or

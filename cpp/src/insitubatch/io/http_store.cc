@@ -70,7 +70,8 @@ HttpStore::HttpStore(HttpUrl base, std::shared_ptr<CurlTransport> transport,
       headers_(std::move(headers)),
       max_body_bytes_(max_body_bytes) {}
 
-void HttpStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+void HttpStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) {
   if (Status valid = ValidateKey(key); !valid.ok()) {
     done(std::move(valid));
     return;
@@ -81,6 +82,7 @@ void HttpStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
   request.headers = headers_;
   request.range = range;
   request.max_body_bytes = max_body_bytes_;
+  request.cancel = std::move(cancel);
   ReadObject(*transport_, std::move(request), std::move(done));
 }
 

@@ -28,7 +28,9 @@ class HttpStore final : public Store {
   static Result<std::shared_ptr<HttpStore>> Open(const std::string& url,
                                                  HttpStoreOptions options);
 
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override;
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 

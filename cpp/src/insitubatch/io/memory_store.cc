@@ -36,7 +36,8 @@ void MemoryStore::Erase(const std::string& key) {
   objects_.erase(key);
 }
 
-void MemoryStore::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+void MemoryStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) {
   // Build the result under the lock, run the callback outside it (it may call back in).
   auto read = [&]() -> Result<ReadResult> {
     // Same key rules as the file store, so tests on memory catch keys that disk rejects.

@@ -15,7 +15,9 @@ class MemoryStore final : public Store {
   void Set(std::string key, std::string bytes);
   void Erase(const std::string& key);
 
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override;
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <random>
+#include <utility>
 
 namespace insitubatch {
 
@@ -23,6 +24,14 @@ Status RetryPolicy::Validate() const {
   if (max_delay > minutes(10)) {
     return InvalidArgument("retry policy: max_delay must be at most 10 minutes, got " +
                            std::to_string(max_delay.count()) + " ms");
+  }
+  for (auto [name, window] : {std::pair{"deadline", deadline},
+                              std::pair{"connect_deadline", connect_deadline}}) {
+    if (window.count() <= 0 || window > minutes(60)) {
+      return InvalidArgument(std::string("retry policy: ") + name +
+                             " must be positive and at most an hour, got " +
+                             std::to_string(window.count()) + " ms");
+    }
   }
   return Status::Ok();
 }

@@ -14,13 +14,22 @@
 namespace insitubatch {
 
 struct RetryPolicy {
+  // Sized like obstore's defaults (10 retries, 100 ms doubling to 15 s, a 3-minute
+  // window), so a server restart of a few seconds costs time, not the epoch.
   // Total attempts, the first one included (1 = never retry).
-  int max_attempts = 5;
+  int max_attempts = 11;
   std::chrono::milliseconds base_delay{100};
-  std::chrono::milliseconds max_delay{5000};
+  std::chrono::milliseconds max_delay{15000};
+  // No retry starts later than this after the first attempt began.
+  std::chrono::milliseconds deadline{180000};
+  // The window for failures that never reached a server (DNS, refused or timed-out
+  // connects): an endpoint that is down for good fails in well under a minute, while a
+  // restart of a few seconds is still survived.
+  std::chrono::milliseconds connect_deadline{20000};
 
-  // InvalidArgument unless 1 <= max_attempts <= 100 and 0 <= base_delay <= max_delay
-  // <= 10 min (a bound so a typo cannot park a read for hours).
+  // InvalidArgument unless 1 <= max_attempts <= 100, 0 <= base_delay <= max_delay
+  // <= 10 min (a bound so a typo cannot park a read for hours) and both deadlines are
+  // positive and at most an hour.
   Status Validate() const;
 
   // The wait before attempt `attempt + 1` after `attempt` (1-based) failed:
@@ -33,6 +42,12 @@ struct RetryPolicy {
 
   // Whether another attempt is allowed after `attempt` (1-based) failed.
   bool ShouldRetry(int attempt) const { return attempt < max_attempts; }
+  // ... and whether one that would start `elapsed + delay` after the first attempt still
+  // fits its window (`connect_failure`: the failed attempt never reached a server).
+  bool ShouldRetry(int attempt, std::chrono::milliseconds elapsed, std::chrono::milliseconds delay,
+                   bool connect_failure) const {
+    return ShouldRetry(attempt) && elapsed + delay <= (connect_failure ? connect_deadline : deadline);
+  }
 };
 
 // A thread-safe 64-bit random draw for jitter (not cryptographic).

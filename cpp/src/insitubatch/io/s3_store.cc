@@ -109,7 +109,8 @@ HttpRequest S3Store::MakeRequest(std::string path,
   return request;
 }
 
-void S3Store::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+void S3Store::ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) {
   if (Status valid = ValidateKey(key); !valid.ok()) {
     done(std::move(valid));
     return;
@@ -118,6 +119,7 @@ void S3Store::ReadAsync(std::string key, ByteRange range, ReadCallback done) {
       endpoint_.bucket_path + "/" + PercentEncode(ObjectKey(key), /*keep_slash=*/true);
   HttpRequest request = MakeRequest(path, {}, Describe(key), range);
   if (NeedsHead(range)) request.method = "HEAD";
+  request.cancel = std::move(cancel);
   const std::string where = request.where;
   transport_->Submit(
       std::move(request), [range, where, region = region_, bucket = location_.bucket,

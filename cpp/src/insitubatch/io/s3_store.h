@@ -34,7 +34,9 @@ class S3Store final : public Store {
                                                S3StoreOptions options,
                                                const EnvLookup& env = ProcessEnv());
 
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override;
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "insitubatch/util/buffer.h"
+#include "insitubatch/util/cancel.h"
 #include "insitubatch/util/result.h"
 
 namespace insitubatch {
@@ -33,9 +34,18 @@ struct ByteRange {
   std::string Describe() const;
 };
 
+// What it took to get a read's bytes: attempts beyond the first, the time spent waiting
+// between them, and the last transient error that caused one (for ds.last_pass).
+struct RetryRecord {
+  uint32_t retries = 0;
+  double backoff_s = 0;
+  std::string last_error;
+};
+
 struct ReadResult {
   bool found = false;
   Buffer data;  // the requested bytes; empty when !found
+  RetryRecord retry;
 
   static ReadResult Missing() { return {}; }
 };
@@ -48,7 +58,13 @@ class Store {
 
   // Starts a read; `done` runs exactly once, on an IO thread or inline. A range that
   // extends past the end of the object is an error (DataLoss: the object is truncated).
-  virtual void ReadAsync(std::string key, ByteRange range, ReadCallback done) = 0;
+  // Once `cancel` is raised the read ends soon with Cancelled (whatever it was waiting on:
+  // a queue, a backoff, a stalled server), unless its bytes were already in hand.
+  virtual void ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                         CancelRef cancel) = 0;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done) {
+    ReadAsync(std::move(key), range, std::move(done), nullptr);
+  }
 
   // Every key under `prefix` ("" = all), sorted. Keys are relative to the store root.
   virtual Result<std::vector<std::string>> List(std::string_view prefix) = 0;

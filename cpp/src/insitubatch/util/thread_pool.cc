@@ -1,6 +1,8 @@
 #include "insitubatch/util/thread_pool.h"
 
 #include <algorithm>
+#include <new>
+#include <system_error>
 #include <utility>
 
 #if defined(__linux__)
@@ -9,16 +11,37 @@
 
 namespace insitubatch {
 
-ThreadPool::ThreadPool(size_t threads, std::string name) : name_(std::move(name)) {
+Result<std::unique_ptr<ThreadPool>> ThreadPool::Create(size_t threads, std::string name) {
   if (threads == 0) threads = std::max<size_t>(1, std::thread::hardware_concurrency());
-  workers_.reserve(threads);
-  for (size_t i = 0; i < threads; ++i) {
-    workers_.emplace_back([this] { WorkerLoop(); });
+  std::unique_ptr<ThreadPool> pool(new ThreadPool(std::move(name)));
+  Status started = StartThreads(threads, pool->name_, [&pool] {
+    pool->workers_.emplace_back([p = pool.get()] { p->WorkerLoop(); });
+    return pool->workers_.back().native_handle();
+  });
+  if (!started.ok()) return started;  // the destructor joins the threads that did start
+  return pool;
+}
+
+Status StartThreads(size_t count, const std::string& name,
+                    const std::function<std::thread::native_handle_type()>& start_one) {
+  for (size_t i = 0; i < count; ++i) {
+    try {
+      [[maybe_unused]] const auto handle = start_one();
 #if defined(__linux__)
-    // Thread names are capped at 15 characters by the kernel.
-    pthread_setname_np(workers_.back().native_handle(), name_.substr(0, 15).c_str());
+      // Thread names are capped at 15 characters by the kernel.
+      pthread_setname_np(handle, name.substr(0, 15).c_str());
 #endif
+    } catch (const std::system_error& e) {
+      return ResourceExhausted("could not start thread " + std::to_string(i + 1) + " of " +
+                               std::to_string(count) + " (" + name + "): " + e.what() +
+                               "; the process is at its thread limit (see ulimit -u) or out "
+                               "of memory: ask for fewer threads");
+    } catch (const std::bad_alloc&) {
+      return ResourceExhausted("out of memory starting thread " + std::to_string(i + 1) +
+                               " of " + std::to_string(count) + " (" + name + ")");
+    }
   }
+  return Status::Ok();
 }
 
 ThreadPool::~ThreadPool() {

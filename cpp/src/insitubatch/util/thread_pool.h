@@ -12,14 +12,18 @@
 #include <thread>
 #include <vector>
 
+#include "insitubatch/util/result.h"
+
 namespace insitubatch {
 
 class ThreadPool {
  public:
   using Task = std::function<void()>;
 
-  // `threads` = 0 picks std::thread::hardware_concurrency() (at least 1).
-  explicit ThreadPool(size_t threads, std::string name = "insitu");
+  // `threads` = 0 picks std::thread::hardware_concurrency() (at least 1). A thread the
+  // system refuses (the process is at its thread limit) is a ResourceExhausted, never an
+  // exception: the threads already started are joined first.
+  static Result<std::unique_ptr<ThreadPool>> Create(size_t threads, std::string name = "insitu");
   ~ThreadPool();  // runs every queued task, then joins
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
@@ -30,6 +34,7 @@ class ThreadPool {
   size_t queued() const;
 
  private:
+  explicit ThreadPool(std::string name) : name_(std::move(name)) {}
   void WorkerLoop();
 
   mutable std::mutex mutex_;
@@ -39,5 +44,10 @@ class ThreadPool {
   std::string name_;
   std::vector<std::thread> workers_;
 };
+
+// Starts `count` threads through `start_one` (which starts one and returns its handle),
+// naming each `name`; the first one the system refuses ends it with ResourceExhausted.
+Status StartThreads(size_t count, const std::string& name,
+                    const std::function<std::thread::native_handle_type()>& start_one);
 
 }  // namespace insitubatch

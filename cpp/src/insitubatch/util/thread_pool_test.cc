@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <set>
+#include <system_error>
+#include <vector>
 #include <thread>
 
 namespace insitubatch {
@@ -12,9 +14,10 @@ namespace {
 TEST(ThreadPoolTest, RunsEveryTaskBeforeDestruction) {
   std::atomic<int> count{0};
   {
-    ThreadPool pool(4, "test");
-    EXPECT_EQ(pool.size(), 4u);
-    for (int i = 0; i < 1000; ++i) pool.Submit([&] { count.fetch_add(1); });
+    auto pool = ThreadPool::Create(4, "test");
+    ASSERT_TRUE(pool.ok());
+    EXPECT_EQ((*pool)->size(), 4u);
+    for (int i = 0; i < 1000; ++i) (*pool)->Submit([&] { count.fetch_add(1); });
   }
   EXPECT_EQ(count.load(), 1000);
 }
@@ -24,9 +27,10 @@ TEST(ThreadPoolTest, UsesSeveralThreads) {
   std::set<std::thread::id> ids;
   std::atomic<int> arrived{0};
   {
-    ThreadPool pool(3);
+    auto pool = ThreadPool::Create(3);
+    ASSERT_TRUE(pool.ok());
     for (int i = 0; i < 3; ++i) {
-      pool.Submit([&] {
+      (*pool)->Submit([&] {
         {
           std::lock_guard lock(mutex);
           ids.insert(std::this_thread::get_id());
@@ -41,8 +45,27 @@ TEST(ThreadPoolTest, UsesSeveralThreads) {
 }
 
 TEST(ThreadPoolTest, DefaultSizeIsAtLeastOne) {
-  ThreadPool pool(0);
-  EXPECT_GE(pool.size(), 1u);
+  auto pool = ThreadPool::Create(0);
+  ASSERT_TRUE(pool.ok());
+  EXPECT_GE((*pool)->size(), 1u);
+}
+
+// A thread the system refuses is a Status naming the limit, never an exception; the
+// threads started before it are still joined.
+TEST(ThreadPoolTest, RefusedThreadIsResourceExhausted) {
+  std::vector<std::thread> started;
+  const Status status = StartThreads(5, "test", [&]() -> std::thread::native_handle_type {
+    if (started.size() == 3) {
+      throw std::system_error(std::make_error_code(std::errc::resource_unavailable_try_again));
+    }
+    started.emplace_back([] {});
+    return started.back().native_handle();
+  });
+  for (auto& t : started) t.join();
+  EXPECT_EQ(status.code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(status.message().find("thread 4 of 5"), std::string::npos) << status.message();
+  EXPECT_NE(status.message().find("ulimit -u"), std::string::npos) << status.message();
+  EXPECT_EQ(started.size(), 3u);
 }
 
 }  // namespace

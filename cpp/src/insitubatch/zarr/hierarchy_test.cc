@@ -364,7 +364,9 @@ class WrappedStore : public Store {
     for (std::thread& t : threads_) t.join();
   }
 
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done) override {
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
+                 CancelRef cancel) override {
     ++reads_;
     std::lock_guard lock(mutex_);
     threads_.emplace_back([this, key = std::move(key), range, done = std::move(done)] {

@@ -1,0 +1,289 @@
+// The engine's reads: every tile of an admitted slot is queued under the one max_inflight
+// budget, read from the store, decoded into the slot on the decode pool, transformed, and
+// published. A read holds its slot and the LoadStats of the pass that admitted it, never
+// the pass itself, so it may outlive that pass; the slot's CancelFlag ends it early when
+// nobody needs the slot any more.
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include "insitubatch/engine/engine.h"
+#include "insitubatch/engine/gather.h"
+
+namespace insitubatch::engine {
+namespace {
+
+double ThreadCpuSeconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Writes the NaN-or-fill tile used by on_bad_chunk="nan".
+void FillBadTile(const zarr::Array& array, std::span<std::byte> tile) {
+  const zarr::DataType dtype = array.metadata().dtype;
+  if (!dtype.is_float() && !dtype.is_complex()) {
+    array.FillChunk(tile);
+    return;
+  }
+  const size_t component = dtype.component_size();
+  std::byte nan[8];
+  if (component == 8) {
+    const double v = std::numeric_limits<double>::quiet_NaN();
+    std::memcpy(nan, &v, 8);
+  } else if (component == 4) {
+    const float v = std::numeric_limits<float>::quiet_NaN();
+    std::memcpy(nan, &v, 4);
+  } else {
+    const uint16_t v = 0x7e00;  // float16 quiet NaN
+    std::memcpy(nan, &v, 2);
+  }
+  for (size_t i = 0; i + component <= tile.size(); i += component) {
+    std::memcpy(tile.data() + i, nan, component);
+  }
+}
+
+// Physical chunk (C order, sample axis `axis`) -> sample-first tile.
+void MoveSampleAxisToFront(const std::byte* src, std::byte* dst,
+                           const std::vector<uint64_t>& chunk_shape, int axis, size_t itemsize) {
+  uint64_t pre = 1;
+  uint64_t post = itemsize;
+  for (int i = 0; i < axis; ++i) pre *= chunk_shape[i];
+  for (size_t i = axis + 1; i < chunk_shape.size(); ++i) post *= chunk_shape[i];
+  const uint64_t spc = chunk_shape[axis];
+  const int64_t dst_strides[3] = {static_cast<int64_t>(pre * post), static_cast<int64_t>(post), 1};
+  const int64_t src_strides[3] = {static_cast<int64_t>(post), static_cast<int64_t>(spc * post), 1};
+  const uint64_t extents[3] = {spc, pre, post};
+  CopyBox(dst, dst_strides, src, src_strides, extents, 3, 1);
+}
+
+// Bytes that did not decode may have been damaged on the way (a proxy cutting a body
+// that still carried a consistent Content-Length): such a chunk is read once more before
+// it is declared corrupt.
+bool WorthReadingAgain(const Status& status) { return status.code() == StatusCode::kDataLoss; }
+
+}  // namespace
+
+void Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats) {
+  const ArraySource& source = sources_[slot->key.source];
+  {
+    std::lock_guard lock(reads_mutex_);
+    for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
+      queued_reads_.push_back(TileRead{slot, tile, stats});
+      ++outstanding_;
+    }
+  }
+  IssueReads();
+}
+
+void Engine::IssueReads() {
+  for (;;) {
+    TileRead read;
+    uint32_t inflight = 0;
+    {
+      std::lock_guard lock(reads_mutex_);
+      // Reads of abandoned slots are dropped unread: nobody will look at the slot.
+      while (!queued_reads_.empty() && queued_reads_.front().slot->cancel.cancelled()) {
+        queued_reads_.pop_front();
+        --outstanding_;
+      }
+      if (queued_reads_.empty() || inflight_ >= config_.max_inflight) break;
+      read = std::move(queued_reads_.front());
+      queued_reads_.pop_front();
+      inflight = ++inflight_;
+    }
+    reads_cv_.notify_all();
+    {
+      std::lock_guard lock(read.stats->mutex);
+      read.stats->inflight_peak = std::max<uint64_t>(read.stats->inflight_peak, inflight);
+      read.stats->decode_queue_peak =
+          std::max<uint64_t>(read.stats->decode_queue_peak, decode_pool_->queued());
+    }
+    StartRead(std::move(read));
+  }
+  reads_cv_.notify_all();
+}
+
+void Engine::StartRead(TileRead read) {
+  const ArraySource& source = sources_[read.slot->key.source];
+  const std::string key =
+      source.array->ChunkKey(source.PhysicalCoords(read.slot->key.chunk, read.tile));
+  const auto t0 = std::chrono::steady_clock::now();
+  // The slot's flag, kept alive by the slot (which the read holds).
+  CancelRef cancel(read.slot, &read.slot->cancel);
+  // Callbacks hold a raw pointer to the engine: it waits for every outstanding read
+  // before it is destroyed, so its last reference is never dropped on an IO or decode
+  // thread (whose pool the destructor would then try to join from inside).
+  Engine* self = this;
+  auto holder = std::make_shared<TileRead>(std::move(read));
+  source.array->store()->ReadAsync(
+      key, ByteRange::All(),
+      [self, holder, t0](Result<ReadResult> bytes) mutable {
+        const double waited = SecondsSince(t0);
+        // IO threads never decode: hand the bytes to the decode pool. (std::function needs
+        // a copyable task, so the move-only result rides in a holder.)
+        auto result = std::make_shared<Result<ReadResult>>(std::move(bytes));
+        self->decode_pool_->Submit([self, holder, result, waited] {
+          self->DecodeTile(std::move(*holder), std::move(*result), waited);
+        });
+      },
+      std::move(cancel));
+}
+
+void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wait_s) {
+  const double cpu0 = ThreadCpuSeconds();
+  const std::shared_ptr<Slot>& slot = read.slot;
+  const ArraySource& source = sources_[slot->key.source];
+  const zarr::Array& array = *source.array;
+  const std::vector<uint64_t> coords = source.PhysicalCoords(slot->key.chunk, read.tile);
+  const uint64_t tile_bytes = source.stored.tile_bytes;
+  std::span<std::byte> dst(slot->data.data() + read.tile * tile_bytes, tile_bytes);
+  uint64_t stored_bytes = 0;
+  RetryRecord retry;
+  bool transformed = false;  // the chunk transform ran inside decode
+  Status status;
+  if (!bytes.ok()) {
+    status = bytes.status().WithContext(zarr::DescribeChunk(array.path(), coords));
+  } else if (!bytes->found) {
+    retry = std::move(bytes->retry);
+    array.FillChunk(dst);
+  } else {
+    retry = std::move(bytes->retry);
+    stored_bytes = bytes->data.size();
+    if (source.transform_in_decode) {
+      const size_t itemsize = source.stored.itemsize();
+      const zarr::DecodeProgress progress{itemsize, [&](size_t offset, size_t length) {
+        source.transform->ApplyToRun(dst.subspan(offset, length), offset / itemsize);
+      }};
+      status = array.DecodeChunk(bytes->data.span(), coords, dst, &progress);
+      transformed = status.ok();
+    } else if (source.sample_axis == 0) {
+      status = array.DecodeChunk(bytes->data.span(), coords, dst);
+    } else {
+      auto physical = pool_.TakeBuffer(tile_bytes);
+      status = physical.ok() ? array.DecodeChunk(bytes->data.span(), coords, physical->span())
+                             : physical.status();
+      if (status.ok()) {
+        MoveSampleAxisToFront(physical->data(), dst.data(), array.metadata().chunk_shape,
+                              source.sample_axis, source.stored.itemsize());
+      }
+    }
+    bytes = Status::Ok();  // the stored bytes are no longer needed
+  }
+  const bool cancelled = slot->cancel.cancelled() || status.code() == StatusCode::kCancelled;
+  LoadStats& stats = *read.stats;
+  auto account = [&] {
+    std::lock_guard lock(stats.mutex);
+    stats.fetch_wait_s += fetch_wait_s;
+    stats.decode_s += ThreadCpuSeconds() - cpu0;
+    ++stats.tiles_read;
+    stats.bytes_read += stored_bytes;
+    stats.retry.retries += retry.retries;
+    stats.retry.backoff_s += retry.backoff_s;
+    if (!retry.last_error.empty()) stats.retry.last_error = std::move(retry.last_error);
+  };
+  if (!status.ok() && !cancelled && read.attempt == 1 && WorthReadingAgain(status)) {
+    account();
+    {
+      std::lock_guard lock(stats.mutex);
+      ++stats.retry.corrupt_rereads;
+      stats.retry.last_error = status.message();
+    }
+    read.attempt = 2;
+    {
+      std::lock_guard lock(reads_mutex_);
+      --inflight_;  // the token goes back; the read waits for one at the head of the queue
+      queued_reads_.push_front(std::move(read));
+    }
+    IssueReads();
+    return;
+  }
+  std::optional<BadChunk> bad;
+  if (!status.ok() && !cancelled && config_.on_bad_chunk == OnBadChunk::kNan) {
+    FillBadTile(array, dst);
+    status = Status::Ok();
+    std::vector<uint64_t> inner = coords;
+    inner.erase(inner.begin() + source.sample_axis);
+    bad = BadChunk{array.path(), slot->key.chunk, std::move(inner)};
+  }
+  account();
+  if (pool_.TileDone(slot, status, bad ? &*bad : nullptr)) TransformSlot(slot, transformed, stats);
+  read = TileRead{};  // drop the slot and stats before the engine may go
+  {
+    std::lock_guard lock(reads_mutex_);
+    --inflight_;
+    --outstanding_;
+  }
+  reads_cv_.notify_all();
+  IssueReads();
+}
+
+void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, LoadStats& stats) {
+  if (slot->cancel.cancelled()) {  // abandoned: nobody will read it
+    pool_.Publish(slot, Cancelled("the chunk was abandoned"), Buffer());
+    return;
+  }
+  const double cpu0 = ThreadCpuSeconds();
+  const ArraySource& source = sources_[slot->key.source];
+  const int64_t chunk = slot->key.chunk;
+  const int64_t first = chunk * source.spc;
+  const auto samples = static_cast<uint64_t>(std::min(source.spc, source.n_samples - first));
+  auto run = [&]() -> Result<Buffer> {
+    if (applied) return std::move(slot->data);
+    // The transform sees the outer chunk sample-first and unpadded. A chunk stored as one
+    // whole-field tile already is (the padding rows past `samples` are never read), so its
+    // memory is handed over as is: the slot owns it exclusively until Publish replaces it.
+    std::shared_ptr<Buffer> data;
+    if (source.stored.tiles == 1 && source.stored.tile_shape == source.stored.field_shape) {
+      data = std::make_shared<Buffer>(std::move(slot->data));
+    } else {
+      INSITU_ASSIGN_OR_RETURN(Buffer assembled,
+                              pool_.TakeBuffer(samples * source.stored.sample_bytes()));
+      std::vector<int64_t> anchors(samples);
+      for (uint64_t i = 0; i < samples; ++i) anchors[i] = first + static_cast<int64_t>(i);
+      GatherLabel(source.stored, source.spc, Label{"", slot->key.source, 0}, anchors,
+                  [&](SlotKey) -> const Slot& { return *slot; }, assembled.data());
+      data = std::make_shared<Buffer>(std::move(assembled));
+    }
+    ChunkTransformInput input;
+    input.array_path = source.path();
+    input.chunk_index = chunk;
+    input.sample_offset = first;
+    input.samples = samples;
+    input.data = std::move(data);
+    input.layout = &source.stored;
+    const uint64_t out_bytes = samples * source.resident.sample_bytes();
+    if (source.transform->in_place() && input.data->size() >= source.resident.bytes()) {
+      std::span<std::byte> inout(input.data->data(), out_bytes);
+      INSITU_RETURN_IF_ERROR(source.transform->Apply(input, inout));
+      return std::move(*input.data);
+    }
+    INSITU_ASSIGN_OR_RETURN(Buffer output, pool_.TakeBuffer(source.resident.bytes()));
+    INSITU_RETURN_IF_ERROR(
+        source.transform->Apply(input, std::span<std::byte>(output.data(), out_bytes)));
+    return output;
+  };
+  Result<Buffer> output = run();
+  if (output.ok()) {
+    pool_.Publish(slot, Status::Ok(), std::move(output).value());
+  } else {
+    pool_.Publish(slot,
+                  output.status().WithContext("chunk_transform on '" + source.path() + "' chunk " +
+                                              std::to_string(chunk)),
+                  Buffer());
+  }
+  std::lock_guard lock(stats.mutex);
+  stats.assemble_s += ThreadCpuSeconds() - cpu0;
+}
+
+}  // namespace insitubatch::engine
