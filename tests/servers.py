@@ -8,7 +8,10 @@
   PyPI or Debian, so this stands in for one.)
 * ``FaultProxy``: an HTTP proxy in front of either that injects faults per request:
   latency, 503 bursts, connection resets mid-body, truncated bodies, short 206 replies,
-  slow trickles and hangs. A ``FaultPlan`` says which request gets which fault.
+  short 200 replies (a consistent Content-Length), slow trickles and hangs. A ``FaultPlan``
+  says which request gets which fault.
+* ``BlackHole``: a port that listens but never accepts (its backlog is full), so a connect
+  to it neither succeeds nor is refused: what a dead or firewalled endpoint looks like.
 
 Every server binds 127.0.0.1 on a free port, runs in daemon threads and stops on
 ``close()`` (they are context managers).
@@ -37,14 +40,38 @@ class _Server:
 
     def __init__(self, handler_cls: type[BaseHTTPRequestHandler]) -> None:
         self.requests: list[dict] = []
+        self.connections: set[socket.socket] = set()  # open client connections (keep-alive)
         self._lock = threading.Lock()
-        handler = type("Handler", (handler_cls,), {"owner": self})
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._handler = type("Handler", (handler_cls,), {"owner": self})
+        self.port = 0
+        self._serve()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _serve(self) -> None:
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}"
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
         self._thread.start()
+
+    def restart(self, down_seconds: float) -> threading.Thread:
+        """Stops serving (connections are refused) and serves again on the same port after
+        ``down_seconds``, in the background: a server restart. Returns the thread doing it."""
+        def bounce() -> None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            with self._lock:  # a restarted process keeps no connection open
+                for conn in list(self.connections):
+                    try:
+                        conn.shutdown(socket.SHUT_RDWR)
+                    except OSError:
+                        pass
+            time.sleep(down_seconds)
+            self._serve()
+
+        thread = threading.Thread(target=bounce, daemon=True)
+        thread.start()
+        return thread
 
     def record(self, handler: BaseHTTPRequestHandler) -> None:
         with self._lock:
@@ -71,6 +98,17 @@ class _Server:
 class _QuietHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"  # keep-alive, so the client can reuse connections
     disable_nagle_algorithm = True  # headers and body go out in separate writes
+    owner: "_Server"
+
+    def setup(self) -> None:
+        super().setup()
+        with self.owner._lock:
+            self.owner.connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.owner._lock:
+            self.owner.connections.discard(self.connection)
+        super().finish()
 
     def log_message(self, *args) -> None:  # keep pytest output clean
         pass
@@ -217,7 +255,7 @@ class GcsMimic(_Server):
 
 # -- fault injection ------------------------------------------------------------------------
 
-FAULTS = ("503", "429", "500", "reset", "truncate", "short206", "trickle", "hang")
+FAULTS = ("503", "429", "500", "reset", "truncate", "short206", "short200", "trickle", "hang")
 
 
 class FaultPlan:
@@ -363,6 +401,10 @@ class _ProxyHandler(_QuietHandler):
                 self.wfile.write(body[:half])
                 self.close_connection = True
                 self.connection.shutdown(socket.SHUT_RDWR)
+        elif fault == "short200":  # self-consistent 200 whose body is cut: only decoding notices
+            self._send_head(200, [(k, v) for k, v in headers if k.lower() != "content-range"],
+                            half)
+            self.wfile.write(body[:half])
         elif fault == "trickle":
             self._send_head(status, headers, len(body))
             try:
@@ -390,4 +432,39 @@ class FaultProxy(_Server):
         super().__init__(_ProxyHandler)
 
 
-__all__ = ["FAULTS", "FaultPlan", "FaultProxy", "GcsMimic", "RangeServer", "serve_file_bytes"]
+class BlackHole:
+    """127.0.0.1:<port> listening with a full accept queue that nobody drains: a connect
+    there hangs (SYNs are dropped) until the client's own connect timeout."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(0)
+        self.port = self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        # Fill the queue (Linux admits backlog + 1) so later handshakes never complete.
+        self._fillers = []
+        for _ in range(4):
+            c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            c.setblocking(False)
+            try:
+                c.connect(("127.0.0.1", self.port))
+            except BlockingIOError:
+                pass
+            self._fillers.append(c)
+        time.sleep(0.1)
+
+    def close(self) -> None:
+        for c in self._fillers:
+            c.close()
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+__all__ = ["FAULTS", "BlackHole", "FaultPlan", "FaultProxy", "GcsMimic", "RangeServer",
+           "serve_file_bytes"]

@@ -366,7 +366,7 @@ def test_per_epoch_log_line(era, caplog):
     [({"batch_size": 0}, "batch_size"), ({"on_bad_chunk": "skip"}, "on_bad_chunk"),
      ({"persist": True}, "persist=True requires cache_dir"), ({"readonly_cache": True}, "readonly_cache"),
      ({"max_inflight": 0}, "max_inflight"), ({"block_chunks": -1}, "block_chunks"),
-     ({"gather_threads": -1}, "gather_threads"), ({"gather_threads": 10_000}, "gather_threads must be <= 256")],
+     ({"gather_threads": -1}, "gather_threads"), ({"gather_threads": 10_000}, r"gather_threads must be in \[0, 256\]")],
 )
 def test_bad_arguments(era, kwargs, match):
     path, _ = era

@@ -97,5 +97,5 @@ def test_lock_arguments_and_a_closed_dataset(dataset):
     assert not ds._batch_pages_locked(batch.arrays["x"])  # locking never turned on
     ds.close()
     assert not ds._batch_pages_locked(batch.arrays["x"])
-    with pytest.raises(insitubatch.InvalidArgumentError, match="closed"):
+    with pytest.raises(insitubatch.FailedPreconditionError, match="closed"):
         ds._lock_batch_pages(*FakeCudart().functions, 1 << 20)

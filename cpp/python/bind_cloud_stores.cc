@@ -66,14 +66,14 @@ void BindCloudStores(nb::module_& m) {
       .def_rw("max_connections_per_host", &TransportOptions::max_connections_per_host)
       .def("validate", [](const TransportOptions& o) { ThrowIfError(o.Validate()); });
 
-  nb::class_<HttpStore, Store>(m, "HttpStore", "A store over plain HTTP(S) (no listing).")
+  nb::class_<HttpStore, Store>(m, "HttpStore", nb::dynamic_attr(), "A store over plain HTTP(S) (no listing).")
       .def("transport_stats",
            [](const HttpStore& s) { return StatsDict(s.transport_stats()); })
       .def("__repr__", [](const HttpStore& s) {
         return "<insitubatch.HttpStore " + s.Describe("") + ">";
       });
 
-  nb::class_<S3Store, Store>(m, "S3Store", "An S3 (or S3-compatible) bucket prefix.")
+  nb::class_<S3Store, Store>(m, "S3Store", nb::dynamic_attr(), "An S3 (or S3-compatible) bucket prefix.")
       .def_prop_ro("region", &S3Store::region)
       .def_prop_ro("endpoint_url", &S3Store::endpoint_url)
       .def_prop_ro("anonymous", &S3Store::anonymous)
@@ -88,7 +88,7 @@ void BindCloudStores(nb::module_& m) {
                ">";
       });
 
-  nb::class_<GcsStore, Store>(m, "GcsStore", "A Google Cloud Storage bucket prefix.")
+  nb::class_<GcsStore, Store>(m, "GcsStore", nb::dynamic_attr(), "A Google Cloud Storage bucket prefix.")
       .def_prop_ro("endpoint_url", &GcsStore::endpoint_url)
       .def_prop_ro("anonymous", &GcsStore::anonymous)
       .def_prop_ro("credentials_source", &GcsStore::credentials_source,

@@ -159,10 +159,9 @@ void BindEngine(nb::module_& m) {
             // the wait and is raised here; the pass stays open for the caller to close.
             bool interrupted = false;
             Result<std::optional<BatchData>> next = [&] {
-              nb::gil_scoped_release release;
+              GilRelease release;
               return pass.Next([&interrupted]() -> Status {
-                nb::gil_scoped_acquire gil;
-                if (PyErr_CheckSignals() == 0) return Status::Ok();
+                if (!SignalRaised()) return Status::Ok();
                 interrupted = true;
                 return Cancelled("interrupted");
               });
@@ -189,7 +188,7 @@ void BindEngine(nb::module_& m) {
           "close",
           [](PassHandle& h, const std::string& reason) {
             if (!h.pass) return;
-            nb::gil_scoped_release release;
+            GilRelease release;
             h.pass->Close(reason);
           },
           nb::arg("reason") = "the pass was closed",

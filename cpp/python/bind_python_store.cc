@@ -32,19 +32,10 @@ namespace {
 // a loop that is being torn down.
 std::atomic<bool> g_bridge_closed{false};
 
-bool InterpreterFinalizing() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return Py_IsFinalizing() != 0;
-#else
-  return _Py_IsFinalizing() != 0;
-#endif
-}
-
 // Whether this thread may take the GIL to start work. A thread that takes the GIL while
 // the interpreter finalizes is terminated in place, so such reads end Cancelled instead.
 bool BridgeUsable() {
-  return !g_bridge_closed.load(std::memory_order_acquire) && Py_IsInitialized() &&
-         !InterpreterFinalizing();
+  return !g_bridge_closed.load(std::memory_order_acquire) && !InterpreterGone();
 }
 
 Status BridgeClosed(const std::string& where) {
@@ -62,7 +53,7 @@ void DropReferences(std::initializer_list<nb::object*> objects) {
     for (nb::object* o : objects) o->reset();
     return;
   }
-  if (InterpreterFinalizing()) {
+  if (InterpreterGone()) {
     for (nb::object* o : objects) o->release();
     return;
   }
@@ -74,8 +65,8 @@ void DropReferences(std::initializer_list<nb::object*> objects) {
 // engine's callback lives exactly as long as Python may still report an outcome.
 class BridgeRead {
  public:
-  BridgeRead(ReadCallback done, ByteRange range, std::string where)
-      : done_(std::move(done)), range_(range), where_(std::move(where)) {}
+  BridgeRead(ReadCallback done, ByteRange range, std::string where, CancelRef cancel)
+      : done_(std::move(done)), range_(range), where_(std::move(where)), cancel_(std::move(cancel)) {}
   BridgeRead(const BridgeRead&) = delete;
   BridgeRead& operator=(const BridgeRead&) = delete;
 
@@ -89,7 +80,7 @@ class BridgeRead {
   void Complete(Result<ReadResult> result) {
     ReadCallback done = std::exchange(done_, nullptr);
     if (!done) return;
-    if (Py_IsInitialized() && PyGILState_Check() && !InterpreterFinalizing()) {
+    if (Py_IsInitialized() && PyGILState_Check() && !InterpreterGone()) {
       nb::gil_scoped_release release;
       done(std::move(result));
     } else {
@@ -118,6 +109,8 @@ class BridgeRead {
   }
 
   void Missing() { Complete(ReadResult::Missing()); }
+  // Whoever started the read gave up on it: the bridge cancels its coroutine.
+  bool CancelRequested() const { return IsCancelled(cancel_); }
   void Fail(const std::string& why) {
     Complete(IoError("reading " + where_ + range_.Describe() + ": " + why));
   }
@@ -153,6 +146,7 @@ class BridgeRead {
   ReadCallback done_;
   ByteRange range_;
   std::string where_;
+  CancelRef cancel_;
 };
 
 // "ValueError: message" from the exception a Python call raised (no traceback).
@@ -208,7 +202,7 @@ class PythonStore final : public Store {
       done(std::move(status));
       return;
     }
-    auto read = std::make_unique<BridgeRead>(std::move(done), range, Describe(key));
+    auto read = std::make_unique<BridgeRead>(std::move(done), range, Describe(key), std::move(cancel));
     if (!BridgeUsable()) {
       read->Complete(BridgeClosed(Describe(key)));
       return;
@@ -278,9 +272,10 @@ void BindPythonStore(nb::module_& m) {
       .def("found", &BridgeRead::Found, nb::arg("data"))
       .def("missing", &BridgeRead::Missing)
       .def("fail", &BridgeRead::Fail, nb::arg("why"))
-      .def("cancel", &BridgeRead::Cancel, nb::arg("why"));
+      .def("cancel", &BridgeRead::Cancel, nb::arg("why"))
+      .def("cancelled", &BridgeRead::CancelRequested);
 
-  nb::class_<PythonStore, Store>(m, "PythonStore",
+  nb::class_<PythonStore, Store>(m, "PythonStore", nb::dynamic_attr(),
                                  "A native Store over a zarr-python Store object.")
       .def_prop_ro("python_store", &PythonStore::python_store)
       .def("__repr__", [](const PythonStore& s) {

@@ -1,6 +1,11 @@
 // Store bindings: the opaque Store handle every other entry point accepts, and the local
 // constructors (file paths / file:// URLs, in-memory).
 
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
@@ -15,9 +20,52 @@
 #include "insitubatch/io/memory_store.h"
 
 namespace insitubatch::python {
+namespace {
+
+// A blocking read Ctrl-C can interrupt: it waits in slices with the GIL released and runs
+// the signal handlers between them; their exception cancels the read and is raised.
+Result<ReadResult> ReadInterruptibly(Store& store, std::string key, ByteRange range) {
+  struct State {
+    std::mutex mutex;
+    std::condition_variable cv;
+    std::optional<Result<ReadResult>> result;
+    CancelFlag cancel;
+  };
+  auto state = std::make_shared<State>();
+  bool interrupted = false;
+  Result<ReadResult> out = [&]() -> Result<ReadResult> {
+    GilRelease release;
+    store.ReadAsync(
+        std::move(key), range,
+        [state](Result<ReadResult> r) {
+          std::lock_guard lock(state->mutex);
+          state->result = std::move(r);
+          state->cv.notify_all();
+        },
+        CancelRef(state, &state->cancel));
+    std::unique_lock lock(state->mutex);
+    while (!state->result) {
+      if (state->cv.wait_for(lock, std::chrono::milliseconds(50)) == std::cv_status::timeout &&
+          !state->result) {
+        lock.unlock();
+        interrupted = SignalRaised();
+        lock.lock();
+        if (interrupted) {
+          state->cancel.Cancel();
+          return Cancelled("interrupted");
+        }
+      }
+    }
+    return std::move(*state->result);
+  }();
+  if (interrupted) throw nb::python_error();
+  return out;
+}
+
+}  // namespace
 
 void BindStores(nb::module_& m) {
-  nb::class_<Store>(m, "Store", "A key -> bytes store (file, memory, HTTP, S3, ...).")
+  nb::class_<Store>(m, "Store", nb::dynamic_attr(), "A key -> bytes store (file, memory, HTTP, S3, ...).")
       .def(
           "read",
           [](Store& store, std::string key, std::optional<uint64_t> offset,
@@ -32,11 +80,7 @@ void BindStores(nb::module_& m) {
               range = ByteRange::Range(*offset, *length);
             }
             ThrowIfError(ValidateKey(key));
-            Result<ReadResult> result = [&] {
-              nb::gil_scoped_release release;
-              return store.Read(key, range);
-            }();
-            ReadResult r = ValueOrThrow(std::move(result));
+            ReadResult r = ValueOrThrow(ReadInterruptibly(store, std::move(key), range));
             if (!r.found) return nb::none();
             return nb::bytes(reinterpret_cast<const char*>(r.data.data()), r.data.size());
           },
@@ -56,10 +100,10 @@ void BindStores(nb::module_& m) {
         return "<insitubatch.Store " + store.Describe("") + ">";
       });
 
-  nb::class_<FileStore, Store>(m, "FileStore")
+  nb::class_<FileStore, Store>(m, "FileStore", nb::dynamic_attr())
       .def_prop_ro("root", &FileStore::root);
 
-  nb::class_<MemoryStore, Store>(m, "MemoryStore")
+  nb::class_<MemoryStore, Store>(m, "MemoryStore", nb::dynamic_attr())
       .def("__init__", [](MemoryStore* self) { new (self) MemoryStore(); })
       .def(
           "set",
@@ -70,7 +114,7 @@ void BindStores(nb::module_& m) {
           nb::arg("key"), nb::arg("value"))
       .def("erase", &MemoryStore::Erase, nb::arg("key"));
 
-  nb::class_<CountingStore, Store>(m, "CountingStore",
+  nb::class_<CountingStore, Store>(m, "CountingStore", nb::dynamic_attr(),
                                    "Wraps a store and counts reads per key.")
       .def("__init__",
            [](CountingStore* self, std::shared_ptr<Store> inner) {

@@ -17,14 +17,6 @@ namespace {
 using engine::ChunkTransform;
 using engine::ChunkTransformInput;
 
-bool InterpreterGone() {
-#if PY_VERSION_HEX >= 0x030D0000
-  return !Py_IsInitialized() || Py_IsFinalizing();
-#else
-  return !Py_IsInitialized() || _Py_IsFinalizing();
-#endif
-}
-
 std::vector<uint64_t> ShapeOf(nb::handle seq) {
   std::vector<uint64_t> out;
   for (nb::handle v : seq) out.push_back(nb::cast<uint64_t>(v));

@@ -6,7 +6,10 @@
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 
+#include <atomic>
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "insitubatch/util/buffer.h"
@@ -31,6 +34,63 @@ template <typename T>
 T ValueOrThrow(Result<T> result) {
   if (!result.ok()) throw StatusException{std::move(result).status()};
   return std::move(result).value();
+}
+
+// Whether the interpreter is gone or finalizing: a thread that takes the GIL then is ended
+// in place by Python (pthread_exit), and that unwinding through C++ frames aborts the
+// process ("terminate called without an active exception").
+inline bool InterpreterGone() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return !Py_IsInitialized() || Py_IsFinalizing();
+#else
+  return !Py_IsInitialized() || _Py_IsFinalizing();
+#endif
+}
+
+// Python's main thread (the one that finalizes), recorded at import.
+inline unsigned long g_main_thread = 0;
+inline void RecordMainThread() {
+  g_main_thread = nb::cast<unsigned long>(
+      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+}
+
+// Set by an atexit hook (lifecycle.py), before finalization begins: from then on a thread
+// other than the main one never waits for the GIL, since one still waiting when
+// finalization starts is ended in place.
+inline std::atomic<bool> g_exiting{false};
+
+inline bool IsMainThread() { return PyThread_get_thread_ident() == g_main_thread; }
+
+// What another thread does instead of taking the GIL at exit (a daemon thread coming back
+// from a wait): it waits, holding nothing, until the process ends. The main thread itself
+// may always take it back.
+inline void ParkIfFinalizing() {
+  if (IsMainThread() || !(g_exiting.load() || InterpreterGone())) return;
+  for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+}
+
+// Releases the GIL for a blocking call; taking it back during finalization parks instead.
+class GilRelease {
+ public:
+  GilRelease() : state_(PyEval_SaveThread()) {}
+  ~GilRelease() {
+    ParkIfFinalizing();
+    PyEval_RestoreThread(state_);
+  }
+  GilRelease(const GilRelease&) = delete;
+  GilRelease& operator=(const GilRelease&) = delete;
+
+ private:
+  PyThreadState* state_;
+};
+
+// Runs the signal handlers from a thread that released the GIL (Ctrl-C while it waits):
+// true when one raised, with the exception pending for nb::python_error(). Python runs
+// handlers on the main thread only, so other threads never take the GIL for this.
+inline bool SignalRaised() {
+  if (!IsMainThread() || InterpreterGone()) return false;
+  nb::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0;
 }
 
 nb::dlpack::dtype ToDlpackDtype(zarr::DataType dtype);

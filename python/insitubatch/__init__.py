@@ -9,7 +9,9 @@ from .dataset import InSituDataset, SplitView
 from .debug import debug_info, print_debug_info
 from .errors import (
     CacheLockedError,
+    CancelledError,
     CorruptChunkError,
+    FailedPreconditionError,
     InSituError,
     InvalidArgumentError,
     NotFoundError,
@@ -69,9 +71,11 @@ __all__ = [
     "Batch",
     "Cast",
     "CacheLockedError",
+    "CancelledError",
     "ChunkRead",
     "CorruptChunkError",
     "DecodedChunk",
+    "FailedPreconditionError",
     "InSituDataset",
     "InSituError",
     "InvalidArgumentError",

@@ -18,6 +18,7 @@ from typing import Any
 from . import _ext
 
 _SHUTDOWN_TIMEOUT_S = 5.0
+_CANCEL_POLL_S = 0.05
 
 # Kinds of _ext ByteRange (ByteRange::Kind order).
 _ALL, _RANGE, _SUFFIX = 0, 1, 2
@@ -32,6 +33,8 @@ class _Bridge:
 
         self.loop = asyncio.new_event_loop()
         self.tasks: set[asyncio.Task] = set()  # strong references: asyncio keeps weak ones
+        self.reads: dict[asyncio.Task, Any] = {}  # task -> its _ext._BridgeRead
+        self.watcher: asyncio.Task | None = None
         self.closed = False
         ready = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(ready,), name="insitubatch-bridge",
@@ -46,16 +49,35 @@ class _Bridge:
         self.loop.call_soon(ready.set)
         self.loop.run_forever()
 
-    def _start(self, coro) -> None:  # on the loop
+    def _start(self, coro, read) -> None:  # on the loop
         task = self.loop.create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
+        if read is not None:
+            self.reads[task] = read
+            task.add_done_callback(self._forget)
+            if self.watcher is None or self.watcher.done():
+                self.watcher = self.loop.create_task(self._watch())
 
-    def submit(self, coro) -> None:
+    def _forget(self, task) -> None:
+        self.reads.pop(task, None)
+
+    async def _watch(self) -> None:
+        """Cancels the coroutines of reads the engine gave up on (a closed pass), so a
+        stalled store never holds a read the engine waits for at shutdown."""
+        import asyncio
+
+        while self.reads:
+            await asyncio.sleep(_CANCEL_POLL_S)
+            for task, read in list(self.reads.items()):
+                if not task.done() and read.cancelled():
+                    task.cancel()
+
+    def submit(self, coro, read=None) -> None:
         if self.closed:
             coro.close()
             raise RuntimeError("the Python store bridge is shut down")
-        self.loop.call_soon_threadsafe(self._start, coro)
+        self.loop.call_soon_threadsafe(self._start, coro, read)
 
     def run(self, coro) -> Any:
         """Runs ``coro`` on the loop and waits for it (never from the loop itself)."""
@@ -168,7 +190,7 @@ async def _read(store: Any, key: str, kind: int, offset: int, length: int, read:
     except (KeyError, FileNotFoundError):
         read.missing()
     except asyncio.CancelledError:
-        read.cancel("the bridge loop was shut down")
+        read.cancel("the read was cancelled (its pass closed, or the bridge shut down)")
     except Exception as exc:  # noqa: BLE001 - every store failure becomes a StoreError
         read.fail(_describe_error(exc))
     else:
@@ -185,7 +207,7 @@ async def _read(store: Any, key: str, kind: int, offset: int, length: int, read:
 
 
 def _submit(store: Any, key: str, kind: int, offset: int, length: int, read: Any) -> None:
-    _get_bridge().submit(_read(store, key, kind, offset, length, read))
+    _get_bridge().submit(_read(store, key, kind, offset, length, read), read)
 
 
 async def _list(store: Any, prefix: str) -> list[str]:

@@ -9,35 +9,32 @@ from __future__ import annotations
 
 import logging
 import math
-import operator
 import os
 import weakref
+from dataclasses import replace as dataclasses_replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import _ext, shuffle as _shuffle, summary, transforms as _transforms
-from .errors import InSituError, InvalidArgumentError, UnsupportedError
+from . import _ext, arguments, lifecycle, shuffle as _shuffle, summary, transforms as _transforms
+from .errors import (
+    CancelledError,
+    FailedPreconditionError,
+    InSituError,
+    InvalidArgumentError,
+    ResourceExhaustedError,
+    UnsupportedError,
+)
 from .geometry import ArrayGeometry, open_geometries
 from .records import Batch
 from .runtime import PassStats
-from .splits import SplitManifest
-from .stores import as_native_store, close_store
+from .splits import SplitManifest, valid_anchor_range
+from .stores import as_native_store, close_store, reopen_store
 
 logger = logging.getLogger("insitubatch")
 
 _SPLITS = ("train", "val", "test")
 DEFAULT_MAX_INFLIGHT = 32
-
-
-def _positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from None
-    if v < minimum:
-        raise InvalidArgumentError(f"{name} must be >= {minimum}, got {v}")
-    return v
 
 
 class InSituDataset:
@@ -72,20 +69,36 @@ class InSituDataset:
     ) -> None:
         self._engine = None
         self._passes: "weakref.WeakSet[_PassIterator]" = weakref.WeakSet()
+        self._reopen_after_fork = False
+        # What pickling sends to another process (the dataset re-opens itself there).
+        self._init_args = (store, manifest, geometries)
+        self._init_kwargs = dict(
+            batch_size=batch_size, block_chunks=block_chunks, max_inflight=max_inflight, seed=seed,
+            shuffle=shuffle, prefetch_depth=prefetch_depth, cache_dir=cache_dir,
+            cache_budget_bytes=cache_budget_bytes, persist=persist, readonly_cache=readonly_cache,
+            reset_stale_cache=reset_stale_cache, on_bad_chunk=on_bad_chunk,
+            chunk_transforms=chunk_transforms, batch_transforms=batch_transforms,
+            decode_threads=decode_threads, gather_threads=gather_threads)
         if not isinstance(manifest, SplitManifest):
             raise InvalidArgumentError(f"manifest must be a SplitManifest, got {type(manifest).__name__}")
-        self.batch_size = _positive_int("batch_size", batch_size)
-        self.block_chunks_requested = _positive_int("block_chunks", block_chunks)
-        self.max_inflight = DEFAULT_MAX_INFLIGHT if max_inflight is None else _positive_int("max_inflight", max_inflight)
-        self.seed = operator.index(seed)
-        self.shuffle = bool(shuffle)
-        self.prefetch_depth = max(1, operator.index(prefetch_depth))
-        self.decode_threads = _positive_int("decode_threads", decode_threads, minimum=0)
+        self._batch_size = arguments.integer("batch_size", batch_size)
+        self._block_chunks_requested = arguments.integer("block_chunks", block_chunks)
+        self._max_inflight = (DEFAULT_MAX_INFLIGHT if max_inflight is None
+                              else arguments.integer("max_inflight", max_inflight))
+        self._seed = arguments.integer("seed", seed)
+        self._shuffle = arguments.flag("shuffle", shuffle)
+        self._prefetch_depth = arguments.integer("prefetch_depth", prefetch_depth)
+        self._decode_threads = arguments.integer("decode_threads", decode_threads)
         # 0: one gather thread per four decode threads (the producer plus helpers).
-        self.gather_threads = _positive_int("gather_threads", gather_threads, minimum=0)
+        self._gather_threads = arguments.integer("gather_threads", gather_threads)
         if on_bad_chunk not in ("raise", "nan"):
             raise InvalidArgumentError(f'on_bad_chunk must be "raise" or "nan", got {on_bad_chunk!r}')
-        self.on_bad_chunk = on_bad_chunk
+        self._on_bad_chunk = on_bad_chunk
+        for name, value in (("persist", persist), ("readonly_cache", readonly_cache),
+                            ("reset_stale_cache", reset_stale_cache)):
+            arguments.flag(name, value)
+        if cache_budget_bytes is not None:
+            cache_budget_bytes = arguments.integer("cache_budget_bytes", cache_budget_bytes)
         if persist and cache_dir is None:
             raise InvalidArgumentError("persist=True requires cache_dir (a directory to persist chunks in)")
         if readonly_cache and cache_dir is None:
@@ -119,25 +132,39 @@ class InSituDataset:
         self._check_geometries()
 
         ref_spc = manifest.sample_chunk_size
-        self.block_chunks = summary.resolve_block_chunks(
-            self.block_chunks_requested, self.batch_size, ref_spc, manifest.n_chunks)
-        if self.block_chunks != self.block_chunks_requested:
+        self._block_chunks = summary.resolve_block_chunks(
+            self._block_chunks_requested, self._batch_size, ref_spc, manifest.n_chunks)
+        if self._block_chunks != self._block_chunks_requested:
             logger.info("block_chunks raised from %d to %d so one batch of %d fits in one block",
-                        self.block_chunks_requested, self.block_chunks, self.batch_size)
+                        self._block_chunks_requested, self._block_chunks, self._batch_size)
         self._paths = list(dict.fromkeys(g.path for g in self.geometries.values()))
         self._chains, path_outputs = self._resolve_chunk_transforms()
         self._path_outputs = path_outputs
         self._outputs = {label: summary.OutputField(*path_outputs[g.path]) for label, g in self.geometries.items()}
-        self.working_set_bytes = summary.working_set_bytes(
-            self.geometries, self._outputs, block_chunks=self.block_chunks, ref_spc=ref_spc,
-            shuffle=self.shuffle, n_train_chunks=len(manifest.chunks.get("train", [])),
+        self._working_set_bytes = summary.working_set_bytes(
+            self.geometries, self._outputs, block_chunks=self._block_chunks, ref_spc=ref_spc,
+            shuffle=self._shuffle, n_train_chunks=len(manifest.chunks.get("train", [])),
             has_chunk_transforms=bool(self.chunk_transforms))
-        self.cache_budget_bytes = summary.resolve_budget(
-            cache_budget_bytes, self.working_set_bytes, block_chunks=self.block_chunks,
-            n_variables=len(self.geometries))
+        try:
+            self._budget = summary.resolve_budget(
+                cache_budget_bytes, self._working_set_bytes, block_chunks=self._block_chunks,
+                n_variables=len(self.geometries))
+        except ValueError as exc:
+            raise InvalidArgumentError(str(exc)) from None
         self._explicit_budget = cache_budget_bytes
+        self._check_memory()
+        self._labels = [(label, self._paths.index(g.path), g.offset) for label, g in self.geometries.items()]
+        self._epoch = 0
+        self.last_pass: PassStats | None = None
+        self.bad_chunks: list[tuple[str, int, tuple[int, ...]]] = []
+        self._open_engine()
+        lifecycle.LIVE.add(self)
 
-        hierarchy = _ext.open_hierarchy(as_native_store(store))
+    # -- the engine ------------------------------------------------------------------------
+    def _open_engine(self) -> None:
+        """Opens the arrays and starts the native engine (at construction, and again in a
+        forked child that uses the dataset)."""
+        hierarchy = _ext.open_hierarchy(as_native_store(self.store))
         arrays = []
         for path in self._paths:
             arrays.append(hierarchy.open_array(path))
@@ -150,14 +177,61 @@ class InSituDataset:
                 raise InvalidArgumentError(
                     f"geometry of {label!r} ({g.shape}, chunks {g.chunks}) does not match the store's"
                     f" array {g.path!r} ({tuple(meta['shape'])}, chunks {tuple(meta['chunks'])})")
-        self._engine = _ext.Engine(arrays, [axes[p] for p in self._paths], self.cache_budget_bytes,
-                                   self.max_inflight, self.decode_threads, self.on_bad_chunk,
+        self._engine = _ext.Engine(arrays, [axes[p] for p in self._paths], self._budget,
+                                   self._max_inflight, self._decode_threads, self._on_bad_chunk,
                                    [self._transform_spec(p) for p in self._paths],
-                                   gather_threads=self.gather_threads)
-        self._labels = [(label, self._paths.index(g.path), g.offset) for label, g in self.geometries.items()]
-        self._epoch = 0
-        self.last_pass: PassStats | None = None
-        self.bad_chunks: list[tuple[str, int, tuple[int, ...]]] = []
+                                   gather_threads=self._gather_threads,
+                                   pass_floor_bytes=self._working_set_bytes,
+                                   auto_budget=self._explicit_budget is None)
+
+    def _live_engine(self):
+        """The engine, re-opened first in a forked child; FailedPrecondition once closed."""
+        if self._engine is None and self._reopen_after_fork:
+            self.store = reopen_store(self.store)
+            self._reopen_after_fork = False
+            self._open_engine()
+        if self._engine is None:
+            raise FailedPreconditionError("the dataset is closed")
+        return self._engine
+
+    def _after_fork(self) -> None:
+        """In a forked child: the inherited engine's threads exist only in the parent, so it
+        (and every pass) is retired unused; the next pass re-opens the store and engine."""
+        if self._engine is None:
+            return
+        lifecycle.INHERITED.append(self._engine)
+        self._engine = None
+        self._reopen_after_fork = True
+        for it in list(self._passes):
+            it._retire("the pass was started in the parent process before fork(); start a new"
+                       " one in the child")
+        self._passes = weakref.WeakSet()
+
+    # -- pickling (spawn / forkserver workers) ------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        return {"args": self._init_args, "kwargs": self._init_kwargs, "epoch": self._epoch}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(*state["args"], **state["kwargs"])
+        self.set_epoch(state["epoch"])
+
+    # -- read-only configuration ---------------------------------------------------------------
+    # Sizing inputs are fixed at construction: the budget, the floor and the engine were
+    # sized from them. Build a new dataset to change one.
+    batch_size = property(lambda self: self._batch_size)
+    block_chunks = property(lambda self: self._block_chunks, doc="Resolved (after widening).")
+    block_chunks_requested = property(lambda self: self._block_chunks_requested)
+    max_inflight = property(lambda self: self._max_inflight)
+    seed = property(lambda self: self._seed)
+    shuffle = property(lambda self: self._shuffle)
+    prefetch_depth = property(lambda self: self._prefetch_depth)
+    decode_threads = property(lambda self: self._decode_threads)
+    gather_threads = property(lambda self: self._gather_threads)
+    on_bad_chunk = property(lambda self: self._on_bad_chunk)
+    working_set_bytes = property(lambda self: self._working_set_bytes,
+                                 doc="The residency one pass needs (the automatic budget).")
+    cache_budget_bytes = property(lambda self: self._budget,
+                                  doc="The residency budget (grown for concurrent passes when automatic).")
 
     # -- construction checks -------------------------------------------------------------
     def _check_geometries(self) -> None:
@@ -170,6 +244,38 @@ class InSituDataset:
             raise InvalidArgumentError(
                 f"manifest sample-axis length {self.manifest.n_samples} does not match the variables'"
                 f" n_samples={n_samples}")
+        if n_samples == 0:
+            raise InvalidArgumentError(
+                f"the sample axis of {', '.join(map(repr, n))} is empty (0 samples): nothing to iterate")
+        offsets = {label: g.offset for label, g in self.geometries.items()}
+        lo, hi = valid_anchor_range(list(offsets.values()), n_samples)
+        if lo >= hi:
+            raise InvalidArgumentError(
+                f"the window (offsets {offsets}) spans {max(offsets.values()) - min(offsets.values()) + 1}"
+                f" samples but the sample axis has {n_samples}: no anchor fits it")
+
+    def _check_memory(self) -> None:
+        """What the configuration must hold at once (the report's accounted memory) fits
+        the machine: a chunk, batch or queue no machine can hold fails here, not mid-epoch."""
+        have = arguments.machine_memory_bytes()
+        config = self._summary_config(shuffle_quality=False)
+        floor_only = summary.describe(self.geometries, self._outputs,
+                                      dataclasses_replace(config, cache_budget_bytes=None))["memory"]
+        if floor_only["accounted_bytes"] > have:
+            rows = {"the working-set floor (cache_budget_bytes)": floor_only["residency_bytes"],
+                    "reads in flight (max_inflight x stored chunk)": floor_only["inflight_bytes"],
+                    "the batch queue ((prefetch_depth + 1) x batch)": floor_only["queue_bytes"]}
+            worst = max(rows, key=rows.get)
+            raise ResourceExhaustedError(
+                f"this configuration needs {summary.format_bytes(floor_only['accounted_bytes'])} at once"
+                f" but the machine has {summary.format_bytes(have)}; the largest part is {worst}:"
+                f" {summary.format_bytes(rows[worst])}. Lower batch_size, block_chunks, max_inflight or"
+                " prefetch_depth (describe() has the arithmetic; a chunk too large for the machine needs"
+                " an inner-chunked store)")
+        if self._explicit_budget is not None and self._explicit_budget > have:
+            logger.warning("cache_budget_bytes=%d (%s) exceeds this machine's memory (%s): the pool"
+                           " may grow past what it can hold", self._explicit_budget,
+                           summary.format_bytes(self._explicit_budget), summary.format_bytes(have))
 
     def _resolve_chunk_transforms(self):
         """Per array path: the chunk transforms scoped to it, and its folded output field."""
@@ -221,7 +327,7 @@ class InSituDataset:
     # -- epochs and views ----------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:
         """Keys ``train``'s shuffle on ``(seed, epoch)``."""
-        self._epoch = operator.index(epoch)
+        self._epoch = arguments.integer("epoch", epoch)
 
     @property
     def epoch(self) -> int:
@@ -243,29 +349,38 @@ class InSituDataset:
     def all(self) -> "SplitView":
         return SplitView(self, "all", shuffled=False)
 
-    def _chunk_ids(self, split: str) -> np.ndarray:
+    def _chunk_ids(self, split: str, shard: tuple[int, int] = (0, 1)) -> np.ndarray:
         if split == "all":
             ids = sorted({c for s in _SPLITS for c in self.manifest.chunks.get(s, [])})
         else:
             ids = sorted(self.manifest.chunks.get(split, []))
-        return np.asarray(ids, dtype=np.int64)
+        index, count = shard
+        return np.asarray(ids[index::count], dtype=np.int64)
 
-    def _order(self, split: str, shuffled: bool, epoch: int) -> tuple[np.ndarray, np.ndarray]:
-        ids = self._chunk_ids(split)
+    def _order(self, split: str, shuffled: bool, epoch: int,
+               shard: tuple[int, int] = (0, 1)) -> tuple[np.ndarray, np.ndarray]:
+        ids = self._chunk_ids(split, shard)
         m = self.manifest
         if shuffled:
-            return _shuffle.epoch_order(ids, m.sample_chunk_size, m.n_samples, self.block_chunks,
-                                        self.seed, epoch)
-        return _ext.sequential_order(ids, m.sample_chunk_size, m.n_samples, self.block_chunks)
+            return _shuffle.epoch_order(ids, m.sample_chunk_size, m.n_samples, self._block_chunks,
+                                        self._seed, epoch)
+        return _ext.sequential_order(ids, m.sample_chunk_size, m.n_samples, self._block_chunks)
 
-    def _start_pass(self, split: str, shuffled: bool) -> "_PassIterator":
-        if self._engine is None:
-            raise InvalidArgumentError("the dataset is closed")
+    def _start_pass(self, split: str, shuffled: bool, shard: tuple[int, int] = (0, 1)) -> "_PassIterator":
+        engine = self._live_engine()
         # Only the shuffled order depends on the epoch; stats are labelled with it either way.
-        rows, block_start = self._order(split, shuffled, self._epoch if shuffled else 0)
-        native = self._engine.start_pass(split, self._epoch, rows, block_start,
-                                         self.manifest.sample_chunk_size, self.batch_size,
-                                         self.prefetch_depth, self._labels)
+        rows, block_start = self._order(split, shuffled, self._epoch if shuffled else 0, shard)
+        native = engine.start_pass(split, self._epoch, rows, block_start,
+                                   self.manifest.sample_chunk_size, self._batch_size,
+                                   self._prefetch_depth, self._labels)
+        grown = engine.budget_grown
+        if grown > self._budget:
+            self._budget = grown
+            logger.warning(
+                "%d iterations over this dataset run at once: the automatic residency budget grew to"
+                " %s (one working-set floor each) so none can starve another. Size the machine with"
+                " describe(iterations=N), or pass cache_budget_bytes to fix the budget.",
+                grown // max(1, self._working_set_bytes), summary.format_bytes(grown))
         it = _PassIterator(self, native, split, self._epoch)
         self._passes.add(it)
         return it
@@ -277,21 +392,21 @@ class InSituDataset:
             logger.info(stats.log_line())
 
     # -- diagnostics ---------------------------------------------------------------------
-    def _summary_config(self) -> summary.SummaryConfig:
+    def _summary_config(self, *, shuffle_quality: bool = True) -> summary.SummaryConfig:
         return summary.SummaryConfig(
-            batch_size=self.batch_size, block_chunks=self.block_chunks,
-            block_chunks_requested=self.block_chunks_requested, max_inflight=self.max_inflight,
-            prefetch_depth=self.prefetch_depth, shuffle=self.shuffle, seed=self.seed,
+            batch_size=self._batch_size, block_chunks=self._block_chunks,
+            block_chunks_requested=self._block_chunks_requested, max_inflight=self._max_inflight,
+            prefetch_depth=self._prefetch_depth, shuffle=self._shuffle, seed=self._seed,
             cache_budget_bytes=self._explicit_budget, cache_dir=None, persist=False, readonly_cache=False,
             chunk_transforms=tuple(_transforms.display_name(t) for t in self.chunk_transforms),
             batch_transforms=tuple(_transforms.display_name(t) for t in self.batch_transforms),
             samples_per_chunk=self.manifest.sample_chunk_size,
             split_chunks={s: len(self.manifest.chunks.get(s, [])) for s in _SPLITS},
-            shuffle_quality=self._shuffle_quality(),
+            shuffle_quality=self._shuffle_quality() if shuffle_quality else None,
         )
 
     def _shuffle_quality(self) -> float | None:
-        rows, _ = self._order("train", self.shuffle, self._epoch)
+        rows, _ = self._order("train", self._shuffle, self._epoch)
         if rows.shape[0] < 2:
             return None
         return float(_ext.shuffle_quality(rows, self.manifest.sample_chunk_size))
@@ -299,6 +414,7 @@ class InSituDataset:
     def describe(self, *, iterations: int = 1) -> dict[str, Any]:
         """The static cost report (B.13), from geometry and configuration alone: it opens no
         store and runs no pass. ``iterations=N`` sizes the budget for N concurrent passes."""
+        iterations = arguments.integer("iterations", iterations)
         return summary.describe(self.geometries, self._outputs, self._summary_config(), iterations=iterations)
 
     def print_summary(self, *, iterations: int = 1, file=None) -> None:
@@ -319,25 +435,19 @@ class InSituDataset:
 
     def pool_state(self) -> dict[str, int]:
         """The pool right now (resident bytes and slots, pins, evictions) — for tests."""
-        if self._engine is None:
-            raise InvalidArgumentError("the dataset is closed")
-        return dict(self._engine.pool_state())
+        return dict(self._live_engine().pool_state())
 
     def clear_cache(self) -> int:
         """Drops every resident chunk no live pass holds (the next pass refetches them);
         returns how many were dropped. The memory is kept for reuse, within bounds."""
-        if self._engine is None:
-            raise InvalidArgumentError("the dataset is closed")
-        return int(self._engine.clear_cache())
+        return int(self._live_engine().clear_cache())
 
     # -- page-locked batch buffers (the torch CUDA adapter) -----------------------------------
     def _lock_batch_pages(self, register_fn: int, unregister_fn: int, budget_bytes: int) -> None:
         """Page-locks the engine's batch buffers from now on through two C functions
         (addresses of ``cudaHostRegister`` / ``cudaHostUnregister``), within ``budget_bytes``;
         they stay locked while recycled and are unlocked before they are freed."""
-        if self._engine is None:
-            raise InvalidArgumentError("the dataset is closed")
-        self._engine.lock_batch_pages(register_fn, unregister_fn, budget_bytes)
+        self._live_engine().lock_batch_pages(register_fn, unregister_fn, budget_bytes)
 
     def _batch_pages_locked(self, array: np.ndarray) -> bool:
         """Whether a batch array's buffer is page-locked (False once the dataset is closed)."""
@@ -346,14 +456,17 @@ class InSituDataset:
 
     # -- lifetime ------------------------------------------------------------------------
     def close(self) -> None:
-        """Ends every live pass, releases the pool, and closes an async fsspec session the
-        store holds (best effort). Idempotent."""
+        """Ends every live pass (a loop still iterating one, on another thread, raises
+        ``CancelledError``), releases the pool, and closes an async fsspec session the store
+        holds (best effort). Idempotent."""
         for it in list(self._passes):
-            it.close()
+            it.close(reason="the dataset was closed")
         self._passes = weakref.WeakSet()
         if self._engine is not None:
             close_store(self.store)
         self._engine = None
+        self._reopen_after_fork = False
+        lifecycle.LIVE.discard(self)
 
     def __enter__(self) -> "InSituDataset":
         return self
@@ -371,10 +484,12 @@ class InSituDataset:
 class SplitView:
     """A lazy, re-iterable view of one split; every ``iter()`` is a new pass."""
 
-    def __init__(self, dataset: InSituDataset, split: str, *, shuffled: bool) -> None:
+    def __init__(self, dataset: InSituDataset, split: str, *, shuffled: bool,
+                 shard: tuple[int, int] = (0, 1)) -> None:
         self._dataset = dataset
         self.split = split
         self.shuffled = shuffled
+        self._shard = shard  # (first chunk index, stride) into the view's sorted chunks
 
     @property
     def geometries(self) -> dict[str, ArrayGeometry]:
@@ -386,24 +501,33 @@ class SplitView:
         return self._dataset
 
     def __iter__(self) -> "_PassIterator":
-        return self._dataset._start_pass(self.split, self.shuffled)
+        return self._dataset._start_pass(self.split, self.shuffled, self._shard)
+
+    def shard(self, index: int, count: int) -> "SplitView":
+        """This view restricted to share ``index`` of ``count`` (every count-th chunk): the
+        shares are disjoint and together cover the view, whole chunks each, so processes
+        that each iterate one share (DataLoader workers) read every chunk once."""
+        count = arguments.integer("count", count, (1, 2**31 - 1))
+        index = arguments.integer("index", index, (0, count - 1))
+        base, of = self._shard
+        return SplitView(self._dataset, self.split, shuffled=self.shuffled,
+                         shard=(base + index * of, of * count))
 
     def __len__(self) -> int:
         """Batches in one pass of this view (edge anchors of windows excluded)."""
         ds = self._dataset
         m = ds.manifest
-        offsets = [g.offset for g in ds.geometries.values()]
-        lo = max(0, -min(offsets))
-        hi = max(lo, m.n_samples - max(0, max(offsets)))
+        lo, hi = valid_anchor_range([g.offset for g in ds.geometries.values()], m.n_samples)
         spc = m.sample_chunk_size
         rows = 0
-        for c in ds._chunk_ids(self.split).tolist():
+        for c in ds._chunk_ids(self.split, self._shard).tolist():
             start, stop = c * spc, min((c + 1) * spc, m.n_samples)
             rows += max(0, min(stop, hi) - max(start, lo))
         return math.ceil(rows / ds.batch_size)
 
     def __repr__(self) -> str:
-        return f"<SplitView {self.split} ({'shuffled' if self.shuffled else 'sequential'})>"
+        share = "" if self._shard == (0, 1) else f", share {self._shard[0]} of {self._shard[1]}"
+        return f"<SplitView {self.split} ({'shuffled' if self.shuffled else 'sequential'}{share})>"
 
 
 class _PassIterator:
@@ -418,12 +542,15 @@ class _PassIterator:
         self._offsets = {label: offset for label, _, offset in dataset._labels}
         self._transforms = dataset.batch_transforms
         self._done = False
+        self._closed_because: str | None = None  # closed by someone else: why
 
     def __iter__(self) -> "_PassIterator":
         return self
 
     def __next__(self) -> Batch:
         if self._done:
+            if self._closed_because is not None:
+                raise CancelledError(self._closed_because)
             raise StopIteration
         try:
             item = self._native.next()
@@ -445,14 +572,27 @@ class _PassIterator:
             batch = transform(batch)
         return batch
 
-    def close(self) -> None:
+    def close(self, reason: str | None = None) -> None:
+        """Ends the pass. ``reason``: it is closed from outside the loop (the dataset was
+        closed), so a ``next()`` in progress or to come raises ``CancelledError(reason)``."""
         if self._done:
             return
         self._done = True
-        self._native.close()
-        stats = self._native.stats()
+        self._closed_because = reason
+        native = self._native
+        native.close(reason or "the pass was closed")
+        stats = native.stats()
         self._native = None
         self._dataset._pass_finished(PassStats.from_native(stats), stats["bad_chunks"])
+
+    def _retire(self, reason: str) -> None:
+        """In a forked child: the native pass is the parent's; it is kept, unused."""
+        if self._done:
+            return
+        lifecycle.INHERITED.append(self._native)
+        self._native = None
+        self._done = True
+        self._closed_because = reason
 
     def __enter__(self) -> "_PassIterator":
         return self

@@ -62,6 +62,16 @@ class Depths:
 
 
 @dataclass(frozen=True)
+class RetryStats:
+    """Transient store failures retried on the way to a pass's bytes."""
+
+    retries: int = 0
+    backoff_s: float = 0.0   # wall time waiting between attempts
+    last_error: str = ""     # the last failure that was retried
+    corrupt_rereads: int = 0  # chunks read again because their bytes did not decode
+
+
+@dataclass(frozen=True)
 class PassStats:
     """What one pass did. Set even for abandoned passes (closed early)."""
 
@@ -79,6 +89,7 @@ class PassStats:
     wall_s: float
     times: StageTimes = field(default_factory=StageTimes)
     depths: Depths = field(default_factory=Depths)
+    retry: RetryStats = field(default_factory=RetryStats)
 
     @classmethod
     def from_native(cls, d: Mapping[str, Any]) -> "PassStats":
@@ -89,6 +100,7 @@ class PassStats:
             evictions=int(d["evictions"]), bad_chunks=len(d["bad_chunks"]),
             bytes_read=int(d["bytes_read"]), finished=bool(d["finished"]), wall_s=float(d["wall_s"]),
             times=StageTimes(**d["times"]), depths=Depths(**d["depths"]),
+            retry=RetryStats(**d.get("retry", {})),
         )
 
     @property
@@ -148,6 +160,14 @@ class PassStats:
             parts.append(f"re-reads {self.rereads}, evictions {self.evictions}")
         if self.bad_chunks:
             parts.append(f"bad chunks {self.bad_chunks}")
+        r = self.retry
+        if r.retries or r.corrupt_rereads:
+            text = f"retries {r.retries} ({r.backoff_s:.2f} s backing off)"
+            if r.corrupt_rereads:
+                text += f", chunks re-read after a failed decode {r.corrupt_rereads}"
+            if r.last_error:
+                text += f", last: {r.last_error[:200]}"
+            parts.append(text)
         if not self.finished:
             parts.append("abandoned early")
         budget = "unbounded" if d.budget_bytes is None else format_bytes(d.budget_bytes)
@@ -165,4 +185,4 @@ class PassStats:
         return "; ".join(parts)
 
 
-__all__ = ["Depths", "PassStats", "StageTimes"]
+__all__ = ["Depths", "PassStats", "RetryStats", "StageTimes"]

@@ -19,6 +19,7 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
+from . import arguments
 from .errors import InvalidArgumentError
 
 _SPLITS = ("train", "val", "test")
@@ -163,15 +164,20 @@ def split_by_chunk(
     split may get zero chunks. ``contiguous=False`` permutes the candidates with
     ``numpy.random.default_rng(seed)`` first (only for exchangeable samples).
     """
-    fractions = tuple(float(f) for f in fractions)
+    if isinstance(fractions, (str, bytes)) or not isinstance(fractions, Sequence):
+        raise InvalidArgumentError(f"fractions must be three numbers (train, val, test), got {fractions!r}")
     if len(fractions) != 3:
-        raise InvalidArgumentError(f"fractions must be (train, val, test), got {fractions}")
+        raise InvalidArgumentError(f"fractions must be three numbers (train, val, test), got {fractions!r}")
+    fractions = tuple(
+        arguments.finite_fraction(f"fractions[{i}] ({name})", f)
+        for i, (name, f) in enumerate(zip(_SPLITS, fractions))
+    )
     if abs(sum(fractions) - 1.0) > 1e-6:
         raise InvalidArgumentError(
             f"fractions must sum to 1.0, got {fractions} (sum {sum(fractions)})"
         )
-    if any(f < 0 for f in fractions):
-        raise InvalidArgumentError(f"fractions must be non-negative, got {fractions}")
+    seed = arguments.integer("seed", seed)
+    contiguous = arguments.flag("contiguous", contiguous)
 
     spc = geom.sample_chunk_size
     n_samples = geom.n_samples

@@ -14,7 +14,9 @@ values are never echoed in any message, ``repr`` or log.
 
 from __future__ import annotations
 
+import copyreg
 import datetime
+import functools
 import math
 import os
 import re
@@ -22,7 +24,7 @@ from typing import Any, Callable
 from urllib.parse import urlparse
 
 from . import _ext, bridge as _bridge
-from .errors import InvalidArgumentError, UnsupportedError
+from .errors import FailedPreconditionError, InvalidArgumentError, UnsupportedError
 
 Store = _ext.Store
 
@@ -247,7 +249,7 @@ def _transport(options: dict[str, Any]) -> Any:
 
 def local_store(path: str | os.PathLike[str]) -> Store:
     """A store over a local directory."""
-    return _ext.open_file_store(os.fspath(path))
+    return _with_recipe(_ext.open_file_store(os.fspath(path)), os.fspath(path), {})
 
 
 def memory_store() -> Store:
@@ -346,10 +348,11 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
         url = os.fspath(url)
     if not isinstance(url, str) or not url:
         raise InvalidArgumentError(f"store url must be a non-empty string, got {type(url).__name__}")
+    recipe = (url, dict(options))
     scheme = urlparse(url).scheme.lower() if "://" in url else ""
     if scheme in ("", "file"):
         _check_options("file://", options, frozenset())
-        return _ext.open_file_store(url)
+        return _with_recipe(_ext.open_file_store(url), *recipe)
     if scheme == "memory":
         _check_options("memory://", options, frozenset())
         return _ext.MemoryStore()
@@ -370,7 +373,55 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
         url = "gs://" + url.split("://", 1)[1]
     _check_options(label, options, allowed)
     options.pop("read_only", None)
-    return open_backend(url, _flatten_nested(options))
+    return _with_recipe(open_backend(url, _flatten_nested(options)), *recipe)
+
+
+# -- across processes: pickling, and re-opening in a forked child ---------------------------------
+
+
+def _with_recipe(native: Store, url: str, options: dict[str, Any]) -> Store:
+    """Remembers how ``native`` was opened, so another process can open it again. The
+    options may hold credentials: they travel in a pickle as they would in obstore's."""
+    native._recipe = (url, options)
+    return native
+
+
+def _reduce_native(native: Store):
+    recipe = getattr(native, "_recipe", None)
+    if recipe is None:
+        raise TypeError(
+            f"{native!r} cannot be sent to another process: only stores opened by URL"
+            " (insitubatch.store(url, ...)) can be re-opened there; a memory store's contents live"
+            " in this process alone")
+    url, options = recipe
+    return functools.partial(store, **options), (url,)
+
+
+def _reduce_python_store(bridged: Any):
+    return _bridge.wrap_python_store, (bridged.python_store,)
+
+
+for _cls in (_ext.FileStore, _ext.HttpStore, _ext.S3Store, _ext.GcsStore, _ext.MemoryStore,
+             _ext.CountingStore):
+    copyreg.pickle(_cls, _reduce_native)
+copyreg.pickle(_ext.PythonStore, _reduce_python_store)
+
+
+def reopen_store(old: Any) -> Any:
+    """The store ``old`` names, opened again in this process (a forked child, whose copy of
+    a native store has no IO threads). zarr-python stores are returned as they are: the
+    bridge loop restarts in the child on its own."""
+    if isinstance(old, _ext.PythonStore):
+        return _bridge.wrap_python_store(old.python_store)
+    if isinstance(old, _ext.Store):
+        recipe = getattr(old, "_recipe", None)
+        if recipe is None:
+            raise FailedPreconditionError(
+                f"{old!r} was opened before fork() and cannot be re-opened in the child (it was"
+                " not opened by URL); open the dataset in the child, or over insitubatch.store(url)")
+        url, options = recipe
+        return store(url, **options)
+    return old
 
 
 def obstore_store(url: str, **options: Any) -> Store:
@@ -516,5 +567,5 @@ def close_store(store: Any) -> None:
 
 __all__ = [
     "Store", "arraylake_store", "as_native_store", "close_store", "fsspec_store",
-    "icechunk_store", "local_store", "memory_store", "obstore_store", "store",
+    "icechunk_store", "local_store", "memory_store", "obstore_store", "reopen_store", "store",
 ]

@@ -38,6 +38,11 @@ Status Engine::StartThreads() {
 }
 
 Engine::~Engine() {
+  if (fork_.forked()) {  // its threads, and any reads, only ever existed in the parent
+    AbandonAfterFork(std::move(decode_pool_));
+    AbandonAfterFork(std::move(gather_helpers_));
+    return;
+  }
   // No pass is alive (each holds the engine), so every FILLING slot is abandoned: its
   // reads end Cancelled, and the decode pool must outlive them.
   pool_.AbandonFilling();
@@ -79,6 +84,7 @@ Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources,
 }
 
 Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
+  if (fork_.forked()) return FailedPrecondition(std::string("the engine ") + kOpenedBeforeFork);
   if (spec.prefetch_depth == 0) spec.prefetch_depth = 1;
   INSITU_ASSIGN_OR_RETURN(PassPlan plan,
                           BuildPlan(spec.order, spec.ref_spc, spec.batch_size, spec.labels, sources_));

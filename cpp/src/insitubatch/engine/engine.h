@@ -86,6 +86,9 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Cancels the reads still in flight (no pass is alive by then) and waits for them.
   ~Engine();
 
+  // Whether this is a forked child of the process that created the engine (nothing in it
+  // may be used there).
+  bool forked() const { return fork_.forked(); }
   // Starts a pass; its threads run until the pass ends or is closed. With other passes
   // alive it first makes room for one more: the automatic budget grows (see
   // budget_grown()), an explicit one too small for them all fails here, at once.
@@ -150,6 +153,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::atomic<size_t> live_passes_{0};
   std::atomic<uint64_t> budget_grown_{0};
   std::mutex start_mutex_;  // one StartPass sizes the budget at a time
+  ForkGuard fork_;
 };
 
 class Pass {
@@ -217,6 +221,7 @@ class Pass {
   std::thread scheduler_;
   std::thread producer_;
   std::once_flag close_once_;
+  ForkGuard fork_;
 };
 
 }  // namespace insitubatch::engine

@@ -19,10 +19,16 @@
 
 namespace insitubatch::engine::testing {
 
-// Counts reads per key; keys in `fail_keys` return IoError; `delay` slows every read.
+// Counts reads per key; keys in `fail_keys` return IoError; `delay` slows every read;
+// while `stalled`, reads hang (like a server that never answers) until they are cancelled
+// (they end Cancelled) or the stall ends (they complete).
 class CountingStore final : public Store {
  public:
   explicit CountingStore(std::shared_ptr<MemoryStore> inner) : inner_(std::move(inner)) {}
+  ~CountingStore() override {
+    set_stalled(false);
+    if (poller_.joinable()) poller_.join();
+  }
 
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done,
@@ -33,6 +39,15 @@ class CountingStore final : public Store {
       ++total_;
       if (fail_keys_.count(key) != 0) {
         done(IoError("injected failure reading " + key));
+        return;
+      }
+      if (stalled_) {
+        held_.push_back({std::move(key), range, std::move(done), std::move(cancel)});
+        if (!polling_) {
+          if (poller_.joinable()) poller_.join();  // it has left Poll() (polling_ is false)
+          polling_ = true;
+          poller_ = std::thread([this] { Poll(); });
+        }
         return;
       }
     }
@@ -72,14 +87,57 @@ class CountingStore final : public Store {
     fail_keys_.insert(std::move(key));
   }
   void set_delay(std::chrono::milliseconds delay) { delay_ = delay; }
+  void set_stalled(bool stalled) {
+    std::lock_guard lock(mutex_);
+    stalled_ = stalled;
+  }
+  size_t held() const {
+    std::lock_guard lock(mutex_);
+    return held_.size();
+  }
 
  private:
+  struct Held {
+    std::string key;
+    ByteRange range;
+    ReadCallback done;
+    CancelRef cancel;
+  };
+  // Ends held reads that were cancelled, and all of them once the stall is over.
+  void Poll() {
+    for (;;) {
+      std::vector<Held> cancelled, released;
+      bool more;
+      {
+        std::lock_guard lock(mutex_);
+        for (auto it = held_.begin(); it != held_.end();) {
+          if (IsCancelled(it->cancel) || !stalled_) {
+            (stalled_ ? cancelled : released).push_back(std::move(*it));
+            it = held_.erase(it);
+          } else {
+            ++it;
+          }
+        }
+        more = stalled_ || !held_.empty();
+        if (!more && cancelled.empty() && released.empty()) polling_ = false;
+      }
+      for (Held& h : cancelled) h.done(Cancelled("reading " + h.key + ": cancelled"));
+      for (Held& h : released) inner_->ReadAsync(h.key, h.range, std::move(h.done), h.cancel);
+      if (!more && cancelled.empty() && released.empty()) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+
   std::shared_ptr<MemoryStore> inner_;
   mutable std::mutex mutex_;
   std::map<std::string, int> reads_;
   std::set<std::string> fail_keys_;
   int total_ = 0;
   std::chrono::milliseconds delay_{0};
+  bool stalled_ = false;
+  std::vector<Held> held_;
+  bool polling_ = false;
+  std::thread poller_;
 };
 
 // A float32 array at `path` whose element i (C order over `shape`) equals `base + i`,

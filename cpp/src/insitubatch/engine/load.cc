@@ -178,7 +178,7 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
                               source.sample_axis, source.stored.itemsize());
       }
     }
-    bytes = Status::Ok();  // the stored bytes are no longer needed
+    bytes->data = Buffer();  // the stored bytes are no longer needed
   }
   const bool cancelled = slot->cancel.cancelled() || status.code() == StatusCode::kCancelled;
   LoadStats& stats = *read.stats;

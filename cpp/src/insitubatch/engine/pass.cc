@@ -308,6 +308,11 @@ Result<std::optional<BatchData>> Pass::Next(const std::function<Status()>& inter
 
 void Pass::Close(const std::string& reason) {
   std::call_once(close_once_, [this, &reason] {
+    if (fork_.forked()) {  // the pass's threads only ever ran in the parent
+      AbandonAfterFork(std::move(scheduler_));
+      AbandonAfterFork(std::move(producer_));
+      return;
+    }
     {
       std::lock_guard lock(queue_mutex_);
       // A consumer that already saw the end (or an error) has nothing left to be told.

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <numeric>
 #include <set>
+#include <thread>
 
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/engine_testutil.h"
@@ -307,6 +308,134 @@ TEST(PassTest, ConcurrentPassesShareOnePool) {
   }
   EXPECT_EQ(rows, 96u);
   for (const auto& [key, count] : f.store->reads()) EXPECT_EQ(count, 1) << key;
+}
+
+// A stalled store (reads that never answer) must not hold up Close, nor the engine's
+// end: the reads nobody needs any more are cancelled, and the next pass is exact.
+TEST(PassTest, CloseIsPromptWhileTheStoreStalls) {
+  Fixture f;
+  f.Add("t2m", {64, 4}, {2, 4});
+  auto engine = f.MakeEngine();
+  f.store->set_stalled(true);
+  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(32), 2, 64, 4), 2, 4, {{"t2m", 0, 0}}))
+                  .value();
+  while (f.store->held() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  const auto t0 = std::chrono::steady_clock::now();
+  pass->Close("closed by the test");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(500));
+  // A Next after (or during) the close reports it rather than ending quietly.
+  auto next = pass->Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_EQ(next.status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(next.status().message(), "closed by the test");
+  EXPECT_EQ(engine->pool().CountSlots(SlotState::kFilling), 0u);
+  while (f.store->held() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  f.store->set_stalled(false);
+  auto again = engine->StartPass(Spec(SequentialOrder(Iota(32), 2, 64, 4), 2, 4, {{"t2m", 0, 0}}))
+                   .value();
+  EXPECT_EQ(DrainAndCheck(*again, f.sources).size(), 64u);
+  again->Close();
+  f.store->set_stalled(true);
+  auto stuck = engine->StartPass(Spec(SequentialOrder(Iota(32), 2, 64, 4), 2, 4, {{"t2m", 0, 0}}))
+                   .value();
+  engine->pool().EvictUnpinned();
+  stuck.reset();  // closes it
+  const auto t1 = std::chrono::steady_clock::now();
+  engine.reset();  // waits only for reads that end Cancelled
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, std::chrono::milliseconds(500));
+}
+
+// A read another pass still needs survives the close of the pass that started it.
+TEST(PassTest, ReadsOtherPassesNeedOutliveThePassThatStartedThem) {
+  Fixture f;
+  f.Add("t2m", {16, 4}, {4, 4});
+  auto engine = f.MakeEngine();
+  f.store->set_stalled(true);
+  auto order = SequentialOrder(Iota(4), 4, 16, 4);
+  auto first = engine->StartPass(Spec(order, 4, 4, {{"t2m", 0, 0}})).value();
+  while (f.store->held() < 4) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  auto second = engine->StartPass(Spec(order, 4, 4, {{"t2m", 0, 0}})).value();
+  while (engine->pool().CountPinned() < 4 || f.store->total() != 4) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  first->Close();  // the second pass pins every slot the first admitted
+  EXPECT_EQ(engine->pool().CountSlots(SlotState::kFilling), 4u);
+  f.store->set_stalled(false);
+  EXPECT_EQ(DrainAndCheck(*second, f.sources).size(), 16u);
+  for (const auto& [key, count] : f.store->reads()) EXPECT_EQ(count, 1) << key;
+}
+
+TEST(PassTest, ConcurrentPassesGrowTheAutomaticBudgetOrFailAtOnce) {
+  Fixture f;
+  f.Add("t2m", {64, 4}, {4, 4});
+  const uint64_t floor = 2 * 4 * f.sources[0].slot_bytes();  // two blocks of four chunks
+  EngineConfig config;
+  config.budget_bytes = floor;
+  config.pass_floor_bytes = floor;
+  config.auto_budget = true;
+  config.decode_threads = 2;
+  auto engine = Engine::Create(f.sources, config).value();
+  auto order = SequentialOrder(Iota(16), 4, 64, 4);
+  auto a = engine->StartPass(Spec(order, 4, 8, {{"t2m", 0, 0}})).value();
+  EXPECT_EQ(engine->budget_grown(), 0u);
+  auto b = engine->StartPass(Spec(order, 4, 8, {{"t2m", 0, 0}})).value();
+  EXPECT_EQ(engine->budget_grown(), 2 * floor);
+  EXPECT_EQ(engine->pool().budget_bytes(), 2 * floor);
+  // Both always progress, however the consumer interleaves them.
+  size_t rows = 0;
+  for (int i = 0; i < 100; ++i) {
+    for (Pass* p : {a.get(), b.get()}) {
+      auto next = p->Next();
+      ASSERT_TRUE(next.ok()) << next.status().ToString();
+      if (next->has_value()) rows += (*next)->rows;
+    }
+  }
+  EXPECT_EQ(rows, 128u);
+  a->Close();
+  b->Close();
+
+  config.auto_budget = false;  // an explicit budget: the second pass fails as it starts
+  auto fixed = Engine::Create(f.sources, config).value();
+  auto one = fixed->StartPass(Spec(order, 4, 8, {{"t2m", 0, 0}})).value();
+  auto two = fixed->StartPass(Spec(order, 4, 8, {{"t2m", 0, 0}}));
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.status().code(), StatusCode::kResourceExhausted);
+  EXPECT_NE(two.status().message().find("describe(iterations=2)"), std::string::npos)
+      << two.status().message();
+  EXPECT_EQ(DrainAndCheck(*one, f.sources).size(), 64u);
+}
+
+// A chunk that failed to decode is read once more before it is called corrupt; one served
+// as NaN is read again by the next pass instead of being served from the cache.
+TEST(PassTest, BadChunksAreReadAgain) {
+  Fixture f;
+  f.Add("t2m", {8, 4}, {4, 4});
+  const std::string key = f.sources[0].array->ChunkKey({1, 0});
+  auto good = f.memory->Read(key).value();
+  std::string bytes(reinterpret_cast<const char*>(good.data.data()), good.data.size());
+  f.memory->Set(key, bytes.substr(0, bytes.size() - 3));
+  auto engine = f.MakeEngine(0, 4, OnBadChunk::kNan);
+  auto order = SequentialOrder(Iota(2), 4, 8, 4);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    f.store->Reset();
+    auto pass = engine->StartPass(Spec(order, 4, 8, {{"t2m", 0, 0}})).value();
+    auto batch = pass->Next().value();
+    ASSERT_TRUE(batch.has_value());
+    const float* v = reinterpret_cast<const float*>(batch->arrays[0]->data());
+    EXPECT_TRUE(std::isnan(v[4 * 4]));
+    EXPECT_FALSE(pass->Next().value().has_value());
+    pass->Close();
+    EXPECT_EQ(f.store->reads()[key], 2) << "epoch " << epoch;  // the decode failure's second read
+    EXPECT_EQ(pass->stats().retry.corrupt_rereads, 1u);
+    ASSERT_EQ(pass->stats().bad_chunks.size(), 1u);
+    EXPECT_EQ(pass->stats().bad_chunks[0].chunk_index, 1);
+  }
+  f.memory->Set(key, bytes);
+  f.store->Reset();
+  auto pass = engine->StartPass(Spec(order, 4, 8, {{"t2m", 0, 0}})).value();
+  EXPECT_EQ(DrainAndCheck(*pass, f.sources).size(), 8u);
+  EXPECT_EQ(f.store->reads()[key], 1);
+  EXPECT_TRUE(pass->stats().bad_chunks.empty());
 }
 
 TEST(PassTest, BatchBuffersAreRecycled) {

@@ -135,6 +135,64 @@ TEST(ChunkPoolTest, ChunkLargerThanBudgetFailsClearly) {
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
 }
 
+TEST(ChunkPoolTest, FillingSlotNobodyPinsIsAbandonedAndItsReadsCancelled) {
+  ChunkPool pool(0);
+  OwnerId a = pool.RegisterOwner();
+  OwnerId b = pool.RegisterOwner();
+  auto alone = Admit(pool, a, 0);
+  auto shared = Admit(pool, a, 1);
+  Admit(pool, b, 1, 100, Acquired::kInFlight);
+  pool.ReleaseOwner(a);
+  EXPECT_TRUE(alone->cancel.cancelled());   // nobody needs it: its reads stop
+  EXPECT_FALSE(shared->cancel.cancelled());  // b still waits for it
+  EXPECT_EQ(pool.counters().resident_slots, 1u);
+  pool.TileDone(alone, Cancelled("cancelled"));  // the late read is harmless
+  pool.TileDone(shared, Status::Ok());
+  EXPECT_TRUE(pool.WaitReady({0, 1}, kNever).ok());
+  // A released owner cannot pin again (a scheduler racing its pass's close).
+  std::shared_ptr<Slot> slot;
+  auto late = pool.Acquire(a, {0, 5}, 100, 1, false, kNever, kNever, &slot);
+  ASSERT_FALSE(late.ok());
+  EXPECT_EQ(late.status().code(), StatusCode::kCancelled);
+  pool.AbandonFilling();
+  EXPECT_EQ(pool.CountSlots(SlotState::kFilling), 0u);
+}
+
+TEST(ChunkPoolTest, AnOwnersQuotaParksItRunningAhead) {
+  ChunkPool pool(1000);
+  OwnerId a = pool.RegisterOwner(/*quota_bytes=*/200);
+  OwnerId b = pool.RegisterOwner(200);
+  auto s0 = Admit(pool, a, 0);
+  Admit(pool, a, 1);
+  std::shared_ptr<Slot> slot;
+  // Room in the budget, none in a's quota: a parks (here: gives up as stalled).
+  auto over = pool.Acquire(a, {0, 2}, 100, 1, false, kNever, [] { return true; }, &slot);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
+  Admit(pool, b, 2);  // b's quota is its own
+  pool.TileDone(s0, Status::Ok());
+  pool.Unpin(a, {0, 0});
+  Admit(pool, a, 3);  // a released one: room again
+  // Pinning a slot already resident does not count twice for one owner.
+  Admit(pool, a, 1, 100, Acquired::kInFlight);
+  pool.GrowBudget(2000);
+  EXPECT_EQ(pool.budget_bytes(), 2000u);
+  pool.GrowBudget(10);  // never lowers
+  EXPECT_EQ(pool.budget_bytes(), 2000u);
+}
+
+TEST(ChunkPoolTest, NanFilledSlotIsReadAgainOnceNobodyHoldsIt) {
+  ChunkPool pool(0);
+  OwnerId a = pool.RegisterOwner();
+  auto s0 = Admit(pool, a, 0);
+  const BadChunk bad{"v", 0, {0}};
+  pool.TileDone(s0, Status::Ok(), &bad);
+  ASSERT_EQ(s0->bad.size(), 1u);
+  Admit(pool, a, 0, 100, Acquired::kHit);  // while pinned it is shared, NaNs and all
+  pool.Unpin(a, {0, 0}, 2);
+  Admit(pool, a, 0, 100, Acquired::kAdmitted);  // unpinned: read again, not served
+}
+
 // 64 tiles of one slot delivered from 32 threads (TSan checks the publication edge).
 TEST(ChunkPoolTest, ConcurrentTileDelivery) {
   for (int round = 0; round < 8; ++round) {

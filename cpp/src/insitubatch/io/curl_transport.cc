@@ -3,6 +3,7 @@
 #include <curl/curl.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstdio>
 #include <cstring>
@@ -101,14 +102,27 @@ std::string DescribeTransferFailure(CURLcode code, const char* errbuf, CURL* eas
     case CURLE_COULDNT_RESOLVE_PROXY:
       *connect_failure = true;
       return "DNS lookup failed" + after + " (" + curl_text + ")";
-    case CURLE_COULDNT_CONNECT:
+    case CURLE_COULDNT_CONNECT: {
       *connect_failure = true;
+      long os_errno = 0;
+      curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
+      if (os_errno == ECONNREFUSED) {
+        return "connection refused" + after + ": nothing listens there (" + curl_text + ")";
+      }
+      if (os_errno == ENETUNREACH || os_errno == EHOSTUNREACH) {
+        return "host unreachable" + after + " (" + curl_text + ")";
+      }
       return "could not connect" + after + " (" + curl_text + ")";
+    }
     case CURLE_OPERATION_TIMEDOUT:
-      if (connected_us == 0) {
+      if (connected_us == 0 && attempt_s * 1000 >= 0.9 * o.connect_timeout.count()) {
         *connect_failure = true;
         return "connect timed out" + after + ": nothing accepted the connection within "
                "connect_timeout=" + Seconds(o.connect_timeout.count() / 1000.0);
+      }
+      if (connected_us == 0) {  // queued for a connection (others to the host were busy)
+        return "timed out" + after + " waiting for a connection to the server: timeout=" +
+               Seconds(o.timeout.count() / 1000.0) + " covers the whole request";
       }
       return "read timed out" + after + ": the reply did not complete within timeout=" +
              Seconds(o.timeout.count() / 1000.0);
@@ -681,6 +695,10 @@ Result<std::shared_ptr<CurlTransport>> CurlTransport::Create(TransportOptions op
 }
 
 CurlTransport::~CurlTransport() {
+  if (fork_.forked()) {  // the IO threads only ever ran in the parent
+    AbandonAfterFork(std::move(workers_));
+    return;
+  }
   for (auto& worker : workers_) worker->Stop();
   for (auto& worker : workers_) {
     if (!worker->thread.joinable()) continue;
@@ -693,6 +711,10 @@ CurlTransport::~CurlTransport() {
 }
 
 void CurlTransport::Submit(HttpRequest request, ResponseCallback done) {
+  if (fork_.forked()) {
+    done(FailedPrecondition("reading " + request.where + ": the store " + kOpenedBeforeFork));
+    return;
+  }
   counters_->requests.fetch_add(1, std::memory_order_relaxed);
   auto t = std::make_unique<Transfer>();
   t->request = std::move(request);

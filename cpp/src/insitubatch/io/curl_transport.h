@@ -17,6 +17,7 @@
 
 #include "insitubatch/io/http_request.h"
 #include "insitubatch/io/retry_policy.h"
+#include "insitubatch/util/fork_guard.h"
 #include "insitubatch/util/result.h"
 
 namespace insitubatch {
@@ -78,6 +79,7 @@ class CurlTransport {
   std::shared_ptr<Counters> counters_;
   std::vector<std::shared_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};
+  ForkGuard fork_;
 };
 
 }  // namespace insitubatch

@@ -10,6 +10,11 @@
 #include <mutex>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "insitubatch/io/http_store.h"
 #include "insitubatch/io/http_testutil.h"
 
@@ -167,6 +172,64 @@ TEST(CurlTransportTest, ClosingTheStoreCancelsWaitingRetriesPromptly) {
   EXPECT_EQ(a.get_future().get().code(), StatusCode::kCancelled);
   EXPECT_EQ(b.get_future().get().code(), StatusCode::kCancelled);
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+}
+
+// A raised CancelFlag ends a read wherever it waits: backing off before a retry, or on a
+// connection whose server never answers. The store stays usable.
+TEST(CurlTransportTest, RaisedCancelFlagEndsTheReadWithinAFewPolls) {
+  ScriptedServer server({Reply(503, "Service Unavailable", ""), Reply(200, "OK", "fine")});
+  HttpStoreOptions o = FastRetries(5);
+  o.transport.retry = RetryPolicy{5, std::chrono::seconds(30), std::chrono::seconds(60)};
+  auto store = HttpStore::Open(server.url(), o).value();
+  auto flag = std::make_shared<CancelFlag>();
+  std::promise<Status> backing_off;
+  store->ReadAsync("a", ByteRange::All(),
+                   [&](Result<ReadResult> r) { backing_off.set_value(r.status()); }, flag);
+  while (store->transport_stats().retries < 1) std::this_thread::sleep_for(milliseconds(2));
+  auto t0 = std::chrono::steady_clock::now();
+  flag->Cancel();
+  EXPECT_EQ(backing_off.get_future().get().code(), StatusCode::kCancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(500));
+
+  // A port whose accept queue is full: the connect never completes, nothing is refused.
+  const int hole = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(hole, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(hole, 0), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(hole, reinterpret_cast<sockaddr*>(&addr), &len);
+  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  auto stalled = HttpStore::Open(url, FastRetries(1)).value();
+  auto stall_flag = std::make_shared<CancelFlag>();
+  std::promise<Status> hanging;
+  stalled->ReadAsync("b", ByteRange::All(),
+                     [&](Result<ReadResult> r) { hanging.set_value(r.status()); }, stall_flag);
+  std::this_thread::sleep_for(milliseconds(200));
+  t0 = std::chrono::steady_clock::now();
+  stall_flag->Cancel();
+  EXPECT_EQ(hanging.get_future().get().code(), StatusCode::kCancelled);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(500));
+  ::close(hole);
+}
+
+TEST(CurlTransportTest, ARetriedReadReportsWhatItTook) {
+  ScriptedServer server({Reply(503, "Service Unavailable", "busy"), Reply(200, "OK", "payload")});
+  auto store = HttpStore::Open(server.url(), FastRetries(3)).value();
+  auto r = store->Read("k");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->retry.retries, 1u);
+  EXPECT_THAT(r->retry.last_error, HasSubstr("HTTP 503"));
+  // A read that never reached a server is retried only within connect_deadline.
+  HttpStoreOptions o = FastRetries(100);
+  o.transport.retry.connect_deadline = milliseconds(300);
+  auto dead = HttpStore::Open("http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()), o).value();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = dead->Read("k");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("connection refused"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
 }
 
 TEST(CurlTransportTest, StoreReleasedInsideItsOwnCallback) {

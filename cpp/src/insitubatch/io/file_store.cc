@@ -96,6 +96,10 @@ void FileStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
     done(std::move(valid));
     return;
   }
+  if (pool_->forked()) {
+    done(FailedPrecondition("reading " + Describe(key) + ": the store " + kOpenedBeforeFork));
+    return;
+  }
   pool_->Submit([this, key = std::move(key), range, done = std::move(done),
                  cancel = std::move(cancel)]() {
     if (IsCancelled(cancel)) {

@@ -71,5 +71,18 @@ TEST(RetryPolicyTest, RetryableStatuses) {
   EXPECT_EQ(HttpReasonPhrase(999), "");
 }
 
+TEST(RetryPolicyTest, RetriesStopAtTheirWindow) {
+  using std::chrono::milliseconds;
+  RetryPolicy p;
+  p.deadline = milliseconds(1000);
+  p.connect_deadline = milliseconds(100);
+  EXPECT_TRUE(p.ShouldRetry(1, milliseconds(500), milliseconds(400), false));
+  EXPECT_FALSE(p.ShouldRetry(1, milliseconds(700), milliseconds(400), false));
+  EXPECT_FALSE(p.ShouldRetry(1, milliseconds(50), milliseconds(60), true));
+  EXPECT_FALSE(p.ShouldRetry(p.max_attempts, milliseconds(0), milliseconds(0), false));
+  p.deadline = milliseconds(0);
+  EXPECT_EQ(p.Validate().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace insitubatch

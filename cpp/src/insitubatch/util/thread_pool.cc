@@ -45,6 +45,11 @@ Status StartThreads(size_t count, const std::string& name,
 }
 
 ThreadPool::~ThreadPool() {
+  if (fork_.forked()) {
+    AbandonAfterFork(std::move(workers_));
+    AbandonAfterFork(std::move(queue_));
+    return;
+  }
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "insitubatch/util/fork_guard.h"
 #include "insitubatch/util/result.h"
 
 namespace insitubatch {
@@ -24,12 +25,15 @@ class ThreadPool {
   // system refuses (the process is at its thread limit) is a ResourceExhausted, never an
   // exception: the threads already started are joined first.
   static Result<std::unique_ptr<ThreadPool>> Create(size_t threads, std::string name = "insitu");
-  ~ThreadPool();  // runs every queued task, then joins
+  ~ThreadPool();  // runs every queued task, then joins (in a forked child: leaks them)
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
+  // A task submitted in a forked child (where the pool has no threads) never runs: check
+  // forked() first.
   void Submit(Task task);
   size_t size() const { return workers_.size(); }
+  bool forked() const { return fork_.forked(); }
   // Tasks queued but not yet started.
   size_t queued() const;
 
@@ -43,6 +47,7 @@ class ThreadPool {
   bool stopping_ = false;
   std::string name_;
   std::vector<std::thread> workers_;
+  ForkGuard fork_;
 };
 
 // Starts `count` threads through `start_one` (which starts one and returns its handle),

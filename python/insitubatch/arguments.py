@@ -1,0 +1,89 @@
+"""Argument checks for the public constructors, and the one table of their limits.
+
+Every check raises an :class:`~insitubatch.errors.InSituError` subclass naming the
+argument, the value and what is accepted, at construction — never later, inside a pass.
+``docs/limits.md`` is this table in prose.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+import os
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidArgumentError
+
+#: name -> (smallest, largest) accepted value. Past these a value cannot work (a thread or
+#: connection storm, a queue no machine holds) or means a typo.
+LIMITS: dict[str, tuple[int, int]] = {
+    "batch_size": (1, 2**31 - 1),
+    "block_chunks": (1, 2**31 - 1),
+    "max_inflight": (1, 4096),
+    "prefetch_depth": (1, 1024),
+    "decode_threads": (0, 1024),   # 0 = one per core
+    "gather_threads": (0, 256),    # 0 = one per four decode threads
+    "seed": (0, 2**64 - 1),        # numpy's PCG64 keys take unsigned 64-bit words
+    "epoch": (0, 2**64 - 1),
+    "iterations": (1, 1024),
+    "cache_budget_bytes": (1, 2**63 - 1),
+}
+
+
+def integer(name: str, value: Any, limits: tuple[int, int] | None = None) -> int:
+    """``value`` as an int within ``limits`` (default ``LIMITS[name]``); a bool, a float or
+    anything else that is not an integer is refused rather than converted."""
+    lo, hi = LIMITS[name] if limits is None else limits
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        try:  # numpy integers and other __index__ types
+            if isinstance(value, bool):
+                raise TypeError
+            value = operator.index(value)
+        except TypeError:
+            raise InvalidArgumentError(
+                f"{name} must be an integer in [{lo}, {hi}], got {value!r} ({type(value).__name__})"
+            ) from None
+    value = int(value)
+    if not lo <= value <= hi:
+        raise InvalidArgumentError(f"{name} must be in [{lo}, {hi}], got {value}")
+    return value
+
+
+def flag(name: str, value: Any) -> bool:
+    """True or False (numpy booleans too); anything else is refused, not coerced."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InvalidArgumentError(f"{name} must be True or False, got {value!r}")
+
+
+def finite_fraction(name: str, value: Any) -> float:
+    """A real number in [0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise InvalidArgumentError(f"{name} must be a number in [0, 1], got {value!r}")
+    value = float(value)
+    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
+        raise InvalidArgumentError(f"{name} must be a finite number in [0, 1], got {value!r}")
+    return value
+
+
+def machine_memory_bytes() -> int:
+    """The memory this process may use: physical RAM, or the cgroup limit if lower."""
+    try:
+        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, AttributeError):  # pragma: no cover - non-POSIX
+        total = 1 << 40
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path) as f:
+                text = f.read().strip()
+        except OSError:
+            continue
+        if text.isdigit():
+            total = min(total, int(text))
+    return int(total)
+
+
+__all__ = ["LIMITS", "finite_fraction", "flag", "integer", "machine_memory_bytes"]
