@@ -130,10 +130,31 @@ def test_early_break_closes_the_pass(mixed):
     assert len(list(loader)) == len(ds.train)  # and the view is re-iterable
 
 
-def test_worker_processes_are_refused(mixed, monkeypatch):
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("method", ["fork", "forkserver", "spawn"])
+def test_dataloader_workers_share_the_chunks_every_sample_once(mixed, method):
+    open_dataset, sources = mixed
+    ds = open_dataset(batch_transforms=[add_index])
+    ds.set_epoch(2)
+    loader = DataLoader(as_torch(ds.train), batch_size=None, num_workers=2,
+                        multiprocessing_context=method)
+    seen = []
+    for item in loader:
+        idx = item.pop("idx").numpy()
+        seen.append(idx)
+        for label, t in item.items():
+            np.testing.assert_array_equal(t.numpy(), sources[label][idx], strict=True)
+        # Each worker batches its own whole chunks (every other one of chunks 0..7).
+        assert len({int(i) // 8 % 2 for i in idx}) == 1
+    seen = np.concatenate(seen)
+    assert sorted(seen.tolist()) == list(range(64))  # every train sample once
+
+
+def test_a_device_copy_in_a_worker_is_refused(mixed, monkeypatch):
     open_dataset, _ = mixed
-    dataset = as_torch(open_dataset().train)
-    monkeypatch.setattr(torch.utils.data, "get_worker_info", lambda: object())
+    dataset = as_torch(open_dataset().train, device="meta")
+    monkeypatch.setattr(torch.utils.data, "get_worker_info",
+                        lambda: type("W", (), {"id": 0, "num_workers": 2})())
     with pytest.raises(RuntimeError, match="num_workers=0"):
         next(iter(dataset))
 

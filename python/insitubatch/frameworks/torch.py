@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import collections
 import ctypes
+import functools
 import logging
 import operator
 import os
@@ -267,7 +268,10 @@ def _dataset_class(torch):
             """A split view as a torch IterableDataset: each ``iter()`` is one pass.
 
             Use ``DataLoader(ds, batch_size=None, num_workers=0)``: batches are already
-            assembled, and the parallelism is in the engine, not in worker processes.
+            assembled, and the parallelism is in the engine, not in worker processes. With
+            ``num_workers=N`` each worker iterates a disjoint share of whole chunks
+            (``view.shard(worker id, N)``), so every sample still comes once per epoch and
+            every chunk is read by one worker.
             """
 
             def __init__(self, view: Iterable, device, pin_budget_bytes: int | None) -> None:
@@ -277,10 +281,21 @@ def _dataset_class(torch):
                 self.pin_budget_bytes = pin_budget_bytes
 
             def __iter__(self) -> Iterator[dict[str, Any]]:
-                if torch.utils.data.get_worker_info() is not None:
-                    raise RuntimeError(
-                        "as_torch: use DataLoader(..., batch_size=None, num_workers=0); each worker"
-                        " process would replay the whole split (the engine already reads in parallel)")
+                view = self.view
+                worker = torch.utils.data.get_worker_info()
+                if worker is not None:
+                    if self.device is not None:
+                        raise RuntimeError(
+                            f"as_torch(device={str(self.device)!r}) copies to the device itself and"
+                            " cannot run in DataLoader worker processes: use num_workers=0 (the"
+                            " engine already reads in parallel), or drop device= and move batches"
+                            " in the training loop")
+                    shard = getattr(view, "shard", None)
+                    if shard is None:
+                        raise RuntimeError(
+                            "as_torch: this view cannot be split among DataLoader workers; use"
+                            " num_workers=0 (the engine already reads in parallel)")
+                    view = shard(worker.id, worker.num_workers)
                 feeder = None
                 if self.device is not None:
                     budget = (default_pin_budget_bytes() if self.pin_budget_bytes is None
@@ -290,7 +305,7 @@ def _dataset_class(torch):
                         pages = _EnginePages.attach(self.view, budget, cudart_host_register(torch))
                     feeder = _DeviceFeeder(torch, self.device, pin=True, pin_budget_bytes=budget,
                                            pages=pages)
-                it = iter(self.view)
+                it = iter(view)
                 try:
                     for batch in it:
                         arrays = model_arrays(batch)
@@ -307,6 +322,11 @@ def _dataset_class(torch):
 
             def __len__(self) -> int:
                 return len(self.view)
+
+            def __reduce__(self):  # spawned workers: the class is made at first use
+                device = None if self.device is None else str(self.device)
+                return (functools.partial(as_torch, device=device, pin_budget_bytes=self.pin_budget_bytes),
+                        (self.view,))
 
             def __repr__(self) -> str:
                 where = "cpu" if self.device is None else str(self.device)

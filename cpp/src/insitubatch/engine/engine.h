@@ -183,6 +183,8 @@ class Pass {
   Status Start();
   void RunScheduler();
   void RunProducer();
+  void ScheduleBlocks();
+  void ProduceBatches();
   Result<BatchData> GatherBatch(size_t k);
   // Gathers `anchors` of `label` into `out`, split among the engine's gather helpers and
   // this thread; returns the seconds this thread then waited for the helpers.

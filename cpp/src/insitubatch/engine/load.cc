@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <optional>
 
 #include "insitubatch/engine/engine.h"
@@ -157,7 +158,7 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
   } else if (!bytes->found) {
     retry = std::move(bytes->retry);
     array.FillChunk(dst);
-  } else {
+  } else try {
     retry = std::move(bytes->retry);
     stored_bytes = bytes->data.size();
     if (source.transform_in_decode) {
@@ -179,6 +180,8 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
       }
     }
     bytes->data = Buffer();  // the stored bytes are no longer needed
+  } catch (const std::bad_alloc&) {  // the read must still end: never let it out
+    status = ResourceExhausted("out of memory decoding " + zarr::DescribeChunk(array.path(), coords));
   }
   const bool cancelled = slot->cancel.cancelled() || status.code() == StatusCode::kCancelled;
   LoadStats& stats = *read.stats;

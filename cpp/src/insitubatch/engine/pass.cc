@@ -61,7 +61,34 @@ Status Pass::Start() {
   });
 }
 
+// The thread bodies never let an exception out (an allocation failing in one would end the
+// process): it becomes the pass's error, which the consumer receives.
 void Pass::RunScheduler() {
+  try {
+    ScheduleBlocks();
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard lock(progress_mutex_);
+      scheduler_error_ = ResourceExhausted(std::string("the pass's scheduler failed: ") + e.what());
+    }
+    progress_cv_.notify_all();
+  }
+}
+
+void Pass::RunProducer() {
+  try {
+    ProduceBatches();
+  } catch (const std::exception& e) {
+    {
+      std::lock_guard lock(queue_mutex_);
+      queue_.push_back(ResourceExhausted(std::string("the pass's producer failed: ") + e.what()));
+      producer_done_ = true;
+    }
+    queue_cv_.notify_all();
+  }
+}
+
+void Pass::ScheduleBlocks() {
   std::unordered_set<SlotKey, SlotKeyHash> touched;
   auto cancelled = [this] { return cancelled_.load(); };
   std::chrono::steady_clock::time_point stall_since{};
@@ -218,7 +245,7 @@ double Pass::GatherRows(const Label& label, std::span<const int64_t> anchors,
   return SecondsSince(t0);
 }
 
-void Pass::RunProducer() {
+void Pass::ProduceBatches() {
   for (size_t k = 0; k < plan_.batches() && !cancelled_.load(); ++k) {
     Status failure;
     {
