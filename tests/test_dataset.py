@@ -312,6 +312,24 @@ def test_describe_budget_is_the_engines(era):
     assert report["memory"]["working_set_bytes"] == ds.working_set_bytes
 
 
+def test_describe_slot_charges_are_what_the_pool_charges(tmp_path):
+    """A reshaping chunk transform on one array, none on the other: the per-slot charge
+    describe() reports for each is what the engine's pool charges for it."""
+    from insitubatch import applies
+    from insitubatch.transforms import Cast
+
+    path = write(tmp_path, {"a": (field(32, inner=(5, 6)), (4, 2, 4)), "b": (field(32, inner=(7,)), (8, 3))})
+    store = insitubatch.local_store(path)
+    geoms = open_geometries(store)
+    for label in ("a", "b"):
+        ds = InSituDataset(store, split_by_chunk(geoms[label], fractions=(1.0, 0.0, 0.0)), {label: geoms[label]},
+                           batch_size=4, shuffle=False, cache_budget_bytes=1 << 24,
+                           chunk_transforms=[applies(["a"], Cast("float64"))] if label == "a" else ())
+        collect(ds.train)
+        state = ds.pool_state()
+        assert state["resident_bytes"] == state["resident_slots"] * ds.describe()["variables"][label]["slot_bytes"]
+
+
 def test_memory_flat_across_epochs(era):
     path, _ = era
     store = insitubatch.local_store(path)

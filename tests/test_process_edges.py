@@ -260,3 +260,21 @@ def test_exit_with_live_datasets_is_quiet(tmp_path, store):
     """, timeout=60)
     assert out["exiting"]
     assert "leak" not in out["stderr"] and "Traceback" not in out["stderr"], out["stderr"]
+
+
+def test_close_while_a_python_chunk_transform_runs_does_not_deadlock(tmp_path):
+    """The engine's end waits for reads whose Python chunk transforms need the GIL: close()
+    must hand the GIL back while it waits."""
+    out = run_child(tmp_path, """
+        def slow(chunk):
+            time.sleep(0.2)
+            return chunk
+        ds = InSituDataset(insitubatch.local_store(root), manifest, geoms, batch_size=4, chunk_transforms=[slow])
+        it = iter(ds.train)
+        next(it)
+        t0 = time.monotonic()
+        ds.close()
+        del it
+        report(close_s=time.monotonic() - t0)
+    """, timeout=60)
+    assert out["close_s"] < 5

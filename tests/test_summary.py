@@ -1,7 +1,8 @@
 """describe() / print_summary() arithmetic and layout (behaviour-spec B.13, B.8, B.11; C 28/30/31).
 
-summary.py is pure arithmetic; these tests load it (and the real ArrayGeometry) without the
-package __init__ or the native extension, under a private package name with a stub ``_ext``.
+summary.py is arithmetic over geometry (the sizing rules are the engine's, through the native
+extension); these tests load it and the real ArrayGeometry from the source tree, without the
+package __init__, under a private package name whose ``_ext`` is the installed extension.
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ def _load_package():
         pkg = types.ModuleType(_PKG)
         pkg.__path__ = []  # nothing is found on disk: every submodule is placed explicitly
         sys.modules[_PKG] = pkg
-        # geometry imports _ext at module level but never calls it in these tests
-        sys.modules[f"{_PKG}._ext"] = types.ModuleType(f"{_PKG}._ext")
+        # summary's sizing is the engine's: the real extension stands in for the package's
+        import insitubatch._ext
+
+        sys.modules[f"{_PKG}._ext"] = insitubatch._ext
     _load("errors")
     return _load("geometry"), _load("summary")
 
@@ -151,17 +154,6 @@ def test_describe_structure():
                 "estimated_peak_bytes", "budget_is_automatic", "working_set_bytes"):
         assert key in report["memory"], key
     assert all(set(n) == {"code", "severity", "subject", "message"} for n in report["notes"])
-
-
-def test_summary_module_needs_no_package():
-    spec = importlib.util.spec_from_file_location("_standalone_summary", _SRC / "summary.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
-    try:
-        spec.loader.exec_module(module)  # no relative imports, no _ext
-    finally:
-        del sys.modules[spec.name]
-    assert module.format_bytes(1024) == "1.0 KiB"
 
 
 # -- formatting ------------------------------------------------------------------------------------

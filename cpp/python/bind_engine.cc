@@ -103,6 +103,13 @@ nb::dict StatsToDict(const PassStats& s) {
 // holds shared_ptr handles rather than the objects themselves.
 struct EngineHandle {
   std::shared_ptr<Engine> engine;
+  // The engine's end waits for its reads, whose chunk transforms may need the GIL.
+  ~EngineHandle() {
+    if (engine) {
+      nb::gil_scoped_release release;
+      engine.reset();
+    }
+  }
 };
 
 struct PassHandle {

@@ -109,5 +109,6 @@ void BindBuildInfo(nb::module_& m);
 void BindEngine(nb::module_& m);
 void BindBench(nb::module_& m);
 void BindOrder(nb::module_& m);
+void BindSizing(nb::module_& m);
 
 }  // namespace insitubatch::python

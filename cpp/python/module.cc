@@ -19,4 +19,5 @@ NB_MODULE(_ext, m) {
   insitubatch::python::BindEngine(m);
   insitubatch::python::BindBench(m);
   insitubatch::python::BindOrder(m);
+  insitubatch::python::BindSizing(m);
 }

@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from . import _ext
+from .errors import FailedPreconditionError, InvalidTypeError
 
 _SHUTDOWN_TIMEOUT_S = 5.0
 _CANCEL_POLL_S = 0.05
@@ -76,17 +77,17 @@ class _Bridge:
     def submit(self, coro, read=None) -> None:
         if self.closed:
             coro.close()
-            raise RuntimeError("the Python store bridge is shut down")
+            raise FailedPreconditionError("the Python store bridge is shut down")
         self.loop.call_soon_threadsafe(self._start, coro, read)
 
     def run(self, coro) -> Any:
         """Runs ``coro`` on the loop and waits for it (never from the loop itself)."""
         if threading.current_thread() is self.thread:
             coro.close()
-            raise RuntimeError("a blocking bridge call was made from the bridge loop thread")
+            raise FailedPreconditionError("a blocking bridge call was made from the bridge loop thread")
         if self.closed:
             coro.close()
-            raise RuntimeError("the Python store bridge is shut down")
+            raise FailedPreconditionError("the Python store bridge is shut down")
         import asyncio
 
         # Future.result() waits with the GIL released.
@@ -259,7 +260,7 @@ def wrap_python_store(obj: Any) -> _ext.Store:
     if isinstance(obj, _ext.Store):
         return obj
     if not is_python_store(obj):
-        raise TypeError(f"{type(obj).__name__} is not a zarr-python Store (it needs async get()"
+        raise InvalidTypeError(f"{type(obj).__name__} is not a zarr-python Store (it needs async get()"
                         " and list_prefix())")
     _get_bridge()  # start the loop now, not on the engine's first read
     return _ext.open_python_store(obj, _location(obj), _submit, _list_keys)

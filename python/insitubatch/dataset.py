@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import time
 import weakref
 from dataclasses import replace as dataclasses_replace
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -22,6 +23,7 @@ from .errors import (
     FailedPreconditionError,
     InSituError,
     InvalidArgumentError,
+    InvalidTypeError,
     ResourceExhaustedError,
     UnsupportedError,
 )
@@ -110,10 +112,10 @@ class InSituDataset:
                                    "the heap pool is the cache (raise cache_budget_bytes to keep more)")
         for kind, seq in (("chunk", chunk_transforms), ("batch", batch_transforms)):
             if callable(seq) or isinstance(seq, (str, bytes)):
-                raise TypeError(f"{kind}_transforms must be a sequence of callables, got {seq!r}")
+                raise InvalidTypeError(f"{kind}_transforms must be a sequence of callables, got {seq!r}")
             for t in seq:
                 if not callable(t):
-                    raise TypeError(f"{kind} transform {t!r} is not callable")
+                    raise InvalidTypeError(f"{kind} transform {t!r} is not callable")
         self.cache_dir = None
         self.persist = False
         self.readonly_cache = False
@@ -140,7 +142,9 @@ class InSituDataset:
         self._paths = list(dict.fromkeys(g.path for g in self.geometries.values()))
         self._chains, path_outputs = self._resolve_chunk_transforms()
         self._path_outputs = path_outputs
-        self._outputs = {label: summary.OutputField(*path_outputs[g.path]) for label, g in self.geometries.items()}
+        # The labels a chunk transform reshapes or assembles (the others keep their field).
+        self._outputs = {label: summary.OutputField(*path_outputs[g.path])
+                         for label, g in self.geometries.items() if self._chains[g.path]}
         self._working_set_bytes = summary.working_set_bytes(
             self.geometries, self._outputs, block_chunks=self._block_chunks, ref_spc=ref_spc,
             shuffle=self._shuffle, n_train_chunks=len(manifest.chunks.get("train", [])),
@@ -386,6 +390,10 @@ class InSituDataset:
         return it
 
     def _pass_finished(self, stats: PassStats, bad_chunks: list) -> None:
+        if not any(not it._done for it in self._passes):
+            # A chunk transform's exception no live pass can still receive: let it go (its
+            # traceback holds chunk arrays).
+            self._transform_errors.clear()
         self.last_pass = stats
         self.bad_chunks = [tuple(b) for b in bad_chunks]
         if logger.isEnabledFor(logging.INFO):
@@ -518,11 +526,8 @@ class SplitView:
         ds = self._dataset
         m = ds.manifest
         lo, hi = valid_anchor_range([g.offset for g in ds.geometries.values()], m.n_samples)
-        spc = m.sample_chunk_size
-        rows = 0
-        for c in ds._chunk_ids(self.split, self._shard).tolist():
-            start, stop = c * spc, min((c + 1) * spc, m.n_samples)
-            rows += max(0, min(stop, hi) - max(start, lo))
+        rows = _ext.pass_rows(ds._chunk_ids(self.split, self._shard).tolist(), m.sample_chunk_size,
+                              m.n_samples, lo, hi)
         return math.ceil(rows / ds.batch_size)
 
     def __repr__(self) -> str:
@@ -543,20 +548,22 @@ class _PassIterator:
         self._transforms = dataset.batch_transforms
         self._done = False
         self._closed_because: str | None = None  # closed by someone else: why
+        self._batch_transform_s = 0.0  # thread CPU in batch transforms
 
     def __iter__(self) -> "_PassIterator":
         return self
 
     def __next__(self) -> Batch:
-        if self._done:
+        native = self._native  # another thread may close the pass meanwhile
+        if self._done or native is None:
             if self._closed_because is not None:
                 raise CancelledError(self._closed_because)
             raise StopIteration
         try:
-            item = self._native.next()
+            item = native.next()
         except InSituError as exc:
+            original = self._dataset._transform_errors.take(str(exc))  # before close() clears them
             self.close()
-            original = self._dataset._transform_errors.take(str(exc))
             if original is not None:  # a chunk transform's own exception, re-raised as itself
                 raise original from None
             raise
@@ -568,8 +575,11 @@ class _PassIterator:
             raise StopIteration
         arrays, indices = item
         batch = Batch(dict(zip(self._labels, arrays)), indices, dict(self._offsets))
-        for transform in self._transforms:
-            batch = transform(batch)
+        if self._transforms:
+            t0 = time.thread_time()
+            for transform in self._transforms:
+                batch = transform(batch)
+            self._batch_transform_s += time.thread_time() - t0
         return batch
 
     def close(self, reason: str | None = None) -> None:
@@ -582,6 +592,7 @@ class _PassIterator:
         native = self._native
         native.close(reason or "the pass was closed")
         stats = native.stats()
+        stats["times"]["batch_transform_s"] = self._batch_transform_s
         self._native = None
         self._dataset._pass_finished(PassStats.from_native(stats), stats["bad_chunks"])
 

@@ -17,6 +17,11 @@ class InvalidArgumentError(InSituError, ValueError):
     """An argument, a metadata document or a key is malformed."""
 
 
+class InvalidTypeError(InvalidArgumentError, TypeError):
+    """An argument of the wrong type (a string where a list of paths is meant, an object
+    that is not a store): also a ``TypeError``."""
+
+
 class NotFoundError(InSituError, FileNotFoundError, KeyError):
     """A store root, group or array does not exist (a missing *chunk* is fill value)."""
 
@@ -50,6 +55,11 @@ class FailedPreconditionError(InSituError, RuntimeError):
     """The object is in the wrong state for the call (e.g. used after close())."""
 
 
+class MissingDependencyError(InSituError, ImportError):
+    """An optional dependency (a framework, icechunk, ...) is not installed: the message
+    names the extra to install."""
+
+
 class CacheLockedError(InSituError, RuntimeError):
     """Another process holds the cache directory's writer lock."""
 
@@ -61,6 +71,8 @@ __all__ = [
     "FailedPreconditionError",
     "InSituError",
     "InvalidArgumentError",
+    "InvalidTypeError",
+    "MissingDependencyError",
     "NotFoundError",
     "ResourceExhaustedError",
     "StoreError",

@@ -16,7 +16,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from . import _ext
-from .errors import InvalidArgumentError, NotFoundError
+from .errors import InvalidArgumentError, InvalidTypeError, NotFoundError
 
 
 def _as_int_tuple(name: str, values: Sequence[int]) -> tuple[int, ...]:
@@ -177,7 +177,7 @@ def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axi
     array in the store. ``sample_axis`` applies to every returned geometry.
     """
     if isinstance(variables, str):
-        raise TypeError(
+        raise InvalidTypeError(
             f"variables must be a list of array paths, not the string {variables!r}"
             f" (did you mean [{variables!r}]?)"
         )
@@ -191,7 +191,7 @@ def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axi
         except NotFoundError:
             raise NotFoundError(f"no array {path!r} in {store.describe('')}") from None
         if kind == "group":
-            raise TypeError(
+            raise InvalidTypeError(
                 f"{path!r} is a Group, not an array; open_geometries handles arrays"
                 " (variables), not subgroups"
             )

@@ -221,12 +221,9 @@ def split_by_chunk(
 def valid_anchor_range(offsets: Sequence[int], n_samples: int) -> tuple[int, int]:
     """Half-open anchor range ``[lo, hi)`` for which every ``anchor + offset`` lies in
     ``[0, n_samples)``; empty (``lo == hi``) when the window is wider than the array."""
-    offsets = [operator.index(k) for k in offsets]
-    if not offsets:
-        return 0, n_samples
-    lo = max(0, -min(offsets))
-    hi = max(lo, n_samples - max(0, max(offsets)))
-    return lo, hi
+    from . import _ext  # the engine's rule (engine/sizing.h); lazy: splits loads first
+
+    return tuple(_ext.valid_anchor_range([operator.index(k) for k in offsets], operator.index(n_samples)))
 
 
 __all__ = ["SplitManifest", "SplitName", "split_by_chunk", "valid_anchor_range"]

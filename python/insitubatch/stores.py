@@ -24,7 +24,13 @@ from typing import Any, Callable
 from urllib.parse import urlparse
 
 from . import _ext, bridge as _bridge
-from .errors import FailedPreconditionError, InvalidArgumentError, UnsupportedError
+from .errors import (
+    FailedPreconditionError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    MissingDependencyError,
+    UnsupportedError,
+)
 
 Store = _ext.Store
 
@@ -389,7 +395,7 @@ def _with_recipe(native: Store, url: str, options: dict[str, Any]) -> Store:
 def _reduce_native(native: Store):
     recipe = getattr(native, "_recipe", None)
     if recipe is None:
-        raise TypeError(
+        raise InvalidTypeError(
             f"{native!r} cannot be sent to another process: only stores opened by URL"
             " (insitubatch.store(url, ...)) can be re-opened there; a memory store's contents live"
             " in this process alone")
@@ -441,7 +447,7 @@ def as_native_store(obj: Any) -> Store:
     if _bridge.is_python_store(obj):
         return _bridge.wrap_python_store(obj)
     hint = " (open a URL with insitubatch.store(url))" if isinstance(obj, (str, os.PathLike)) else ""
-    raise TypeError(
+    raise InvalidTypeError(
         f"expected an insitubatch Store or a zarr-python Store (async get/list_prefix), got"
         f" {type(obj).__module__}.{type(obj).__qualname__}{hint}"
     )
@@ -486,7 +492,7 @@ def icechunk_store(url: str, *, anonymous: bool | None = None, region: str | Non
     try:
         import icechunk
     except ImportError:
-        raise ImportError("icechunk_store needs icechunk; install it with:"
+        raise MissingDependencyError("icechunk_store needs icechunk; install it with:"
                           " pip install 'insitubatch[icechunk]'") from None
     if scheme == "file":
         given = sorted(k for k, v in {"anonymous": anonymous, "region": region, **kwargs}.items()
@@ -519,7 +525,7 @@ def arraylake_store(repo: str, *, branch: str = "main") -> Any:
     try:
         from arraylake import Client
     except ImportError:
-        raise ImportError("arraylake_store needs the Arraylake client; install it with:"
+        raise MissingDependencyError("arraylake_store needs the Arraylake client; install it with:"
                           " pip install 'insitubatch[arraylake]'") from None
     return Client().get_repo(repo).readonly_session(branch).store
 

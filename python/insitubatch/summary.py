@@ -1,15 +1,16 @@
 """The static memory and layout report behind ``describe()`` / ``print_summary()``.
 
 Everything here is arithmetic over geometry and configuration: no store is opened, no chunk
-is read and no pass runs (behaviour-spec B.13). It is also the *one* home of the residency
-floor (:func:`working_set_bytes`) and of the pool's per-slot charge (:func:`slot_bytes`), so
-the engine's automatic budget and the report can never disagree.
+is read and no pass runs. The numbers the engine enforces -- the pool's per-slot charge
+(:func:`slot_bytes`), the gather run, the residency floor (:func:`working_set_bytes`) and
+``block_chunks`` widening -- are computed by the engine's own sizing code (C++, through the
+bindings), so the automatic budget and the report can never disagree. This module formats
+them and adds the advice.
 
 Geometries are duck-typed: anything with the attributes of
 :class:`insitubatch.geometry.ArrayGeometry` (``path, shape, chunks, dtype, offset,
 sample_axis, n_samples, sample_chunk_size, n_chunks, inner_shape, inner_chunks,
-n_inner_chunks(), tile_shape(), chunk_bytes``) will do. This module imports only numpy and
-the standard library, so it works before the native extension is built.
+n_inner_chunks(), tile_shape(), chunk_bytes``) will do.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+
+from . import _ext
+from .errors import InvalidArgumentError
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -125,39 +129,41 @@ def _stored_chunk_bytes(geometry: Any) -> int:
     return math.prod(geometry.tile_shape()) * np.dtype(geometry.dtype).itemsize
 
 
+def _slot(geometry: Any, output: OutputField | None) -> dict[str, int]:
+    """The engine's slot layout for ``geometry`` (``output``: after a chunk transform)."""
+    kwargs = {}
+    if output is not None:
+        kwargs = {"out_field": list(output.inner_shape), "out_dtype": output.dtype.str}
+    return _ext.slot_layout([int(x) for x in geometry.shape], [int(x) for x in geometry.chunks],
+                            int(geometry.sample_axis), np.dtype(geometry.dtype).str, **kwargs)
+
+
 def slot_bytes(geometry: Any, output: OutputField, has_chunk_transforms: bool) -> int:
-    """The pool's budget charge for one slot of ``geometry`` (B.4).
+    """The pool's budget charge for one slot of ``geometry``.
 
     Without chunk transforms: every stored chunk of the outer chunk, kept whole (edge-tile
     padding included) = ``geometry.chunk_bytes``. With chunk transforms the slot is also
     assembled as the output field, so the charge is the larger of the two.
     """
-    tiles = int(geometry.chunk_bytes)
-    if not has_chunk_transforms:
-        return tiles
-    assembled = int(geometry.sample_chunk_size) * output.sample_bytes
-    return max(tiles, assembled)
+    return int(_slot(geometry, output if has_chunk_transforms else None)["slot_bytes"])
 
 
 def _gather_run_bytes(geometry: Any, output: OutputField, has_chunk_transforms: bool) -> int:
-    """Longest contiguous run gather copies out of a slot (B.13).
+    """Longest contiguous run gather copies out of a slot: the item size times the tile
+    extents from the last field axis inward, up to the first axis whose tile does not span
+    the array. With chunk transforms the slot is one assembled tile of the output field."""
+    return int(_slot(geometry, output if has_chunk_transforms else None)["gather_run_bytes"])
 
-    Start at the item size and walk the field axes from last to first, multiplying by the tile
-    extent, stopping after the first axis whose tile does not span the array. With chunk
-    transforms the slot is one assembled tile of the output field, so the run is that field.
-    """
-    if has_chunk_transforms:
-        return output.sample_bytes
-    run = np.dtype(geometry.dtype).itemsize
-    for extent, chunk in zip(reversed(tuple(geometry.inner_shape)), reversed(tuple(geometry.inner_chunks))):
-        run *= min(int(chunk), int(extent))
-        if int(chunk) != int(extent):
-            break
-    return run
+
+def _transformed(label: str, outputs: Mapping[str, OutputField] | None, has_ct: bool) -> bool:
+    """Whether ``label``'s slot is assembled by a chunk transform: ``outputs`` lists the
+    transformed labels (all of them when it is None)."""
+    return has_ct and (outputs is None or label in outputs)
 
 
 def _variable_record(label: str, g: Any, out: OutputField, has_ct: bool) -> dict[str, Any]:
-    slot = slot_bytes(g, out, has_ct)
+    layout = _slot(g, out if has_ct else None)
+    slot = int(layout["slot_bytes"])
     logical = min(int(g.sample_chunk_size), int(g.n_samples)) * out.sample_bytes
     return {
         "label": label,
@@ -177,7 +183,7 @@ def _variable_record(label: str, g: Any, out: OutputField, has_ct: bool) -> dict
         "logical_chunk_bytes": logical,
         "slot_bytes": slot,
         "ragged_multiplier": (slot / logical) if logical else 1.0,
-        "gather_run_bytes": _gather_run_bytes(g, out, has_ct),
+        "gather_run_bytes": int(layout["gather_run_bytes"]),
         "output_inner_shape": out.inner_shape,
         "output_dtype": str(out.dtype),
     }
@@ -186,8 +192,7 @@ def _variable_record(label: str, g: Any, out: OutputField, has_ct: bool) -> dict
 # -- sizing --------------------------------------------------------------------------------
 def resolve_block_chunks(requested: int, batch_size: int, ref_spc: int, n_chunks: int) -> int:
     """``block_chunks`` widened so one batch fits in one block (never narrowed), at least 1."""
-    need = math.ceil(int(batch_size) / max(1, int(ref_spc)))
-    return max(1, int(requested), min(need, int(n_chunks)))
+    return int(_ext.resolve_block_chunks(int(requested), int(batch_size), int(ref_spc), int(n_chunks)))
 
 
 def working_set_bytes(
@@ -201,56 +206,15 @@ def working_set_bytes(
     reread_spill: bool = False,
     has_chunk_transforms: bool = False,
 ) -> int:
-    """The residency floor (B.13): the engine's automatic budget and the smallest legal one.
-
-    Uniform sample chunking (every variable's spc equals ``ref_spc``): each label costs one
-    slot per anchor chunk, two if its offset is not chunk-aligned; ``B`` blocks of
-    ``block_chunks`` anchor chunks are held (``B = 3`` under re-read spill, else 2). Windowed
-    and shuffled without spill, a chunk stays pinned across blocks, so the floor is raised to
-    the train split plus the offset reach, counting each path once. Non-uniform chunking: a
-    window of ``B * block_chunks * ref_spc`` anchor samples costs ``ceil(window / spc_v) + 1``
-    of each variable's chunks; shuffled (without spill), raised to hold the train split.
-    """
-    labels = list(geometries)
-    if not labels:
-        return 0
-    ref_spc = max(1, int(ref_spc))
-    block_chunks = int(block_chunks)
-    n_train_chunks = max(0, int(n_train_chunks))
-    blocks = 3 if reread_spill else 2
-    slots = {
-        label: slot_bytes(g, _output_for(label, g, outputs), has_chunk_transforms)
+    """The residency floor: the engine's automatic budget and the smallest legal one
+    (the rule is the engine's: ``engine/sizing.h``)."""
+    labels = [
+        (g.path, slot_bytes(g, _output_for(label, g, outputs), _transformed(label, outputs, has_chunk_transforms)),
+         int(g.sample_chunk_size), int(g.offset))
         for label, g in geometries.items()
-    }
-    if all(int(geometries[label].sample_chunk_size) == ref_spc for label in labels):
-        per_anchor = sum(
-            (1 if int(geometries[label].offset) % ref_spc == 0 else 2) * slots[label] for label in labels
-        )
-        floor = blocks * block_chunks * per_anchor
-        offsets = [int(geometries[label].offset) for label in labels]
-        windowed = any(o != 0 for o in offsets)
-        if windowed and shuffle and not reread_spill:
-            span = max(offsets) - min(offsets)
-            per_path: dict[str, int] = {}
-            for label in labels:
-                path = geometries[label].path
-                per_path[path] = max(per_path.get(path, 0), slots[label])
-            floor = max(floor, (n_train_chunks + math.ceil(span / ref_spc)) * sum(per_path.values()))
-        return int(floor)
-    window = blocks * block_chunks * ref_spc
-    floor = sum(
-        (math.ceil(window / int(geometries[label].sample_chunk_size)) + 1) * slots[label] for label in labels
-    )
-    if shuffle and not reread_spill:
-        train = n_train_chunks * ref_spc
-        floor = max(
-            floor,
-            sum(
-                (math.ceil(train / int(geometries[label].sample_chunk_size)) + 1) * slots[label]
-                for label in labels
-            ),
-        )
-    return int(floor)
+    ]
+    return int(_ext.working_set_floor(labels, int(block_chunks), max(1, int(ref_spc)), bool(shuffle),
+                                      max(0, int(n_train_chunks)), bool(reread_spill)))
 
 
 def resolve_budget(explicit: int | None, floor: int, *, block_chunks: int, n_variables: int) -> int:
@@ -259,7 +223,7 @@ def resolve_budget(explicit: int | None, floor: int, *, block_chunks: int, n_var
         return int(floor)
     explicit = int(explicit)
     if explicit < floor:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"cache_budget_bytes={explicit} ({format_bytes(explicit)}) is below the residency floor of"
             f" {int(floor)} bytes ({format_bytes(floor)}) that block_chunks={int(block_chunks)} needs for"
             f" {int(n_variables)} variable(s): the pool would starve mid-epoch. Pass"
@@ -347,7 +311,7 @@ def describe(
     """The static report: ``{"variables", "config", "memory", "notes", "footnotes",
     "shuffle_quality"}`` (B.13), from geometry and configuration alone."""
     if int(iterations) < 1:
-        raise ValueError(f"iterations must be >= 1, got {iterations}")
+        raise InvalidArgumentError(f"iterations must be >= 1, got {iterations}")
     iterations = int(iterations)
     labels = list(geometries)
     has_ct = bool(config.chunk_transforms)
@@ -355,7 +319,8 @@ def describe(
         (int(g.sample_chunk_size) for g in geometries.values()), default=1
     )
     outs = {label: _output_for(label, geometries[label], outputs) for label in labels}
-    variables = {label: _variable_record(label, geometries[label], outs[label], has_ct) for label in labels}
+    variables = {label: _variable_record(label, geometries[label], outs[label],
+                                         _transformed(label, outputs, has_ct)) for label in labels}
 
     split_chunks = dict(config.split_chunks)
     n_train = split_chunks.get("train", 0)
@@ -373,9 +338,10 @@ def describe(
     inflight = int(config.max_inflight) * widest
     queue = (prefetch_depth + 1) * sum(int(config.batch_size) * outs[label].sample_bytes for label in labels)
     scratch = 0
-    if has_ct:  # one assembly per path, however many labels alias it
+    if has_ct:  # one assembly per transformed path, however many labels alias it
         per_path = {
-            v["path"]: v["stored_chunk_bytes"] * v["stored_chunks_per_chunk"] for v in variables.values()
+            v["path"]: v["stored_chunk_bytes"] * v["stored_chunks_per_chunk"]
+            for label, v in variables.items() if _transformed(label, outputs, has_ct)
         }
         scratch = sum(per_path.values())
     accounted = residency + inflight + queue + scratch

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, InvalidTypeError, NotFoundError
 from .geometry import ArrayGeometry
 from .records import ChunkRead, DecodedChunk
 
@@ -45,13 +45,13 @@ def applies(arrays: Sequence[str], transform: Callable) -> ScopedTransform:
     their geometry, and never call it. A name matching no array in the dataset raises when
     the dataset is built."""
     if isinstance(arrays, (str, bytes)):
-        raise TypeError(f"applies() takes a sequence of array paths, not the string {arrays!r}"
+        raise InvalidTypeError(f"applies() takes a sequence of array paths, not the string {arrays!r}"
                         f" (did you mean [{arrays!r}]?)")
     names = tuple(str(a).strip("/") for a in arrays)
     if not names:
         raise InvalidArgumentError("applies() needs at least one array path")
     if not callable(transform):
-        raise TypeError(f"applies(): {transform!r} is not callable")
+        raise InvalidTypeError(f"applies(): {transform!r} is not callable")
     validate = getattr(transform, "validate_scope", None)
     if callable(validate):
         validate(names)
@@ -92,7 +92,7 @@ class StandardScaler:
     def __call__(self, chunk: DecodedChunk) -> DecodedChunk:
         name = chunk.read.array
         if name not in self.mean:
-            raise KeyError(f"StandardScaler has no statistics for array {name!r}")
+            raise NotFoundError(f"StandardScaler has no statistics for array {name!r}")
         dtype = chunk.data.dtype if chunk.data.dtype.kind == "f" else np.dtype(np.float32)
         chunk.data = ((chunk.data - self.mean[name]) / (self.std[name] + self.eps)).astype(dtype, copy=False)
         return chunk
@@ -168,6 +168,10 @@ class TransformErrors:
         with self._lock:
             return self._errors.pop(token, None)
 
+    def clear(self) -> None:
+        with self._lock:
+            self._errors.clear()
+
 
 _NATIVE_NUMERIC = frozenset(np.dtype(c) for c in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8"))
 
@@ -235,7 +239,7 @@ class ScaleOffset:
     def __call__(self, chunk: DecodedChunk) -> DecodedChunk:
         name = chunk.read.array
         if name not in self.scale:
-            raise KeyError(f"ScaleOffset has no scale/offset for array {name!r}")
+            raise NotFoundError(f"ScaleOffset has no scale/offset for array {name!r}")
         out = self._out(chunk.data.dtype)
         chunk.data = chunk.data.astype(out) * out.type(self.scale[name]) + out.type(self.offset[name])
         return chunk
@@ -285,7 +289,7 @@ def python_callback(path: str, chain: Sequence[Callable], out_shape: tuple[int, 
             out = np.ascontiguousarray(chunk.data)
             want = (data.shape[0], *out_shape)
             if out.shape != want or out.dtype != out_dtype:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"chunk_transform produced shape {out.shape} {out.dtype} for array {path!r} but the"
                     f" cache slot is sized {want} {out_dtype} ({names}); output_inner must agree with"
                     " what the transform returns")

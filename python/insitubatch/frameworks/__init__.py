@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ..errors import InvalidTypeError, MissingDependencyError
+
 _FRAMEWORKS = {
     # module -> (display name, extra)
     "torch": ("PyTorch", "torch"),
@@ -37,7 +39,7 @@ def require(module: str) -> Any:
     try:
         return importlib.import_module(module)
     except ImportError as exc:
-        raise ImportError(
+        raise MissingDependencyError(
             f"insitubatch.frameworks needs {name}; install it with: pip install 'insitubatch[{extra}]'"
             f" (importing {module!r} failed: {exc})"
         ) from exc
@@ -48,7 +50,7 @@ def model_arrays(batch) -> dict[str, np.ndarray]:
     ``offsets`` are bookkeeping and stay on the numpy Batch."""
     arrays = getattr(batch, "arrays", None)
     if not isinstance(arrays, dict):
-        raise TypeError(f"expected an insitubatch Batch (with .arrays), got {type(batch).__name__}")
+        raise InvalidTypeError(f"expected an insitubatch Batch (with .arrays), got {type(batch).__name__}")
     return arrays
 
 

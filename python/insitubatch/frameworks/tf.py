@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 from typing import Any
 
+from ..errors import InvalidArgumentError, InvalidTypeError
 from . import model_arrays, require
 
 
@@ -42,9 +43,9 @@ def as_tf_dataset(view, prefetch: int = 2):
     try:
         prefetch = operator.index(prefetch)
     except TypeError:
-        raise TypeError(f"prefetch must be an integer, got {prefetch!r}") from None
+        raise InvalidTypeError(f"prefetch must be an integer, got {prefetch!r}") from None
     if prefetch < 0:
-        raise ValueError(f"prefetch must be >= 0, got {prefetch}")
+        raise InvalidArgumentError(f"prefetch must be >= 0, got {prefetch}")
     signature = output_signature(view)
     labels = tuple(signature)
 
@@ -55,7 +56,7 @@ def as_tf_dataset(view, prefetch: int = 2):
                 arrays = model_arrays(batch)
                 missing = [label for label in labels if label not in arrays]
                 if missing:
-                    raise KeyError(f"as_tf_dataset: a batch lacks {missing}, which the view's geometries"
+                    raise InvalidArgumentError(f"as_tf_dataset: a batch lacks {missing}, which the view's geometries"
                                    f" declare (batch arrays: {sorted(arrays)})")
                 yield {label: arrays[label] for label in labels}
         finally:

@@ -25,6 +25,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from ..errors import FailedPreconditionError, InvalidArgumentError, InvalidTypeError
 from . import default_pin_budget_bytes, model_arrays, owned_copy, require
 
 logger = logging.getLogger("insitubatch")
@@ -285,14 +286,14 @@ def _dataset_class(torch):
                 worker = torch.utils.data.get_worker_info()
                 if worker is not None:
                     if self.device is not None:
-                        raise RuntimeError(
+                        raise FailedPreconditionError(
                             f"as_torch(device={str(self.device)!r}) copies to the device itself and"
                             " cannot run in DataLoader worker processes: use num_workers=0 (the"
                             " engine already reads in parallel), or drop device= and move batches"
                             " in the training loop")
                     shard = getattr(view, "shard", None)
                     if shard is None:
-                        raise RuntimeError(
+                        raise FailedPreconditionError(
                             "as_torch: this view cannot be split among DataLoader workers; use"
                             " num_workers=0 (the engine already reads in parallel)")
                     view = shard(worker.id, worker.num_workers)
@@ -351,9 +352,9 @@ def as_torch(view, *, device=None, pin_budget_bytes: int | None = None):
         try:
             pin_budget_bytes = operator.index(pin_budget_bytes)
         except TypeError:
-            raise TypeError(f"pin_budget_bytes must be an integer, got {pin_budget_bytes!r}") from None
+            raise InvalidTypeError(f"pin_budget_bytes must be an integer, got {pin_budget_bytes!r}") from None
         if pin_budget_bytes < 0:
-            raise ValueError(f"pin_budget_bytes must be >= 0, got {pin_budget_bytes}")
+            raise InvalidArgumentError(f"pin_budget_bytes must be >= 0, got {pin_budget_bytes}")
     return _dataset_class(torch)(view, device, pin_budget_bytes)
 
 

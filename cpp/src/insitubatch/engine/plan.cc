@@ -12,19 +12,6 @@ void SortUnique(std::vector<SlotKey>& keys) {
 
 }  // namespace
 
-AnchorRange ValidAnchorRange(const std::vector<Label>& labels, int64_t n_samples) {
-  if (labels.empty()) return {0, n_samples};
-  int64_t min_offset = 0;
-  int64_t max_offset = 0;
-  for (const Label& l : labels) {
-    min_offset = std::min(min_offset, l.offset);
-    max_offset = std::max(max_offset, l.offset);
-  }
-  const int64_t lo = std::max<int64_t>(0, -min_offset);
-  const int64_t hi = std::max(lo, n_samples - std::max<int64_t>(0, max_offset));
-  return {lo, hi};
-}
-
 Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size,
                            const std::vector<Label>& labels,
                            const std::vector<ArraySource>& sources) {
@@ -38,7 +25,9 @@ Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size
       return InvalidArgument("All variables must share the same sample-axis length");
     }
   }
-  const AnchorRange valid = ValidAnchorRange(labels, n_samples);
+  std::vector<int64_t> offsets;
+  for (const Label& l : labels) offsets.push_back(l.offset);
+  const AnchorRange valid = ValidAnchorRange(offsets, n_samples);
   KeepAnchorsIn(order, ref_spc, valid.lo, valid.hi);
 
   PassPlan plan;

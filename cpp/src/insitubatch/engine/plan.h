@@ -32,13 +32,6 @@ struct PassPlan {
   size_t rows() const { return order.rows(); }
 };
 
-// Valid anchors [lo, hi): every anchor + offset of every label lies inside the array.
-struct AnchorRange {
-  int64_t lo = 0;
-  int64_t hi = 0;
-};
-AnchorRange ValidAnchorRange(const std::vector<Label>& labels, int64_t n_samples);
-
 Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size,
                            const std::vector<Label>& labels,
                            const std::vector<ArraySource>& sources);

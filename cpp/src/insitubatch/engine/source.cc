@@ -4,52 +4,27 @@
 
 namespace insitubatch::engine {
 
-uint64_t SlotLayout::sample_bytes() const {
-  uint64_t n = itemsize();
-  for (uint64_t extent : field_shape) n *= extent;
-  return n;
-}
-
 Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array,
                                         int sample_axis,
                                         std::shared_ptr<const ChunkTransform> transform) {
   const zarr::ArrayMetadata& meta = array->metadata();
-  const int ndim = static_cast<int>(meta.ndim());
-  if (sample_axis < 0 || sample_axis >= ndim) {
-    return InvalidArgument("sample_axis " + std::to_string(sample_axis) + " out of range for " +
-                           std::to_string(ndim) + "-D array '" + array->path() + "'");
-  }
+  auto stored = StoredLayout({meta.shape, meta.chunk_shape, sample_axis, meta.dtype});
+  if (!stored.ok()) return stored.status().WithContext("array '" + array->path() + "'");
   ArraySource s;
   s.array = std::move(array);
   s.sample_axis = sample_axis;
   s.n_samples = static_cast<int64_t>(meta.shape[sample_axis]);
   s.spc = static_cast<int64_t>(meta.chunk_shape[sample_axis]);
-  SlotLayout& stored = s.stored;
-  stored.dtype = meta.dtype;
-  stored.tile_bytes = meta.chunk_bytes();
-  for (int axis = 0; axis < ndim; ++axis) {
-    if (axis == sample_axis) continue;
-    const uint64_t extent = meta.shape[axis];
-    const uint64_t chunk = meta.chunk_shape[axis];
-    stored.field_shape.push_back(extent);
-    stored.tile_shape.push_back(chunk);
-    stored.grid.push_back(extent == 0 ? 0 : (extent + chunk - 1) / chunk);
-    stored.tiles *= stored.grid.back();
-  }
-  s.resident = stored;
+  s.stored = std::move(stored).value();
+  s.resident = s.stored;
   if (transform) {
-    SlotLayout& out = s.resident;
-    out.field_shape = transform->output_field();
-    out.tile_shape = out.field_shape;
-    out.grid.assign(out.field_shape.size(), 1);
-    out.tiles = 1;
-    out.dtype = transform->output_dtype();
-    out.tile_bytes = static_cast<uint64_t>(s.spc) * out.sample_bytes();
+    s.resident = TransformedLayout(s.spc, transform->output_field(), transform->output_dtype());
     s.transform = std::move(transform);
+    const SlotLayout& in = s.stored;
+    const SlotLayout& out = s.resident;
     s.transform_in_decode = s.transform->fuses_into_decode() && sample_axis == 0 &&
-                            stored.tiles == 1 && stored.tile_shape == stored.field_shape &&
-                            out.field_shape == stored.field_shape &&
-                            out.dtype.id == stored.dtype.id;
+                            in.tiles == 1 && in.tile_shape == in.field_shape &&
+                            out.field_shape == in.field_shape && out.dtype.id == in.dtype.id;
   }
   return s;
 }

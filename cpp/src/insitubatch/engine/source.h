@@ -10,24 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "insitubatch/engine/sizing.h"
 #include "insitubatch/util/buffer.h"
 #include "insitubatch/zarr/array.h"
 
 namespace insitubatch::engine {
-
-// How a resident outer chunk is laid out: `tiles` blocks (row-major over `grid`), each a
-// sample-first (spc, *tile_shape) array. Gather reads through this.
-struct SlotLayout {
-  std::vector<uint64_t> field_shape;  // per-sample extents (what a batch row holds)
-  std::vector<uint64_t> tile_shape;   // per-sample extents of one tile
-  std::vector<uint64_t> grid;         // tiles per field axis
-  uint64_t tiles = 1;
-  uint64_t tile_bytes = 0;            // spc x prod(tile_shape) x itemsize
-  zarr::DataType dtype;
-  size_t itemsize() const { return dtype.itemsize(); }
-  uint64_t bytes() const { return tiles * tile_bytes; }
-  uint64_t sample_bytes() const;      // prod(field_shape) x itemsize
-};
 
 // A chunk transform applied to a completed outer chunk before it is published READY (on a
 // decode thread): `input` is the chunk assembled sample-first, (samples, *field) in the
@@ -79,9 +66,8 @@ struct ArraySource {
 
   const std::string& path() const { return array->path(); }
   int64_t n_chunks() const { return (n_samples + spc - 1) / spc; }
-  // Pool charge of one resident outer chunk: the decoded tiles whole, or the transformed
-  // slot if larger (both exist while the transform runs).
-  uint64_t slot_bytes() const { return std::max(stored.bytes(), resident.bytes()); }
+  // Pool charge of one resident outer chunk (SlotCharge).
+  uint64_t slot_bytes() const { return SlotCharge(stored, resident); }
   // Physical chunk coordinates of stored tile `tile` of outer chunk `c`.
   std::vector<uint64_t> PhysicalCoords(int64_t chunk, uint64_t tile) const;
 };

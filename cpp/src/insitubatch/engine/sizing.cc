@@ -1,0 +1,141 @@
+#include "insitubatch/engine/sizing.h"
+
+#include <algorithm>
+#include <map>
+
+namespace insitubatch::engine {
+namespace {
+
+uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+uint64_t SlotLayout::sample_bytes() const {
+  uint64_t n = itemsize();
+  for (uint64_t extent : field_shape) n *= extent;
+  return n;
+}
+
+Result<SlotLayout> StoredLayout(const ArrayShape& array) {
+  const int ndim = static_cast<int>(array.shape.size());
+  if (array.chunks.size() != array.shape.size()) {
+    return InvalidArgument("chunks and shape differ in rank");
+  }
+  if (array.sample_axis < 0 || array.sample_axis >= ndim) {
+    return InvalidArgument("sample_axis " + std::to_string(array.sample_axis) +
+                           " out of range for a " + std::to_string(ndim) + "-D array");
+  }
+  SlotLayout stored;
+  stored.dtype = array.dtype;
+  stored.tile_bytes = array.dtype.itemsize();
+  for (int axis = 0; axis < ndim; ++axis) {
+    const uint64_t chunk = array.chunks[axis];
+    if (chunk == 0) return InvalidArgument("a chunk extent is 0");
+    stored.tile_bytes *= chunk;
+    if (axis == array.sample_axis) continue;
+    const uint64_t extent = array.shape[axis];
+    stored.field_shape.push_back(extent);
+    stored.tile_shape.push_back(chunk);
+    stored.grid.push_back(extent == 0 ? 0 : CeilDiv(extent, chunk));
+    stored.tiles *= stored.grid.back();
+  }
+  return stored;
+}
+
+SlotLayout TransformedLayout(int64_t spc, std::vector<uint64_t> field, zarr::DataType dtype) {
+  SlotLayout out;
+  out.field_shape = std::move(field);
+  out.tile_shape = out.field_shape;
+  out.grid.assign(out.field_shape.size(), 1);
+  out.tiles = 1;
+  out.dtype = dtype;
+  out.tile_bytes = static_cast<uint64_t>(spc) * out.sample_bytes();
+  return out;
+}
+
+uint64_t GatherRunBytes(const SlotLayout& resident) {
+  uint64_t run = resident.itemsize();
+  for (size_t i = resident.field_shape.size(); i-- > 0;) {
+    const uint64_t extent = resident.field_shape[i];
+    const uint64_t tile = resident.tile_shape[i];
+    run *= std::min(tile, extent);
+    if (tile != extent) break;
+  }
+  return run;
+}
+
+uint64_t WorkingSetFloor(const std::vector<FloorLabel>& labels, const FloorConfig& config) {
+  if (labels.empty()) return 0;
+  const int64_t ref_spc = std::max<int64_t>(1, config.ref_spc);
+  const uint64_t block_chunks = static_cast<uint64_t>(std::max<int64_t>(0, config.block_chunks));
+  const uint64_t n_train = static_cast<uint64_t>(std::max<int64_t>(0, config.n_train_chunks));
+  const uint64_t blocks = config.reread_spill ? 3 : 2;
+  const bool uniform = std::all_of(labels.begin(), labels.end(),
+                                   [&](const FloorLabel& l) { return l.spc == ref_spc; });
+  if (uniform) {
+    uint64_t per_anchor = 0;
+    int64_t min_offset = labels[0].offset;
+    int64_t max_offset = labels[0].offset;
+    for (const FloorLabel& l : labels) {
+      // An offset off the chunk grid makes every anchor chunk touch two of the label's.
+      per_anchor += (l.offset % ref_spc == 0 ? 1 : 2) * l.slot_bytes;
+      min_offset = std::min(min_offset, l.offset);
+      max_offset = std::max(max_offset, l.offset);
+    }
+    uint64_t floor = blocks * block_chunks * per_anchor;
+    const bool windowed = std::any_of(labels.begin(), labels.end(),
+                                      [](const FloorLabel& l) { return l.offset != 0; });
+    if (windowed && config.shuffle && !config.reread_spill) {
+      std::map<std::string, uint64_t> per_path;  // labels aliasing one array share its slots
+      for (const FloorLabel& l : labels) per_path[l.path] = std::max(per_path[l.path], l.slot_bytes);
+      uint64_t paths = 0;
+      for (const auto& [path, bytes] : per_path) paths += bytes;
+      const uint64_t reach = CeilDiv(static_cast<uint64_t>(max_offset - min_offset),
+                                     static_cast<uint64_t>(ref_spc));
+      floor = std::max(floor, (n_train + reach) * paths);
+    }
+    return floor;
+  }
+  const uint64_t window = blocks * block_chunks * static_cast<uint64_t>(ref_spc);
+  uint64_t floor = 0;
+  for (const FloorLabel& l : labels) {
+    floor += (CeilDiv(window, static_cast<uint64_t>(l.spc)) + 1) * l.slot_bytes;
+  }
+  if (config.shuffle && !config.reread_spill) {
+    const uint64_t train = n_train * static_cast<uint64_t>(ref_spc);
+    uint64_t whole = 0;
+    for (const FloorLabel& l : labels) {
+      whole += (CeilDiv(train, static_cast<uint64_t>(l.spc)) + 1) * l.slot_bytes;
+    }
+    floor = std::max(floor, whole);
+  }
+  return floor;
+}
+
+int64_t ResolveBlockChunks(int64_t requested, int64_t batch_size, int64_t ref_spc,
+                           int64_t n_chunks) {
+  const int64_t spc = std::max<int64_t>(1, ref_spc);
+  const int64_t need = (batch_size + spc - 1) / spc;
+  return std::max<int64_t>({1, requested, std::min(need, n_chunks)});
+}
+
+AnchorRange ValidAnchorRange(const std::vector<int64_t>& offsets, int64_t n_samples) {
+  if (offsets.empty()) return {0, n_samples};
+  const auto [min_it, max_it] = std::minmax_element(offsets.begin(), offsets.end());
+  const int64_t lo = std::max<int64_t>(0, -*min_it);
+  const int64_t hi = std::max(lo, n_samples - std::max<int64_t>(0, *max_it));
+  return {lo, hi};
+}
+
+uint64_t PassRows(const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_samples,
+                  AnchorRange valid) {
+  uint64_t rows = 0;
+  for (int64_t c : chunk_ids) {
+    const int64_t start = std::max(c * spc, valid.lo);
+    const int64_t stop = std::min({(c + 1) * spc, n_samples, valid.hi});
+    if (stop > start) rows += static_cast<uint64_t>(stop - start);
+  }
+  return rows;
+}
+
+}  // namespace insitubatch::engine
