@@ -119,9 +119,20 @@ Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
 
 void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
   std::unique_lock lock(reads_mutex_);
+  ++issuers_waiting_;
   while (!queued_reads_.empty() && !cancelled()) {
+    if (inflight_ < config_.max_inflight) {  // a token is free: start the next reads here
+      lock.unlock();
+      IssueReads();
+      lock.lock();
+      continue;
+    }
     reads_cv_.wait_for(lock, std::chrono::milliseconds(50));
   }
+  --issuers_waiting_;
+  lock.unlock();
+  // A token freed while this thread was the one meant to use it must not go unused.
+  IssueReads();
 }
 
 }  // namespace insitubatch::engine

@@ -109,7 +109,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // collects what it cost, for the pass that admitted it.
   void Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats);
   // Waits until every queued read has started (how a scheduler paces its admissions) or
-  // `cancelled()` turns true.
+  // `cancelled()` turns true, starting them itself as tokens free up: reads are issued on
+  // the scheduler's thread, off the decode threads, whenever one is waiting here.
   void WaitForReadRoom(const std::function<bool()>& cancelled);
   uint32_t inflight() const {
     std::lock_guard lock(reads_mutex_);
@@ -130,6 +131,8 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Starts queued reads while the max_inflight budget allows (call without locks held).
   void IssueReads();
   void StartRead(TileRead read);
+  // A read gave its max_inflight token back: wakes whoever starts the next queued read.
+  void TokenReturned();
   void DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wait_s);
   // Runs the source's chunk transform on a fully decoded slot, then publishes it.
   // `applied`: the transform already ran inside decode (ArraySource::transform_in_decode).
@@ -150,6 +153,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::deque<TileRead> queued_reads_;
   uint32_t inflight_ = 0;
   size_t outstanding_ = 0;  // queued + in flight (the destructor waits for zero)
+  size_t issuers_waiting_ = 0;  // threads in WaitForReadRoom (else decode threads issue)
   std::atomic<size_t> live_passes_{0};
   std::atomic<uint64_t> budget_grown_{0};
   std::mutex start_mutex_;  // one StartPass sizes the budget at a time

@@ -91,19 +91,24 @@ void Engine::IssueReads() {
   for (;;) {
     TileRead read;
     uint32_t inflight = 0;
+    bool wake = false;  // the queue drained (a scheduler paces on it) or nothing is left
     {
       std::lock_guard lock(reads_mutex_);
       // Reads of abandoned slots are dropped unread: nobody will look at the slot.
       while (!queued_reads_.empty() && queued_reads_.front().slot->cancel.cancelled()) {
         queued_reads_.pop_front();
         --outstanding_;
+        wake = true;
       }
-      if (queued_reads_.empty() || inflight_ >= config_.max_inflight) break;
+      if (queued_reads_.empty() || inflight_ >= config_.max_inflight) {
+        if (wake) reads_cv_.notify_all();
+        return;
+      }
       read = std::move(queued_reads_.front());
       queued_reads_.pop_front();
       inflight = ++inflight_;
+      if (queued_reads_.empty()) reads_cv_.notify_all();
     }
-    reads_cv_.notify_all();
     {
       std::lock_guard lock(read.stats->mutex);
       read.stats->inflight_peak = std::max<uint64_t>(read.stats->inflight_peak, inflight);
@@ -112,7 +117,6 @@ void Engine::IssueReads() {
     }
     StartRead(std::move(read));
   }
-  reads_cv_.notify_all();
 }
 
 void Engine::StartRead(TileRead read) {
@@ -208,7 +212,7 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
       --inflight_;  // the token goes back; the read waits for one at the head of the queue
       queued_reads_.push_front(std::move(read));
     }
-    IssueReads();
+    TokenReturned();
     return;
   }
   std::optional<BadChunk> bad;
@@ -227,8 +231,21 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
     --inflight_;
     --outstanding_;
   }
-  reads_cv_.notify_all();
-  IssueReads();
+  TokenReturned();
+}
+
+void Engine::TokenReturned() {
+  {
+    std::lock_guard lock(reads_mutex_);
+    // Notified under the lock: once the destructor sees zero the engine may go at once.
+    if (outstanding_ == 0) reads_cv_.notify_all();
+    if (queued_reads_.empty()) return;
+    if (issuers_waiting_ > 0) {  // a scheduler waits to start the next read itself
+      reads_cv_.notify_all();
+      return;
+    }
+  }
+  IssueReads();  // nobody else will: this (decode) thread starts it
 }
 
 void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, LoadStats& stats) {

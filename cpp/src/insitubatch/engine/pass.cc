@@ -154,6 +154,7 @@ void Pass::ScheduleBlocks() {
     }
     progress_cv_.notify_all();
   }
+  engine_->WaitForReadRoom(cancelled);  // the last reads start here too, not on a decoder
 }
 
 Result<BatchData> Pass::GatherBatch(size_t k) {
