@@ -3,6 +3,7 @@
 // the buffer returns to the engine's recycling pool when the last reference goes.
 
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -54,6 +55,7 @@ nb::dict StatsToDict(const PassStats& s) {
   d["cache_hits"] = s.cache_hits;
   d["cache_misses"] = s.cache_misses;
   d["rereads"] = s.rereads;
+  d["revived"] = s.revived;
   d["evictions"] = s.evictions;
   d["tiles_read"] = s.tiles_read;
   d["bytes_read"] = s.bytes_read;
@@ -212,7 +214,8 @@ void BindEngine(nb::module_& m) {
              std::vector<int> sample_axes, uint64_t budget_bytes, uint32_t max_inflight,
              uint32_t decode_threads, const std::string& on_bad_chunk, nb::list transforms,
              uint32_t gather_threads, uint64_t pass_floor_bytes, bool auto_budget,
-             uint64_t max_auto_budget_bytes) {
+             uint64_t max_auto_budget_bytes, std::optional<std::string> cache_dir, bool persist,
+             bool readonly_cache, bool reset_stale_cache, std::vector<std::string> fingerprints) {
             if (arrays.size() != sample_axes.size() ||
                 (transforms.size() != 0 && transforms.size() != arrays.size())) {
               ThrowIfError(InvalidArgument("one sample axis per array is required"));
@@ -228,6 +231,19 @@ void BindEngine(nb::module_& m) {
                   engine::ArraySource::Create(arrays[i], sample_axes[i], std::move(transform))));
             }
             engine::EngineConfig config;
+            if (cache_dir) {
+              if (!fingerprints.empty() && fingerprints.size() != sources.size()) {
+                ThrowIfError(InvalidArgument("one fingerprint per array is required"));
+              }
+              std::vector<engine::CachedArray> cached;
+              for (size_t i = 0; i < sources.size(); ++i) {
+                cached.push_back({sources[i].path(), fingerprints.empty() ? "" : fingerprints[i],
+                                  sources[i].resident, sources[i].spc});
+              }
+              nb::gil_scoped_release release;  // file work, and perhaps a reset
+              config.backing = ValueOrThrow(engine::DiskBacking::Open(
+                  {*cache_dir, persist, readonly_cache, reset_stale_cache}, std::move(cached)));
+            }
             config.budget_bytes = budget_bytes;
             config.max_inflight = max_inflight;
             config.decode_threads = decode_threads;
@@ -243,7 +259,10 @@ void BindEngine(nb::module_& m) {
           nb::arg("max_inflight"), nb::arg("decode_threads"), nb::arg("on_bad_chunk"),
           nb::arg("transforms") = nb::list(), nb::arg("gather_threads") = 0,
           nb::arg("pass_floor_bytes") = 0, nb::arg("auto_budget") = false,
-          nb::arg("max_auto_budget_bytes") = 0)
+          nb::arg("max_auto_budget_bytes") = 0, nb::arg("cache_dir") = nb::none(),
+          nb::arg("persist") = false, nb::arg("readonly_cache") = false,
+          nb::arg("reset_stale_cache") = false,
+          nb::arg("fingerprints") = std::vector<std::string>())
       .def(
           "start_pass",
           [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows,
@@ -270,6 +289,24 @@ void BindEngine(nb::module_& m) {
           nb::arg("ref_spc"), nb::arg("batch_size"), nb::arg("prefetch_depth"), nb::arg("labels"),
           nb::rv_policy::take_ownership)
       .def_prop_ro("budget_bytes", [](const EngineHandle& h) { return h.engine->pool().budget_bytes(); })
+      .def("cache_counters",
+           [](const EngineHandle& h) {
+             nb::dict d;
+             auto* disk = dynamic_cast<engine::DiskBacking*>(h.engine->pool().backing().get());
+             d["backing"] = h.engine->pool().backing()->Describe();
+             if (disk != nullptr) {
+               const auto c = disk->counters();
+               d["revived"] = c.revived;
+               d["revive_missing"] = c.revive_missing;
+               d["revive_mismatch"] = c.revive_mismatch;
+               d["files_written"] = c.files_written;
+               d["bytes_written"] = c.bytes_written;
+               d["logged_entries"] = disk->logged_entries();
+               d["logged_bytes"] = disk->logged_bytes();
+             }
+             return d;
+           },
+           "The disk tier's counters (revivals, files written, what the log holds).")
       .def_prop_ro("budget_grown", [](const EngineHandle& h) { return h.engine->budget_grown(); },
                    "The budget the last start_pass grew the automatic budget to (0: unchanged).")
       .def("pool_state", [](const EngineHandle& h) {

@@ -18,6 +18,7 @@ const char* ClassNameFor(StatusCode code) {
     case StatusCode::kCancelled: return "CancelledError";
     case StatusCode::kUnimplemented: return "UnsupportedError";
     case StatusCode::kFailedPrecondition: return "FailedPreconditionError";
+    case StatusCode::kLocked: return "CacheLockedError";
     case StatusCode::kOk: break;
   }
   return "InSituError";

@@ -110,5 +110,6 @@ void BindEngine(nb::module_& m);
 void BindBench(nb::module_& m);
 void BindOrder(nb::module_& m);
 void BindSizing(nb::module_& m);
+void BindCache(nb::module_& m);
 
 }  // namespace insitubatch::python

@@ -20,4 +20,5 @@ NB_MODULE(_ext, m) {
   insitubatch::python::BindBench(m);
   insitubatch::python::BindOrder(m);
   insitubatch::python::BindSizing(m);
+  insitubatch::python::BindCache(m);
 }

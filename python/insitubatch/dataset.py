@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import _ext, arguments, lifecycle, shuffle as _shuffle, summary, transforms as _transforms
+from . import _ext, arguments, caching, lifecycle, shuffle as _shuffle, summary, transforms as _transforms
 from .errors import (
     CancelledError,
     FailedPreconditionError,
@@ -25,7 +25,6 @@ from .errors import (
     InvalidArgumentError,
     InvalidTypeError,
     ResourceExhaustedError,
-    UnsupportedError,
 )
 from .geometry import ArrayGeometry, open_geometries
 from .records import Batch
@@ -108,17 +107,23 @@ class InSituDataset:
         if readonly_cache and reset_stale_cache:
             raise InvalidArgumentError("readonly_cache=True and reset_stale_cache=True contradict each other")
         if cache_dir is not None:
-            raise UnsupportedError("cache_dir (disk-backed slots) is not available in this build yet; "
-                                   "the heap pool is the cache (raise cache_budget_bytes to keep more)")
+            if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+                raise InvalidTypeError(f"cache_dir must be a directory path, got {cache_dir!r}")
+            cache_dir = os.path.abspath(os.fspath(cache_dir))
+            if readonly_cache and not os.path.isdir(cache_dir):
+                raise InvalidArgumentError(
+                    f"readonly_cache=True: the cache directory {cache_dir} does not exist (a reader"
+                    " never creates one: warm it first with persist=True)")
         for kind, seq in (("chunk", chunk_transforms), ("batch", batch_transforms)):
             if callable(seq) or isinstance(seq, (str, bytes)):
                 raise InvalidTypeError(f"{kind}_transforms must be a sequence of callables, got {seq!r}")
             for t in seq:
                 if not callable(t):
                     raise InvalidTypeError(f"{kind} transform {t!r} is not callable")
-        self.cache_dir = None
-        self.persist = False
-        self.readonly_cache = False
+        self.cache_dir: str | None = cache_dir
+        self.persist = bool(persist)
+        self.readonly_cache = bool(readonly_cache)
+        self._reset_stale_cache = bool(reset_stale_cache)
         self.chunk_transforms: tuple[Callable, ...] = tuple(chunk_transforms)
         self.batch_transforms: tuple[Callable, ...] = tuple(batch_transforms)
         self._transform_errors = _transforms.TransformErrors()
@@ -145,10 +150,14 @@ class InSituDataset:
         # The labels a chunk transform reshapes or assembles (the others keep their field).
         self._outputs = {label: summary.OutputField(*path_outputs[g.path])
                          for label, g in self.geometries.items() if self._chains[g.path]}
+        # Persisted, windowed and shuffled: blocks release what they read as they drain and
+        # later needs come back from the cache directory, so three blocks are the floor.
+        windowed = any(g.offset != 0 for g in self.geometries.values())
+        self._reread_spill = self.persist and windowed and self._shuffle
         self._working_set_bytes = summary.working_set_bytes(
             self.geometries, self._outputs, block_chunks=self._block_chunks, ref_spc=ref_spc,
             shuffle=self._shuffle, n_train_chunks=len(manifest.chunks.get("train", [])),
-            has_chunk_transforms=bool(self.chunk_transforms))
+            reread_spill=self._reread_spill, has_chunk_transforms=bool(self.chunk_transforms))
         try:
             self._budget = summary.resolve_budget(
                 cache_budget_bytes, self._working_set_bytes, block_chunks=self._block_chunks,
@@ -157,6 +166,16 @@ class InSituDataset:
             raise InvalidArgumentError(str(exc)) from None
         self._explicit_budget = cache_budget_bytes
         self._check_memory()
+        self._fingerprints: dict[str, str] = {}
+        if self.cache_dir is not None:
+            self._fingerprints, weak = caching.array_fingerprints(self._chains)
+            if weak and self.persist:
+                caching.warn_best_effort(weak)
+            report = summary.describe(self.geometries, self._outputs,
+                                      self._summary_config(shuffle_quality=False),
+                                      reread_spill=self._reread_spill)
+            caching.check_directory(self.cache_dir, readonly=self.readonly_cache,
+                                    disk_bytes=report["memory"]["disk_bytes"])
         self._labels = [(label, self._paths.index(g.path), g.offset) for label, g in self.geometries.items()]
         self._epoch = 0
         self.last_pass: PassStats | None = None
@@ -186,7 +205,12 @@ class InSituDataset:
                                    [self._transform_spec(p) for p in self._paths],
                                    gather_threads=self._gather_threads,
                                    pass_floor_bytes=self._working_set_bytes,
-                                   auto_budget=self._explicit_budget is None)
+                                   auto_budget=self._explicit_budget is None,
+                                   cache_dir=self.cache_dir, persist=self.persist,
+                                   readonly_cache=self.readonly_cache,
+                                   reset_stale_cache=self._reset_stale_cache,
+                                   fingerprints=[self._fingerprints.get(p, "") for p in self._paths])
+        self._reset_stale_cache = False  # done: a re-open (a forked child) must not reset again
 
     def _live_engine(self):
         """The engine, re-opened first in a forked child; FailedPrecondition once closed."""
@@ -265,18 +289,21 @@ class InSituDataset:
         config = self._summary_config(shuffle_quality=False)
         floor_only = summary.describe(self.geometries, self._outputs,
                                       dataclasses_replace(config, cache_budget_bytes=None))["memory"]
-        if floor_only["accounted_bytes"] > have:
+        # With a cache_dir the slots are file pages the kernel may write back and drop:
+        # residency is disk, not RAM.
+        ram = floor_only["accounted_bytes"] - (floor_only["residency_bytes"] if self.cache_dir else 0)
+        if ram > have:
             rows = {"the working-set floor (cache_budget_bytes)": floor_only["residency_bytes"],
                     "reads in flight (max_inflight x stored chunk)": floor_only["inflight_bytes"],
                     "the batch queue ((prefetch_depth + 1) x batch)": floor_only["queue_bytes"]}
             worst = max(rows, key=rows.get)
             raise ResourceExhaustedError(
-                f"this configuration needs {summary.format_bytes(floor_only['accounted_bytes'])} at once"
+                f"this configuration needs {summary.format_bytes(ram)} at once"
                 f" but the machine has {summary.format_bytes(have)}; the largest part is {worst}:"
                 f" {summary.format_bytes(rows[worst])}. Lower batch_size, block_chunks, max_inflight or"
                 " prefetch_depth (describe() has the arithmetic; a chunk too large for the machine needs"
                 " an inner-chunked store)")
-        if self._explicit_budget is not None and self._explicit_budget > have:
+        if self._explicit_budget is not None and self._explicit_budget > have and not self.cache_dir:
             logger.warning("cache_budget_bytes=%d (%s) exceeds this machine's memory (%s): the pool"
                            " may grow past what it can hold", self._explicit_budget,
                            summary.format_bytes(self._explicit_budget), summary.format_bytes(have))
@@ -396,8 +423,22 @@ class InSituDataset:
             self._transform_errors.clear()
         self.last_pass = stats
         self.bad_chunks = [tuple(b) for b in bad_chunks]
+        if self.persist and self._engine is not None:
+            self._warn_if_nothing_revived(stats)
         if logger.isEnabledFor(logging.INFO):
             logger.info(stats.log_line())
+
+    def _warn_if_nothing_revived(self, stats: PassStats) -> None:
+        """One WARNING for a pass that found persisted entries but could serve none."""
+        counters = self._engine.cache_counters()
+        failed = counters["revive_missing"] + counters["revive_mismatch"]
+        before = getattr(self, "_revive_failures_seen", 0)
+        self._revive_failures_seen = failed
+        if stats.revived == 0 and failed > before:
+            logger.warning(
+                "persist=True but 0 of %d persisted chunks were served this epoch (%d mismatches, %d"
+                " missing) -- stale cache_dir or changed data/transforms?", failed - before,
+                counters["revive_mismatch"], counters["revive_missing"])
 
     # -- diagnostics ---------------------------------------------------------------------
     def _summary_config(self, *, shuffle_quality: bool = True) -> summary.SummaryConfig:
@@ -405,7 +446,8 @@ class InSituDataset:
             batch_size=self._batch_size, block_chunks=self._block_chunks,
             block_chunks_requested=self._block_chunks_requested, max_inflight=self._max_inflight,
             prefetch_depth=self._prefetch_depth, shuffle=self._shuffle, seed=self._seed,
-            cache_budget_bytes=self._explicit_budget, cache_dir=None, persist=False, readonly_cache=False,
+            cache_budget_bytes=self._explicit_budget, cache_dir=self.cache_dir, persist=self.persist,
+            readonly_cache=self.readonly_cache,
             chunk_transforms=tuple(_transforms.display_name(t) for t in self.chunk_transforms),
             batch_transforms=tuple(_transforms.display_name(t) for t in self.batch_transforms),
             samples_per_chunk=self.manifest.sample_chunk_size,
@@ -423,7 +465,8 @@ class InSituDataset:
         """The static cost report (B.13), from geometry and configuration alone: it opens no
         store and runs no pass. ``iterations=N`` sizes the budget for N concurrent passes."""
         iterations = arguments.integer("iterations", iterations)
-        return summary.describe(self.geometries, self._outputs, self._summary_config(), iterations=iterations)
+        return summary.describe(self.geometries, self._outputs, self._summary_config(), iterations=iterations,
+                                reread_spill=self._reread_spill)
 
     def print_summary(self, *, iterations: int = 1, file=None) -> None:
         """Prints :meth:`describe` formatted (numbers first, then advice)."""

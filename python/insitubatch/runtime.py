@@ -90,6 +90,7 @@ class PassStats:
     times: StageTimes = field(default_factory=StageTimes)
     depths: Depths = field(default_factory=Depths)
     retry: RetryStats = field(default_factory=RetryStats)
+    revived: int = 0  # hits served from a persisted cache_dir (no fetch, no decode)
 
     @classmethod
     def from_native(cls, d: Mapping[str, Any]) -> "PassStats":
@@ -100,7 +101,7 @@ class PassStats:
             evictions=int(d["evictions"]), bad_chunks=len(d["bad_chunks"]),
             bytes_read=int(d["bytes_read"]), finished=bool(d["finished"]), wall_s=float(d["wall_s"]),
             times=StageTimes(**d["times"]), depths=Depths(**d["depths"]),
-            retry=RetryStats(**d.get("retry", {})),
+            retry=RetryStats(**d.get("retry", {})), revived=int(d.get("revived", 0)),
         )
 
     @property
@@ -156,6 +157,8 @@ class PassStats:
             f"chunk hits {self.cache_hits}/{self.reads} ({100 * self.hit_rate:.1f}%)",
             f"peak resident {d.resident_peak} chunks ({format_bytes(d.resident_peak_bytes)})",
         ]
+        if self.revived:
+            parts.append(f"revived {self.revived} from cache_dir")
         if self.rereads or self.evictions:
             parts.append(f"re-reads {self.rereads}, evictions {self.evictions}")
         if self.bad_chunks:

@@ -345,6 +345,17 @@ def describe(
         }
         scratch = sum(per_path.values())
     accounted = residency + inflight + queue + scratch
+    # With a cache_dir every chunk a split reads becomes a file: its slot plus a page of
+    # header, each array counted once per chunk of the anchor grid it covers.
+    disk = 0
+    if config.cache_dir is not None:
+        per_chunk = 0
+        for path in dict.fromkeys(v["path"] for v in variables.values()):
+            label = next(lbl for lbl in labels if variables[lbl]["path"] == path)
+            g = geometries[label]
+            resident = variables[label]["slot_bytes"] if _transformed(label, outputs, has_ct) else g.chunk_bytes
+            per_chunk += (4096 + int(resident)) * max(1, math.ceil(ref_spc / int(g.sample_chunk_size)))
+        disk = per_chunk * sum(split_chunks.values())
     memory = {
         "residency_bytes": residency,
         "inflight_bytes": inflight,
@@ -355,6 +366,7 @@ def describe(
         "budget_is_automatic": budget == floor,
         "working_set_bytes": floor,
         "iterations": iterations,
+        "disk_bytes": disk,
     }
 
     config_out = {
@@ -476,6 +488,8 @@ def _memory_section(m: Mapping[str, Any], footnotes: Sequence[str]) -> list[str]
     rows.append(
         ("ESTIMATED", m["estimated_peak_bytes"], f"accounted x {ALLOCATOR_RETENTION} -- plan for this")
     )
+    if m.get("disk_bytes"):
+        rows.append(("on disk", m["disk_bytes"], "cache_dir files once every split is read"))
     width = max(12, *(len(format_bytes(n)) for _, n, _ in rows))
     lines = [f"memory, accounted, for {m['iterations']} concurrent iteration(s)"]
     lines += [f"  {name:<11} {format_bytes(n):>{width}}   {what}" for name, n, what in rows]

@@ -22,7 +22,7 @@ std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
 Engine::Engine(std::vector<ArraySource> sources, EngineConfig config)
     : sources_(std::move(sources)),
       config_(config),
-      pool_(config.budget_bytes),
+      pool_(config.budget_bytes, config.backing),
       buffers_(BufferRecycler::Create(kMaxIdleBatchBytes)) {}
 
 Status Engine::StartThreads() {

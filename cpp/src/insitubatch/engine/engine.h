@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "insitubatch/engine/backing.h"
 #include "insitubatch/engine/order.h"
 #include "insitubatch/engine/plan.h"
 #include "insitubatch/engine/pool.h"
@@ -48,6 +49,8 @@ struct EngineConfig {
   // run concurrently, up to `max_auto_budget_bytes` (0 = half the machine's memory).
   bool auto_budget = false;
   uint64_t max_auto_budget_bytes = 0;
+  // Where slot memory lives (backing.h); null = the heap.
+  std::shared_ptr<SlotBacking> backing;
 };
 
 // Limits on the thread counts (a value past them is an InvalidArgument, not a thread storm).
@@ -104,10 +107,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   size_t decode_threads() const { return decode_pool_->size(); }
   size_t gather_threads() const { return gather_helpers_ ? gather_helpers_->size() + 1 : 1; }
 
-  // Reads every tile of an admitted slot (queued under the max_inflight budget), decodes
-  // it into the slot, runs the chunk transform and publishes it. Never blocks. `stats`
-  // collects what it cost, for the pass that admitted it.
-  void Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats);
+  // Loads an admitted slot: revives it from the backing (returns true: READY now), or
+  // reads every tile (queued under the max_inflight budget), decodes it into the slot, runs
+  // the chunk transform and publishes it. Does not wait for the reads. `stats` collects
+  // what it cost, for the pass that admitted it.
+  bool Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats);
   // Waits until every queued read has started (how a scheduler paces its admissions) or
   // `cancelled()` turns true, starting them itself as tokens free up: reads are issued on
   // the scheduler's thread, off the decode threads, whenever one is waiting here.

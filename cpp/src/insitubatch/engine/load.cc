@@ -75,8 +75,15 @@ bool WorthReadingAgain(const Status& status) { return status.code() == StatusCod
 
 }  // namespace
 
-void Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats) {
+bool Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats) {
   const ArraySource& source = sources_[slot->key.source];
+  // Without a chunk transform (or with one fused into decode) the tiles decode straight
+  // into the slot's final memory; otherwise into scratch the transform reads.
+  const bool resident = source.transform == nullptr || source.transform_in_decode;
+  Result<bool> prepared =
+      pool_.Prepare(slot, source.resident.bytes(), source.stored.bytes(), resident);
+  if (!prepared.ok()) return false;  // the slot failed with the backing's error
+  if (*prepared) return true;        // revived from the cache directory
   {
     std::lock_guard lock(reads_mutex_);
     for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
@@ -85,6 +92,7 @@ void Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> 
     }
   }
   IssueReads();
+  return false;
 }
 
 void Engine::IssueReads() {
@@ -224,7 +232,13 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
     bad = BadChunk{array.path(), slot->key.chunk, std::move(inner)};
   }
   account();
-  if (pool_.TileDone(slot, status, bad ? &*bad : nullptr)) TransformSlot(slot, transformed, stats);
+  if (pool_.TileDone(slot, status, bad ? &*bad : nullptr)) {
+    if (source.transform) {
+      TransformSlot(slot, transformed, stats);
+    } else {
+      pool_.Publish(slot, Status::Ok(), std::move(slot->data));  // to the backing, then READY
+    }
+  }
   read = TileRead{};  // drop the slot and stats before the engine may go
   {
     std::lock_guard lock(reads_mutex_);

@@ -132,21 +132,23 @@ void Pass::ScheduleBlocks() {
         return;
       }
       const bool first_touch = touched.insert(key).second;
+      // An admitted chunk an earlier run persisted is revived: a hit, with no fetch.
+      const bool revived = *acquired == Acquired::kAdmitted && engine_->Load(slot, load_stats_);
       {
         std::lock_guard lock(stats_mutex_);
         stats_.times.admission_parked_s += waited;
-        if (*acquired == Acquired::kAdmitted) {
+        if (*acquired == Acquired::kAdmitted && !revived) {
           if (!first_touch) ++stats_.rereads;
           ++stats_.cache_misses;
         } else if (first_touch) {
           ++stats_.cache_hits;
         }
+        stats_.revived += revived ? 1 : 0;
         const PoolCounters counters = engine_->pool().counters();
         stats_.depths.resident_peak = std::max(stats_.depths.resident_peak, counters.resident_slots);
         stats_.depths.resident_peak_bytes =
             std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
       }
-      if (*acquired == Acquired::kAdmitted) engine_->Load(slot, load_stats_);
     }
     {
       std::lock_guard lock(progress_mutex_);

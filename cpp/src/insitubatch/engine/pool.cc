@@ -3,6 +3,8 @@
 #include <chrono>
 #include <string>
 
+#include "insitubatch/engine/backing.h"
+
 namespace insitubatch::engine {
 namespace {
 
@@ -16,10 +18,20 @@ constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
 }  // namespace
 
-ChunkPool::ChunkPool(uint64_t budget_bytes)
+ChunkPool::ChunkPool(uint64_t budget_bytes, std::shared_ptr<SlotBacking> backing)
     : budget_(budget_bytes),
       slot_buffers_(BufferRecycler::Create(budget_bytes == 0 ? kMaxIdleSlotBytesUnbounded
-                                                              : budget_bytes)) {}
+                                                              : budget_bytes)),
+      backing_(backing ? std::move(backing) : std::make_shared<HeapBacking>(slot_buffers_)),
+      backing_completes_(backing_->completes()) {}
+
+ChunkPool::~ChunkPool() = default;
+
+std::vector<std::shared_ptr<Slot>> ChunkPool::TakeGraveyard() {
+  std::vector<std::shared_ptr<Slot>> dead;
+  dead.swap(graveyard_);
+  return dead;
+}
 
 OwnerId ChunkPool::RegisterOwner(uint64_t quota_bytes) {
   std::lock_guard lock(mutex_);
@@ -63,6 +75,7 @@ void ChunkPool::TouchLocked(Slot& slot) {
 }
 
 void ChunkPool::RemoveLocked(SlotMap::iterator it) {
+  graveyard_.push_back(it->second);
   Slot& slot = *it->second;
   if (slot.in_lru) {
     lru_.erase(slot.lru_pos);
@@ -86,7 +99,20 @@ Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge,
                                     const std::function<bool()>& cancelled,
                                     const std::function<bool()>& stalled,
                                     std::shared_ptr<Slot>* out) {
+  std::vector<std::shared_ptr<Slot>> dead;  // evicted slots, freed after the lock
   std::unique_lock lock(mutex_);
+  Result<Acquired> result = AcquireLocked(lock, owner, key, charge, tiles, deferred, cancelled,
+                                          stalled, out);
+  dead = TakeGraveyard();
+  lock.unlock();
+  return result;
+}
+
+Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, OwnerId owner,
+                                          SlotKey key, uint64_t charge, uint32_t tiles,
+                                          bool deferred, const std::function<bool()>& cancelled,
+                                          const std::function<bool()>& stalled,
+                                          std::shared_ptr<Slot>* out) {
   if (budget_ != 0 && charge > budget_) {
     return ResourceExhausted("one outer chunk needs " + std::to_string(charge) +
                              " bytes but the residency budget is " + std::to_string(budget_));
@@ -126,11 +152,8 @@ Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge,
     }
     cv_.wait_for(lock, kPollInterval);
   }
-  auto buffer = slot_buffers_->Take(charge);
-  if (!buffer.ok()) return buffer.status().WithContext("admitting " + DescribeKey(key));
   auto slot = std::make_shared<Slot>();
   slot->key = key;
-  slot->data = std::move(buffer).value();
   slot->charge = charge;
   slot->pending_tiles = tiles;
   slot->filler = owner;
@@ -141,6 +164,31 @@ Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge,
   slots_.emplace(key, slot);
   *out = std::move(slot);
   return Acquired::kAdmitted;
+}
+
+Result<bool> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes,
+                                uint64_t bytes, bool resident) {
+  if (std::optional<Buffer> revived = backing_->Revive(slot->key, resident_bytes)) {
+    {
+      std::lock_guard lock(mutex_);
+      slot->data = std::move(*revived);
+      if (slot->state == SlotState::kFilling) {
+        slot->state = SlotState::kReady;
+        slot->pending_tiles = 0;
+        auto it = slots_.find(slot->key);
+        if (it != slots_.end() && it->second == slot) TouchLocked(*slot);
+      }
+    }
+    cv_.notify_all();
+    return true;
+  }
+  Result<Buffer> data = backing_->Allocate(slot->key, bytes, resident);
+  if (!data.ok()) {
+    Publish(slot, data.status().WithContext("admitting " + DescribeKey(slot->key)), Buffer());
+    return data.status();
+  }
+  slot->data = std::move(data).value();  // FILLING: nobody else touches it yet
+  return false;
 }
 
 bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status,
@@ -155,7 +203,7 @@ bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status
     if (bad != nullptr) slot->bad.push_back(*bad);
     if (slot->pending_tiles > 0) --slot->pending_tiles;
     if (slot->pending_tiles == 0 && slot->state == SlotState::kFilling) {
-      if (slot->deferred) {
+      if (slot->deferred || backing_completes_) {
         caller_publishes = true;
       } else {
         slot->state = SlotState::kReady;
@@ -169,17 +217,28 @@ bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status
 }
 
 void ChunkPool::Publish(const std::shared_ptr<Slot>& slot, const Status& status, Buffer data) {
+  Status outcome = status;
+  // The backing makes it durable first (a file committed and logged), outside the lock.
+  // NaN stand-ins are not data: they never reach it.
+  if (outcome.ok() && backing_completes_ && slot->bad.empty() && !slot->cancel.cancelled()) {
+    Result<Buffer> durable = backing_->Complete(slot->key, std::move(data));
+    if (durable.ok()) {
+      data = std::move(durable).value();
+    } else {
+      outcome = durable.status().WithContext("caching " + DescribeKey(slot->key));
+    }
+  }
   Buffer old;  // freed (recycled) outside the lock
   {
     std::lock_guard lock(mutex_);
-    if (status.ok()) {
+    if (outcome.ok()) {
       old = std::exchange(slot->data, std::move(data));
       slot->state = SlotState::kReady;
       auto it = slots_.find(slot->key);
       if (it != slots_.end() && it->second == slot) TouchLocked(*slot);
     } else {
       slot->state = SlotState::kFailed;
-      slot->error = status;
+      slot->error = outcome;
     }
   }
   cv_.notify_all();
@@ -222,6 +281,7 @@ void ChunkPool::Unpin(OwnerId owner, SlotKey key, int count) {
 }
 
 void ChunkPool::ReleaseOwner(OwnerId owner) {
+  std::vector<std::shared_ptr<Slot>> dead;
   {
     std::lock_guard lock(mutex_);
     for (auto it = slots_.begin(); it != slots_.end();) {
@@ -244,11 +304,13 @@ void ChunkPool::ReleaseOwner(OwnerId owner) {
       ++it;
     }
     owners_.erase(owner);
+    dead = TakeGraveyard();
   }
   cv_.notify_all();
 }
 
 void ChunkPool::AbandonFilling() {
+  std::vector<std::shared_ptr<Slot>> dead;
   {
     std::lock_guard lock(mutex_);
     for (auto it = slots_.begin(); it != slots_.end();) {
@@ -261,17 +323,20 @@ void ChunkPool::AbandonFilling() {
       RemoveLocked(it);
       it = next;
     }
+    dead = TakeGraveyard();
   }
   cv_.notify_all();
 }
 
 size_t ChunkPool::EvictUnpinned() {
+  std::vector<std::shared_ptr<Slot>> dead;
   std::lock_guard lock(mutex_);
   size_t n = 0;
   while (!lru_.empty()) {
     RemoveLocked(slots_.find(lru_.front()));
     ++n;
   }
+  dead = TakeGraveyard();  // declared before the lock: destroyed after it is released
   return n;
 }
 

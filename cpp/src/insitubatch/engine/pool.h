@@ -15,9 +15,13 @@
 // leaves reads running that nobody needs. Each owner may also have a quota: the bytes it
 // may pin at once, so one pass running ahead can never starve a concurrent one.
 //
+// Slot memory comes from a SlotBacking (backing.h): the heap, or files in a cache
+// directory, which may also revive a slot an earlier run completed.
+//
 // Locking: one mutex guards every slot's state and the pool's accounting. Tile data is
 // written outside the lock into disjoint regions; TileDone publishes under the lock, which
-// is the happens-before edge to readers (B.15).
+// is the happens-before edge to readers. No file work (creating, renaming, unmapping) is
+// done under the lock: slots the pool drops are destroyed after it is released.
 
 #include <condition_variable>
 #include <cstdint>
@@ -77,6 +81,8 @@ struct Slot {
 
 enum class Acquired { kHit, kInFlight, kAdmitted };
 
+class SlotBacking;
+
 struct PoolCounters {
   uint64_t resident_bytes = 0;
   uint64_t resident_slots = 0;
@@ -85,30 +91,40 @@ struct PoolCounters {
 
 class ChunkPool {
  public:
-  // budget_bytes == 0: unbounded.
-  explicit ChunkPool(uint64_t budget_bytes);
+  // budget_bytes == 0: unbounded. `backing`: where slot memory lives (null = the heap).
+  explicit ChunkPool(uint64_t budget_bytes, std::shared_ptr<SlotBacking> backing = nullptr);
+  ~ChunkPool();
 
   // `quota_bytes`: the most this owner may pin at once (0 = no quota beyond the budget).
   OwnerId RegisterOwner(uint64_t quota_bytes = 0);
 
-  // Pins `key` for `owner`. If absent, admits a new FILLING slot of `charge` bytes (its
-  // buffer allocated, `tiles` pending) and returns kAdmitted: the caller must deliver every
-  // tile. Waits while the budget is full of pinned or filling slots (`parked` is set for
-  // the duration); gives up with Cancelled when `cancelled()` turns true, and with
-  // ResourceExhausted when `stalled()` says no release can ever come.
+  // Pins `key` for `owner`. If absent, admits a new FILLING slot charged `charge` bytes
+  // (`tiles` pending, no memory yet) and returns kAdmitted: the caller then calls Prepare
+  // and, unless the slot was revived, delivers every tile. Waits while the budget is full
+  // of pinned or filling slots; gives up with Cancelled when `cancelled()` turns true, and
+  // with ResourceExhausted when `stalled()` says no release can ever come.
   Result<Acquired> Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles,
                            bool deferred,
                            const std::function<bool()>& cancelled,
                            const std::function<bool()>& stalled,
                            std::shared_ptr<Slot>* slot);
 
+  // Gives an admitted slot its memory: the backing's revival of an earlier run's slot
+  // (then it is READY at once and Prepare returns true) or `bytes` to decode into
+  // (`resident`: they become the slot's data; otherwise scratch for a chunk transform). A
+  // backing that cannot supply either fails the slot with its error. Call without locks.
+  Result<bool> Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes,
+                       uint64_t bytes, bool resident);
+
   // Marks one tile of `slot` delivered; an error marks the slot FAILED (first error wins);
   // `bad` records a tile the NaN policy filled in. Returns true when this was the last
-  // tile of a deferred slot that did not fail: the caller then owns the slot (still
-  // FILLING, so nobody reads or evicts it), transforms it and calls Publish().
+  // tile and the caller must finish the slot -- a deferred slot (a chunk transform runs
+  // first) or one whose backing keeps files -- with Publish(); the slot stays FILLING (so
+  // nobody reads or evicts it) until then.
   bool TileDone(const std::shared_ptr<Slot>& slot, const Status& status,
                 const BadChunk* bad = nullptr);
-  // Completes a deferred slot: READY with `data` as its memory, or FAILED with `status`.
+  // Completes a slot: READY with `data` as its memory (made durable by the backing first,
+  // unless it holds NaN stand-ins), or FAILED with `status`.
   void Publish(const std::shared_ptr<Slot>& slot, const Status& status, Buffer data);
   // Memory for slot-sized buffers, recycled like slot memory.
   Result<Buffer> TakeBuffer(size_t size) { return slot_buffers_->Take(size); }
@@ -134,6 +150,7 @@ class ChunkPool {
   void NotifyAll();
 
   uint64_t budget_bytes() const;
+  const std::shared_ptr<SlotBacking>& backing() const { return backing_; }
   // Raises (never lowers) the budget: concurrent passes with the automatic budget.
   void GrowBudget(uint64_t budget_bytes);
   PoolCounters counters() const;
@@ -147,9 +164,16 @@ class ChunkPool {
     uint64_t quota = 0;   // 0 = none
     uint64_t pinned = 0;  // bytes of the slots it pins (each counted once)
   };
+  Result<Acquired> AcquireLocked(std::unique_lock<std::mutex>& lock, OwnerId owner, SlotKey key,
+                                 uint64_t charge, uint32_t tiles, bool deferred,
+                                 const std::function<bool()>& cancelled,
+                                 const std::function<bool()>& stalled, std::shared_ptr<Slot>* out);
   bool HasRoomLocked(uint64_t charge) const;
   bool EvictForLocked(uint64_t charge);
+  // Takes the slot out of the pool; it is destroyed (its memory released, perhaps a file
+  // unmapped) once the lock is dropped, by whoever holds `graveyard_` then.
   void RemoveLocked(SlotMap::iterator it);
+  std::vector<std::shared_ptr<Slot>> TakeGraveyard();
   void TouchLocked(Slot& slot);
   void PinLocked(Slot& slot, OwnerId owner);
 
@@ -161,6 +185,9 @@ class ChunkPool {
 
   uint64_t budget_;  // under mutex_
   std::shared_ptr<BufferRecycler> slot_buffers_;
+  std::shared_ptr<SlotBacking> backing_;
+  bool backing_completes_ = false;  // slots must pass through Publish to reach the backing
+  std::vector<std::shared_ptr<Slot>> graveyard_;  // removed under the lock, freed outside
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   SlotMap slots_;

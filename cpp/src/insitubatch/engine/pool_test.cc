@@ -17,6 +17,10 @@ std::shared_ptr<Slot> Admit(ChunkPool& pool, OwnerId owner, int64_t chunk, uint6
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   if (r.ok()) {
     EXPECT_EQ(*r, expect);
+    if (*r == Acquired::kAdmitted) {
+      auto prepared = pool.Prepare(slot, bytes, bytes, true);
+      EXPECT_TRUE(prepared.ok() && !*prepared);
+    }
   }
   return slot;
 }

@@ -38,7 +38,9 @@ Buffer::~Buffer() { Release(); }
 
 void Buffer::Release() {
   if (data_ == nullptr) return;
-  if (recycler_) {
+  if (owner_) {
+    owner_.reset();
+  } else if (recycler_) {
     recycler_->Give(data_, capacity_);
     recycler_.reset();
   } else {
@@ -52,7 +54,8 @@ Buffer::Buffer(Buffer&& other) noexcept
     : data_(other.data_),
       size_(other.size_),
       capacity_(other.capacity_),
-      recycler_(std::move(other.recycler_)) {
+      recycler_(std::move(other.recycler_)),
+      owner_(std::move(other.owner_)) {
   other.data_ = nullptr;
   other.size_ = other.capacity_ = 0;
 }
@@ -64,6 +67,7 @@ Buffer& Buffer::operator=(Buffer&& other) noexcept {
     size_ = other.size_;
     capacity_ = other.capacity_;
     recycler_ = std::move(other.recycler_);
+    owner_ = std::move(other.owner_);
     other.data_ = nullptr;
     other.size_ = other.capacity_ = 0;
   }
@@ -88,6 +92,14 @@ Result<Buffer> Buffer::Allocate(size_t size, size_t alignment) {
 Result<Buffer> Buffer::CopyOf(std::span<const std::byte> bytes) {
   INSITU_ASSIGN_OR_RETURN(Buffer buffer, Allocate(bytes.size()));
   if (!bytes.empty()) std::memcpy(buffer.data(), bytes.data(), bytes.size());
+  return buffer;
+}
+
+Buffer Buffer::Borrow(std::byte* data, size_t size, std::shared_ptr<void> owner) {
+  Buffer buffer;
+  buffer.data_ = data;
+  buffer.size_ = buffer.capacity_ = size;
+  buffer.owner_ = std::move(owner);
   return buffer;
 }
 

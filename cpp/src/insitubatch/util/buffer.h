@@ -51,6 +51,11 @@ class Buffer {
   static Result<Buffer> Allocate(size_t size, size_t alignment = kBufferAlignment);
   // A copy of `bytes`.
   static Result<Buffer> CopyOf(std::span<const std::byte> bytes);
+  // `size` bytes at `data` that `owner` keeps valid (a file mapping): the buffer holds the
+  // owner, and dropping the last holder releases the memory its own way.
+  static Buffer Borrow(std::byte* data, size_t size, std::shared_ptr<void> owner);
+  // True for a Borrow()ed buffer (its memory is not the allocator's).
+  bool borrowed() const { return owner_ != nullptr; }
 
   std::byte* data() { return data_; }
   const std::byte* data() const { return data_; }
@@ -71,6 +76,7 @@ class Buffer {
   size_t size_ = 0;
   size_t capacity_ = 0;
   std::shared_ptr<BufferRecycler> recycler_;
+  std::shared_ptr<void> owner_;
 };
 
 // Keeps freed buffers for reuse, grouped by size class (sizes rounded up by at most

@@ -13,6 +13,7 @@ std::string_view StatusCodeName(StatusCode code) {
     case StatusCode::kCancelled: return "Cancelled";
     case StatusCode::kUnimplemented: return "Unimplemented";
     case StatusCode::kFailedPrecondition: return "FailedPrecondition";
+    case StatusCode::kLocked: return "Locked";
   }
   return "Unknown";
 }
@@ -42,5 +43,6 @@ Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::m
 Status FailedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
+Status Locked(std::string m) { return {StatusCode::kLocked, std::move(m)}; }
 
 }  // namespace insitubatch

@@ -19,6 +19,7 @@ enum class StatusCode : int {
   kCancelled,
   kUnimplemented,
   kFailedPrecondition,
+  kLocked,  // another process holds a lock (a cache directory's writer lock)
 };
 
 std::string_view StatusCodeName(StatusCode code);
@@ -63,6 +64,7 @@ Status ResourceExhausted(std::string message);
 Status Cancelled(std::string message);
 Status Unimplemented(std::string message);
 Status FailedPrecondition(std::string message);
+Status Locked(std::string message);
 
 }  // namespace insitubatch
 

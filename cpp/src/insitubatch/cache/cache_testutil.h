@@ -1,0 +1,27 @@
+#pragma once
+
+// A fresh directory under $TMPDIR for one test, removed (with its contents) afterwards.
+
+#include <filesystem>
+#include <string>
+
+namespace insitubatch::cache::testing {
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "insitu-cache-XXXXXX").string();
+    path_ = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  const std::string& path() const { return path_; }
+  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace insitubatch::cache::testing

@@ -1,0 +1,248 @@
+#include "insitubatch/cache/files.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+namespace insitubatch::cache {
+namespace {
+
+std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
+
+// ENOSPC and EDQUOT are the disk filling up; EROFS / EACCES a directory we cannot write.
+Status FileError(const std::string& what, const std::string& path, int err) {
+  std::string message = what + " " + path + ": " + ErrnoText(err);
+  if (err == ENOSPC || err == EDQUOT) {
+    return ResourceExhausted(message + " (the disk holding the cache directory is full)")
+        .set_detail(err);
+  }
+  return IoError(message).set_detail(err);
+}
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::atomic<uint64_t> g_temp_counter{0};
+
+}  // namespace
+
+Status CheckBasename(std::string_view name, std::string_view what) {
+  auto bad = [&](const char* why) {
+    return InvalidArgument(std::string(what) + ": file name \"" + std::string(name.substr(0, 200)) +
+                    "\" " + why + " (the cache directory is corrupt or was tampered with)");
+  };
+  if (name.empty()) return bad("is empty");
+  if (name == "." || name == "..") return bad("is not a file name");
+  if (name.find('/') != std::string_view::npos) return bad("contains a path separator");
+  if (name.find('\0') != std::string_view::npos) return bad("contains NUL");
+  if (name.size() > 255) return bad("is longer than a file name can be");
+  if (name.ends_with(kTempSuffix)) return bad("names a temporary file");
+  return Status::Ok();
+}
+
+FileMapping::~FileMapping() {
+  if (data_ != nullptr && size_ != 0) ::munmap(data_, size_);
+  if (!remove_path_.empty()) ::unlink(remove_path_.c_str());
+}
+
+Buffer FileMapping::Borrow(const std::shared_ptr<FileMapping>& mapping, uint64_t offset,
+                           uint64_t length) {
+  return Buffer::Borrow(mapping->data_ + offset, length, mapping);
+}
+
+Result<PendingFile> PendingFile::Create(const std::string& dir, const std::string& name,
+                                        uint64_t size) {
+  INSITU_RETURN_IF_ERROR(CheckBasename(name, "cache file"));
+  const std::string final_path = Join(dir, name);
+  const std::string temp = final_path + "." + std::to_string(::getpid()) + "." +
+                           std::to_string(g_temp_counter.fetch_add(1)) + std::string(kTempSuffix);
+  int fd;
+  do {
+    fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return FileError("cannot create", temp, errno);
+  PendingFile file(fd, temp, final_path, size);
+  if (size != 0) {
+    // Reserve every block now: a store into a mapping of a sparse file on a full disk is
+    // a SIGBUS; this makes it an error here instead.
+    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
+    if (err != 0) return FileError("cannot reserve " + std::to_string(size) + " bytes for", temp, err);
+  }
+  return file;
+}
+
+PendingFile::PendingFile(PendingFile&& other) noexcept
+    : fd_(std::exchange(other.fd_, -1)),
+      temp_(std::move(other.temp_)),
+      final_(std::move(other.final_)),
+      size_(other.size_),
+      committed_(other.committed_),
+      mapping_(std::move(other.mapping_)) {
+  other.committed_ = true;  // the moved-from file removes nothing
+}
+
+PendingFile::~PendingFile() {
+  if (fd_ >= 0) ::close(fd_);
+  // A mapping that removes its file on release takes care of it; otherwise an uncommitted
+  // file is removed here, so a failed or abandoned write leaves nothing behind.
+  if (!committed_ && !(mapping_ && !mapping_->remove_path_.empty())) ::unlink(temp_.c_str());
+}
+
+Result<std::shared_ptr<FileMapping>> PendingFile::Map(bool remove_with_mapping) {
+  if (size_ == 0) return InvalidArgument("cannot map the empty file " + temp_);
+  void* data = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  if (data == MAP_FAILED) return FileError("cannot map", temp_, errno);
+  mapping_.reset(new FileMapping(static_cast<std::byte*>(data), size_));
+  if (remove_with_mapping) mapping_->remove_path_ = committed_ ? final_ : temp_;
+  return mapping_;
+}
+
+Status PendingFile::Write(uint64_t offset, std::span<const std::byte> bytes) {
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
+                               static_cast<off_t>(offset + done));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return FileError("cannot write", temp_, errno);
+    }
+    done += static_cast<size_t>(n);
+  }
+  return Status::Ok();
+}
+
+Status PendingFile::Commit() {
+  if (committed_) return Status::Ok();
+  if (::rename(temp_.c_str(), final_.c_str()) != 0) {
+    return FileError("cannot rename " + temp_ + " to", final_, errno);
+  }
+  committed_ = true;
+  if (mapping_ && !mapping_->remove_path_.empty()) mapping_->remove_path_ = final_;
+  return Status::Ok();
+}
+
+Result<std::shared_ptr<FileMapping>> MapReadOnly(const std::string& path) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    if (errno == ENOENT || errno == ENOTDIR) return NotFound(path + " does not exist");
+    return FileError("cannot open", path, errno);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
+    ::close(fd);
+    return NotFound(path + " is not a non-empty regular file");
+  }
+  const auto size = static_cast<uint64_t>(st.st_size);
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (data == MAP_FAILED) return FileError("cannot map", path, err);
+  return std::shared_ptr<FileMapping>(new FileMapping(static_cast<std::byte*>(data), size));
+}
+
+Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound(path + " does not exist");
+    return FileError("cannot open", path, errno);
+  }
+  std::string out;
+  char chunk[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof(chunk));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return FileError("cannot read", path, err);
+    }
+    if (n == 0) break;
+    out.append(chunk, static_cast<size_t>(n));
+    if (out.size() > max_bytes) {
+      ::close(fd);
+      return InvalidArgument(path + " is larger than " + std::to_string(max_bytes) +
+                      " bytes: not a file this cache wrote");
+    }
+  }
+  ::close(fd);
+  return out;
+}
+
+Status WriteFileAtomically(const std::string& path, std::string_view contents) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  INSITU_ASSIGN_OR_RETURN(PendingFile file, PendingFile::Create(dir, name, contents.size()));
+  INSITU_RETURN_IF_ERROR(file.Write(0, std::as_bytes(std::span(contents.data(), contents.size()))));
+  return file.Commit();
+}
+
+size_t SweepTempFiles(const std::string& dir) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  size_t removed = 0;
+  while (dirent* e = ::readdir(d)) {
+    const std::string_view name(e->d_name);
+    if (name.ends_with(kTempSuffix) && ::unlinkat(::dirfd(d), e->d_name, 0) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
+}
+
+std::string FilesystemType(const std::string& path) {
+  char resolved[PATH_MAX];
+  if (::realpath(path.c_str(), resolved) == nullptr) return "";
+  const std::string target(resolved);
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  std::string line, best_type;
+  size_t best = 0;
+  while (std::getline(mountinfo, line)) {
+    // "36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw" (proc(5))
+    std::istringstream fields(line);
+    std::string id, parent, dev, root, mount_point;
+    fields >> id >> parent >> dev >> root >> mount_point;
+    const size_t dash = line.find(" - ");
+    if (dash == std::string::npos) continue;
+    std::istringstream tail(line.substr(dash + 3));
+    std::string type;
+    tail >> type;
+    const bool prefix = target == mount_point ||
+                        (target.starts_with(mount_point) &&
+                         (mount_point == "/" || target[mount_point.size()] == '/'));
+    if (prefix && mount_point.size() >= best) {
+      best = mount_point.size();
+      best_type = type;
+    }
+  }
+  return best_type;
+}
+
+bool IsNetworkFilesystem(std::string_view type) {
+  static constexpr std::string_view kNetwork[] = {
+      "nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "fuse.s3fs", "fuse.gcsfuse",
+      "fuse.rclone", "9p", "lustre", "ceph", "fuse.ceph", "glusterfs", "fuse.glusterfs", "afs"};
+  for (std::string_view t : kNetwork) {
+    if (type == t) return true;
+  }
+  return false;
+}
+
+}  // namespace insitubatch::cache

@@ -1,0 +1,75 @@
+#pragma once
+
+// CacheLog: the append-only record of what a cache directory holds -- a header line, then
+// one JSON line per completed entry: {"key", "file", "bytes", "tag"}. The key is the
+// owner's name for the entry (the disk tier does not interpret it), the file a bare name in
+// the directory, the tag a fingerprint of how the bytes were made (an entry whose tag
+// differs from the current one is stale).
+//
+// Crash-safe without fsync: an entry's line is appended whole, after its file is in place,
+// so a process killed at any point leaves every earlier line valid and at most a torn last
+// line, which reopening drops. Power loss is out of scope. Untrusted on reopen: an
+// unreadable header or a malformed line before the last is corruption (InvalidArgument), and every
+// file name must be a bare basename.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "insitubatch/util/result.h"
+
+namespace insitubatch::cache {
+
+inline constexpr const char* kLogName = "insitu_cache.jsonl";
+inline constexpr int kLogFormatVersion = 1;
+
+struct LogEntry {
+  std::string key;
+  std::string file;
+  uint64_t bytes = 0;
+  std::string tag;
+  friend bool operator==(const LogEntry&, const LogEntry&) = default;
+};
+
+struct LogContents {
+  std::vector<LogEntry> entries;  // in the order logged; a key logged twice: the last wins
+  bool torn_tail = false;         // a partial last line was dropped
+};
+
+// Parses a log's text; `where` names it in errors.
+Result<LogContents> ParseLog(std::string_view text, std::string_view where);
+// The header line (with its newline) and one entry's line.
+std::string LogHeader();
+std::string LogLine(const LogEntry& entry);
+
+class CacheLog {
+ public:
+  // Opens `dir`'s log: its entries, or none when it does not exist yet. `writable`: appends
+  // are allowed (the caller holds the writer lock); the file is created on the first one.
+  static Result<CacheLog> Open(const std::string& dir, bool writable);
+  CacheLog(CacheLog&& other) noexcept;
+  CacheLog& operator=(CacheLog&&) = delete;
+  ~CacheLog();
+
+  const std::vector<LogEntry>& entries() const { return entries_; }
+  bool torn_tail() const { return torn_tail_; }
+  const std::string& path() const { return path_; }
+
+  // Appends one entry (after its file was committed).
+  Status Append(const LogEntry& entry);
+  // Replaces the whole log with `keep` (atomically: temp file + rename).
+  Status Rewrite(std::vector<LogEntry> keep);
+
+ private:
+  CacheLog(std::string path, std::vector<LogEntry> entries, bool torn, bool writable)
+      : path_(std::move(path)), entries_(std::move(entries)), torn_tail_(torn), writable_(writable) {}
+  Status EnsureOpen();
+  std::string path_;
+  std::vector<LogEntry> entries_;
+  bool torn_tail_ = false;
+  bool writable_ = false;
+  int fd_ = -1;  // O_APPEND, opened on the first append
+};
+
+}  // namespace insitubatch::cache

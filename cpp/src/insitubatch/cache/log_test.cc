@@ -1,0 +1,70 @@
+#include "insitubatch/cache/log.h"
+
+#include <gtest/gtest.h>
+
+#include "insitubatch/cache/cache_testutil.h"
+#include "insitubatch/cache/files.h"
+
+namespace insitubatch::cache {
+namespace {
+
+using testing::TempDir;
+
+TEST(CacheLogTest, AppendsSurviveReopenAndATornTailIsDropped) {
+  TempDir dir;
+  {
+    auto log = CacheLog::Open(dir.path(), true);
+    ASSERT_TRUE(log.ok()) << log.status().ToString();
+    EXPECT_TRUE(log->entries().empty());
+    ASSERT_TRUE(log->Append({"t2m#0", "t2m.0.npy", 100, "src:a"}).ok());
+    ASSERT_TRUE(log->Append({"t2m#1", "t2m.1.npy", 100, "src:a"}).ok());
+  }
+  auto text = ReadSmallFile(dir / kLogName, 1 << 20);
+  ASSERT_TRUE(text.ok());
+  // A writer killed mid-line leaves a torn tail.
+  ASSERT_TRUE(WriteFileAtomically(dir / kLogName, *text + "{\"key\": \"t2m#2\", \"fi").ok());
+  auto reader = CacheLog::Open(dir.path(), false);
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_TRUE(reader->torn_tail());
+  ASSERT_EQ(reader->entries().size(), 2u);
+  EXPECT_EQ(reader->entries()[1], (LogEntry{"t2m#1", "t2m.1.npy", 100, "src:a"}));
+  // A writer drops the tail before it appends (else the next line glues onto it).
+  auto writer = CacheLog::Open(dir.path(), true);
+  ASSERT_TRUE(writer.ok());
+  ASSERT_TRUE(writer->Append({"t2m#2", "t2m.2.npy", 100, "src:a"}).ok());
+  auto again = CacheLog::Open(dir.path(), false);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->entries().size(), 3u);
+  EXPECT_FALSE(again->torn_tail());
+  ASSERT_TRUE(writer->Rewrite({again->entries()[0]}).ok());
+  EXPECT_EQ(CacheLog::Open(dir.path(), false)->entries().size(), 1u);
+}
+
+TEST(CacheLogTest, TamperedLogsAreCorruption) {
+  const std::string header = LogHeader();
+  struct Case {
+    const char* what;
+    std::string text;
+  } cases[] = {
+      {"header", "not json\n"},
+      {"version", "{\"format\": \"insitubatch-cache\", \"format_version\": 9}\n"},
+      {"absolute", header + "{\"key\": \"k\", \"file\": \"/etc/passwd\", \"bytes\": 1, \"tag\": \"\"}\n"},
+      {"dotdot", header + "{\"key\": \"k\", \"file\": \"..\", \"bytes\": 1, \"tag\": \"\"}\n"},
+      {"separator", header + "{\"key\": \"k\", \"file\": \"a/b\", \"bytes\": 1, \"tag\": \"\"}\n"},
+      {"bytes", header + "{\"key\": \"k\", \"file\": \"a\", \"bytes\": -1, \"tag\": \"\"}\n"},
+      {"interior", header + "garbage\n" + LogLine({"k", "a", 1, ""})},
+      {"missing", header + "{\"key\": \"k\", \"bytes\": 1, \"tag\": \"\"}\n"},
+  };
+  for (const Case& c : cases) {
+    auto parsed = ParseLog(c.text, "test.jsonl");
+    ASSERT_FALSE(parsed.ok()) << c.what;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << c.what;
+    EXPECT_NE(parsed.status().message().find("test.jsonl line"), std::string::npos) << c.what;
+  }
+  auto empty = ParseLog("", "x");
+  ASSERT_TRUE(empty.ok());
+  EXPECT_TRUE(empty->entries.empty());
+}
+
+}  // namespace
+}  // namespace insitubatch::cache

@@ -1,0 +1,132 @@
+#pragma once
+
+// SlotBacking: where the pool's slot memory lives -- the heap (recycled buffers), or files
+// in a cache directory (cache_dir) mapped into memory, so a slot is page cache the kernel
+// may write back and drop rather than anonymous memory, the budget may exceed RAM, and,
+// with persist, a completed chunk outlives the process.
+//
+// Disk layout: one .npy file per slot, named after the array and the outer chunk, holding
+// the slot as the pool does (tile-major: (tiles, spc, *tile_shape), padding included; after
+// a chunk transform, one tile of the output field), its data page-aligned after the header.
+// A slot being filled is a temp file decoded into in place (no extra copy); a completed one
+// is renamed into place and, with persist, logged (cache/log.h). Without persist the files
+// go when their slots do.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "insitubatch/cache/dir_lock.h"
+#include "insitubatch/cache/files.h"
+#include "insitubatch/cache/log.h"
+#include "insitubatch/engine/pool.h"
+#include "insitubatch/engine/sizing.h"
+#include "insitubatch/util/buffer.h"
+
+namespace insitubatch::engine {
+
+class SlotBacking {
+ public:
+  virtual ~SlotBacking() = default;
+  // Memory for an admitted slot of `bytes`. `resident`: it becomes the slot's data as it
+  // fills (no chunk transform); otherwise it is scratch the transform reads from.
+  virtual Result<Buffer> Allocate(SlotKey key, uint64_t bytes, bool resident) = 0;
+  // The slot from an earlier run, ready to serve (nullopt: a miss).
+  virtual std::optional<Buffer> Revive(SlotKey key, uint64_t bytes) { return std::nullopt; }
+  // The slot completed with `data`: makes it durable where the backing persists. Returns
+  // the memory the slot keeps (`data` itself, or the file it was written to).
+  virtual Result<Buffer> Complete(SlotKey key, Buffer data) { return data; }
+  // Whether a miss is an error (a read-only cache serves only what it holds).
+  virtual bool read_only() const { return false; }
+  // Whether completed slots must be handed to Complete() (a backing that keeps files).
+  virtual bool completes() const { return false; }
+  virtual std::string Describe() const = 0;
+};
+
+class HeapBacking final : public SlotBacking {
+ public:
+  explicit HeapBacking(std::shared_ptr<BufferRecycler> recycler) : recycler_(std::move(recycler)) {}
+  Result<Buffer> Allocate(SlotKey, uint64_t bytes, bool) override { return recycler_->Take(bytes); }
+  std::string Describe() const override { return "heap"; }
+
+ private:
+  std::shared_ptr<BufferRecycler> recycler_;
+};
+
+// What the disk backing needs to know of one array (one engine source).
+struct CachedArray {
+  std::string path;         // the array's path in its store (the log key's prefix)
+  std::string fingerprint;  // of the chunk transforms scoped to it ("" without any)
+  SlotLayout resident;      // what its slots hold
+  int64_t spc = 1;
+};
+
+struct DiskCacheOptions {
+  std::string dir;
+  bool persist = false;
+  bool read_only = false;
+  bool reset_stale = false;
+};
+
+// Counters of the disk tier over the engine's life (revive outcomes; files written).
+struct DiskCacheCounters {
+  uint64_t revived = 0;
+  uint64_t revive_missing = 0;   // logged, but the file is gone or unreadable
+  uint64_t revive_mismatch = 0;  // the file's header is not this slot's layout
+  uint64_t files_written = 0;
+  uint64_t bytes_written = 0;
+};
+
+class DiskBacking final : public SlotBacking {
+ public:
+  // Opens the cache directory: takes the writer lock (or a reader's), reads the log,
+  // checks every array's entries against its fingerprint -- stale arrays are an error
+  // naming them unless reset_stale, which deletes exactly their entries -- and sweeps
+  // the temp files a killed writer left.
+  static Result<std::shared_ptr<DiskBacking>> Open(DiskCacheOptions options,
+                                                   std::vector<CachedArray> arrays);
+
+  Result<Buffer> Allocate(SlotKey key, uint64_t bytes, bool resident) override;
+  std::optional<Buffer> Revive(SlotKey key, uint64_t bytes) override;
+  Result<Buffer> Complete(SlotKey key, Buffer data) override;
+  bool read_only() const override { return options_.read_only; }
+  bool completes() const override { return true; }
+  std::string Describe() const override;
+
+  DiskCacheCounters counters() const;
+  // Entries the log holds for this dataset's arrays, and their bytes on disk.
+  uint64_t logged_entries() const;
+  uint64_t logged_bytes() const;
+  // The file a slot lives in (for tests and error messages).
+  std::string FileName(SlotKey key) const;
+
+ private:
+  DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arrays, cache::DirLock lock,
+              std::optional<cache::CacheLog> log);
+  std::string LogKey(SlotKey key) const;
+  // The .npy header of a slot of `source` (padded so the data starts on a page).
+  std::string Header(uint32_t source) const;
+  Result<Buffer> WriteNewFile(SlotKey key, const Buffer* contents, uint64_t bytes, bool keep_open);
+
+  DiskCacheOptions options_;
+  std::vector<CachedArray> arrays_;
+  std::vector<std::string> headers_;  // per source
+  cache::DirLock lock_;
+  mutable std::mutex mutex_;
+  std::optional<cache::CacheLog> log_;              // persist or read-only: the log
+  std::map<std::string, cache::LogEntry> entries_;  // log key -> its latest entry
+  // Files being filled (persist), committed when their slot completes.
+  std::map<SlotKey, std::pair<cache::PendingFile, std::byte*>> pending_;
+  DiskCacheCounters counters_;
+};
+
+// The fingerprint-and-staleness check's verdict, for messages: arrays whose entries were
+// made by other chunk transforms.
+std::vector<std::string> StaleArrays(const std::vector<cache::LogEntry>& entries,
+                                     const std::vector<CachedArray>& arrays);
+
+}  // namespace insitubatch::engine

@@ -1,0 +1,169 @@
+#include "insitubatch/engine/backing.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <numeric>
+
+#include "insitubatch/cache/cache_testutil.h"
+#include "insitubatch/engine/engine.h"
+#include "insitubatch/engine/engine_testutil.h"
+
+namespace insitubatch::engine {
+namespace {
+
+namespace fs = std::filesystem;
+using cache::testing::TempDir;
+using testing::CountingStore;
+using testing::IotaValue;
+using testing::WriteIotaArray;
+
+struct Disk {
+  std::shared_ptr<MemoryStore> memory = std::make_shared<MemoryStore>();
+  std::shared_ptr<CountingStore> store = std::make_shared<CountingStore>(memory);
+  std::vector<ArraySource> sources;
+  TempDir dir;
+
+  Disk() {
+    auto array = WriteIotaArray(memory, store, "t2m", {16, 3, 5}, {4, 3, 5});
+    sources.push_back(ArraySource::Create(array, 0).value());
+  }
+
+  std::vector<CachedArray> Arrays(const std::string& fingerprint = "src:v1") const {
+    return {{"t2m", fingerprint, sources[0].resident, sources[0].spc}};
+  }
+
+  Result<std::shared_ptr<Engine>> MakeEngine(DiskCacheOptions options,
+                                             const std::string& fingerprint = "src:v1") {
+    options.dir = dir.path();
+    INSITU_ASSIGN_OR_RETURN(auto backing, DiskBacking::Open(options, Arrays(fingerprint)));
+    EngineConfig config;
+    config.decode_threads = 2;
+    config.backing = backing;
+    return Engine::Create(sources, config);
+  }
+
+  // One sequential pass over every chunk; returns the rows seen (values checked).
+  Result<size_t> Pass(Engine& engine) {
+    std::vector<int64_t> ids(4);
+    std::iota(ids.begin(), ids.end(), 0);
+    PassSpec spec;
+    spec.split = "train";
+    spec.order = SequentialOrder(ids, 4, 16, 2);
+    spec.ref_spc = 4;
+    spec.batch_size = 3;
+    spec.labels = {{"t2m", 0, 0}};
+    INSITU_ASSIGN_OR_RETURN(auto pass, engine.StartPass(std::move(spec)));
+    size_t rows = 0;
+    for (;;) {
+      INSITU_ASSIGN_OR_RETURN(auto batch, pass->Next());
+      if (!batch) break;
+      const auto* v = reinterpret_cast<const float*>(batch->arrays[0]->data());
+      for (size_t r = 0; r < batch->rows; ++r) {
+        for (uint64_t e = 0; e < 15; ++e) {
+          const uint64_t sample = static_cast<uint64_t>(batch->anchors[r]);
+          EXPECT_EQ(v[r * 15 + e], IotaValue({16, 3, 5}, {sample, e / 5, e % 5}, 0));
+        }
+      }
+      rows += batch->rows;
+    }
+    last_stats = pass->stats();
+    return rows;
+  }
+  PassStats last_stats;
+
+  size_t Files(const std::string& suffix) const {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(dir.path())) {
+      n += e.path().string().ends_with(suffix) ? 1 : 0;
+    }
+    return n;
+  }
+};
+
+TEST(DiskBackingTest, WithoutPersistTheFilesGoWithTheSlots) {
+  Disk d;
+  {
+    auto engine = d.MakeEngine({});
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+    EXPECT_EQ(d.Files(".insitu-tmp"), 4u);  // the slots are these mapped files
+    EXPECT_EQ((*engine)->pool().backing()->Describe(), d.dir.path());
+  }
+  EXPECT_EQ(d.Files(".insitu-tmp") + d.Files(".npy"), 0u);
+  EXPECT_FALSE(fs::exists(d.dir / cache::kLogName));
+}
+
+TEST(DiskBackingTest, PersistedChunksReviveInANewEngineWithoutAFetch) {
+  Disk d;
+  {
+    auto engine = d.MakeEngine({.persist = true});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+    EXPECT_EQ(d.last_stats.cache_misses, 4u);
+  }
+  EXPECT_EQ(d.Files(".npy"), 4u);
+  d.store->Reset();
+  auto engine = d.MakeEngine({.persist = true});
+  ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+  ASSERT_EQ(d.Pass(**engine).value(), 16u);
+  EXPECT_EQ(d.store->total(), 0);  // no fetch, no decode
+  EXPECT_EQ(d.last_stats.revived, 4u);
+  EXPECT_EQ(d.last_stats.cache_hits, 4u);
+  // While a writer holds the directory, a second one fails at once; readers coexist.
+  auto second = d.MakeEngine({.persist = true});
+  EXPECT_EQ(second.status().code(), StatusCode::kLocked);
+  auto reader = d.MakeEngine({.read_only = true});
+  ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+  EXPECT_EQ(d.Pass(**reader).value(), 16u);
+  EXPECT_EQ(d.store->total(), 0);
+}
+
+TEST(DiskBackingTest, ReadOnlyMissesStaleArraysAndWrongShapes) {
+  Disk d;
+  {
+    auto engine = d.MakeEngine({.persist = true});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_TRUE(d.Pass(**engine).ok());
+  }
+  // A file replaced with another layout is a miss, read again and replaced, never an error.
+  auto backing = DiskBacking::Open({d.dir.path(), true, true, false}, d.Arrays());
+  ASSERT_TRUE(backing.ok());
+  const std::string victim = d.dir / (*backing)->FileName({0, 2});
+  backing->reset();
+  fs::resize_file(victim, 100);
+  d.store->Reset();
+  {
+    auto engine = d.MakeEngine({.persist = true});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+    EXPECT_EQ(d.store->total(), 1);
+    auto* disk = static_cast<DiskBacking*>((*engine)->pool().backing().get());
+    EXPECT_EQ(disk->counters().revive_mismatch, 1u);
+  }
+  // A changed transform makes the array stale: an error naming it, unless reset.
+  auto stale = d.MakeEngine({.persist = true}, "src:v2");
+  ASSERT_FALSE(stale.ok());
+  EXPECT_NE(stale.status().message().find("stale for 't2m'"), std::string::npos)
+      << stale.status().message();
+  EXPECT_NE(stale.status().message().find("reset_stale_cache=True"), std::string::npos);
+  {
+    auto reset = d.MakeEngine({.persist = true, .reset_stale = true}, "src:v2");
+    ASSERT_TRUE(reset.ok()) << reset.status().ToString();
+    EXPECT_EQ(d.Files(".npy"), 0u);  // exactly its entries went
+  }
+  // A reader over a cache missing a chunk fails naming it.
+  auto reader = d.MakeEngine({.read_only = true}, "src:v2");
+  ASSERT_TRUE(reader.ok());
+  auto rows = d.Pass(**reader);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_EQ(rows.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(rows.status().message().find("of array 't2m' is not in the cache"), std::string::npos)
+      << rows.status().message();
+  // A reader never creates a directory.
+  auto missing = DiskBacking::Open({d.dir / "nope", false, true, false}, d.Arrays());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace insitubatch::engine

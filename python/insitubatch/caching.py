@@ -1,0 +1,115 @@
+"""What a ``cache_dir`` needs from Python: per-array fingerprints of the chunk transforms,
+and the construction-time checks of the directory itself.
+
+A persisted entry carries its array's fingerprint; reopening compares it with the current
+one, so a changed transform makes stale exactly the arrays it is scoped to (an array with
+no entries is cold, not stale). A transform's token is, in order of strength: its
+``cache_key`` attribute (``"key:<k>"``, bump it per fit), a hash of its cloudpickle
+(``insitubatch[cache]``; sees closures, globals and array values), or a hash of its source
+and a custom repr (best effort: numpy summarizes arrays over 1000 elements, so re-fitted
+statistics can go unnoticed -- one WARNING says so).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import logging
+import os
+import re
+import shutil
+from typing import Any, Callable, Sequence
+
+from . import _ext
+from .summary import format_bytes
+
+logger = logging.getLogger("insitubatch")
+
+_DEFAULT_REPR = re.compile(r" at 0x[0-9a-fA-F]+>$")
+
+
+def _sha(text: bytes) -> str:
+    return hashlib.sha256(text).hexdigest()
+
+
+def _source_token(transform: Callable) -> str:
+    target = transform if inspect.isfunction(transform) or inspect.ismethod(transform) else type(transform)
+    parts = [getattr(target, "__module__", ""), getattr(target, "__qualname__", repr(target))]
+    try:
+        parts.append(inspect.getsource(target))
+    except (OSError, TypeError):
+        pass
+    text = repr(transform)
+    if not _DEFAULT_REPR.search(text):  # a custom repr says something about the parameters
+        parts.append(text)
+    return "src:" + _sha("\0".join(parts).encode())
+
+
+def transform_token(transform: Callable) -> tuple[str, bool]:
+    """``(token, best_effort)`` for one chunk transform (the scope of ``applies`` is not
+    part of it: the unwrapped callable is)."""
+    inner = getattr(transform, "transform", transform)
+    key = getattr(inner, "cache_key", None)
+    if key is not None:
+        return f"key:{key}", False
+    try:
+        import cloudpickle
+    except ImportError:
+        return _source_token(inner), True
+    try:
+        return "pickle:" + _sha(cloudpickle.dumps(inner)), False
+    except Exception:  # noqa: BLE001 - an unpicklable transform falls back to its source
+        return _source_token(inner), True
+
+
+def array_fingerprints(chains: dict[str, Sequence[Callable]]) -> tuple[dict[str, str], list[str]]:
+    """Per array path: the fingerprint of its chunk-transform chain ("" without any), and
+    the display names of transforms fingerprinted best-effort."""
+    out: dict[str, str] = {}
+    weak: list[str] = []
+    for path, chain in chains.items():
+        if not chain:
+            out[path] = ""
+            continue
+        tokens = []
+        for t in chain:
+            token, best_effort = transform_token(t)
+            tokens.append(token)
+            if best_effort:
+                weak.append(getattr(t, "__qualname__", type(t).__name__))
+        out[path] = "v1:" + _sha("\n".join(tokens).encode())[:32]
+    return out, weak
+
+
+def check_directory(cache_dir: str, *, readonly: bool, disk_bytes: int) -> None:
+    """Construction-time warnings about the directory: unarbitrated (a network filesystem,
+    or no advisory locks), or too small for what the splits will write."""
+    probe = cache_dir if os.path.isdir(cache_dir) else os.path.dirname(cache_dir) or "."
+    fs_type = _ext.cache_filesystem_type(probe)
+    if _ext.cache_is_network_filesystem(fs_type):
+        logger.warning(
+            "cache_dir %s is on a network filesystem (%s): its locks do not arbitrate between"
+            " hosts, so writers on two machines can corrupt each other. Use local disk, or a"
+            " directory per host.", cache_dir, fs_type)
+    elif os.path.isdir(cache_dir) and not _ext.cache_locks_work(cache_dir):
+        logger.warning(
+            "cache_dir %s: this filesystem has no POSIX advisory locks, so the one-writer rule is"
+            " not enforced: give each writer its own directory.", cache_dir)
+    if not readonly and disk_bytes:
+        free = shutil.disk_usage(probe).free
+        if disk_bytes > free:
+            logger.warning(
+                "cache_dir %s: the splits take %s on disk but %s are free; the cache fills the disk"
+                " and the pass that finds it full raises", cache_dir, format_bytes(disk_bytes),
+                format_bytes(free))
+
+
+def warn_best_effort(weak: list[str]) -> None:
+    logger.warning(
+        "persist: the chunk transform(s) %s have no cache_key and cloudpickle is not installed, so"
+        " the cache notices a change to them only through their source and repr (best effort: a"
+        " re-fitted statistic can be served stale). Install insitubatch[cache] or give each a"
+        " cache_key you bump per fit.", ", ".join(sorted(set(weak))))
+
+
+__all__ = ["array_fingerprints", "check_directory", "transform_token", "warn_best_effort"]
