@@ -215,7 +215,12 @@ void BindEngine(nb::module_& m) {
              uint32_t decode_threads, const std::string& on_bad_chunk, nb::list transforms,
              uint32_t gather_threads, uint64_t pass_floor_bytes, bool auto_budget,
              uint64_t max_auto_budget_bytes, std::optional<std::string> cache_dir, bool persist,
-             bool readonly_cache, bool reset_stale_cache, std::vector<std::string> fingerprints) {
+             bool readonly_cache, bool reset_stale_cache, std::vector<std::string> fingerprints,
+             const std::string& eviction) {
+            if (eviction != "lru" && eviction != "next_use") {
+              ThrowIfError(InvalidArgument("eviction must be \"next_use\" or \"lru\", got \"" +
+                                           eviction + "\""));
+            }
             if (arrays.size() != sample_axes.size() ||
                 (transforms.size() != 0 && transforms.size() != arrays.size())) {
               ThrowIfError(InvalidArgument("one sample axis per array is required"));
@@ -245,6 +250,7 @@ void BindEngine(nb::module_& m) {
                   {*cache_dir, persist, readonly_cache, reset_stale_cache}, std::move(cached)));
             }
             config.budget_bytes = budget_bytes;
+            config.eviction = eviction == "lru" ? engine::Eviction::kLru : engine::Eviction::kNextUse;
             config.max_inflight = max_inflight;
             config.decode_threads = decode_threads;
             config.gather_threads = gather_threads;
@@ -262,13 +268,14 @@ void BindEngine(nb::module_& m) {
           nb::arg("max_auto_budget_bytes") = 0, nb::arg("cache_dir") = nb::none(),
           nb::arg("persist") = false, nb::arg("readonly_cache") = false,
           nb::arg("reset_stale_cache") = false,
-          nb::arg("fingerprints") = std::vector<std::string>())
+          nb::arg("fingerprints") = std::vector<std::string>(), nb::arg("eviction") = "lru")
       .def(
           "start_pass",
           [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows,
              const Int64Array& block_start, int64_t ref_spc, int64_t batch_size,
              uint32_t prefetch_depth,
-             const std::vector<std::tuple<std::string, uint32_t, int64_t>>& labels) {
+             const std::vector<std::tuple<std::string, uint32_t, int64_t>>& labels,
+             std::optional<Int64Array> next_rows, std::optional<Int64Array> next_block_start) {
             engine::PassSpec spec;
             spec.split = std::move(split);
             spec.epoch = epoch;
@@ -276,6 +283,7 @@ void BindEngine(nb::module_& m) {
             spec.ref_spc = ref_spc;
             spec.batch_size = batch_size;
             spec.prefetch_depth = prefetch_depth;
+            if (next_rows && next_block_start) spec.next_order = OrderFromArrays(*next_rows, *next_block_start);
             for (const auto& [name, source, offset] : labels) {
               if (source >= h.engine->sources().size()) {
                 ThrowIfError(InvalidArgument("label '" + name + "' names no array"));
@@ -287,6 +295,7 @@ void BindEngine(nb::module_& m) {
           },
           nb::arg("split"), nb::arg("epoch"), nb::arg("rows"), nb::arg("block_start"),
           nb::arg("ref_spc"), nb::arg("batch_size"), nb::arg("prefetch_depth"), nb::arg("labels"),
+          nb::arg("next_rows") = nb::none(), nb::arg("next_block_start") = nb::none(),
           nb::rv_policy::take_ownership)
       .def_prop_ro("budget_bytes", [](const EngineHandle& h) { return h.engine->pool().budget_bytes(); })
       .def("cache_counters",

@@ -67,6 +67,7 @@ class InSituDataset:
         batch_transforms: Sequence[Callable] = (),
         decode_threads: int = 0,
         gather_threads: int = 0,
+        eviction: str = "next_use",
     ) -> None:
         self._engine = None
         self._passes: "weakref.WeakSet[_PassIterator]" = weakref.WeakSet()
@@ -79,7 +80,7 @@ class InSituDataset:
             cache_budget_bytes=cache_budget_bytes, persist=persist, readonly_cache=readonly_cache,
             reset_stale_cache=reset_stale_cache, on_bad_chunk=on_bad_chunk,
             chunk_transforms=chunk_transforms, batch_transforms=batch_transforms,
-            decode_threads=decode_threads, gather_threads=gather_threads)
+            decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction)
         if not isinstance(manifest, SplitManifest):
             raise InvalidArgumentError(f"manifest must be a SplitManifest, got {type(manifest).__name__}")
         self._batch_size = arguments.integer("batch_size", batch_size)
@@ -95,6 +96,9 @@ class InSituDataset:
         if on_bad_chunk not in ("raise", "nan"):
             raise InvalidArgumentError(f'on_bad_chunk must be "raise" or "nan", got {on_bad_chunk!r}')
         self._on_bad_chunk = on_bad_chunk
+        if eviction not in ("next_use", "lru"):
+            raise InvalidArgumentError(f'eviction must be "next_use" or "lru", got {eviction!r}')
+        self._eviction = eviction
         for name, value in (("persist", persist), ("readonly_cache", readonly_cache),
                             ("reset_stale_cache", reset_stale_cache)):
             arguments.flag(name, value)
@@ -209,7 +213,8 @@ class InSituDataset:
                                    cache_dir=self.cache_dir, persist=self.persist,
                                    readonly_cache=self.readonly_cache,
                                    reset_stale_cache=self._reset_stale_cache,
-                                   fingerprints=[self._fingerprints.get(p, "") for p in self._paths])
+                                   fingerprints=[self._fingerprints.get(p, "") for p in self._paths],
+                                   eviction=self._eviction)
         self._reset_stale_cache = False  # done: a re-open (a forked child) must not reset again
 
     def _live_engine(self):
@@ -256,6 +261,7 @@ class InSituDataset:
     decode_threads = property(lambda self: self._decode_threads)
     gather_threads = property(lambda self: self._gather_threads)
     on_bad_chunk = property(lambda self: self._on_bad_chunk)
+    eviction = property(lambda self: self._eviction)
     working_set_bytes = property(lambda self: self._working_set_bytes,
                                  doc="The residency one pass needs (the automatic budget).")
     cache_budget_bytes = property(lambda self: self._budget,
@@ -401,9 +407,15 @@ class InSituDataset:
         engine = self._live_engine()
         # Only the shuffled order depends on the epoch; stats are labelled with it either way.
         rows, block_start = self._order(split, shuffled, self._epoch if shuffled else 0, shard)
+        # Eviction by next use looks one epoch ahead: the shuffled order is a pure function
+        # of the epoch (a sequential view repeats its own).
+        ahead = {}
+        if shuffled and self._eviction == "next_use" and self._epoch < arguments.LIMITS["epoch"][1]:
+            ahead = dict(zip(("next_rows", "next_block_start"),
+                             self._order(split, True, self._epoch + 1, shard)))
         native = engine.start_pass(split, self._epoch, rows, block_start,
                                    self.manifest.sample_chunk_size, self._batch_size,
-                                   self._prefetch_depth, self._labels)
+                                   self._prefetch_depth, self._labels, **ahead)
         grown = engine.budget_grown
         if grown > self._budget:
             self._budget = grown

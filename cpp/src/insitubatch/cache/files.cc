@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
@@ -63,7 +64,7 @@ Buffer FileMapping::Borrow(const std::shared_ptr<FileMapping>& mapping, uint64_t
 }
 
 Result<PendingFile> PendingFile::Create(const std::string& dir, const std::string& name,
-                                        uint64_t size) {
+                                        uint64_t reserve) {
   INSITU_RETURN_IF_ERROR(CheckBasename(name, "cache file"));
   const std::string final_path = Join(dir, name);
   const std::string temp = final_path + "." + std::to_string(::getpid()) + "." +
@@ -73,12 +74,10 @@ Result<PendingFile> PendingFile::Create(const std::string& dir, const std::strin
     fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return FileError("cannot create", temp, errno);
-  PendingFile file(fd, temp, final_path, size);
-  if (size != 0) {
-    // Reserve every block now: a store into a mapping of a sparse file on a full disk is
-    // a SIGBUS; this makes it an error here instead.
-    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(size));
-    if (err != 0) return FileError("cannot reserve " + std::to_string(size) + " bytes for", temp, err);
+  PendingFile file(fd, temp, final_path);
+  if (reserve != 0) {  // a whole download's blocks, so a full disk shows before it starts
+    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(reserve));
+    if (err != 0) return FileError("cannot reserve " + std::to_string(reserve) + " bytes for", temp, err);
   }
   return file;
 }
@@ -102,7 +101,7 @@ PendingFile::~PendingFile() {
 
 Result<std::shared_ptr<FileMapping>> PendingFile::Map(bool remove_with_mapping) {
   if (size_ == 0) return InvalidArgument("cannot map the empty file " + temp_);
-  void* data = ::mmap(nullptr, size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
+  void* data = ::mmap(nullptr, size_, PROT_READ, MAP_SHARED, fd_, 0);
   if (data == MAP_FAILED) return FileError("cannot map", temp_, errno);
   mapping_.reset(new FileMapping(static_cast<std::byte*>(data), size_));
   if (remove_with_mapping) mapping_->remove_path_ = committed_ ? final_ : temp_;
@@ -120,6 +119,7 @@ Status PendingFile::Write(uint64_t offset, std::span<const std::byte> bytes) {
     }
     done += static_cast<size_t>(n);
   }
+  size_ = std::max<uint64_t>(size_, offset + bytes.size());
   return Status::Ok();
 }
 
@@ -190,7 +190,7 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents) {
   const size_t slash = path.rfind('/');
   const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
   const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  INSITU_ASSIGN_OR_RETURN(PendingFile file, PendingFile::Create(dir, name, contents.size()));
+  INSITU_ASSIGN_OR_RETURN(PendingFile file, PendingFile::Create(dir, name));
   INSITU_RETURN_IF_ERROR(file.Write(0, std::as_bytes(std::span(contents.data(), contents.size()))));
   return file.Commit();
 }

@@ -6,8 +6,10 @@
 //    partial file, and a process killed mid-write leaves only a temp file behind;
 //  * a file is never truncated or rewritten in place, so another process's mapping of it
 //    stays valid (truncating under a mapping turns its reads into SIGBUS);
-//  * a file's blocks are reserved before anything is written into its mapping, so a full
-//    disk is an error at that call (ENOSPC), never a SIGBUS at a later store.
+//  * files are written with write(2), never through a mapping, so a full disk is an error
+//    at that call (ENOSPC), never a SIGBUS at a later store -- and their page cache gets
+//    large folios, which makes mapping them again later about four times cheaper than
+//    mapping pages a writable mapping faulted in one by one (bench/cache_bench.py).
 // Names read back from disk (a log, a directory listing) are untrusted: CheckBasename.
 
 #include <cstddef>
@@ -28,8 +30,8 @@ inline constexpr std::string_view kTempSuffix = ".insitu-tmp";
 // name; otherwise InvalidArgument naming `what` (the cache is corrupt or tampered with).
 Status CheckBasename(std::string_view name, std::string_view what);
 
-// A whole file mapped shared, read-write or read-only; unmapped when destroyed (the last
-// Buffer borrowing it). While writable it also owns the file being written.
+// A whole file mapped shared and read-only; unmapped when destroyed (the last Buffer
+// borrowing it), and the file removed then if it was mapped to go with its mapping.
 class FileMapping {
  public:
   ~FileMapping();
@@ -52,21 +54,21 @@ class FileMapping {
 };
 
 // A file being written: created exclusively as "<name>.<pid>.<n>.insitu-tmp" in `dir`
-// with `size` bytes reserved, then either committed (renamed to `name`, replacing any
-// earlier file of that name) or removed.
+// (with `reserve` bytes of blocks allocated up front, if any), then either committed
+// (renamed to `name`, replacing any earlier file of that name) or removed.
 class PendingFile {
  public:
   static Result<PendingFile> Create(const std::string& dir, const std::string& name,
-                                    uint64_t size);
+                                    uint64_t reserve = 0);
   PendingFile(PendingFile&& other) noexcept;
   PendingFile& operator=(PendingFile&&) = delete;
   ~PendingFile();  // removes the temp file unless committed
 
-  // Maps the whole file read-write. `remove_with_mapping`: the file (temp or committed) is
-  // unlinked when the mapping goes (a cache that does not persist).
-  Result<std::shared_ptr<FileMapping>> Map(bool remove_with_mapping);
-  // Writes `bytes` at `offset` (pwrite, for downloads that stream into the file).
+  // Writes `bytes` at `offset` (pwrite).
   Status Write(uint64_t offset, std::span<const std::byte> bytes);
+  // Maps the whole file as written so far, read-only. `remove_with_mapping`: the file (temp
+  // or committed) is unlinked when the mapping goes (a cache that does not persist).
+  Result<std::shared_ptr<FileMapping>> Map(bool remove_with_mapping);
   // Renames the file into place under its final name; the mapping (if any) stays valid.
   Status Commit();
 
@@ -74,12 +76,12 @@ class PendingFile {
   const std::string& final_path() const { return final_; }
 
  private:
-  PendingFile(int fd, std::string temp, std::string final, uint64_t size)
-      : fd_(fd), temp_(std::move(temp)), final_(std::move(final)), size_(size) {}
+  PendingFile(int fd, std::string temp, std::string final)
+      : fd_(fd), temp_(std::move(temp)), final_(std::move(final)) {}
   int fd_ = -1;
   std::string temp_;
   std::string final_;
-  uint64_t size_ = 0;
+  uint64_t size_ = 0;  // bytes written (the end of the furthest write)
   bool committed_ = false;
   std::shared_ptr<FileMapping> mapping_;
 };

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 #include "insitubatch/cache/cache_testutil.h"
 
@@ -32,11 +33,13 @@ TEST(CacheFilesTest, BasenamesReadBackAreChecked) {
 TEST(CacheFilesTest, AFileAppearsOnlyWhenCommitted) {
   TempDir dir;
   {
-    auto file = PendingFile::Create(dir.path(), "a.npy", 4096);
+    auto file = PendingFile::Create(dir.path(), "a.npy");
     ASSERT_TRUE(file.ok()) << file.status().ToString();
+    const std::vector<std::byte> bytes(4096, std::byte{7});
+    ASSERT_TRUE(file->Write(0, bytes).ok());
     auto mapping = file->Map(false);
     ASSERT_TRUE(mapping.ok());
-    std::memset((*mapping)->data(), 7, 4096);
+    EXPECT_EQ(static_cast<int>((*mapping)->data()[100]), 7);
     EXPECT_FALSE(fs::exists(dir / "a.npy"));
     EXPECT_EQ(CountFiles(dir.path()), 1u);  // the temp file
     ASSERT_TRUE(file->Commit().ok());
@@ -55,8 +58,9 @@ TEST(CacheFilesTest, AFileAppearsOnlyWhenCommitted) {
   EXPECT_EQ(CountFiles(dir.path()), 1u);
   // A mapping that removes its file: the file goes with the last buffer.
   {
-    auto file = PendingFile::Create(dir.path(), "c.npy", 4096);
+    auto file = PendingFile::Create(dir.path(), "c.npy", /*reserve=*/4096);
     ASSERT_TRUE(file.ok());
+    ASSERT_TRUE(file->Write(0, std::vector<std::byte>(4096)).ok());
     Buffer view = FileMapping::Borrow(*file->Map(true), 0, 4096);
     EXPECT_TRUE(view.borrowed());
     EXPECT_EQ(CountFiles(dir.path()), 2u);

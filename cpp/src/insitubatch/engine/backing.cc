@@ -112,7 +112,8 @@ DiskBacking::DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arra
     : options_(std::move(options)),
       arrays_(std::move(arrays)),
       lock_(std::move(lock)),
-      log_(std::move(log)) {
+      log_(std::move(log)),
+      fill_buffers_(BufferRecycler::Create(kMaxIdleFillBytes)) {
   for (uint32_t s = 0; s < arrays_.size(); ++s) headers_.push_back(Header(s));
   if (log_) {
     for (const cache::LogEntry& e : log_->entries()) entries_[e.key] = e;
@@ -149,29 +150,23 @@ std::string DiskBacking::Header(uint32_t source) const {
   return header + dict;
 }
 
-Result<Buffer> DiskBacking::WriteNewFile(SlotKey key, const Buffer* contents, uint64_t bytes,
-                                         bool keep_open) {
+Result<Buffer> DiskBacking::WriteFile(SlotKey key, const Buffer& data) {
   const std::string& header = headers_[key.source];
-  INSITU_ASSIGN_OR_RETURN(cache::PendingFile file,
-                          cache::PendingFile::Create(options_.dir, FileName(key), header.size() + bytes));
+  INSITU_ASSIGN_OR_RETURN(cache::PendingFile file, cache::PendingFile::Create(options_.dir, FileName(key)));
+  INSITU_RETURN_IF_ERROR(file.Write(0, std::as_bytes(std::span(header.data(), header.size()))));
+  INSITU_RETURN_IF_ERROR(file.Write(header.size(), data.span()));
+  if (options_.persist) INSITU_RETURN_IF_ERROR(file.Commit());
   INSITU_ASSIGN_OR_RETURN(auto mapping, file.Map(/*remove_with_mapping=*/!options_.persist));
-  std::memcpy(mapping->data(), header.data(), header.size());
-  if (contents != nullptr) std::memcpy(mapping->data() + header.size(), contents->data(), bytes);
-  Buffer buffer = cache::FileMapping::Borrow(mapping, header.size(), bytes);
+  const uint64_t bytes = header.size() + data.size();
   std::lock_guard lock(mutex_);
   ++counters_.files_written;
-  counters_.bytes_written += header.size() + bytes;
-  if (keep_open) {
-    pending_.erase(key);
-    pending_.emplace(key, std::make_pair(std::move(file), buffer.data()));
-  } else if (options_.persist) {
-    INSITU_RETURN_IF_ERROR(file.Commit());
-    cache::LogEntry entry{LogKey(key), FileName(key), header.size() + bytes,
-                          arrays_[key.source].fingerprint};
+  counters_.bytes_written += bytes;
+  if (options_.persist) {  // logged only once the file is in place under its name
+    cache::LogEntry entry{LogKey(key), FileName(key), bytes, arrays_[key.source].fingerprint};
     INSITU_RETURN_IF_ERROR(log_->Append(entry));
     entries_[entry.key] = std::move(entry);
   }
-  return buffer;
+  return cache::FileMapping::Borrow(mapping, header.size(), data.size());
 }
 
 Result<Buffer> DiskBacking::Allocate(SlotKey key, uint64_t bytes, bool resident) {
@@ -182,9 +177,7 @@ Result<Buffer> DiskBacking::Allocate(SlotKey key, uint64_t bytes, bool resident)
                     "cache serves only what a persist=True run wrote: usually this split, "
                     "sample_range or transform set was never read into it");
   }
-  if (!resident) return Buffer::Allocate(bytes);  // scratch for a chunk transform
-  // Decode writes straight into the file's mapping; it is committed when the slot completes.
-  return WriteNewFile(key, nullptr, bytes, /*keep_open=*/true);
+  return fill_buffers_->Take(bytes);
 }
 
 std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes) {
@@ -212,27 +205,7 @@ std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes) {
 }
 
 Result<Buffer> DiskBacking::Complete(SlotKey key, Buffer data) {
-  std::optional<std::pair<cache::PendingFile, std::byte*>> pending;
-  {
-    std::lock_guard lock(mutex_);
-    auto it = pending_.find(key);
-    if (it != pending_.end() && it->second.second == data.data()) {
-      pending.emplace(std::move(it->second));
-      pending_.erase(it);
-    }
-  }
-  if (!pending) {  // a chunk transform's output (heap): it goes to a file of its own now
-    return WriteNewFile(key, &data, data.size(), /*keep_open=*/false);
-  }
-  if (!options_.persist) return data;  // the temp file lives as long as the slot
-  cache::PendingFile& file = pending->first;
-  INSITU_RETURN_IF_ERROR(file.Commit());
-  cache::LogEntry entry{LogKey(key), FileName(key), headers_[key.source].size() + data.size(),
-                        arrays_[key.source].fingerprint};
-  std::lock_guard lock(mutex_);
-  INSITU_RETURN_IF_ERROR(log_->Append(entry));
-  entries_[entry.key] = std::move(entry);
-  return data;
+  return WriteFile(key, data);  // `data` goes back to the recycler when it is dropped
 }
 
 DiskCacheCounters DiskBacking::counters() const {

@@ -8,9 +8,13 @@
 // Disk layout: one .npy file per slot, named after the array and the outer chunk, holding
 // the slot as the pool does (tile-major: (tiles, spc, *tile_shape), padding included; after
 // a chunk transform, one tile of the output field), its data page-aligned after the header.
-// A slot being filled is a temp file decoded into in place (no extra copy); a completed one
-// is renamed into place and, with persist, logged (cache/log.h). Without persist the files
-// go when their slots do.
+// A slot fills in recycled memory; when it completes it is written to its file (one
+// write(2), on the decode thread), renamed into place and, with persist, logged
+// (cache/log.h), and from then on served from the file's mapping -- page cache, not the
+// heap. Writing through a mapping instead (decoding straight into the file) was measured
+// slower twice over: it faults the file's pages in one at a time, and every later mapping
+// of pages made that way (a revival, a reader) costs four times more than of pages
+// write(2) made (bench/cache_bench.py). Without persist the files go when their slots do.
 
 #include <cstdint>
 #include <map>
@@ -110,7 +114,8 @@ class DiskBacking final : public SlotBacking {
   std::string LogKey(SlotKey key) const;
   // The .npy header of a slot of `source` (padded so the data starts on a page).
   std::string Header(uint32_t source) const;
-  Result<Buffer> WriteNewFile(SlotKey key, const Buffer* contents, uint64_t bytes, bool keep_open);
+  // Writes `data` (after the header) to the slot's file and maps it.
+  Result<Buffer> WriteFile(SlotKey key, const Buffer& data);
 
   DiskCacheOptions options_;
   std::vector<CachedArray> arrays_;
@@ -119,8 +124,9 @@ class DiskBacking final : public SlotBacking {
   mutable std::mutex mutex_;
   std::optional<cache::CacheLog> log_;              // persist or read-only: the log
   std::map<std::string, cache::LogEntry> entries_;  // log key -> its latest entry
-  // Files being filled (persist), committed when their slot completes.
-  std::map<SlotKey, std::pair<cache::PendingFile, std::byte*>> pending_;
+  // What slots fill in before their file is written: recycled, so memory stays warm.
+  static constexpr size_t kMaxIdleFillBytes = size_t{256} << 20;
+  std::shared_ptr<BufferRecycler> fill_buffers_;
   DiskCacheCounters counters_;
 };
 

@@ -23,7 +23,16 @@ Engine::Engine(std::vector<ArraySource> sources, EngineConfig config)
     : sources_(std::move(sources)),
       config_(config),
       pool_(config.budget_bytes, config.backing),
-      buffers_(BufferRecycler::Create(kMaxIdleBatchBytes)) {}
+      buffers_(BufferRecycler::Create(kMaxIdleBatchBytes)) {
+  if (config_.eviction == Eviction::kNextUse) pool_.SetNextUse(this);
+}
+
+uint64_t Engine::Distance(SlotKey key) const {
+  std::lock_guard lock(passes_mutex_);
+  uint64_t nearest = NextUse::kNever;
+  for (const Pass* p : passes_) nearest = std::min(nearest, p->NextUseDistance(key));
+  return nearest;
+}
 
 Status Engine::StartThreads() {
   INSITU_ASSIGN_OR_RETURN(decode_pool_, ThreadPool::Create(config_.decode_threads, "insitu-decode"));
@@ -112,7 +121,14 @@ Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
           std::to_string(passes) + ")['memory']['residency_bytes'], or iterate fewer views at once");
     }
   }
+  std::optional<EpochOrder> next_order = std::move(spec.next_order);
+  spec.next_order.reset();
   std::shared_ptr<Pass> pass(new Pass(shared_from_this(), std::move(spec), std::move(plan)));
+  if (config_.eviction == Eviction::kNextUse) {
+    pass->IndexNextUses(next_order);
+    std::lock_guard lock(passes_mutex_);
+    passes_.push_back(pass.get());
+  }
   INSITU_RETURN_IF_ERROR(pass->Start());
   return pass;
 }

@@ -18,6 +18,7 @@
 #include <span>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "insitubatch/engine/backing.h"
@@ -51,6 +52,8 @@ struct EngineConfig {
   uint64_t max_auto_budget_bytes = 0;
   // Where slot memory lives (backing.h); null = the heap.
   std::shared_ptr<SlotBacking> backing;
+  // Which slot an admission evicts when it needs room.
+  Eviction eviction = Eviction::kLru;
 };
 
 // Limits on the thread counts (a value past them is an InvalidArgument, not a thread storm).
@@ -64,6 +67,9 @@ struct PassSpec {
   int64_t batch_size = 32;
   uint32_t prefetch_depth = 2;
   std::vector<Label> labels;
+  // The order the same view takes next epoch (its shuffle is a pure function of the
+  // epoch), so eviction by next use sees past this pass's end; none = this order again.
+  std::optional<EpochOrder> next_order;
 };
 
 // One gathered batch: a buffer per label (rows x sample) and the anchor of each row.
@@ -82,7 +88,7 @@ inline constexpr uint32_t kMaxGatherThreads = 256;
 // that the hand-off costs more than the copy.
 inline constexpr uint64_t kMinGatherPartBytes = uint64_t{256} << 10;
 
-class Engine : public std::enable_shared_from_this<Engine> {
+class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
  public:
   static Result<std::shared_ptr<Engine>> Create(std::vector<ArraySource> sources,
                                                 EngineConfig config);
@@ -161,6 +167,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::atomic<size_t> live_passes_{0};
   std::atomic<uint64_t> budget_grown_{0};
   std::mutex start_mutex_;  // one StartPass sizes the budget at a time
+  // Live passes, for eviction by next use (taken under the pool's lock: never the reverse).
+  uint64_t Distance(SlotKey key) const override;
+  mutable std::mutex passes_mutex_;
+  std::vector<const Pass*> passes_;
   ForkGuard fork_;
 };
 
@@ -180,6 +190,8 @@ class Pass {
   void Close(const std::string& reason = "the pass was closed");
 
   const PassPlan& plan() const { return plan_; }
+  // How many blocks ahead of the scheduler `key` is needed next, this epoch or the next.
+  uint64_t NextUseDistance(SlotKey key) const;
   const std::vector<Label>& labels() const { return spec_.labels; }
   const std::vector<ArraySource>& sources() const { return engine_->sources(); }
   // Stats so far (final once Next() returned nullopt or Close() returned).
@@ -214,6 +226,13 @@ class Pass {
   size_t blocks_scheduled_ = 0;
   Status scheduler_error_;
   std::atomic<bool> producer_waiting_{false};
+  std::atomic<size_t> scheduled_{0};  // blocks_scheduled_, readable without its mutex
+
+  // Eviction by next use: per chunk, the blocks of this pass that read it, and its first
+  // block next epoch.
+  std::unordered_map<SlotKey, std::vector<uint32_t>, SlotKeyHash> uses_;
+  std::unordered_map<SlotKey, uint32_t, SlotKeyHash> next_epoch_first_;
+  void IndexNextUses(const std::optional<EpochOrder>& next_order);
 
   // Bounded batch queue (producer -> consumer).
   std::mutex queue_mutex_;

@@ -153,6 +153,7 @@ void Pass::ScheduleBlocks() {
     {
       std::lock_guard lock(progress_mutex_);
       blocks_scheduled_ = b + 1;
+      scheduled_ = b + 1;
     }
     progress_cv_.notify_all();
   }
@@ -344,6 +345,10 @@ void Pass::Close(const std::string& reason) {
       return;
     }
     {
+      std::lock_guard lock(engine_->passes_mutex_);
+      std::erase(engine_->passes_, this);
+    }
+    {
       std::lock_guard lock(queue_mutex_);
       // A consumer that already saw the end (or an error) has nothing left to be told.
       if (!consumer_done_) close_reason_ = reason;
@@ -368,6 +373,33 @@ void Pass::Close(const std::string& reason) {
     stats_.evictions = engine_->pool().counters().evictions - evictions_at_start_;
     --engine_->live_passes_;
   });
+}
+
+void Pass::IndexNextUses(const std::optional<EpochOrder>& next_order) {
+  for (size_t b = 0; b < plan_.blocks(); ++b) {
+    for (const SlotKey& key : plan_.block_reads[b]) uses_[key].push_back(static_cast<uint32_t>(b));
+  }
+  if (!next_order) {  // the same order again: first uses are this pass's own
+    for (const auto& [key, blocks] : uses_) next_epoch_first_[key] = blocks.front();
+    return;
+  }
+  auto next = BuildPlan(*next_order, spec_.ref_spc, spec_.batch_size, spec_.labels, sources());
+  if (!next.ok()) return;  // no lookahead past this epoch: LRU decides among the rest
+  for (size_t b = next->blocks(); b-- > 0;) {
+    for (const SlotKey& key : next->block_reads[b]) next_epoch_first_[key] = static_cast<uint32_t>(b);
+  }
+}
+
+uint64_t Pass::NextUseDistance(SlotKey key) const {
+  const size_t position = scheduled_.load(std::memory_order_relaxed);
+  if (auto it = uses_.find(key); it != uses_.end()) {
+    auto next = std::lower_bound(it->second.begin(), it->second.end(), position);
+    if (next != it->second.end()) return *next - position;
+  }
+  if (auto it = next_epoch_first_.find(key); it != next_epoch_first_.end()) {
+    return plan_.blocks() - std::min(position, plan_.blocks()) + it->second;
+  }
+  return NextUse::kNever;
 }
 
 PassStats Pass::stats() const {

@@ -438,6 +438,28 @@ TEST(PassTest, BadChunksAreReadAgain) {
   EXPECT_TRUE(pass->stats().bad_chunks.empty());
 }
 
+TEST(PassTest, NextUseEvictionIsExactAndDecodesNoMoreThanLru) {
+  uint64_t decodes[2] = {0, 0};
+  for (Eviction policy : {Eviction::kLru, Eviction::kNextUse}) {
+    Fixture f;
+    f.Add("t2m", {128, 4}, {2, 4});
+    EngineConfig config;
+    config.budget_bytes = 24 * f.sources[0].slot_bytes();  // of 64 chunks
+    config.decode_threads = 2;
+    config.eviction = policy;
+    auto engine = Engine::Create(f.sources, config).value();
+    for (int epoch = 0; epoch < 3; ++epoch) {
+      auto spec = Spec(BlockShuffledOrder(Iota(64), 2, 128, 4, 7, epoch), 2, 4, {{"t2m", 0, 0}});
+      spec.next_order = BlockShuffledOrder(Iota(64), 2, 128, 4, 7, epoch + 1);
+      auto pass = engine->StartPass(std::move(spec)).value();
+      EXPECT_EQ(DrainAndCheck(*pass, f.sources).size(), 128u);
+      pass->Close();
+      if (epoch > 0) decodes[policy == Eviction::kNextUse] += pass->stats().cache_misses;
+    }
+  }
+  EXPECT_LT(decodes[1], decodes[0]);
+}
+
 TEST(PassTest, BatchBuffersAreRecycled) {
   Fixture f;
   f.Add("t2m", {64, 4}, {4, 4});

@@ -85,9 +85,26 @@ void ChunkPool::RemoveLocked(SlotMap::iterator it) {
   slots_.erase(it);
 }
 
+std::list<SlotKey>::iterator ChunkPool::VictimLocked() {
+  if (next_use_ == nullptr) return lru_.begin();
+  // The one needed farthest ahead (Belady's rule, as far as the plans see); a scan of the
+  // evictable slots, least recently used first, so ties go to the older.
+  auto victim = lru_.begin();
+  uint64_t farthest = 0;
+  for (auto it = lru_.begin(); it != lru_.end(); ++it) {
+    const uint64_t d = next_use_->Distance(*it);
+    if (d > farthest || it == lru_.begin()) {
+      farthest = d;
+      victim = it;
+      if (d == NextUse::kNever) break;
+    }
+  }
+  return victim;
+}
+
 bool ChunkPool::EvictForLocked(uint64_t charge) {
   while (!HasRoomLocked(charge) && !lru_.empty()) {
-    auto it = slots_.find(lru_.front());
+    auto it = slots_.find(*VictimLocked());
     RemoveLocked(it);
     ++evictions_;
   }

@@ -83,6 +83,22 @@ enum class Acquired { kHit, kInFlight, kAdmitted };
 
 class SlotBacking;
 
+// Which evictable slot goes first when an admission needs room.
+enum class Eviction {
+  kLru,      // the least recently used
+  kNextUse,  // the one needed farthest in the future (the plans know this epoch's order
+             // and the next one's), least recently used among equals
+};
+
+// How far in the future a chunk is needed next (in blocks; kNever if no plan needs it).
+class NextUse {
+ public:
+  static constexpr uint64_t kNever = ~uint64_t{0};
+  virtual ~NextUse() = default;
+  // Called under the pool's lock: must not call into the pool.
+  virtual uint64_t Distance(SlotKey key) const = 0;
+};
+
 struct PoolCounters {
   uint64_t resident_bytes = 0;
   uint64_t resident_slots = 0;
@@ -151,6 +167,8 @@ class ChunkPool {
 
   uint64_t budget_bytes() const;
   const std::shared_ptr<SlotBacking>& backing() const { return backing_; }
+  // Evict by next use, asking `oracle` (which must outlive the pool's use of it); null = LRU.
+  void SetNextUse(const NextUse* oracle) { next_use_ = oracle; }
   // Raises (never lowers) the budget: concurrent passes with the automatic budget.
   void GrowBudget(uint64_t budget_bytes);
   PoolCounters counters() const;
@@ -187,6 +205,9 @@ class ChunkPool {
   std::shared_ptr<BufferRecycler> slot_buffers_;
   std::shared_ptr<SlotBacking> backing_;
   bool backing_completes_ = false;  // slots must pass through Publish to reach the backing
+  const NextUse* next_use_ = nullptr;
+  // The evictable slot to drop next (LRU order, or farthest next use).
+  std::list<SlotKey>::iterator VictimLocked();
   std::vector<std::shared_ptr<Slot>> graveyard_;  // removed under the lock, freed outside
   mutable std::mutex mutex_;
   std::condition_variable cv_;

@@ -197,6 +197,27 @@ TEST(ChunkPoolTest, NanFilledSlotIsReadAgainOnceNobodyHoldsIt) {
   Admit(pool, a, 0, 100, Acquired::kAdmitted);  // unpinned: read again, not served
 }
 
+TEST(ChunkPoolTest, NextUseEvictsTheChunkNeededFarthestAhead) {
+  struct Oracle final : NextUse {
+    uint64_t Distance(SlotKey key) const override {
+      return key.chunk == 1 ? NextUse::kNever : static_cast<uint64_t>(10 - key.chunk);
+    }
+  } oracle;
+  ChunkPool pool(300);
+  pool.SetNextUse(&oracle);
+  OwnerId a = pool.RegisterOwner();
+  for (int64_t c : {0, 1, 2}) {
+    auto s = Admit(pool, a, c);
+    pool.TileDone(s, Status::Ok());
+    pool.Unpin(a, {0, c});
+  }
+  Admit(pool, a, 3);  // LRU would drop chunk 0; chunk 1 is never needed again
+  Admit(pool, a, 0, 100, Acquired::kHit);
+  Admit(pool, a, 4);  // of 0 (pinned), 2 (distance 8) and 3 (pinned): 2 goes
+  EXPECT_EQ(pool.WaitReady({0, 2}, kNever).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(pool.counters().evictions, 2u);
+}
+
 // 64 tiles of one slot delivered from 32 threads (TSan checks the publication edge).
 TEST(ChunkPoolTest, ConcurrentTileDelivery) {
   for (int round = 0; round < 8; ++round) {
