@@ -73,6 +73,7 @@ run() {  # <python> <framework module> <test file>
   "$py" -m pytest -q -p no:cacheprovider "$file" || failed+=("$file")
 }
 run "$PY" torch tests/frameworks/test_torch.py
+run "$PY" torch tests/frameworks/test_planfetch_torch.py
 run "$PY" jax tests/frameworks/test_jax.py
 TF_CPP_MIN_LOG_LEVEL=2 run "$TFPY" tensorflow tests/frameworks/test_tf.py
 

@@ -111,5 +111,6 @@ void BindBench(nb::module_& m);
 void BindOrder(nb::module_& m);
 void BindSizing(nb::module_& m);
 void BindCache(nb::module_& m);
+void BindPrefetch(nb::module_& m);
 
 }  // namespace insitubatch::python

@@ -21,4 +21,5 @@ NB_MODULE(_ext, m) {
   insitubatch::python::BindOrder(m);
   insitubatch::python::BindSizing(m);
   insitubatch::python::BindCache(m);
+  insitubatch::python::BindPrefetch(m);
 }

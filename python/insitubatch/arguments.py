@@ -34,9 +34,10 @@ LIMITS: dict[str, tuple[int, int]] = {
 
 
 def integer(name: str, value: Any, limits: tuple[int, int] | None = None) -> int:
-    """``value`` as an int within ``limits`` (default ``LIMITS[name]``); a bool, a float or
-    anything else that is not an integer is refused rather than converted."""
-    lo, hi = LIMITS[name] if limits is None else limits
+    """``value`` as an int within ``limits`` (default ``LIMITS[name]``, else a positive
+    int64); a bool, a float or anything else that is not an integer is refused rather than
+    converted."""
+    lo, hi = limits if limits is not None else LIMITS.get(name, (1, 2**63 - 1))
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         try:  # numpy integers and other __index__ types
             if isinstance(value, bool):

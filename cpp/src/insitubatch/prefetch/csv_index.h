@@ -1,0 +1,44 @@
+#pragma once
+
+// The CSV index of an object-per-sample dataset: one row per sample, a column of object
+// URIs and (optionally) a column of class labels. RFC 4180 fields (quoted fields may hold
+// commas, doubled quotes and line breaks; LF or CRLF rows); the first row names the
+// columns. Untrusted input: every malformed row is an error naming its line.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "insitubatch/prefetch/key_list.h"
+#include "insitubatch/util/result.h"
+
+namespace insitubatch::prefetch {
+
+struct CsvIndexOptions {
+  std::string uri_column;
+  std::string label_column;  // "" = no labels
+  // Pack the URIs into a KeyList under this prefix; "" with `pack` = infer it from the
+  // first URI ("scheme://bucket/"). Without `pack` the URIs are returned as strings.
+  bool pack = false;
+  std::optional<std::string> prefix;
+  std::string where;  // the file, for messages
+};
+
+struct CsvIndex {
+  size_t rows = 0;
+  KeyList packed;                 // pack: the URIs
+  std::vector<std::string> uris;  // not pack: the URIs
+  bool has_labels = false;
+  bool int_labels = true;               // every label parses as a (64-bit) integer
+  std::vector<int64_t> labels;          // int_labels
+  std::vector<std::string> text_labels; // otherwise
+};
+
+Result<CsvIndex> ParseCsvIndex(std::string_view text, const CsvIndexOptions& options);
+
+// "scheme://authority/" of a URI: the part every URI of one bucket shares.
+Result<std::string> BucketPrefix(std::string_view uri);
+
+}  // namespace insitubatch::prefetch

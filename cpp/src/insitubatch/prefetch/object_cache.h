@@ -1,0 +1,132 @@
+#pragma once
+
+// ObjectCache: objects of an object store, one local file each under a directory -- what
+// planfetch's SharedDiskCache is. A URI maps to a fixed path (scheme/authority/key, every
+// segment checked so none can climb out). A download is written to "<path>.insitu-dl" and
+// renamed into place, so no partial file is ever visible under the final name; the
+// downloader holds an exclusive flock on that temp file, so another process (a DataLoader
+// worker) that wants the same object waits for it instead of downloading it again, and
+// takes over if the downloader dies (the kernel drops its lock). Within a process, one
+// download serves every caller; at most `download_threads` are in flight. Pruning deletes
+// files outside a keep-set (window) or the least recently used while over max_bytes
+// (pressure), never one younger than min_age_seconds, from this process's own accounting
+// (meta) or from a scan of the directory (every process's files).
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "insitubatch/io/store.h"
+#include "insitubatch/util/cancel.h"
+#include "insitubatch/util/fork_guard.h"
+#include "insitubatch/util/result.h"
+#include "insitubatch/util/thread_pool.h"
+
+namespace insitubatch::prefetch {
+
+struct ObjectCacheOptions {
+  std::string dir;
+  uint64_t max_bytes = uint64_t{10} << 30;
+  size_t download_threads = 64;
+  double min_age_seconds = 2.0;
+};
+
+enum class PruneMode { kWindow, kPressure };
+enum class PruneBackend { kMeta, kScan };
+
+struct PruneResult {
+  uint64_t removed_files = 0;
+  uint64_t removed_bytes = 0;
+  uint64_t kept_files = 0;  // files the prune looked at and kept
+  uint64_t kept_bytes = 0;
+};
+
+struct ObjectCacheStats {
+  uint64_t downloads = 0;          // objects this process downloaded
+  uint64_t bytes_downloaded = 0;
+  uint64_t hits = 0;               // EnsureLocal served by a file already there
+  uint64_t waited_elsewhere = 0;   // objects another process was downloading
+  uint64_t failures = 0;
+  uint64_t retries = 0;            // transient store failures retried
+  uint64_t files = 0;              // files this process accounts for (meta)
+  uint64_t bytes = 0;
+  uint64_t in_flight = 0;
+  uint64_t queued = 0;
+};
+
+class ObjectCache {
+ public:
+  static Result<std::shared_ptr<ObjectCache>> Open(ObjectCacheOptions options);
+  // Cancels queued and in-flight downloads and waits for them (their temp files go).
+  ~ObjectCache();
+  ObjectCache(const ObjectCache&) = delete;
+  ObjectCache& operator=(const ObjectCache&) = delete;
+
+  // The store that reads URIs starting with `prefix` ("s3://bucket/"): the rest is its key.
+  void RegisterStore(std::string prefix, std::shared_ptr<Store> store);
+  bool HasStoreFor(std::string_view uri) const;
+
+  // Where `uri` lives under the directory (whether or not it is there yet).
+  Result<std::string> LocalPath(std::string_view uri) const;
+  // The local path of `uri`, downloaded first if it is not there; waits (calling
+  // `interrupted` every few tens of milliseconds: a non-OK Status from it ends the wait).
+  Result<std::string> EnsureLocal(std::string_view uri, const std::function<Status()>& interrupted = {});
+  // Starts the downloads of those not on disk or under way; never waits.
+  void Prefetch(const std::vector<std::string>& uris);
+  // Deletes files as `mode` says; `keep` are local paths never deleted (the window).
+  Result<PruneResult> Prune(PruneMode mode, PruneBackend backend,
+                            const std::unordered_set<std::string>& keep);
+
+  ObjectCacheStats stats() const;
+  const ObjectCacheOptions& options() const { return options_; }
+
+ private:
+  struct Download;
+  explicit ObjectCache(ObjectCacheOptions options, std::unique_ptr<ThreadPool> pool);
+
+  // The download for `path`, started (queued) if none is under way; null if on disk.
+  std::shared_ptr<Download> Start(std::string_view uri, const std::string& path);
+  void Pump();                                   // starts queued downloads within the limit
+  void Begin(std::shared_ptr<Download> d);       // on a pool thread: lock, then read
+  void Finish(std::shared_ptr<Download> d, Result<ReadResult> bytes);  // on a pool thread
+  void Done(const std::shared_ptr<Download>& d, Status status, bool elsewhere);
+  void Account(const std::string& path, uint64_t bytes);
+  Status MakeParents(const std::string& path);
+
+  ObjectCacheOptions options_;
+  std::unique_ptr<ThreadPool> pool_;
+  CancelFlag closing_;
+  ForkGuard fork_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::pair<std::string, std::shared_ptr<Store>>> stores_;  // longest prefix first
+  std::unordered_map<std::string, std::shared_ptr<Download>> downloads_;  // path -> under way
+  std::deque<std::shared_ptr<Download>> queue_;
+  size_t in_flight_ = 0;
+  size_t outstanding_ = 0;  // queued + in flight (the destructor waits for zero)
+  struct FileInfo {
+    uint64_t bytes = 0;
+    std::chrono::steady_clock::time_point last_access;
+  };
+  std::unordered_map<std::string, FileInfo> files_;  // meta: what this process knows of
+  uint64_t bytes_ = 0;
+  std::set<std::string> made_dirs_;
+  ObjectCacheStats stats_;
+};
+
+// The file names pruning and sweeping must leave alone or treat as temporary.
+inline constexpr std::string_view kDownloadSuffix = ".insitu-dl";
+
+}  // namespace insitubatch::prefetch

@@ -1,0 +1,149 @@
+#include "insitubatch/prefetch/object_cache.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "insitubatch/cache/cache_testutil.h"
+#include "insitubatch/io/counting_store.h"
+#include "insitubatch/io/memory_store.h"
+#include "insitubatch/prefetch/prefetcher.h"
+
+namespace insitubatch::prefetch {
+namespace {
+
+namespace fs = std::filesystem;
+using cache::testing::TempDir;
+
+struct Fixture {
+  TempDir dir;
+  std::shared_ptr<MemoryStore> memory = std::make_shared<MemoryStore>();
+  std::shared_ptr<CountingStore> store = std::make_shared<CountingStore>(memory);
+  std::shared_ptr<ObjectCache> cache;
+
+  explicit Fixture(ObjectCacheOptions o = {}) {
+    o.dir = dir.path() + "/cache";
+    cache = ObjectCache::Open(o).value();
+    cache->RegisterStore("mem://b/", store);
+  }
+  void Put(const std::string& key, size_t size) { memory->Set(key, std::string(size, key.back())); }
+  size_t Files() const {
+    size_t n = 0;
+    for (const auto& e : fs::recursive_directory_iterator(dir.path() + "/cache")) n += e.is_regular_file() ? 1 : 0;
+    return n;
+  }
+};
+
+std::string Read(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+TEST(ObjectCacheTest, OneDownloadServesEveryCaller) {
+  Fixture f;
+  f.Put("train/a.jpg", 1000);
+  std::vector<std::thread> threads;
+  std::vector<std::string> paths(8);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] { paths[t] = f.cache->EnsureLocal("mem://b/train/a.jpg").value(); });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(f.store->total_reads(), 1u);
+  for (const auto& p : paths) EXPECT_EQ(p, paths[0]);
+  EXPECT_EQ(paths[0], f.dir.path() + "/cache/mem/b/train/a.jpg");
+  EXPECT_EQ(Read(paths[0]), std::string(1000, 'g'));
+  EXPECT_EQ(f.cache->stats().downloads, 1u);
+  EXPECT_EQ(f.cache->EnsureLocal("mem://b/train/a.jpg").value(), paths[0]);
+  EXPECT_EQ(f.store->total_reads(), 1u);
+}
+
+TEST(ObjectCacheTest, NoUriEscapesTheDirectoryAndMissingObjectsLeaveNothing) {
+  Fixture f;
+  for (const char* uri : {"mem://b/../../etc/passwd", "mem://b/./x", "mem://b//x", "mem://../x/y",
+                          "mem://b/%41", "mem://b/x.insitu-dl"}) {
+    auto path = f.cache->LocalPath(uri);
+    ASSERT_TRUE(path.ok()) << uri;
+    const fs::path p = fs::weakly_canonical(*path);
+    EXPECT_TRUE(p.string().starts_with(f.dir.path() + "/cache/")) << uri << " -> " << *path;
+    EXPECT_EQ(p.string(), *path) << uri;  // no "." or ".." survives
+  }
+  EXPECT_FALSE(f.cache->LocalPath("no-scheme").ok());
+  EXPECT_FALSE(f.cache->LocalPath("mem://b").ok());
+  auto missing = f.cache->EnsureLocal("mem://b/nope.jpg");
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  auto unknown = f.cache->EnsureLocal("s3://other/x.jpg");
+  EXPECT_EQ(unknown.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(f.Files(), 0u);
+}
+
+TEST(ObjectCacheTest, WindowAndPressurePruning) {
+  ObjectCacheOptions o;
+  o.min_age_seconds = 0;
+  o.max_bytes = 2500;
+  Fixture f(o);
+  std::vector<std::string> uris;
+  for (int i = 0; i < 6; ++i) {
+    f.Put("k" + std::to_string(i), 1000);
+    uris.push_back("mem://b/k" + std::to_string(i));
+  }
+  f.cache->Prefetch(uris);
+  for (const auto& u : uris) ASSERT_TRUE(f.cache->EnsureLocal(u).ok());
+  EXPECT_EQ(f.store->total_reads(), 6u);
+  const std::string k5 = f.cache->LocalPath(uris[5]).value();
+  auto r = f.cache->Prune(PruneMode::kPressure, PruneBackend::kMeta, {k5});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->removed_files, 4u);  // down to 2000 <= 2500, the most recent kept
+  EXPECT_TRUE(fs::exists(k5));
+  // A file another process wrote is seen by a scan, not by this process's accounting.
+  std::ofstream(f.dir.path() + "/cache/mem/b/foreign") << "x";
+  auto meta = f.cache->Prune(PruneMode::kWindow, PruneBackend::kMeta, {k5});
+  EXPECT_EQ(meta->removed_files, 1u);
+  EXPECT_EQ(f.Files(), 2u);  // k5 and the foreign file
+  auto scan = f.cache->Prune(PruneMode::kWindow, PruneBackend::kScan, {k5});
+  EXPECT_EQ(scan->removed_files, 1u);
+  EXPECT_EQ(f.Files(), 1u);
+  // Young files are never deleted.
+  ObjectCacheOptions young;
+  young.min_age_seconds = 3600;
+  Fixture g(young);
+  g.Put("k", 10);
+  ASSERT_TRUE(g.cache->EnsureLocal("mem://b/k").ok());
+  EXPECT_EQ(g.cache->Prune(PruneMode::kWindow, PruneBackend::kScan, {})->removed_files, 0u);
+}
+
+TEST(ObjectCacheTest, PrefetcherKeepsTheWindow) {
+  ObjectCacheOptions o;
+  o.min_age_seconds = 0;
+  Fixture f(o);
+  auto uris = std::make_shared<KeyList>("mem://b/");
+  for (int i = 0; i < 40; ++i) {
+    f.Put("s" + std::to_string(i), 100);
+    ASSERT_TRUE(uris->Append("mem://b/s" + std::to_string(i), i).ok());
+  }
+  PrefetchOptions p;
+  p.batches_ahead = 2;
+  p.batches_back = 1;
+  p.prune_every = 1;
+  auto prefetcher = Prefetcher::Create(f.cache, uris, p).value();
+  std::vector<int64_t> plan(40);
+  for (int i = 0; i < 40; ++i) plan[i] = 39 - i;  // 10 batches of 4
+  ASSERT_TRUE(prefetcher->SetPlan(plan, 4).ok());
+  prefetcher->Prime();
+  for (size_t b = 0; b < 10; ++b) {
+    for (int k = 0; k < 4; ++k) ASSERT_TRUE(f.cache->EnsureLocal(uris->Get(plan[b * 4 + k])).ok());
+    ASSERT_TRUE(prefetcher->OnBatchYielded(b).ok());
+    while (f.cache->stats().in_flight + f.cache->stats().queued > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    // On disk: batches [b + 1 - back, b + 1 + ahead), as far as the plan goes.
+    const size_t lo = b, hi = std::min<size_t>(10, b + 3);
+    EXPECT_EQ(f.Files(), (hi - lo) * 4) << "after batch " << b;
+  }
+  EXPECT_EQ(f.store->total_reads(), 40u);  // every object once
+  std::vector<int64_t> bad = {0, 1, 2, 99};
+  EXPECT_FALSE(prefetcher->SetPlan(bad, 2).ok());
+  EXPECT_FALSE(prefetcher->SetPlan(plan, 7).ok());
+}
+
+}  // namespace
+}  // namespace insitubatch::prefetch

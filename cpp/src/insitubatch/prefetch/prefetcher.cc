@@ -1,0 +1,92 @@
+#include "insitubatch/prefetch/prefetcher.h"
+
+#include <algorithm>
+
+namespace insitubatch::prefetch {
+
+Result<std::shared_ptr<Prefetcher>> Prefetcher::Create(std::shared_ptr<ObjectCache> cache,
+                                                       std::shared_ptr<const KeyList> uris,
+                                                       PrefetchOptions options) {
+  if (!cache || !uris) return InvalidArgument("a prefetcher needs a cache and its URIs");
+  return std::shared_ptr<Prefetcher>(new Prefetcher(std::move(cache), std::move(uris), options));
+}
+
+Status Prefetcher::SetPlan(std::vector<int64_t> indices, size_t batch_size) {
+  if (batch_size == 0 || indices.size() % batch_size != 0) {
+    return InvalidArgument("a plan is a [batches x batch_size] matrix");
+  }
+  const int64_t n = static_cast<int64_t>(uris_->size());
+  for (size_t k = 0; k < indices.size(); ++k) {
+    if (indices[k] >= n) {
+      return InvalidArgument("plan entry " + std::to_string(k) + " is sample " +
+                             std::to_string(indices[k]) + ", but there are " + std::to_string(n) +
+                             " URIs");
+    }
+  }
+  std::lock_guard lock(mutex_);
+  indices_ = std::move(indices);
+  batch_size_ = batch_size;
+  stats_.position = -1;
+  stats_.scheduled_to = 0;
+  return Status::Ok();
+}
+
+void Prefetcher::ScheduleTo(size_t end) {
+  end = std::min(end, batches());
+  if (end <= stats_.scheduled_to) return;
+  std::vector<std::string> uris;
+  uris.reserve((end - stats_.scheduled_to) * batch_size_);
+  for (size_t k = stats_.scheduled_to * batch_size_; k < end * batch_size_; ++k) {
+    if (indices_[k] >= 0) uris.push_back(uris_->Get(static_cast<size_t>(indices_[k])));
+  }
+  stats_.requested += uris.size();
+  stats_.scheduled_to = end;
+  cache_->Prefetch(uris);
+}
+
+void Prefetcher::Prime(size_t start) {
+  std::lock_guard lock(mutex_);
+  stats_.scheduled_to = std::max<uint64_t>(stats_.scheduled_to, start);
+  ScheduleTo(start + options_.batches_ahead);
+}
+
+std::unordered_set<std::string> Prefetcher::WindowPaths(size_t lo, size_t hi) const {
+  std::unordered_set<std::string> keep;
+  hi = std::min(hi, batches());
+  for (size_t k = lo * batch_size_; k < hi * batch_size_; ++k) {
+    if (indices_[k] < 0) continue;
+    auto path = cache_->LocalPath(uris_->Get(static_cast<size_t>(indices_[k])));
+    if (path.ok()) keep.insert(std::move(path).value());
+  }
+  return keep;
+}
+
+Status Prefetcher::OnBatchYielded(size_t i) {
+  std::unordered_set<std::string> keep;
+  bool prune = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (batch_size_ == 0) return FailedPrecondition("on_batch_yielded before set_plan");
+    stats_.position = static_cast<int64_t>(i);
+    ScheduleTo(i + 1 + options_.batches_ahead);
+    prune = options_.prune_every != 0 && (i + 1) % options_.prune_every == 0;
+    if (prune) {
+      const size_t lo = i + 1 >= options_.batches_back ? i + 1 - options_.batches_back : 0;
+      keep = WindowPaths(lo, i + 1 + options_.batches_ahead);
+    }
+  }
+  if (!prune) return Status::Ok();
+  INSITU_ASSIGN_OR_RETURN(PruneResult r, cache_->Prune(options_.prune_mode, options_.prune_backend, keep));
+  std::lock_guard lock(mutex_);
+  ++stats_.prunes;
+  stats_.pruned_files += r.removed_files;
+  stats_.pruned_bytes += r.removed_bytes;
+  return Status::Ok();
+}
+
+PrefetchStats Prefetcher::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+}  // namespace insitubatch::prefetch

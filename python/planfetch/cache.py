@@ -1,0 +1,243 @@
+"""SharedDiskCache: objects downloaded once to a local directory, shared by every worker
+process (cpp/src/insitubatch/prefetch/object_cache.h has the mechanics).
+
+Downloads run on insitubatch's native IO layer (libcurl: S3 with SigV4 and the whole AWS
+credential chain, ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3`` as botocore reads them;
+gs://, http(s)://, file://), at most ``download_threads`` at once, retried with
+exponential backoff and jitter up to 6 attempts. With ``s3_client=`` (a boto3 client), or
+``use_rust=False``, the bytes come through boto3 instead, on a thread pool; everything else
+(paths, locks, pruning) is the same.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Iterable
+
+from insitubatch import _ext, arguments, stores
+from insitubatch.errors import FailedPreconditionError, InvalidArgumentError, MissingDependencyError
+
+_INHERITED: list[Any] = []  # a forked child's copies of its parent's caches: never used
+
+
+def has_rust_backend() -> bool:
+    """Whether the native download backend is available (the seed's name; it is C++ here)."""
+    return hasattr(_ext, "ObjectCache")
+
+
+def assert_rust_backend() -> None:
+    """Raises unless the native download backend is available."""
+    if not has_rust_backend():
+        raise MissingDependencyError("planfetch's native backend is missing: reinstall insitubatch")
+
+
+has_native_backend = has_rust_backend
+assert_native_backend = assert_rust_backend
+
+
+def _bucket_prefix(uri: str) -> str:
+    if uri.startswith("file:///"):
+        return "file:///"
+    scheme, sep, rest = uri.partition("://")
+    if not sep or not scheme:
+        raise InvalidArgumentError(f"{uri!r} is not a URI (scheme://bucket/key)")
+    bucket, slash, _ = rest.partition("/")
+    if not slash or not bucket:
+        raise InvalidArgumentError(f"{uri!r} names no bucket and key")
+    return f"{scheme}://{bucket}/"
+
+
+class _Boto3Store:
+    """A zarr-style async store reading one bucket through a boto3 client on a thread pool
+    (the seed's Python backend), bridged into the native cache."""
+
+    supports_partial_writes = False
+
+    def __init__(self, client, bucket: str, pool: ThreadPoolExecutor) -> None:
+        self.client, self.bucket, self.pool = client, bucket, pool
+
+    def _get(self, key: str):
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+        except Exception as exc:  # noqa: BLE001
+            code = getattr(exc, "response", {}).get("Error", {}).get("Code")
+            if code in ("NoSuchKey", "404", "NotFound"):
+                return None
+            raise
+
+    async def get(self, key, prototype=None, byte_range=None):
+        import asyncio
+
+        return await asyncio.get_running_loop().run_in_executor(self.pool, self._get, key)
+
+    async def list_prefix(self, prefix):  # never used by the cache
+        return []
+
+    def __repr__(self) -> str:
+        return f"boto3:s3://{self.bucket}"
+
+
+class SharedDiskCache:
+    """Objects under ``cache_dir``, one file per URI, downloaded at most once however many
+    DataLoader workers ask. ``max_bytes`` bounds ``pressure`` pruning; a file younger than
+    ``min_age_seconds_before_delete`` is never pruned. Extra keyword options go to the
+    stores (insitubatch.store's names: ``endpoint``, ``region``, ``skip_signature``, ...)."""
+
+    def __init__(self, cache_dir: str | os.PathLike[str], max_bytes: int = 10 * 10**9,
+                 download_threads: int = 64, s3_max_pool_connections: int = 256,
+                 min_age_seconds_before_delete: float = 2.0, use_rust: bool = True,
+                 s3_client: Any = None, **store_options: Any) -> None:
+        if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+            raise InvalidArgumentError(f"cache_dir must be a directory path, got {cache_dir!r}")
+        self.cache_dir = os.path.abspath(os.fspath(cache_dir))
+        self.max_bytes = arguments.integer("max_bytes", max_bytes, (1, 2**63 - 1))
+        self.download_threads = arguments.integer("download_threads", download_threads, (1, 4096))
+        self.s3_max_pool_connections = arguments.integer("s3_max_pool_connections", s3_max_pool_connections,
+                                                         (1, 100_000))
+        if isinstance(min_age_seconds_before_delete, bool) or not isinstance(min_age_seconds_before_delete,
+                                                                             (int, float)) \
+                or not min_age_seconds_before_delete >= 0:
+            raise InvalidArgumentError(
+                f"min_age_seconds_before_delete must be a number >= 0, got {min_age_seconds_before_delete!r}")
+        self.min_age_seconds_before_delete = float(min_age_seconds_before_delete)
+        self.use_rust = arguments.flag("use_rust", use_rust) and s3_client is None
+        self.s3_client = s3_client
+        self.store_options = dict(store_options)
+        self._lock = threading.Lock()
+        self._open()
+
+    def _open(self) -> None:
+        self._pid = os.getpid()
+        self._native = _ext.ObjectCache.open(self.cache_dir, self.max_bytes, self.download_threads,
+                                             self.min_age_seconds_before_delete)
+        self._registered: set[str] = set()
+        self._boto_pool: ThreadPoolExecutor | None = None
+
+    # -- stores ----------------------------------------------------------------------------
+    def _store_for(self, prefix: str):
+        if prefix.startswith(("s3://", "s3a://")):
+            if not self.use_rust:
+                return self._boto3_store(prefix)
+            options = {"max_retries": 5, "max_connections_per_host": self.s3_max_pool_connections,
+                       **self.store_options}
+            return stores.store(prefix, **options)
+        if prefix.startswith(("gs://", "http://", "https://")):
+            return stores.store(prefix, max_retries=5, **self.store_options)
+        if prefix.startswith("file://"):
+            return stores.store("file:///")
+        raise InvalidArgumentError(
+            f"unsupported URI scheme in {prefix!r}: SharedDiskCache reads s3://, gs://, http(s):// and file://")
+
+    def _boto3_store(self, prefix: str):
+        client = self.s3_client
+        if client is None:
+            try:
+                import boto3
+            except ImportError:
+                raise MissingDependencyError("use_rust=False needs boto3 (pip install boto3)") from None
+            client = boto3.client("s3")
+        if self._boto_pool is None:
+            self._boto_pool = ThreadPoolExecutor(self.download_threads, thread_name_prefix="planfetch-boto3")
+        return _ext_python_store(_Boto3Store(client, prefix.split("://", 1)[1].rstrip("/"), self._boto_pool))
+
+    def _cache(self):
+        """The native cache, re-opened in a forked child (the parent's threads are not there)."""
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    _INHERITED.append(self._native)
+                    self._open()
+        return self._native
+
+    def _register(self, uri: str) -> str:
+        prefix = _bucket_prefix(uri)
+        if prefix not in self._registered:
+            with self._lock:
+                if prefix not in self._registered:
+                    self._native.register_store(prefix, self._store_for(prefix))
+                    self._registered.add(prefix)
+        return prefix
+
+    def register_uris(self, uris: Iterable[str]) -> None:
+        """Opens the stores for every bucket the URIs name (an S3KeyList: its one prefix)."""
+        cache = self._cache()
+        prefix = getattr(uris, "prefix", None)
+        if prefix and prefix.count("/") >= 3:
+            self._register(prefix + "x")
+            return
+        for uri in uris:
+            self._register(uri)
+        del cache
+
+    # -- the seed's API --------------------------------------------------------------------
+    def local_path(self, uri: str) -> str:
+        """Where ``uri`` lives under cache_dir (whether or not it is there yet)."""
+        return self._cache().local_path(uri)
+
+    def ensure_local(self, uri: str) -> str:
+        """The local path of ``uri``, downloaded first unless it is already there (or another
+        worker is downloading it: then this waits for that)."""
+        cache = self._cache()
+        self._register(uri)
+        return cache.ensure_local(uri)
+
+    def prefetch(self, uris: Iterable[str]) -> None:
+        """Starts the downloads of ``uris`` not on disk yet; returns at once."""
+        uris = list(uris)
+        cache = self._cache()
+        for uri in uris:
+            self._register(uri)
+        cache.prefetch(uris)
+
+    def prune(self, keep: Iterable[str] = (), mode: str = "window", backend: str = "meta") -> dict[str, int]:
+        """Deletes files: those not in ``keep`` (URIs) with ``mode="window"``, the least
+        recently used while over max_bytes with ``"pressure"``; ``backend="scan"`` walks the
+        directory (every process's files), ``"meta"`` only this process's."""
+        cache = self._cache()
+        return dict(cache.prune(mode, backend, [cache.local_path(u) for u in keep]))
+
+    def stats(self) -> dict[str, int]:
+        return dict(self._cache().stats())
+
+    # -- processes -------------------------------------------------------------------------
+    def __getstate__(self) -> dict[str, Any]:
+        if self.s3_client is not None:
+            raise TypeError("a SharedDiskCache with an s3_client cannot be sent to a spawned worker"
+                            " (boto3 clients do not pickle): use the native backend, or fork")
+        return {"args": dict(cache_dir=self.cache_dir, max_bytes=self.max_bytes,
+                             download_threads=self.download_threads,
+                             s3_max_pool_connections=self.s3_max_pool_connections,
+                             min_age_seconds_before_delete=self.min_age_seconds_before_delete,
+                             use_rust=self.use_rust, **self.store_options)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(**state["args"])
+
+    def __repr__(self) -> str:
+        return f"SharedDiskCache({self.cache_dir!r}, max_bytes={self.max_bytes})"
+
+
+def _ext_python_store(obj):
+    from insitubatch.bridge import wrap_python_store
+
+    return wrap_python_store(obj)
+
+
+def rank_cache_dir(base: str | os.PathLike[str], run_id: str | int | None = None, rank: int | None = None) -> str:
+    """``<base>/run_<id>/rank_<rank>``: the seed's rank-specific layout for DDP. ``rank``
+    defaults to ``RANK`` (or ``LOCAL_RANK``), ``run_id`` to ``TORCHELASTIC_RUN_ID`` or "0"."""
+    if rank is None:
+        rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
+    if run_id is None:
+        run_id = os.environ.get("TORCHELASTIC_RUN_ID", "0")
+    rank = arguments.integer("rank", rank, (0, 2**31 - 1))
+    run = str(run_id)
+    if not run or "/" in run or run in (".", ".."):
+        raise InvalidArgumentError(f"run_id must be a plain name, got {run_id!r}")
+    return os.path.join(os.fspath(base), f"run_{run}", f"rank_{rank}")
+
+
+__all__ = ["SharedDiskCache", "assert_native_backend", "assert_rust_backend", "has_native_backend",
+           "has_rust_backend", "rank_cache_dir"]
