@@ -281,3 +281,91 @@ def test_bad_input_gets_clear_errors(images, tmp_path, moto_auth, monkeypatch):
     with pytest.raises(Exception, match="connection refused"):
         unreachable.ensure_local(f"s3://{IMAGE_BUCKET}/{key_of(0)}")
     assert not [p for p in (tmp_path / "c4").rglob("*") if p.is_file()]  # nothing half-written
+
+
+# -- races, closing and a full disk (local objects: fast enough to race hard) ------------------
+def _local_objects(root: Path, n: int) -> list[str]:
+    root.mkdir()
+    for i in range(n):
+        (root / f"o{i:04d}.bin").write_bytes(bytes([i % 251]) * (1000 + i))
+    return [f"file://{root}/o{i:04d}.bin" for i in range(n)]
+
+
+def test_downloads_racing_prunes_across_processes_stay_exact(tmp_path):
+    """Processes fetch the same objects while this one prunes everything it can, again and
+    again: a download lock whose temp file was renamed and pruned under it must never be
+    taken for the current one (the rename would fail, or bytes land in a deleted file)."""
+    uris = _local_objects(tmp_path / "src", 200)
+    cache_dir = tmp_path / "cache"
+    body = f"""
+        import random
+        import planfetch as pf
+        cache = pf.SharedDiskCache({str(cache_dir)!r}, download_threads=8, min_age_seconds_before_delete=0)
+        uris = {uris!r}
+        rng = random.Random()
+        for _ in range(4):
+            rng.shuffle(uris)
+            cache.prefetch(uris[:50])
+            for u in uris:
+                i = int(u[-8:-4])
+                for attempt in range(1000):  # a file may be pruned between the return and the open
+                    try:
+                        with open(cache.ensure_local(u), "rb") as f:
+                            data = f.read()
+                        break
+                    except FileNotFoundError:
+                        pass
+                assert data == bytes([i % 251]) * (1000 + i), u
+        print("ok")
+    """
+    procs = [_child(body, {}) for _ in range(3)]
+    pruner = pf.SharedDiskCache(cache_dir, min_age_seconds_before_delete=0)
+    prunes = 0
+    while any(p.poll() is None for p in procs):
+        prunes += pruner.prune(mode="window", backend="scan")["removed_files"]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 and o[0].strip() == "ok" for p, o in zip(procs, outs)), outs
+    assert prunes > 100  # it did race
+    assert not list(cache_dir.rglob("*.insitu-dl"))
+
+
+def test_close_cancels_downloads_and_keeps_files(tmp_path):
+    uris = _local_objects(tmp_path / "src", 10)
+    with pf.SharedDiskCache(tmp_path / "cache") as cache:
+        kept = cache.ensure_local(uris[0])
+    cache.close()  # idempotent
+    assert cache.ensure_local(uris[0]) == kept  # what is there stays readable
+    from insitubatch import CancelledError
+
+    with pytest.raises(CancelledError, match="closed"):
+        cache.ensure_local(uris[1])
+    assert not list((tmp_path / "cache").rglob("*.insitu-dl"))
+
+
+def test_plan_views_index_like_sequences():
+    plan = pf.SequentialPlanProvider(10, 4).make_epoch_plan(0)
+    assert plan[0].tolist() == [0, 1, 2, 3] and plan[-1].tolist() == [8, 9]
+    with pytest.raises(IndexError, match="batch 3 of a plan of 3"):
+        plan[3]
+
+
+def test_a_full_disk_is_a_clear_error_and_leaves_nothing_partial(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "big.bin").write_bytes(b"x" * 200_000)
+    (src / "small.bin").write_bytes(b"y" * 1000)
+    cache_dir = tmp_path / "tiny"
+    cache_dir.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(cache_dir)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("cannot mount a tmpfs here (needs root)")
+    try:
+        from insitubatch import ResourceExhaustedError
+
+        cache = pf.SharedDiskCache(cache_dir)
+        with pytest.raises(ResourceExhaustedError, match=r"big\.bin.*the disk holding the cache directory is full"):
+            cache.ensure_local(f"file://{src}/big.bin")
+        assert not [p for p in cache_dir.rglob("*") if p.is_file()]  # nothing half-written
+        assert Path(cache.ensure_local(f"file://{src}/small.bin")).read_bytes() == b"y" * 1000  # still usable
+    finally:
+        subprocess.run(["umount", "-l", str(cache_dir)], capture_output=True)

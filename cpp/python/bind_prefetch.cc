@@ -160,6 +160,13 @@ void BindPrefetch(nb::module_& m) {
             return d;
           },
           nb::arg("mode"), nb::arg("backend"), nb::arg("keep") = std::vector<std::string>())
+      .def(
+          "close",
+          [](ObjectCache& c) {
+            GilRelease release;
+            c.Close();
+          },
+          "Cancels queued and in-flight downloads and waits for them; later ones fail.")
       .def("stats", [](const ObjectCache& c) {
         const auto s = c.stats();
         nb::dict d;

@@ -201,6 +201,20 @@ class SharedDiskCache:
     def stats(self) -> dict[str, int]:
         return dict(self._cache().stats())
 
+    def close(self) -> None:
+        """Cancels the queued and in-flight downloads and waits for them (their temp files
+        go); later downloads raise CancelledError, files already there stay. Idempotent; a
+        forked child's copy closes only its own."""
+        self._cache().close()
+        if self._boto_pool is not None:
+            self._boto_pool.shutdown(wait=True)
+
+    def __enter__(self) -> "SharedDiskCache":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
     # -- processes -------------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
         if self.s3_client is not None:

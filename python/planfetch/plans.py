@@ -59,6 +59,13 @@ class PlanView:
         row = self.matrix[i]
         return row[row >= 0]
 
+    def __getitem__(self, i: int) -> np.ndarray:
+        """``batch(i)``; negative ``i`` counts from the end."""
+        i = arguments.integer("batch index", i, (-2**63, 2**63 - 1))
+        if not -self.num_batches <= i < self.num_batches:
+            raise IndexError(f"batch {i} of a plan of {self.num_batches} batches")
+        return self.batch(i)
+
     def __iter__(self) -> Iterator[np.ndarray]:
         for i in range(self.num_batches):
             yield self.batch(i)

@@ -108,6 +108,11 @@ ObjectCache::~ObjectCache() {
     AbandonAfterFork(std::move(pool_));
     return;
   }
+  Close();
+  pool_.reset();
+}
+
+void ObjectCache::Close() {
   closing_.Cancel();
   std::unique_lock lock(mutex_);
   for (auto& d : queue_) {  // never started: they end here
@@ -119,8 +124,6 @@ ObjectCache::~ObjectCache() {
   queue_.clear();
   cv_.notify_all();
   cv_.wait(lock, [this] { return outstanding_ == 0; });
-  lock.unlock();
-  pool_.reset();
 }
 
 void ObjectCache::RegisterStore(std::string prefix, std::shared_ptr<Store> store) {
@@ -186,6 +189,11 @@ std::shared_ptr<ObjectCache::Download> ObjectCache::Start(std::string_view uri, 
     d = std::make_shared<Download>();
     d->uri.assign(uri);
     d->path = path;
+    if (closing_.cancelled()) {
+      d->done = true;
+      d->status = Cancelled("the cache was closed");
+      return d;
+    }
     for (const auto& [prefix, store] : stores_) {
       if (uri.starts_with(prefix)) {
         d->store = store;
@@ -225,14 +233,26 @@ void ObjectCache::Begin(std::shared_ptr<Download> d) {
   if (Exists(d->path)) return Done(d, Status::Ok(), false);
   if (Status s = MakeParents(d->path); !s.ok()) return Done(d, s, false);
   const std::string temp = d->path + std::string(kDownloadSuffix);
-  int fd;
-  do {
-    fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return Done(d, FileError("cannot create", temp, errno), false);
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  int fd = -1;
+  // The lock is on the temp file's inode, and a name can move under an open descriptor: the
+  // winner renames its temp file to the object's path (which a prune may then delete). So a
+  // lock is ours only if `temp` still names the inode we locked; otherwise open afresh.
+  for (int attempt = 0;; ++attempt) {
+    do {
+      fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    } while (fd < 0 && errno == EINTR);
+    if (fd < 0) return Done(d, FileError("cannot create", temp, errno), false);
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      ::close(fd);
+      return Done(d, Status::Ok(), /*elsewhere=*/true);  // another process downloads it
+    }
+    struct stat held, named;
+    if (::fstat(fd, &held) == 0 && ::stat(temp.c_str(), &named) == 0 && held.st_ino == named.st_ino &&
+        held.st_dev == named.st_dev) {
+      break;
+    }
     ::close(fd);
-    return Done(d, Status::Ok(), /*elsewhere=*/true);  // another process downloads it
+    if (attempt == 100) return Done(d, IoError("cannot hold the download lock " + temp), false);
   }
   // Between its rename and our open another process may have finished: then this temp
   // file is a new, empty one of ours.

@@ -70,6 +70,9 @@ class ObjectCache {
   static Result<std::shared_ptr<ObjectCache>> Open(ObjectCacheOptions options);
   // Cancels queued and in-flight downloads and waits for them (their temp files go).
   ~ObjectCache();
+  // The same, now: later downloads fail with kCancelled; files already there stay readable.
+  // Idempotent.
+  void Close();
   ObjectCache(const ObjectCache&) = delete;
   ObjectCache& operator=(const ObjectCache&) = delete;
 

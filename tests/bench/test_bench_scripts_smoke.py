@@ -1,0 +1,43 @@
+"""Smoke runs of the standalone benchmarks at tiny sizes, so a change cannot rot them
+unnoticed: each must finish and report the figures docs/benchmarks.md quotes (values are
+not checked: speed is never a test's business)."""
+
+from __future__ import annotations
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+
+
+def _run(tmp_path: pathlib.Path, script: str, *args: str) -> dict:
+    out = tmp_path / "result.json"
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / script), *args, "--json", str(out)],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return json.loads(out.read_text())
+
+
+@pytest.mark.timeout(400)
+def test_planfetch_bench(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("obstore")
+    r = _run(tmp_path, "planfetch_bench.py", "--objects", "200", "--s3-objects", "20", "--size", "20000",
+             "--rounds", "1", "--step-ms", "5")
+    assert {"http", "s3_nginx", "s3", "epoch"} <= r.keys() and r["epoch"][0]["prefetch_s"] > 0
+
+
+@pytest.mark.timeout(400)
+def test_cache_bench(tmp_path):
+    r = _run(tmp_path, "cache_bench.py", "--samples", "128", "--rounds", "1")
+    assert r
+
+
+@pytest.mark.timeout(400)
+def test_eviction_bench(tmp_path):
+    r = _run(tmp_path, "eviction_bench.py", "--chunks", "64", "--block-chunks", "2", "--epochs", "2")
+    assert r
