@@ -14,7 +14,7 @@ if [[ ${1:-} != "--no-setup" ]]; then
   scripts/setup.sh
 fi
 
-TORCH_REQS=("torch==2.13.0" "jax" "jaxlib")  # torch 2.13.0's CPU build lies on this machine's disk
+TORCH_REQS=("torch==2.13.0" "jax" "jaxlib" "pytorch-lightning>=2.4")  # torch 2.13.0's CPU build lies on this machine's disk
 TF_REQS=("tensorflow-cpu>=2.16" "numpy>=1.26" "zarr>=3.1,<4" "numcodecs>=0.16" "crc32c>=2.7"
          "pytest>=8" "pytest-timeout>=2.3")
 PY=.venv/bin/python
@@ -74,6 +74,7 @@ run() {  # <python> <framework module> <test file>
 }
 run "$PY" torch tests/frameworks/test_torch.py
 run "$PY" torch tests/frameworks/test_planfetch_torch.py
+run "$PY" pytorch_lightning tests/frameworks/test_lightning.py
 run "$PY" jax tests/frameworks/test_jax.py
 TF_CPP_MIN_LOG_LEVEL=2 run "$TFPY" tensorflow tests/frameworks/test_tf.py
 

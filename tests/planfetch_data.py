@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 IMAGE_BUCKET = "images"
 N_IMAGES = 96
@@ -67,3 +68,16 @@ def moto_env(monkeypatch, moto) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", moto.secret_access_key)
     monkeypatch.setenv("AWS_REGION", "us-east-1")
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", moto.endpoint)
+
+
+@pytest.fixture
+def images(moto, tmp_path, monkeypatch):
+    """(index path, FaultProxy): the images in moto behind a fault proxy that counts requests,
+    with the environment pointing S3 clients at the proxy."""
+    from servers import FaultProxy
+
+    index = upload_images(moto, tmp_path)
+    with FaultProxy(moto.endpoint) as proxy:
+        moto_env(monkeypatch, moto)
+        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.url)
+        yield index, proxy

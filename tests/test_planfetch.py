@@ -17,8 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from cloud_fixtures import aws_env, demo_dirs, moto, moto_auth  # noqa: F401 - fixtures
-from planfetch_data import IMAGE_BUCKET, N_CLASSES, N_IMAGES, image_bytes, key_of, moto_env, upload_images
-from servers import FaultProxy
+from planfetch_data import IMAGE_BUCKET, N_CLASSES, N_IMAGES, image_bytes, images, key_of  # noqa: F401 - fixture
 
 import planfetch as pf
 from insitubatch import InvalidArgumentError, NotFoundError
@@ -126,15 +125,6 @@ def test_big_plans_are_fast_and_thrifty():
 
 
 # -- the shared disk cache against moto --------------------------------------------------------
-@pytest.fixture
-def images(moto, tmp_path, monkeypatch):
-    index = upload_images(moto, tmp_path)
-    with FaultProxy(moto.endpoint) as proxy:
-        moto_env(monkeypatch, moto)
-        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.url)
-        yield index, proxy
-
-
 def _object_gets(proxy) -> dict[str, int]:
     out: dict[str, int] = {}
     for r in proxy.requests:

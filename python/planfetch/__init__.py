@@ -59,3 +59,12 @@ __all__ = [
     "load_index_dataframe",
     "rank_cache_dir",
 ]
+
+
+def __getattr__(name: str):
+    # The Lightning callback imports Lightning (and so torch): only when it is asked for.
+    if name == "S3PrefetchLightningCallback":
+        from .lightning import S3PrefetchLightningCallback
+
+        return S3PrefetchLightningCallback
+    raise AttributeError(f"module 'planfetch' has no attribute {name!r}")

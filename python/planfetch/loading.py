@@ -120,7 +120,10 @@ class PrefetchCoordinator:
 
 
 class PrefetchingLoader:
-    """Iterates ``loader`` and calls ``coordinator.on_batch_yielded(i)`` after each batch."""
+    """Iterates ``loader`` and calls ``coordinator.on_batch_yielded(i)`` after each batch;
+    each iteration primes the window first (a no-op right after ``set_epoch``; a loader
+    iterated again without a new plan, as Lightning's validation loop does, prefetches its
+    pass again)."""
 
     def __init__(self, loader, coordinator: PrefetchCoordinator, sampler: PlanBatchSampler | None = None) -> None:
         self.loader = loader
@@ -129,12 +132,21 @@ class PrefetchingLoader:
 
     def __iter__(self):
         start = self.sampler.start if self.sampler is not None else 0
+        if self.coordinator.plan is not None:
+            self.coordinator.prime(start)
         for i, batch in enumerate(self.loader, start):
             yield batch
             self.coordinator.on_batch_yielded(i)
 
     def __len__(self) -> int:
         return len(self.loader)
+
+    def __getattr__(self, name: str):
+        # The DataLoader's own attributes (dataset, batch_sampler, num_workers...): trainers
+        # such as Lightning inspect them.
+        if name == "loader":
+            raise AttributeError(name)
+        return getattr(self.loader, name)
 
 
 class PrefetchController:

@@ -17,19 +17,9 @@ torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
 from cloud_fixtures import aws_env, demo_dirs, moto, moto_auth  # noqa: E402,F401 - fixtures
-from planfetch_data import IMAGE_BUCKET, N_CLASSES, N_IMAGES, decoded, moto_env, upload_images  # noqa: E402
-from servers import FaultProxy  # noqa: E402
+from planfetch_data import IMAGE_BUCKET, N_CLASSES, N_IMAGES, decoded, images  # noqa: E402,F401 - fixture
 
 import planfetch as pf  # noqa: E402
-
-
-@pytest.fixture
-def images(moto, tmp_path, monkeypatch):
-    index = upload_images(moto, tmp_path)
-    with FaultProxy(moto.endpoint) as proxy:
-        moto_env(monkeypatch, moto)
-        monkeypatch.setenv("AWS_ENDPOINT_URL_S3", proxy.url)
-        yield index, proxy
 
 
 def gets(proxy) -> dict[str, int]:

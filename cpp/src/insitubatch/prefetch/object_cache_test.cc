@@ -140,6 +140,14 @@ TEST(ObjectCacheTest, PrefetcherKeepsTheWindow) {
     EXPECT_EQ(f.Files(), (hi - lo) * 4) << "after batch " << b;
   }
   EXPECT_EQ(f.store->total_reads(), 40u);  // every object once
+  // A second pass over the same plan (no new SetPlan): Prime schedules its window again
+  // (it was pruned behind the first pass), and a repeated Prime adds nothing.
+  const uint64_t requested = prefetcher->stats().requested;
+  prefetcher->Prime();
+  prefetcher->Prime();
+  EXPECT_EQ(prefetcher->stats().requested, requested + 8);
+  while (f.cache->stats().in_flight + f.cache->stats().queued > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  for (int k = 0; k < 8; ++k) EXPECT_TRUE(std::filesystem::exists(f.cache->LocalPath(uris->Get(plan[k])).value()));
   std::vector<int64_t> bad = {0, 1, 2, 99};
   EXPECT_FALSE(prefetcher->SetPlan(bad, 2).ok());
   EXPECT_FALSE(prefetcher->SetPlan(plan, 7).ok());

@@ -46,6 +46,10 @@ void Prefetcher::ScheduleTo(size_t end) {
 
 void Prefetcher::Prime(size_t start) {
   std::lock_guard lock(mutex_);
+  // A pass over this plan again (a loader iterated twice without a new plan): what was
+  // scheduled last time may be pruned since, so schedule anew from `start`.
+  if (stats_.position >= static_cast<int64_t>(start)) stats_.scheduled_to = start;
+  stats_.position = static_cast<int64_t>(start) - 1;
   stats_.scheduled_to = std::max<uint64_t>(stats_.scheduled_to, start);
   ScheduleTo(start + options_.batches_ahead);
 }

@@ -44,7 +44,7 @@ class Prefetcher {
   // Every index must be < the number of URIs.
   Status SetPlan(std::vector<int64_t> indices, size_t batch_size);
   // Starts the downloads of the first `batches_ahead` batches (from `start`, for a plan
-  // resumed mid-epoch).
+  // resumed mid-epoch). Idempotent; after a pass it starts the next pass over the plan.
   void Prime(size_t start = 0);
   // Batch `i` was consumed: extends the window to i + ahead, prunes every prune_every.
   Status OnBatchYielded(size_t i);
