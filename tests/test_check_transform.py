@@ -1,4 +1,4 @@
-"""insitubatch-check-transform (behaviour-spec A.15): report, verdicts and exit codes."""
+"""insitubatch-check-transform: report, verdicts and exit codes."""
 
 from __future__ import annotations
 

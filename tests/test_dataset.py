@@ -422,7 +422,7 @@ def test_seed_print_summary_through_the_dataset_without_touching_chunks(tmp_path
     assert store.total_reads == 0  # answers from geometry and configuration alone
     lines, _ = _split_footnotes(out.getvalue().rstrip("\n"))
     # Line for line, the shuffle-quality score included: the shuffled order is the original's,
-    # draw for draw (numpy PCG64 keyed as behaviour-spec B.6 says).
+    # draw for draw (numpy PCG64 keyed on (seed, epoch) as the original's).
     assert lines == SEED_EXPECTED.split("\n")
 
 

@@ -1,4 +1,4 @@
-"""ArrayGeometry (behaviour-spec A.4) and the store constructors."""
+"""ArrayGeometry and the store constructors."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Shuffle helpers over the anchor grid (behaviour-spec A.10, B.6), through the C++ engine."""
+"""Shuffle helpers over the anchor grid, through the C++ engine."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Chunk-granular splits and window anchor ranges (behaviour-spec A.5, A.16, B.7, C1-C3)."""
+"""Chunk-granular splits and window anchor ranges."""
 
 from __future__ import annotations
 

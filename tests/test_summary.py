@@ -1,4 +1,4 @@
-"""describe() / print_summary() arithmetic and layout (behaviour-spec B.13, B.8, B.11; C 28/30/31).
+"""describe() / print_summary() arithmetic and layout.
 
 summary.py is arithmetic over geometry (the sizing rules are the engine's, through the native
 extension); these tests load it and the real ArrayGeometry from the source tree, without the

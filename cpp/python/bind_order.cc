@@ -1,5 +1,5 @@
 // Epoch-order bindings: the sequential order and the shuffle-quality score of
-// insitubatch.shuffle (A.10) as thin calls into engine/order.h. (The shuffled order is built
+// insitubatch.shuffle as thin calls into engine/order.h. (The shuffled order is built
 // in Python with numpy's PCG64, draw for draw the original insitubatch's, and handed to the
 // engine.) Results are numpy arrays whose memory a C++ vector owns.
 

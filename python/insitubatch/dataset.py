@@ -474,7 +474,7 @@ class InSituDataset:
         return float(_ext.shuffle_quality(rows, self.manifest.sample_chunk_size))
 
     def describe(self, *, iterations: int = 1) -> dict[str, Any]:
-        """The static cost report (B.13), from geometry and configuration alone: it opens no
+        """The static cost report, from geometry and configuration alone: it opens no
         store and runs no pass. ``iterations=N`` sizes the budget for N concurrent passes."""
         iterations = arguments.integer("iterations", iterations)
         return summary.describe(self.geometries, self._outputs, self._summary_config(), iterations=iterations,

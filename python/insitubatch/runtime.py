@@ -1,5 +1,5 @@
 """Per-pass runtime statistics: PassStats, the limiting-stage rule, the per-epoch log line
-(behaviour-spec B.14)."""
+."""
 
 from __future__ import annotations
 
@@ -114,7 +114,7 @@ class PassStats:
 
     @property
     def limiting_stage(self) -> str:
-        """One stage named by the B.14 rule, or ``"unknown"`` rather than a guess.
+        """One stage named by the rule below, or ``"unknown"`` rather than a guess.
 
         Candidates are summed per stage (decode = decode + assemble; gather = gather +
         batch transforms) before ranking.

@@ -1,9 +1,9 @@
-"""Shuffle helpers (behaviour-spec A.10, B.6): pure index math over the anchor grid.
+"""Shuffle helpers: pure index math over the anchor grid.
 
 The shuffled order is the original insitubatch's, draw for draw: numpy's PCG64 keyed by
 ``(seed, epoch)`` permutes the chunks, and a second generator keyed by
 ``(seed, epoch, 7919)``, advancing from block to block, shuffles the rows inside each block
-of ``block_chunks`` chunks (behaviour-spec B.6). So the same seed gives the same batches as
+of ``block_chunks`` chunks. So the same seed gives the same batches as
 the original (and the seed's printed ``shuffle quality 0.99``), on every platform. Building
 it costs one small numpy shuffle per block per epoch; the engine then runs the order as
 given. Orders are ``(N, 2)`` int64 arrays of ``[chunk_id, within]`` rows; the sample a row

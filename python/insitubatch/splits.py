@@ -1,4 +1,4 @@
-"""Chunk-granular train/val/test splits (behaviour-spec A.5, B.7) and window anchor ranges.
+"""Chunk-granular train/val/test splits and window anchor ranges.
 
 A split is a set of whole chunks on the *anchor grid* (the manifest's
 ``sample_chunk_size``): no sample straddles two splits, every read serves one split, and

@@ -309,7 +309,7 @@ def describe(
     reread_spill: bool = False,
 ) -> dict[str, Any]:
     """The static report: ``{"variables", "config", "memory", "notes", "footnotes",
-    "shuffle_quality"}`` (B.13), from geometry and configuration alone."""
+    "shuffle_quality"}``, from geometry and configuration alone."""
     if int(iterations) < 1:
         raise InvalidArgumentError(f"iterations must be >= 1, got {iterations}")
     iterations = int(iterations)

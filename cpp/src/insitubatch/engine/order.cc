@@ -151,7 +151,7 @@ EpochOrder BlockShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc,
   int64_t* chunk = order.chunk.data();
   int64_t* within = order.within.data();
 
-  // One stream for all blocks, advancing block to block (B.6).
+  // One stream for all blocks, advancing block to block.
   Rng rng(seed, epoch, kRowShuffleStream);
   size_t pos = 0;
   for (size_t first = 0; first < perm.size(); first += per_block) {

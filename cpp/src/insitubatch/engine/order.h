@@ -42,7 +42,7 @@ struct EpochOrder {
   int64_t anchor(size_t row, int64_t spc) const { return chunk[row] * spc + within[row]; }
 };
 
-// The RNG stream of the row shuffle inside blocks (B.6: "seeded (seed, epoch, 7919)").
+// The RNG stream of the row shuffle inside blocks (seeded (seed, epoch, 7919), as the original's).
 inline constexpr uint64_t kRowShuffleStream = 7919;
 
 // InvalidArgument unless spc >= 1, n_samples >= 0, block_chunks >= 1, and `chunk_ids` are
@@ -56,7 +56,7 @@ Status CheckOrderArgs(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n
 std::vector<int64_t> ChunkPermutation(std::span<const int64_t> chunk_ids, uint64_t seed,
                                       uint64_t epoch);
 
-// Two-level block-local shuffle (B.6): permute the chunks, cut the permutation into
+// Two-level block-local shuffle: permute the chunks, cut the permutation into
 // blocks of `block_chunks` chunks, and shuffle each block's rows with a second RNG stream
 // shared across blocks. A short final chunk (n_samples not a multiple of spc) contributes
 // only its real rows.
@@ -72,7 +72,7 @@ EpochOrder SequentialOrder(std::span<const int64_t> chunk_ids, int64_t spc,
 // block boundaries consistent (a block may become empty).
 void KeepAnchorsIn(EpochOrder& order, int64_t spc, int64_t lo, int64_t hi);
 
-// mean(|diff(rank)|) / (n / 3), clipped to 1; 0 when fewer than 2 rows (B.6).
+// mean(|diff(rank)|) / (n / 3), clipped to 1; 0 when fewer than 2 rows.
 double ShuffleQuality(const EpochOrder& order, int64_t spc);
 // The same score over rows stored as interleaved [chunk, within] pairs (Python's (N, 2)).
 double ShuffleQuality(std::span<const int64_t> chunk_within_pairs, int64_t spc);

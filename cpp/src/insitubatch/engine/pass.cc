@@ -201,7 +201,7 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
     batch.arrays.push_back(std::make_shared<Buffer>(std::move(buffer)));
   }
   // The producer's time in gather (its own copies, then the wait for its helpers): what
-  // the B.14 rule weighs against the producer's other stages.
+  // the limiting-stage rule weighs against the producer's other stages.
   std::lock_guard lock(stats_mutex_);
   stats_.times.gather_s += ThreadCpuSeconds() - cpu0 + helper_wait_s;
   return batch;

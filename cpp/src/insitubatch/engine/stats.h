@@ -1,6 +1,6 @@
 #pragma once
 
-// PassStats: what one pass did, for ds.last_pass and the per-epoch log line (B.14).
+// PassStats: what one pass did, for ds.last_pass and the per-epoch log line.
 // Costs are per-thread CPU time; waits are wall time.
 
 #include <cstdint>
