@@ -267,7 +267,9 @@ void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, Load
     pool_.Publish(slot, Cancelled("the chunk was abandoned"), Buffer());
     return;
   }
-  const double cpu0 = ThreadCpuSeconds();
+  // Wall time, not CPU: a Python transform's cost includes waiting for the GIL (and any
+  // I/O it does), which a CPU clock would hide from the limiting-stage verdict.
+  const auto t0 = std::chrono::steady_clock::now();
   const ArraySource& source = sources_[slot->key.source];
   const int64_t chunk = slot->key.chunk;
   const int64_t first = chunk * source.spc;
@@ -317,7 +319,7 @@ void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, Load
                   Buffer());
   }
   std::lock_guard lock(stats.mutex);
-  stats.assemble_s += ThreadCpuSeconds() - cpu0;
+  stats.assemble_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace insitubatch::engine

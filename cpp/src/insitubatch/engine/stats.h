@@ -14,7 +14,7 @@ struct StageTimes {
   double fetch_wait_s = 0;        // wall, summed over concurrent reads
   double admission_parked_s = 0;  // wall, waiting for residency budget
   double decode_s = 0;            // thread CPU on the decode pool
-  double assemble_s = 0;          // thread CPU: tile placement and chunk transforms
+  double assemble_s = 0;          // wall: tile placement and chunk transforms (GIL waits included)
   double gather_s = 0;            // thread CPU on the producer
   double batch_transform_s = 0;   // thread CPU on the producer
 };
@@ -56,7 +56,7 @@ struct LoadStats {
   mutable std::mutex mutex;
   double fetch_wait_s = 0;  // wall, summed over concurrent reads
   double decode_s = 0;      // thread CPU on the decode pool
-  double assemble_s = 0;    // thread CPU: tile placement and chunk transforms
+  double assemble_s = 0;    // wall: tile placement and chunk transforms (GIL waits included)
   uint64_t tiles_read = 0;
   uint64_t bytes_read = 0;
   uint64_t inflight_peak = 0;
