@@ -17,7 +17,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import _ext, arguments, caching, lifecycle, shuffle as _shuffle, summary, transforms as _transforms
+from . import _ext, arguments, caching, class_plans, lifecycle, shuffle as _shuffle, summary
+from . import transforms as _transforms
 from .errors import (
     CancelledError,
     FailedPreconditionError,
@@ -68,6 +69,8 @@ class InSituDataset:
         decode_threads: int = 0,
         gather_threads: int = 0,
         eviction: str = "next_use",
+        labels: Any = None,
+        plan: str = "shuffle",
     ) -> None:
         self._engine = None
         self._passes: "weakref.WeakSet[_PassIterator]" = weakref.WeakSet()
@@ -80,7 +83,8 @@ class InSituDataset:
             cache_budget_bytes=cache_budget_bytes, persist=persist, readonly_cache=readonly_cache,
             reset_stale_cache=reset_stale_cache, on_bad_chunk=on_bad_chunk,
             chunk_transforms=chunk_transforms, batch_transforms=batch_transforms,
-            decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction)
+            decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction,
+            labels=labels, plan=plan)
         if not isinstance(manifest, SplitManifest):
             raise InvalidArgumentError(f"manifest must be a SplitManifest, got {type(manifest).__name__}")
         self._batch_size = arguments.integer("batch_size", batch_size)
@@ -181,6 +185,12 @@ class InSituDataset:
             caching.check_directory(self.cache_dir, readonly=self.readonly_cache,
                                     disk_bytes=report["memory"]["disk_bytes"])
         self._labels = [(label, self._paths.index(g.path), g.offset) for label, g in self.geometries.items()]
+        class_plans.check_plan(plan, labels, self._batch_size)
+        self._plan = plan
+        self._class_codes, self.classes = (None, None) if labels is None else \
+            class_plans.load_labels(labels, store, manifest.n_samples)
+        if plan == "balanced":
+            class_plans.check_balanced(len(self.classes), self._batch_size)
         self._epoch = 0
         self.last_pass: PassStats | None = None
         self.bad_chunks: list[tuple[str, int, tuple[int, ...]]] = []
@@ -399,8 +409,13 @@ class InSituDataset:
         ids = self._chunk_ids(split, shard)
         m = self.manifest
         if shuffled:
-            return _shuffle.epoch_order(ids, m.sample_chunk_size, m.n_samples, self._block_chunks,
-                                        self._seed, epoch)
+            rows, bounds = _shuffle.epoch_order(ids, m.sample_chunk_size, m.n_samples, self._block_chunks,
+                                                self._seed, epoch)
+            if self._plan != "shuffle":
+                rows, bounds = class_plans.class_mixed_order(
+                    rows, bounds, self._class_codes, len(self.classes), m.sample_chunk_size, self._batch_size,
+                    self._plan, self._seed, epoch)
+            return rows, bounds
         return _ext.sequential_order(ids, m.sample_chunk_size, m.n_samples, self._block_chunks)
 
     def _start_pass(self, split: str, shuffled: bool, shard: tuple[int, int] = (0, 1)) -> "_PassIterator":
@@ -477,8 +492,14 @@ class InSituDataset:
         """The static cost report, from geometry and configuration alone: it opens no
         store and runs no pass. ``iterations=N`` sizes the budget for N concurrent passes."""
         iterations = arguments.integer("iterations", iterations)
-        return summary.describe(self.geometries, self._outputs, self._summary_config(), iterations=iterations,
-                                reread_spill=self._reread_spill)
+        out = summary.describe(self.geometries, self._outputs, self._summary_config(), iterations=iterations,
+                               reread_spill=self._reread_spill)
+        if self._plan != "shuffle":
+            rows, bounds = self._order("train", self._shuffle, self._epoch)
+            out["plan"] = {"kind": self._plan, "classes": len(self.classes), "epoch": self._epoch,
+                           **class_plans.mix_report(rows, bounds, self._class_codes, len(self.classes),
+                                                    self.manifest.sample_chunk_size, self._batch_size, self._plan)}
+        return out
 
     def print_summary(self, *, iterations: int = 1, file=None) -> None:
         """Prints :meth:`describe` formatted (numbers first, then advice)."""
@@ -581,6 +602,10 @@ class SplitView:
         ds = self._dataset
         m = ds.manifest
         lo, hi = valid_anchor_range([g.offset for g in ds.geometries.values()], m.n_samples)
+        if self.shuffled and ds._plan == "balanced":  # whole batches per block: count the order's rows
+            order, _ = ds._order(self.split, True, ds.epoch, self._shard)
+            anchors = order[:, 0] * m.sample_chunk_size + order[:, 1]
+            return math.ceil(int(((anchors >= lo) & (anchors < hi)).sum()) / ds.batch_size)
         rows = _ext.pass_rows(ds._chunk_ids(self.split, self._shard).tolist(), m.sample_chunk_size,
                               m.n_samples, lo, hi)
         return math.ceil(rows / ds.batch_size)

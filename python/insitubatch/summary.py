@@ -505,6 +505,14 @@ def format_summary(report: Mapping[str, Any]) -> str:
         _config_section(report["config"]),
         _memory_section(report["memory"], report.get("footnotes", ())),
     ]
+    plan = report.get("plan")
+    if plan:
+        target = "equal classes" if plan["kind"] == "balanced" else "its block's class mix"
+        sections.append([
+            f"plan: {plan['kind']} over {plan['classes']} classes (epoch {plan['epoch']})",
+            f"  class mix vs {target}: {plan['exact_batches']} of {plan['batches']} batches exact;"
+            f" distance mean {plan['mean_distance']:.3f}, max {plan['max_distance']:.3f} (0 = exact, 1 = disjoint)",
+        ])
     for severity, title in (("warn", "warnings"), ("note", "notes")):
         picked = [n for n in report.get("notes", ()) if n["severity"] == severity]
         if picked:
