@@ -46,6 +46,10 @@ def test_the_seeds_example_reports_consistent_figures(images, tmp_path):
     lat = run["batch_latency_ms"]
     assert 0 < lat["p50"] <= lat["p95"] <= lat["p99"] <= lat["max"]
     assert r["limiting_stage"] in ("network", "disk", "consumer", "prefetch window") and r["advice"]
+    # The seed's tuning example, with a cache directory that stays.
+    r = report(tmp_path, str(seed_index), "--batch-size", "8", "--download-threads", "128", "--batches-ahead", "300",
+               "--cache-dir", str(tmp_path / "kept"), "--limit", "24", "--no-ceilings")
+    assert r["run"]["samples"] == 24 and (tmp_path / "kept").is_dir()
     # --offset, --sample-frac and the stratified strategy over the full index's labels.
     r = report(tmp_path, str(index), "--s3-uri-col", "s3_path", "--class-col", "class_id", "--offset", "16",
                "--sample-frac", "0.5", "--strategy", "stratified", "--batch-size", "8", "--no-ceilings")
