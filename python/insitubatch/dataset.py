@@ -261,6 +261,15 @@ class InSituDataset:
     # -- read-only configuration ---------------------------------------------------------------
     # Sizing inputs are fixed at construction: the budget, the floor and the engine were
     # sized from them. Build a new dataset to change one.
+    def __repr__(self) -> str:
+        m = self.manifest
+        splits = ", ".join(f"{k} {len(m.chunks.get(k, []))}" for k in _SPLITS)
+        state = " closed" if self._engine is None else ""
+        plan = "" if self._plan == "shuffle" else f", plan {self._plan}"
+        return (f"<InSituDataset {', '.join(self.variables)}: {m.n_samples} samples in chunks of"
+                f" {m.sample_chunk_size} (splits in chunks: {splits}); batch {self._batch_size},"
+                f" block_chunks {self._block_chunks}, epoch {self._epoch}{plan}{state}>")
+
     batch_size = property(lambda self: self._batch_size)
     block_chunks = property(lambda self: self._block_chunks, doc="Resolved (after widening).")
     block_chunks_requested = property(lambda self: self._block_chunks_requested)

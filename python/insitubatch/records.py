@@ -32,6 +32,12 @@ class Batch:
     def __len__(self) -> int:
         return int(self.sample_indices.shape[0])
 
+    def __repr__(self) -> str:  # shapes, not values: a batch prints in one line
+        fields = ", ".join(f"{k}: {a.dtype}{list(a.shape)}" for k, a in self.arrays.items())
+        idx = self.sample_indices
+        first = f", samples {int(idx[0])}..." if len(idx) else ""
+        return f"Batch({len(self)} rows; {fields}{first})"
+
 
 @dataclass(frozen=True)
 class ChunkRead:

@@ -1,0 +1,448 @@
+"""insitubatch native core (C++20)"""
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Annotated
+
+import numpy
+from numpy.typing import NDArray
+
+
+class Store:
+    """A key -> bytes store (file, memory, HTTP, S3, ...)."""
+
+    def read(self, key: str, offset: int | None = None, length: int | None = None, suffix: int | None = None) -> object:
+        """
+        Reads a key (whole, a byte range, or a suffix); None when the key is absent.
+        """
+
+    def list(self, prefix: str = '') -> list[str]:
+        """Every key under `prefix`, sorted."""
+
+    def describe(self, key: str = '') -> str:
+        """Where `key` lives, as a path or URL."""
+
+    def __repr__(self) -> str: ...
+
+class FileStore(Store):
+    @property
+    def root(self) -> str: ...
+
+class MemoryStore(Store):
+    def __init__(self) -> None: ...
+
+    def set(self, key: str, value: bytes) -> None: ...
+
+    def erase(self, key: str) -> None: ...
+
+class CountingStore(Store):
+    """Wraps a store and counts reads per key."""
+
+    def __init__(self, inner: Store) -> None: ...
+
+    def reads(self) -> dict[str, int]:
+        """Reads per key since the last reset."""
+
+    @property
+    def total_reads(self) -> int: ...
+
+    def reset(self) -> None: ...
+
+def open_file_store(root: str) -> Store:
+    """A store over a local directory (a path or a file:// URL)."""
+
+class TransportOptions:
+    """Timeouts, retries and TLS settings of the HTTP transport."""
+
+    def __init__(self) -> None: ...
+
+    @property
+    def io_threads(self) -> int: ...
+
+    @io_threads.setter
+    def io_threads(self, arg: int, /) -> None: ...
+
+    @property
+    def max_attempts(self) -> int: ...
+
+    @max_attempts.setter
+    def max_attempts(self, arg: int, /) -> None: ...
+
+    @property
+    def retry_base_delay_ms(self) -> int: ...
+
+    @retry_base_delay_ms.setter
+    def retry_base_delay_ms(self, arg: int, /) -> None: ...
+
+    @property
+    def retry_max_delay_ms(self) -> int: ...
+
+    @retry_max_delay_ms.setter
+    def retry_max_delay_ms(self, arg: int, /) -> None: ...
+
+    @property
+    def retry_deadline_ms(self) -> int: ...
+
+    @retry_deadline_ms.setter
+    def retry_deadline_ms(self, arg: int, /) -> None: ...
+
+    @property
+    def connect_retry_deadline_ms(self) -> int: ...
+
+    @connect_retry_deadline_ms.setter
+    def connect_retry_deadline_ms(self, arg: int, /) -> None: ...
+
+    @property
+    def timeout_ms(self) -> int: ...
+
+    @timeout_ms.setter
+    def timeout_ms(self, arg: int, /) -> None: ...
+
+    @property
+    def connect_timeout_ms(self) -> int: ...
+
+    @connect_timeout_ms.setter
+    def connect_timeout_ms(self, arg: int, /) -> None: ...
+
+    @property
+    def verify_tls(self) -> bool: ...
+
+    @verify_tls.setter
+    def verify_tls(self, arg: bool, /) -> None: ...
+
+    @property
+    def ca_file(self) -> str: ...
+
+    @ca_file.setter
+    def ca_file(self, arg: str, /) -> None: ...
+
+    @property
+    def max_connections_per_host(self) -> int: ...
+
+    @max_connections_per_host.setter
+    def max_connections_per_host(self, arg: int, /) -> None: ...
+
+    def validate(self) -> None: ...
+
+class HttpStore(Store):
+    """A store over plain HTTP(S) (no listing)."""
+
+    def transport_stats(self) -> dict: ...
+
+    def __repr__(self) -> str: ...
+
+class S3Store(Store):
+    """An S3 (or S3-compatible) bucket prefix."""
+
+    @property
+    def region(self) -> str: ...
+
+    @property
+    def endpoint_url(self) -> str: ...
+
+    @property
+    def anonymous(self) -> bool: ...
+
+    @property
+    def credentials_source(self) -> str:
+        """
+        Where the credentials come from ("environment", "profile 'x'", "instance metadata (...)", ...); "" when anonymous. Never a key.
+        """
+
+    def transport_stats(self) -> dict: ...
+
+    def __repr__(self) -> str: ...
+
+class GcsStore(Store):
+    """A Google Cloud Storage bucket prefix."""
+
+    @property
+    def endpoint_url(self) -> str: ...
+
+    @property
+    def anonymous(self) -> bool: ...
+
+    @property
+    def credentials_source(self) -> str:
+        """
+        Where the token comes from ("the token argument", "service account ... (file ...)", "the metadata server ..."); "" when anonymous. Never the token.
+        """
+
+    def transport_stats(self) -> dict: ...
+
+    def __repr__(self) -> str: ...
+
+def open_http_store(url: str, transport: TransportOptions, headers: Mapping[str, str]) -> Store:
+    """
+    An HTTP(S) store at `url` (use insitubatch.store() for checked options).
+    """
+
+def open_s3_store(url: str, transport: TransportOptions, region: str = '', endpoint: str = '', virtual_hosted_style: bool | None = None, skip_signature: bool = False, request_payer: bool = False, access_key_id: str = '', secret_access_key: str = '', session_token: str = '', profile: str = '') -> Store:
+    """
+    An S3 store at s3://bucket/prefix (use insitubatch.store() for checked options).
+    """
+
+def open_gcs_store(url: str, transport: TransportOptions, endpoint: str = '', skip_signature: bool = False, token: str = '', service_account_key: str = '', service_account_path: str = '') -> Store:
+    """
+    A GCS store at gs://bucket/prefix (use insitubatch.store() for checked options).
+    """
+
+class PythonStore(Store):
+    """A native Store over a zarr-python Store object."""
+
+    @property
+    def python_store(self) -> object: ...
+
+    def __repr__(self) -> str: ...
+
+def open_python_store(store: object, location: str, submit: object, list_keys: object) -> Store:
+    """Wraps a zarr-python Store (use insitubatch.bridge.wrap_python_store)."""
+
+class ZarrArray:
+    """One opened zarr array (metadata + codec chain)."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def metadata(self) -> dict: ...
+
+    @property
+    def codec_chain(self) -> str: ...
+
+    @property
+    def chunk_bytes(self) -> int: ...
+
+    def chunk_key(self, coords: Sequence[int]) -> str: ...
+
+    def read_chunk(self, coords: Sequence[int]) -> object:
+        """
+        The decoded stored chunk at `coords` (full chunk shape; fill value if absent).
+        """
+
+class Hierarchy:
+    """The groups and arrays of a zarr store."""
+
+    @property
+    def zarr_format(self) -> int: ...
+
+    @property
+    def consolidated(self) -> bool: ...
+
+    def array_paths(self) -> list[str]: ...
+
+    def kind(self, arg: str, /) -> str: ...
+
+    def array_metadata(self, arg: str, /) -> dict: ...
+
+    def open_array(self, arg: str, /) -> ZarrArray: ...
+
+def open_hierarchy(store: Store) -> Hierarchy:
+    """Reads the hierarchy's metadata (no chunk data)."""
+
+def build_info() -> dict: ...
+
+class Pass:
+    """One iteration over one split view."""
+
+    def next(self) -> object:
+        """
+        The next batch as ([arrays per label], sample_indices), or None at the end.
+        """
+
+    def close(self, reason: str = 'the pass was closed') -> None:
+        """
+        Cancels the pass and releases its pins, promptly (idempotent); a next() waiting on
+        another thread raises CancelledError(reason).
+        """
+
+    def stats(self) -> dict: ...
+
+    @property
+    def n_batches(self) -> int: ...
+
+    @property
+    def n_rows(self) -> int: ...
+
+class Engine:
+    """The dataset-owned engine: pool, decode pool, IO budget."""
+
+    def __init__(self, arrays: Sequence[ZarrArray], sample_axes: Sequence[int], budget_bytes: int, max_inflight: int, decode_threads: int, on_bad_chunk: str, transforms: list = [], gather_threads: int = 0, pass_floor_bytes: int = 0, auto_budget: bool = False, max_auto_budget_bytes: int = 0, cache_dir: str | None = None, persist: bool = False, readonly_cache: bool = False, reset_stale_cache: bool = False, fingerprints: Sequence[str] = [], eviction: str = 'lru') -> None: ...
+
+    def start_pass(self, split: str, epoch: int, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], ref_spc: int, batch_size: int, prefetch_depth: int, labels: Sequence[tuple[str, int, int]], next_rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)] | None = None, next_block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)] | None = None) -> Pass: ...
+
+    @property
+    def budget_bytes(self) -> int: ...
+
+    def cache_counters(self) -> dict:
+        """
+        The disk tier's counters (revivals, files written, what the log holds).
+        """
+
+    @property
+    def budget_grown(self) -> int:
+        """
+        The budget the last start_pass grew the automatic budget to (0: unchanged).
+        """
+
+    def pool_state(self) -> dict: ...
+
+    def lock_batch_pages(self, register_fn: int, unregister_fn: int, budget_bytes: int) -> None:
+        """
+        From now on batch buffers are page-locked through the two C functions (addresses of
+        cudaHostRegister / cudaHostUnregister) while the locked bytes stay within the budget.
+        The first functions stay for the engine's life; later calls change only the budget.
+        """
+
+    def batch_pages_locked(self, address: int) -> bool:
+        """Whether the batch buffer starting at `address` is page-locked."""
+
+    def clear_cache(self) -> int:
+        """Drops every resident chunk no pass holds; returns how many."""
+
+    @property
+    def decode_threads(self) -> int: ...
+
+    @property
+    def gather_threads(self) -> int:
+        """
+        Threads that gather each batch (the producer and its helpers), resolved.
+        """
+
+def decode_throughput(array: ZarrArray, store: Store, coords: Sequence[Sequence[int]], threads: int) -> tuple[float, int, int]:
+    """
+    Wall seconds for `threads` threads to decode the chunks at `coords` (their stored bytes read first, untimed), the decoded bytes and the stored bytes.
+    """
+
+def zstd_decode_ceiling(files: Sequence[str], decoded_size: int, threads: int = 0, repeats: int = 3) -> float:
+    """
+    Best wall seconds to zstd-decode every file (read into memory first) with `threads`.
+    """
+
+def read_throughput(store: Store, keys: Sequence[str], concurrency: int, repeats: int = 3) -> tuple[list[float], int]:
+    """
+    Wall seconds of each repeat reading every key once (whole objects, at most `concurrency` in flight, no decode), and the bytes one repeat received.
+    """
+
+def check_order_args(chunk_ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], spc: int, n_samples: int, block_chunks: int) -> None:
+    """
+    Raises InvalidArgumentError unless the arguments describe a valid epoch order.
+    """
+
+def sequential_order(chunk_ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], spc: int, n_samples: int, block_chunks: int) -> tuple[object, object]:
+    """
+    Chunks in the given order, `within` ascending: (rows (N, 2), block_start).
+    """
+
+def shuffle_quality(rows: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], spc: int) -> float:
+    """
+    mean(|diff(rank)|) / (n / 3) clipped to 1, rank = chunk * spc + within;
+    0 when fewer than 2 rows.
+    """
+
+def slot_layout(shape: Sequence[int], chunks: Sequence[int], sample_axis: int, dtype: str, out_field: Sequence[int] | None = None, out_dtype: str | None = None) -> dict:
+    """
+    One array's slot as the pool holds it: stored tile bytes and count, the slot charge
+    and the gather run; `out_field` / `out_dtype`: after a chunk transform.
+    """
+
+def working_set_floor(labels: Sequence[tuple[str, int, int, int]], block_chunks: int, ref_spc: int, shuffle: bool, n_train_chunks: int, reread_spill: bool = False) -> int:
+    """
+    The residency floor for labels (path, slot_bytes, samples per chunk, offset).
+    """
+
+def resolve_block_chunks(requested: int, batch_size: int, ref_spc: int, n_chunks: int) -> int:
+    """
+    block_chunks widened so one batch fits in one block (never narrowed), at least 1.
+    """
+
+def valid_anchor_range(offsets: Sequence[int], n_samples: int) -> tuple[int, int]: ...
+
+def pass_rows(chunk_ids: Sequence[int], spc: int, n_samples: int, lo: int, hi: int) -> int:
+    """
+    Rows one pass over these chunks yields (their samples inside [lo, hi)).
+    """
+
+def cache_filesystem_type(path: str) -> str:
+    """The filesystem type holding `path` (from /proc/self/mountinfo), or ''."""
+
+def cache_is_network_filesystem(type: str) -> bool: ...
+
+def cache_locks_work(dir: str) -> bool:
+    """Whether advisory (flock) locks work in `dir`."""
+
+def cache_lock_holder(dir: str) -> str:
+    """What the writer holding `dir` recorded (pid, host, since), or ''."""
+
+class KeyList:
+    """URIs sharing a prefix, packed (front-coded) in native memory."""
+
+    def __init__(self, prefix: str = '') -> None: ...
+
+    def append(self, arg: str, /) -> None: ...
+
+    def extend(self, arg: Iterable, /) -> None: ...
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, arg: int, /) -> str: ...
+
+    def suffix(self, arg: int, /) -> str: ...
+
+    @property
+    def prefix(self) -> str: ...
+
+    @property
+    def memory_bytes(self) -> int: ...
+
+    def serialize(self) -> bytes: ...
+
+    @staticmethod
+    def deserialize(arg: bytes, /) -> KeyList: ...
+
+    def __eq__(self, arg: KeyList, /) -> bool: ...
+
+def read_csv_index(path: str, uri_column: str, label_column: str, pack: bool, prefix: str | None = None) -> tuple:
+    """
+    (URIs as a KeyList or list, labels as int64 array, list of str, or None).
+    """
+
+def bucket_prefix(arg: str, /) -> str: ...
+
+class ObjectCache:
+    """Objects downloaded to local files (planfetch)."""
+
+    @staticmethod
+    def open(dir: str, max_bytes: int, download_threads: int, min_age_seconds: float) -> ObjectCache: ...
+
+    def register_store(self, prefix: str, store: Store) -> None: ...
+
+    def has_store_for(self, uri: str) -> bool: ...
+
+    def local_path(self, arg: str, /) -> str: ...
+
+    def ensure_local(self, uri: str) -> str: ...
+
+    def prefetch(self, uris: Sequence[str]) -> None: ...
+
+    def prune(self, mode: str, backend: str, keep: Sequence[str] = []) -> dict: ...
+
+    def close(self) -> None:
+        """
+        Cancels queued and in-flight downloads and waits for them; later ones fail.
+        """
+
+    def stats(self) -> dict: ...
+
+class Prefetcher:
+    """A plan's sliding window of downloads (planfetch)."""
+
+    @staticmethod
+    def create(cache: ObjectCache, uris: KeyList, batches_ahead: int, batches_back: int, prune_every: int, prune_mode: str, prune_backend: str) -> Prefetcher: ...
+
+    def set_plan(self, plan: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)]) -> None: ...
+
+    def prime(self, start: int = 0) -> None: ...
+
+    def on_batch_yielded(self, batch_idx: int) -> None: ...
+
+    def stats(self) -> dict: ...
