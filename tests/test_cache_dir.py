@@ -115,10 +115,13 @@ def test_persisted_chunks_revive_in_a_new_process_after_sigkill(era, tmp_path):
     assert child.stdout.readline().strip() == "ready"
     child.send_signal(signal.SIGKILL)
     child.wait(timeout=30)
-    log = (cache / "insitu_cache.jsonl").read_text().splitlines()
-    logged = {json.loads(line)["key"] for line in log[1:]}
-    assert logged and len(logged) == len(_chunk_files(cache))  # every logged chunk has its file
+    log = [json.loads(line) for line in (cache / "insitu_cache.jsonl").read_text().splitlines()[1:]]
+    logged = {e["key"] for e in log}
+    files = set(_chunk_files(cache))
+    # Every logged chunk has its file; a file committed just before the kill may be unlogged.
+    assert logged and {e["file"] for e in log} <= files and len(files) - len(logged) <= 1
     ds, store = _dataset(path, cache, persist=True, shuffle=False)
+    assert set(_chunk_files(cache)) == {e["file"] for e in log}  # the unlogged one is swept
     assert _epoch(ds, values) == 48
     reads = store.reads()
     revived = ds.last_pass.revived

@@ -15,11 +15,11 @@ SOURCE_STUB = Path(__file__).resolve().parents[1] / "python" / "insitubatch" / "
 
 def test_the_extension_stub_matches_the_built_module(tmp_path):
     out = tmp_path / "_ext.pyi"
-    subprocess.run([sys.executable, "-m", "nanobind.stubgen", "-q", "-m", "insitubatch._ext", "-o", str(out)],
+    subprocess.run([sys.executable, "-m", "nanobind.stubgen", "-q", "-P", "-m", "insitubatch._ext", "-o", str(out)],
                    check=True, capture_output=True)
     assert out.read_text() == SOURCE_STUB.read_text(), (
         "python/insitubatch/_ext.pyi is stale: regenerate it with"
-        " .venv/bin/python -m nanobind.stubgen -m insitubatch._ext -o python/insitubatch/_ext.pyi")
+        " .venv/bin/python -m nanobind.stubgen -P -m insitubatch._ext -o python/insitubatch/_ext.pyi")
 
 
 def test_both_packages_are_marked_typed():
@@ -27,3 +27,11 @@ def test_both_packages_are_marked_typed():
         root = Path(package.__file__).parent
         assert (root / "py.typed").is_file(), package.__name__
     assert (Path(insitubatch.__file__).parent / "_ext.pyi").is_file()
+
+
+def test_mypy_passes_on_both_packages(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([sys.executable, "-m", "mypy", "--config-file", str(root / "pyproject.toml"),
+                           "--cache-dir", str(tmp_path / "cache"), "insitubatch", "planfetch"],
+                          cwd=root / "python", capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]

@@ -7,6 +7,11 @@ import numpy
 from numpy.typing import NDArray
 
 
+def _mark_exiting() -> None:
+    """
+    From now on threads other than the main one never wait for the GIL (atexit).
+    """
+
 class Store:
     """A key -> bytes store (file, memory, HTTP, S3, ...)."""
 
@@ -186,6 +191,19 @@ def open_gcs_store(url: str, transport: TransportOptions, endpoint: str = '', sk
     A GCS store at gs://bucket/prefix (use insitubatch.store() for checked options).
     """
 
+class _BridgeRead:
+    """One bridged read in flight (internal)."""
+
+    def found(self, data: object) -> None: ...
+
+    def missing(self) -> None: ...
+
+    def fail(self, why: str) -> None: ...
+
+    def cancel(self, why: str) -> None: ...
+
+    def cancelled(self) -> bool: ...
+
 class PythonStore(Store):
     """A native Store over a zarr-python Store object."""
 
@@ -196,6 +214,11 @@ class PythonStore(Store):
 
 def open_python_store(store: object, location: str, submit: object, list_keys: object) -> Store:
     """Wraps a zarr-python Store (use insitubatch.bridge.wrap_python_store)."""
+
+def _close_python_store_bridge() -> None:
+    """
+    Makes every later bridged read fail Cancelled and drops the wrapped Python stores (called at interpreter exit, with the GIL held).
+    """
 
 class ZarrArray:
     """One opened zarr array (metadata + codec chain)."""

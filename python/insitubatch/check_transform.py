@@ -39,6 +39,8 @@ def load_target(target: str) -> Callable:
         if not path.is_file():
             raise UsageError(f"transform file not found: {where}")
         spec = importlib.util.spec_from_file_location(f"_insitu_check_{path.stem}", path)
+        if spec is None or spec.loader is None:
+            raise UsageError(f"cannot load {where} as a module")
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         try:

@@ -72,7 +72,7 @@ class InSituDataset:
         labels: Any = None,
         plan: str = "shuffle",
     ) -> None:
-        self._engine = None
+        self._engine: Any = None  # the native _ext.Engine while open
         self._passes: "weakref.WeakSet[_PassIterator]" = weakref.WeakSet()
         self._reopen_after_fork = False
         # What pickling sends to another process (the dataset re-opens itself there).
@@ -187,10 +187,12 @@ class InSituDataset:
         self._labels = [(label, self._paths.index(g.path), g.offset) for label, g in self.geometries.items()]
         class_plans.check_plan(plan, labels, self._batch_size)
         self._plan = plan
-        self._class_codes, self.classes = (None, None) if labels is None else \
-            class_plans.load_labels(labels, store, manifest.n_samples)
+        self._class_codes: np.ndarray = np.zeros(0, dtype=np.int32)
+        self.classes: np.ndarray | None = None  # the class values, code order
+        if labels is not None:
+            self._class_codes, self.classes = class_plans.load_labels(labels, store, manifest.n_samples)
         if plan == "balanced":
-            class_plans.check_balanced(len(self.classes), self._batch_size)
+            class_plans.check_balanced(self._n_classes, self._batch_size)
         self._epoch = 0
         self.last_pass: PassStats | None = None
         self.bad_chunks: list[tuple[str, int, tuple[int, ...]]] = []
@@ -205,7 +207,7 @@ class InSituDataset:
         arrays = []
         for path in self._paths:
             arrays.append(hierarchy.open_array(path))
-        axes = {}
+        axes: dict[str, int] = {}
         for label, g in self.geometries.items():
             if axes.setdefault(g.path, g.sample_axis) != g.sample_axis:
                 raise InvalidArgumentError(f"array {g.path!r} is used with two different sample axes")
@@ -255,7 +257,7 @@ class InSituDataset:
         return {"args": self._init_args, "kwargs": self._init_kwargs, "epoch": self._epoch}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(*state["args"], **state["kwargs"])
+        InSituDataset.__init__(self, *state["args"], **state["kwargs"])
         self.set_epoch(state["epoch"])
 
     # -- read-only configuration ---------------------------------------------------------------
@@ -269,6 +271,10 @@ class InSituDataset:
         return (f"<InSituDataset {', '.join(self.variables)}: {m.n_samples} samples in chunks of"
                 f" {m.sample_chunk_size} (splits in chunks: {splits}); batch {self._batch_size},"
                 f" block_chunks {self._block_chunks}, epoch {self._epoch}{plan}{state}>")
+
+    @property
+    def _n_classes(self) -> int:
+        return 0 if self.classes is None else len(self.classes)
 
     batch_size = property(lambda self: self._batch_size)
     block_chunks = property(lambda self: self._block_chunks, doc="Resolved (after widening).")
@@ -321,7 +327,7 @@ class InSituDataset:
             rows = {"the working-set floor (cache_budget_bytes)": floor_only["residency_bytes"],
                     "reads in flight (max_inflight x stored chunk)": floor_only["inflight_bytes"],
                     "the batch queue ((prefetch_depth + 1) x batch)": floor_only["queue_bytes"]}
-            worst = max(rows, key=rows.get)
+            worst = max(rows, key=lambda k: rows[k])
             raise ResourceExhaustedError(
                 f"this configuration needs {summary.format_bytes(ram)} at once"
                 f" but the machine has {summary.format_bytes(have)}; the largest part is {worst}:"
@@ -422,10 +428,11 @@ class InSituDataset:
                                                 self._seed, epoch)
             if self._plan != "shuffle":
                 rows, bounds = class_plans.class_mixed_order(
-                    rows, bounds, self._class_codes, len(self.classes), m.sample_chunk_size, self._batch_size,
+                    rows, bounds, self._class_codes, self._n_classes, m.sample_chunk_size, self._batch_size,
                     self._plan, self._seed, epoch)
             return rows, bounds
-        return _ext.sequential_order(ids, m.sample_chunk_size, m.n_samples, self._block_chunks)
+        seq_rows, seq_bounds = _ext.sequential_order(ids, m.sample_chunk_size, m.n_samples, self._block_chunks)
+        return np.asarray(seq_rows), np.asarray(seq_bounds)
 
     def _start_pass(self, split: str, shuffled: bool, shard: tuple[int, int] = (0, 1)) -> "_PassIterator":
         engine = self._live_engine()
@@ -466,6 +473,7 @@ class InSituDataset:
 
     def _warn_if_nothing_revived(self, stats: PassStats) -> None:
         """One WARNING for a pass that found persisted entries but could serve none."""
+        assert self._engine is not None  # called while a pass ends
         counters = self._engine.cache_counters()
         failed = counters["revive_missing"] + counters["revive_mismatch"]
         before = getattr(self, "_revive_failures_seen", 0)
@@ -505,8 +513,8 @@ class InSituDataset:
                                reread_spill=self._reread_spill)
         if self._plan != "shuffle":
             rows, bounds = self._order("train", self._shuffle, self._epoch)
-            out["plan"] = {"kind": self._plan, "classes": len(self.classes), "epoch": self._epoch,
-                           **class_plans.mix_report(rows, bounds, self._class_codes, len(self.classes),
+            out["plan"] = {"kind": self._plan, "classes": self._n_classes, "epoch": self._epoch,
+                           **class_plans.mix_report(rows, bounds, self._class_codes, self._n_classes,
                                                     self.manifest.sample_chunk_size, self._batch_size, self._plan)}
         return out
 

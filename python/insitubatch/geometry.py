@@ -214,7 +214,7 @@ def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarra
     A low-level tool for tests and diagnostics; the engine never goes through Python.
     """
     array = _ext.open_hierarchy(_native(store)).open_array(str(array_path).strip("/"))
-    return array.read_chunk([int(c) for c in chunk_coords])
+    return np.asarray(array.read_chunk([int(c) for c in chunk_coords]))
 
 
 __all__ = ["ArrayGeometry", "open_geometries", "open_hierarchy", "read_chunk"]

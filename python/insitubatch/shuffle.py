@@ -110,7 +110,7 @@ def sequential_order(
     ids = _chunk_ids(chunk_ids)
     blocks = max(1, len(ids)) if block_chunks is None else _int("block_chunks", block_chunks)
     rows, _ = _ext.sequential_order(ids, _int("spc", spc), _int("n_samples", n_samples), blocks)
-    return rows
+    return np.asarray(rows)
 
 
 def shuffle_quality(order, spc: int) -> float:

@@ -132,6 +132,7 @@ def _epoch(ds: InSituDataset, epoch: int) -> dict[str, Any]:
         nbytes += sum(a.nbytes for a in batch.arrays.values())
     wall = time.perf_counter() - t0
     p = ds.last_pass
+    assert p is not None  # set as the pass ended
     return {"epoch": epoch, "samples": samples, "wall_s": wall, "ttfb_s": ttfb or 0.0,
             "samples_per_s": samples / wall, "mb_per_s": nbytes / wall / 1e6,
             "stored_mb_read": p.bytes_read / 1e6, "cache_hits": p.cache_hits, "cache_misses": p.cache_misses,
@@ -157,6 +158,7 @@ def _ceilings(args, store, geoms, ds: InSituDataset) -> dict[str, Any]:
     hierarchy = open_hierarchy(store)
     ids = ds._chunk_ids("train")[:CEILING_CHUNKS]
     spc = ds.manifest.sample_chunk_size
+    assert ds.last_pass is not None  # the epochs ran first
     depths = ds.last_pass.depths  # what the engine ran with
     inflight, threads = depths.max_inflight, depths.decode_threads
     per_var, get_s_per_sample, decode_s_per_sample = {}, 0.0, 0.0

@@ -223,7 +223,8 @@ def valid_anchor_range(offsets: Sequence[int], n_samples: int) -> tuple[int, int
     ``[0, n_samples)``; empty (``lo == hi``) when the window is wider than the array."""
     from . import _ext  # the engine's rule (engine/sizing.h); lazy: splits loads first
 
-    return tuple(_ext.valid_anchor_range([operator.index(k) for k in offsets], operator.index(n_samples)))
+    lo, hi = _ext.valid_anchor_range([operator.index(k) for k in offsets], operator.index(n_samples))
+    return lo, hi
 
 
 __all__ = ["SplitManifest", "SplitName", "split_by_chunk", "valid_anchor_range"]

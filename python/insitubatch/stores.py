@@ -388,7 +388,7 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
 def _with_recipe(native: Store, url: str, options: dict[str, Any]) -> Store:
     """Remembers how ``native`` was opened, so another process can open it again. The
     options may hold credentials: they travel in a pickle as they would in obstore's."""
-    native._recipe = (url, options)
+    native._recipe = (url, options)  # type: ignore[attr-defined]  # nb::dynamic_attr
     return native
 
 
@@ -558,7 +558,7 @@ def close_store(store: Any) -> None:
                     running = asyncio.get_running_loop()
                 except RuntimeError:
                     running = None
-                if running is loop:  # cannot block on our own loop: let it finish there
+                if running is not None and running is loop:  # cannot block on our own loop: let it finish there
                     loop.create_task(session.close())
                 else:
                     asyncio.run_coroutine_threadsafe(session.close(), loop).result(timeout=10)
@@ -566,7 +566,7 @@ def close_store(store: Any) -> None:
         pass
     finally:
         try:
-            fs._session = None
+            fs._session = None  # type: ignore[union-attr]
         except Exception:  # noqa: BLE001
             pass
 

@@ -131,7 +131,7 @@ def _stored_chunk_bytes(geometry: Any) -> int:
 
 def _slot(geometry: Any, output: OutputField | None) -> dict[str, int]:
     """The engine's slot layout for ``geometry`` (``output``: after a chunk transform)."""
-    kwargs = {}
+    kwargs: dict[str, Any] = {}
     if output is not None:
         kwargs = {"out_field": list(output.inner_shape), "out_dtype": output.dtype.str}
     return _ext.slot_layout([int(x) for x in geometry.shape], [int(x) for x in geometry.chunks],

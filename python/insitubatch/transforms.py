@@ -37,7 +37,7 @@ class ScopedTransform:
 
 class _ScopedReshapingTransform(ScopedTransform):
     def output_inner(self, geom: ArrayGeometry):
-        return self.transform.output_inner(geom)
+        return self.transform.output_inner(geom)  # type: ignore[attr-defined]  # checked at construction
 
 
 def applies(arrays: Sequence[str], transform: Callable) -> ScopedTransform:
@@ -121,7 +121,7 @@ class StandardScaler:
                 "out_shape": tuple(field), "out_dtype": np.dtype(dtype).str}
 
     def save(self, path) -> None:
-        arrays = {}
+        arrays: dict[str, Any] = {}
         for k in self.mean:
             arrays[f"{k}.mean"] = self.mean[k]
             arrays[f"{k}.std"] = self.std[k]

@@ -227,7 +227,7 @@ class SharedDiskCache:
                              use_rust=self.use_rust, **self.store_options)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(**state["args"])
+        SharedDiskCache.__init__(self, **state["args"])
 
     def __repr__(self) -> str:
         return f"SharedDiskCache({self.cache_dir!r}, max_bytes={self.max_bytes})"

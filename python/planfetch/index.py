@@ -22,16 +22,16 @@ class S3KeyList(Sequence):
 
     __slots__ = ("_native",)
 
-    def __init__(self, uris: Iterable[str] = (), prefix: str | None = None) -> None:
+    def __init__(self, uris: Iterable[str] | _ext.KeyList = (), prefix: str | None = None) -> None:
         if isinstance(uris, _ext.KeyList):
             self._native = uris
             return
-        uris = list(uris) if not isinstance(uris, list) else uris
+        listed = list(uris) if not isinstance(uris, list) else uris
         if prefix is None:
-            prefix = _ext.bucket_prefix(uris[0]) if uris else ""
+            prefix = _ext.bucket_prefix(listed[0]) if listed else ""
         self._native = _ext.KeyList(prefix)
         try:
-            self._native.extend(uris)
+            self._native.extend(listed)
         except InvalidArgumentError as exc:
             raise InvalidArgumentError(f"S3KeyList: {exc}") from None
 
@@ -123,15 +123,15 @@ def load_index_dataframe(df, s3_uri_col: str = "s3_uri", class_col: str | None =
     for row, u in enumerate(uris):
         if not u:
             raise InvalidArgumentError(f"row {row}: the {s3_uri_col} value is empty")
-    if pack_uris:
-        prefix = compact_prefix if compact_prefix is not None else _ext.bucket_prefix(uris[0])
-        uris = S3KeyList(uris, prefix=prefix)
-    elif compact_prefix is not None:
+    if compact_prefix is not None and not pack_uris:
         raise InvalidArgumentError("compact_prefix applies with pack_uris=True")
     labels = None
     if class_col is not None:
         values = df[class_col].to_numpy()
         labels = values.astype(np.int64) if values.dtype.kind in "iu" else np.asarray([str(v) for v in values])
+    if pack_uris:
+        prefix = compact_prefix if compact_prefix is not None else _ext.bucket_prefix(uris[0])
+        return S3KeyList(uris, prefix=prefix), labels
     return uris, labels
 
 

@@ -138,6 +138,8 @@ def _load_function(spec: str) -> Callable[[str], Any]:
     if not os.path.isfile(file):
         raise UsageError(f"--image-loader: {file} does not exist")
     module_spec = importlib.util.spec_from_file_location("planfetch_speedtest_loader", file)
+    if module_spec is None or module_spec.loader is None:
+        raise UsageError(f"--image-loader: cannot load {file} as a module")
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     fn = getattr(module, name, None)
@@ -303,7 +305,7 @@ def _verdict(args, run: dict, ceilings: dict) -> tuple[str, str]:
         "disk": ceilings["disk"]["mb_per_s"] * 1e6 / mean_object,
         "decode" if (args.decode or args.image_loader) else "consumer": ceilings["consumer"]["samples_per_s"],
     }
-    stage = min(candidates, key=candidates.get)
+    stage = min(candidates, key=lambda k: candidates[k])
     achieved = run["samples_per_s"]
     if achieved < SATURATED * candidates[stage]:
         return "prefetch window", (

@@ -71,7 +71,7 @@ class _InflightCopies:
 
     def release_finished(self) -> None:
         with self._lock:
-            keep = collections.deque()
+            keep: collections.deque = collections.deque()
             for entry in self._pending:
                 if entry[0].query():
                     self.pinned_bytes -= entry[2]
@@ -139,7 +139,7 @@ class _EnginePages:
     def attach(cls, view, budget_bytes: int, functions: tuple[int, int] | None) -> "_EnginePages | None":
         """Turns locking on for ``view``'s dataset; None for views of anything else."""
         dataset = getattr(view, "dataset", None)
-        if functions is None or not hasattr(dataset, "_lock_batch_pages"):
+        if functions is None or dataset is None or not hasattr(dataset, "_lock_batch_pages"):
             return None
         dataset._lock_batch_pages(functions[0], functions[1], budget_bytes)
         return cls(dataset)
@@ -322,7 +322,7 @@ def _dataset_class(torch):
                         feeder.inflight.drain()
 
             def __len__(self) -> int:
-                return len(self.view)
+                return len(self.view)  # type: ignore[arg-type]  # views are sized
 
             def __reduce__(self):  # spawned workers: the class is made at first use
                 device = None if self.device is None else str(self.device)

@@ -207,6 +207,19 @@ size_t SweepTempFiles(const std::string& dir) {
   return removed;
 }
 
+size_t SweepUnlisted(const std::string& dir, std::string_view suffix,
+                     const std::unordered_set<std::string>& keep) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return 0;
+  size_t removed = 0;
+  while (dirent* e = ::readdir(d)) {
+    const std::string name(e->d_name);
+    if (name.ends_with(suffix) && !keep.count(name) && ::unlinkat(::dirfd(d), e->d_name, 0) == 0) ++removed;
+  }
+  ::closedir(d);
+  return removed;
+}
+
 std::string FilesystemType(const std::string& path) {
   char resolved[PATH_MAX];
   if (::realpath(path.c_str(), resolved) == nullptr) return "";

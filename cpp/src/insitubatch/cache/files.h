@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 #include "insitubatch/util/buffer.h"
@@ -97,6 +98,10 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents);
 // Removes the temp files a killed writer left in `dir` (only the process holding the
 // writer lock may call it); returns how many.
 size_t SweepTempFiles(const std::string& dir);
+// Removes the files of `dir` whose names end with `suffix` and are not in `keep` (a writer's
+// files a crash left unlogged between their commit and their log entry); returns how many.
+size_t SweepUnlisted(const std::string& dir, std::string_view suffix,
+                     const std::unordered_set<std::string>& keep);
 
 // The filesystem type holding `path` ("ext4", "nfs4", "fuse.s3fs", ...; "" if unknown),
 // from /proc/self/mountinfo (the longest mount point that prefixes the resolved path).

@@ -82,6 +82,14 @@ TEST(CacheFilesTest, TempFilesOfAKilledWriterAreSwept) {
   EXPECT_EQ(ReadSmallFile(dir / "keep.json", 1).status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST(CacheFilesTest, UnlistedFilesOfASuffixAreSwept) {
+  TempDir dir;
+  for (const char* name : {"a.npy", "b.npy", "log.jsonl"}) ASSERT_TRUE(WriteFileAtomically(dir / name, "x").ok());
+  EXPECT_EQ(SweepUnlisted(dir.path(), ".npy", {"a.npy"}), 1u);
+  EXPECT_EQ(CountFiles(dir.path()), 2u);  // a.npy (listed) and the log (another suffix)
+  EXPECT_TRUE(ReadSmallFile(dir / "a.npy", 10).ok());
+}
+
 TEST(CacheFilesTest, AReadOnlyDirectoryIsAnErrorNamingIt) {
   if (::geteuid() == 0) GTEST_SKIP() << "root writes anywhere";
   TempDir dir;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <set>
+#include <unordered_set>
 
 namespace insitubatch::engine {
 namespace {
@@ -101,6 +102,11 @@ Result<std::shared_ptr<DiskBacking>> DiskBacking::Open(DiskCacheOptions options,
         }
       }
       INSITU_RETURN_IF_ERROR(log->Rewrite(std::move(keep)));
+    }
+    if (!options.read_only) {  // a file committed but never logged (killed in between) is not trusted
+      std::unordered_set<std::string> logged;
+      for (const cache::LogEntry& e : log->entries()) logged.insert(e.file);
+      cache::SweepUnlisted(options.dir, ".npy", logged);
     }
   }
   return std::shared_ptr<DiskBacking>(
