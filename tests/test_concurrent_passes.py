@@ -117,7 +117,7 @@ def test_nan_stand_ins_are_re_read_and_reported_every_pass(tmp_path):
         out, reads, bad = epoch()
         assert np.isnan(out[16:24]).all() and np.array_equal(out[:16], values[:16])
         assert reads >= 1, "a NaN stand-in must be read again, not served from the cache"
-        assert bad == [("v", 2, (0,))]
+        assert bad == [insitubatch.StoredChunkRead("v", 2, (0,))]
     chunk.write_bytes(good)  # repaired
     out, reads, bad = epoch()
     np.testing.assert_array_equal(out, values)

@@ -270,7 +270,8 @@ def test_corrupt_chunk_raises_then_nan_policy(era):
         bad = (b.sample_indices >= 8) & (b.sample_indices < 16)
         assert np.isnan(b.arrays["t2m"][bad]).all()
         np.testing.assert_array_equal(b.arrays["t2m"][~bad], t2m[b.sample_indices[~bad]])
-    assert ds.bad_chunks == [("t2m", 1, (0, 0))]
+    assert ds.bad_chunks == [insitubatch.StoredChunkRead("t2m", 1, (0, 0))]
+    assert ds.bad_chunks[0].coords == (1, 0, 0)
 
 
 def test_early_break_then_full_epoch(era):

@@ -110,7 +110,7 @@ def test_recovers_from_faults(gcs, demo_dirs):
 
 @pytest.mark.parametrize("options, name", [
     (dict(token=5), "token"),
-    (dict(region="us"), "region"),
+    (dict(regoin="us"), "regoin"),  # misspelt: no store takes it (region is S3's: ignored here)
     (dict(skip_signature=1), "skip_signature"),
     (dict(endpoint=""), "endpoint"),
 ])

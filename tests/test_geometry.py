@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import numpy as np
 import pytest
 import zarr
@@ -78,7 +79,7 @@ def test_variables_must_be_a_list(tmp_path):
         insitubatch.open_geometries(insitubatch.local_store(tmp_path / "s.zarr"), "v")
 
 
-def test_store_constructors(tmp_path):
+def test_store_constructors(tmp_path, caplog):
     zarr.create_array(zarr.storage.LocalStore(tmp_path / "s.zarr"), name="v", shape=(2,), chunks=(1,), dtype="u1")
     for s in [insitubatch.store(str(tmp_path / "s.zarr")), insitubatch.store(f"file://{tmp_path}/s.zarr"),
               insitubatch.obstore_store(f"file://{tmp_path}/s.zarr"), insitubatch.local_store(tmp_path / "s.zarr")]:
@@ -87,8 +88,13 @@ def test_store_constructors(tmp_path):
         assert s.read("v/zarr.json", offset=0, length=1) == b"{"
         assert s.read("v/zarr.json", suffix=1) == b"}"
         assert str(tmp_path) in repr(s)
-    with pytest.raises(ValueError, match="skip_signature"):
+    with pytest.raises(ValueError, match="unknown option.*'bogus'"):
         insitubatch.obstore_store(f"file://{tmp_path}/s.zarr", bogus=1, skip_signature=True)
+    # An option another scheme takes is ignored, as obstore does: one option set for every URL.
+    with caplog.at_level(logging.DEBUG, logger="insitubatch"):
+        s = insitubatch.obstore_store(f"file://{tmp_path}/s.zarr", skip_signature=True, region="us-west-2")
+    assert "v/zarr.json" in s.list("")
+    assert "'region' does not apply to file:// stores: ignored" in caplog.text
     with pytest.raises(insitubatch.UnsupportedError, match="ftp"):
         insitubatch.store("ftp://host/x")
 

@@ -299,8 +299,11 @@ def test_exit_mid_pass_cancels_bridged_reads_without_hanging(tmp_path):
 def test_as_native_store_passes_native_stores_and_rejects_others(tmp_path):
     native = insitubatch.memory_store()
     assert insitubatch.as_native_store(native) is native
-    with pytest.raises(TypeError, match=r"got builtins.str \(open a URL with insitubatch.store"):
-        insitubatch.as_native_store("s3://bucket/x")
+    # A URL or path opens as insitubatch.store would (as zarr-python takes strings).
+    zarr.create_array(str(tmp_path / "s.zarr"), name="a", shape=(4,), chunks=(2,), dtype="i4")
+    for url in (str(tmp_path / "s.zarr"), tmp_path / "s.zarr", f"file://{tmp_path}/s.zarr"):
+        assert isinstance(insitubatch.as_native_store(url), _ext.Store)
+        assert list(open_geometries(url)) == ["a"]
     with pytest.raises(TypeError, match=r"builtins.int"):
         open_geometries(42)
 

@@ -43,6 +43,9 @@ nb::dict MetadataToDict(const zarr::ArrayMetadata& meta) {
   for (const auto& c : meta.codecs) codecs.append(nb::str(c.name.c_str()));
   d["codecs"] = codecs;
   d["attributes_json"] = meta.attributes.dump();
+  nb::list dims;
+  for (const auto& name : meta.dimension_names) dims.append(nb::str(name.c_str()));
+  d["dimension_names"] = nb::tuple(dims);
   d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(meta.fill_value.bytes.data()),
                               meta.dtype.itemsize());
   return d;

@@ -23,15 +23,25 @@ from .errors import (
 )
 from .geometry import ArrayGeometry, open_geometries, read_chunk
 from .records import Batch, ChunkRead, DecodedChunk, StoredChunkRead
-from .runtime import PassStats
-from .shuffle import block_shuffled_order, chunk_permutation, sequential_order, shuffle_quality
+from .runtime import Depths, PassStats, StageTimes, bottleneck
+from .shuffle import DrawOrder, block_shuffled_order, chunk_permutation, sequential_order, shuffle_quality
 from .splits import SplitManifest, SplitName, split_by_chunk, valid_anchor_range
-from .transforms import Cast, ScaleOffset, StandardScaler, applies
+from .summary import DatasetReport
+from .transforms import (
+    BatchTransform,
+    Cast,
+    ChunkTransform,
+    ReshapingChunkTransform,
+    ScaleOffset,
+    StandardScaler,
+    applies,
+)
 from .stores import (
     Store,
     arraylake_store,
     as_native_store,
     close_store,
+    ensure_local_dir,
     fsspec_store,
     icechunk_store,
     local_store,
@@ -45,7 +55,23 @@ from .stores import (
 _LAZY_ADAPTERS = ("as_tf_dataset", "as_torch", "to_jax", "to_tf", "to_torch")
 
 
+# The original package exported its Python engine's parts; here the engine is native and
+# these are reached through the public API instead.
+_ENGINE_INTERNALS = {
+    "ChunkPool": "the pool is inside the engine: size it with cache_budget_bytes / cache_dir,"
+                 " read it with ds.describe(), ds.last_pass and ds.pool_state()",
+    "Scheduler": "passes are scheduled by the engine: iterate ds.train / ds.val / ds.test",
+    "SchedulerConfig": "pass max_inflight=, decode_threads=, on_bad_chunk= to InSituDataset",
+    "build_stored_chunk_reads": "the engine plans its reads; ds.describe()['variables'] shows"
+                                " the stored chunks per chunk",
+}
+
+
 def __getattr__(name: str):
+    if name in _ENGINE_INTERNALS:
+        raise AttributeError(
+            f"insitubatch.{name} was part of the original's Python engine and is not public here:"
+            f" {_ENGINE_INTERNALS[name]}")
     if name == "__version__":  # on first use: importlib.metadata costs ~40 ms of the import
         from importlib.metadata import PackageNotFoundError, version
 
@@ -69,56 +95,65 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "ArrayGeometry",
-    "Batch",
-    "Cast",
-    "CacheLockedError",
-    "CancelledError",
-    "ChunkRead",
-    "CorruptChunkError",
-    "DecodedChunk",
-    "FailedPreconditionError",
-    "InSituDataset",
-    "InSituError",
-    "InvalidArgumentError",
-    "InvalidTypeError",
-    "MissingDependencyError",
-    "NotFoundError",
-    "PassStats",
-    "ResourceExhaustedError",
-    "SplitManifest",
-    "SplitName",
-    "SplitView",
-    "ScaleOffset",
-    "StandardScaler",
-    "Store",
-    "StoreError",
-    "StoredChunkRead",
-    "UnsupportedError",
-    "__version__",
     "applies",
+    "ArrayGeometry",
     "arraylake_store",
     "as_native_store",
     "as_tf_dataset",
     "as_torch",
+    "Batch",
+    "BatchTransform",
     "block_shuffled_order",
+    "bottleneck",
+    "CacheLockedError",
+    "CancelledError",
+    "Cast",
     "chunk_permutation",
+    "ChunkRead",
+    "ChunkTransform",
     "close_store",
+    "CorruptChunkError",
+    "DatasetReport",
     "debug_info",
+    "DecodedChunk",
+    "Depths",
+    "DrawOrder",
+    "ensure_local_dir",
+    "FailedPreconditionError",
     "fsspec_store",
     "icechunk_store",
+    "InSituDataset",
+    "InSituError",
+    "InvalidArgumentError",
+    "InvalidTypeError",
     "local_store",
     "memory_store",
+    "MissingDependencyError",
+    "NotFoundError",
     "obstore_store",
     "open_geometries",
+    "PassStats",
     "print_debug_info",
     "read_chunk",
+    "ReshapingChunkTransform",
+    "ResourceExhaustedError",
+    "ScaleOffset",
     "sequential_order",
     "shuffle_quality",
     "split_by_chunk",
+    "SplitManifest",
+    "SplitName",
+    "SplitView",
+    "StageTimes",
+    "StandardScaler",
     "store",
+    "Store",
+    "StoredChunkRead",
+    "StoreError",
     "to_jax",
     "to_tf",
     "to_torch",
+    "UnsupportedError",
     "valid_anchor_range",
+    "__version__",
 ]

@@ -28,7 +28,7 @@ from .errors import (
     ResourceExhaustedError,
 )
 from .geometry import ArrayGeometry, open_geometries
-from .records import Batch
+from .records import Batch, StoredChunkRead
 from .runtime import PassStats
 from .splits import SplitManifest, valid_anchor_range
 from .stores import as_native_store, close_store, reopen_store
@@ -136,10 +136,11 @@ class InSituDataset:
         self.batch_transforms: tuple[Callable, ...] = tuple(batch_transforms)
         self._transform_errors = _transforms.TransformErrors()
 
-        self.store = store
+        # A URL or path opens once here, so the geometries and the engine share one store.
+        self.store = as_native_store(store) if isinstance(store, (str, os.PathLike)) else store
         self.manifest = manifest
         if geometries is None:
-            geometries = open_geometries(store)
+            geometries = open_geometries(self.store)
         if not geometries:
             raise InvalidArgumentError("no variables: geometries is empty")
         self.geometries: dict[str, ArrayGeometry] = dict(geometries)
@@ -195,7 +196,7 @@ class InSituDataset:
             class_plans.check_balanced(self._n_classes, self._batch_size)
         self._epoch = 0
         self.last_pass: PassStats | None = None
-        self.bad_chunks: list[tuple[str, int, tuple[int, ...]]] = []
+        self.bad_chunks: list[StoredChunkRead] = []  # the stored chunks the last pass NaN-filled
         self._open_engine()
         lifecycle.LIVE.add(self)
 
@@ -465,7 +466,7 @@ class InSituDataset:
             # traceback holds chunk arrays).
             self._transform_errors.clear()
         self.last_pass = stats
-        self.bad_chunks = [tuple(b) for b in bad_chunks]
+        self.bad_chunks = [StoredChunkRead(str(a), int(c), tuple(inner)) for a, c, inner in bad_chunks]
         if self.persist and self._engine is not None:
             self._warn_if_nothing_revived(stats)
         if logger.isEnabledFor(logging.INFO):
@@ -496,8 +497,15 @@ class InSituDataset:
             batch_transforms=tuple(_transforms.display_name(t) for t in self.batch_transforms),
             samples_per_chunk=self.manifest.sample_chunk_size,
             split_chunks={s: len(self.manifest.chunks.get(s, [])) for s in _SPLITS},
+            drawable_samples=self._drawable_samples(),
             shuffle_quality=self._shuffle_quality() if shuffle_quality else None,
         )
+
+    def _drawable_samples(self) -> dict[str, int]:
+        m = self.manifest
+        lo, hi = valid_anchor_range([g.offset for g in self.geometries.values()], m.n_samples)
+        return {s: int(_ext.pass_rows(self._chunk_ids(s, (0, 1)).tolist(), m.sample_chunk_size,
+                                      m.n_samples, lo, hi)) for s in _SPLITS}
 
     def _shuffle_quality(self) -> float | None:
         rows, _ = self._order("train", self._shuffle, self._epoch)
@@ -646,11 +654,16 @@ class _PassIterator:
         self._done = False
         self._closed_because: str | None = None  # closed by someone else: why
         self._batch_transform_s = 0.0  # thread CPU in batch transforms
+        self._consumer_s = 0.0  # wall time the caller spent between batches (its loop body)
+        self._returned_at: float | None = None
 
     def __iter__(self) -> "_PassIterator":
         return self
 
     def __next__(self) -> Batch:
+        if self._returned_at is not None:
+            self._consumer_s += time.perf_counter() - self._returned_at
+            self._returned_at = None
         native = self._native  # another thread may close the pass meanwhile
         if self._done or native is None:
             if self._closed_because is not None:
@@ -677,6 +690,7 @@ class _PassIterator:
             for transform in self._transforms:
                 batch = transform(batch)
             self._batch_transform_s += time.thread_time() - t0
+        self._returned_at = time.perf_counter()
         return batch
 
     def close(self, reason: str | None = None) -> None:
@@ -690,6 +704,7 @@ class _PassIterator:
         native.close(reason or "the pass was closed")
         stats = native.stats()
         stats["times"]["batch_transform_s"] = self._batch_transform_s
+        stats["times"]["consumer_s"] = self._consumer_s
         self._native = None
         self._dataset._pass_finished(PassStats.from_native(stats), stats["bad_chunks"])
 

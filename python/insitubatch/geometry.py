@@ -8,7 +8,9 @@ chunk* is what one store read returns — on a sharded array, the shard.
 
 from __future__ import annotations
 
+import collections
 import itertools
+import logging
 import math
 from dataclasses import dataclass, field, replace
 from typing import Iterator, Sequence
@@ -16,7 +18,9 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from . import _ext
-from .errors import InvalidArgumentError, InvalidTypeError, NotFoundError
+from .errors import InSituError, InvalidArgumentError, InvalidTypeError, NotFoundError
+
+logger = logging.getLogger("insitubatch")
 
 
 def _as_int_tuple(name: str, values: Sequence[int]) -> tuple[int, ...]:
@@ -173,8 +177,13 @@ def open_hierarchy(store):
 def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axis: int = 0) -> dict[str, ArrayGeometry]:
     """One :class:`ArrayGeometry` per array, from metadata alone (no chunk data is read).
 
-    ``variables`` *selects* arrays by path (nested paths allowed); ``None`` opens every
-    array in the store. ``sample_axis`` applies to every returned geometry.
+    ``variables`` *selects* arrays by path (nested paths allowed). ``None`` takes every
+    array that is data on the sample grid and skips, with a log line naming each and why,
+    what a CF/xarray store keeps beside its variables: 0-d arrays (a grid mapping such as
+    ``spatial_ref``), 1-D coordinates named after their own dimension (``latitude``),
+    arrays without the sample dimension the others share, and arrays this reader cannot
+    decode. Naming an array in ``variables`` overrides the inference either way.
+    ``sample_axis`` applies to every returned geometry. ``store`` may be a URL or path.
     """
     if isinstance(variables, str):
         raise InvalidTypeError(
@@ -183,7 +192,10 @@ def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axi
         )
     store = _native(store)
     hierarchy = _ext.open_hierarchy(store)
-    paths = hierarchy.array_paths() if variables is None else [str(v).strip("/") for v in variables]
+    if variables is None:
+        paths = _batchable_paths(hierarchy, store, int(sample_axis))
+    else:
+        paths = [str(v).strip("/") for v in variables]
     out: dict[str, ArrayGeometry] = {}
     for path in paths:
         try:
@@ -206,6 +218,43 @@ def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axi
             _inner_read_chunks=read_chunks if read_chunks != tuple(meta["chunks"]) else None,
         )
     return out
+
+
+def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:
+    """The arrays of ``hierarchy`` that are data on the sample grid; logs the others."""
+    kept: dict[str, tuple[str, ...]] = {}
+    skipped: dict[str, str] = {}
+    for path in hierarchy.array_paths():
+        try:
+            meta = hierarchy.array_metadata(path)
+        except InSituError as e:  # reported if asked for by name; not a reason to stop here
+            skipped[path] = f"cannot be read here ({e})"
+            continue
+        shape, dims = tuple(meta["shape"]), tuple(meta["dimension_names"])
+        if not shape:
+            skipped[path] = "0-d (a grid mapping or scalar: no sample axis)"
+        elif len(shape) <= sample_axis:
+            skipped[path] = f"{len(shape)}-d: no axis {sample_axis} to sample along"
+        elif len(dims) == 1 and dims[0] == path.rsplit("/", 1)[-1]:
+            skipped[path] = "a coordinate (1-D, named after its own dimension)"
+        else:
+            kept[path] = dims
+    # The sample dimension the variables share (by name, where the store names dimensions).
+    names = collections.Counter(d[sample_axis] for d in kept.values() if d and d[sample_axis])
+    if names:
+        sample_dim = names.most_common(1)[0][0]
+        for path, dims in list(kept.items()):
+            if dims and sample_dim not in dims:
+                skipped[path] = f"has no {sample_dim!r} dimension (the other arrays' sample dimension)"
+                del kept[path]
+    for path, why in sorted(skipped.items()):
+        logger.info("open_geometries: skipped %r: %s; name it in variables= to take it", path, why)
+    if not kept:
+        found = "; ".join(f"{p!r}: {w}" for p, w in sorted(skipped.items())) or "no arrays at all"
+        raise InvalidArgumentError(
+            f"no batchable arrays in {store.describe('')}: {found}. If one of these is the data"
+            ' you mean to batch, name it: open_geometries(store, variables=["<name>"])')
+    return list(kept)
 
 
 def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarray:

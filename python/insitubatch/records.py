@@ -18,7 +18,8 @@ class Batch:
     """
 
     arrays: dict[str, np.ndarray]
-    sample_indices: np.ndarray
+    # Empty when a batch transform builds a Batch without provenance (as the original takes).
+    sample_indices: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     offsets: dict[str, int] = field(default_factory=dict)
 
     def read_indices(self, label: str) -> np.ndarray:
@@ -30,7 +31,12 @@ class Batch:
         return np.stack([self.arrays[label] for label in labels], axis=axis)
 
     def __len__(self) -> int:
-        return int(self.sample_indices.shape[0])
+        """Rows in the batch (the last of an epoch is short): the anchors, or without them
+        the rows of the first array."""
+        n = int(self.sample_indices.shape[0])
+        if n == 0 and self.arrays:
+            return int(np.shape(next(iter(self.arrays.values())))[0])
+        return n
 
     def __repr__(self) -> str:  # shapes, not values: a batch prints in one line
         fields = ", ".join(f"{k}: {a.dtype}{list(a.shape)}" for k, a in self.arrays.items())

@@ -29,6 +29,7 @@ class StageTimes:
     assemble_s: float = 0.0
     gather_s: float = 0.0
     batch_transform_s: float = 0.0
+    consumer_s: float = 0.0  # wall time in the caller's loop body: not a stage to tune
 
     @property
     def producer_s(self) -> float:
@@ -188,4 +189,10 @@ class PassStats:
         return "; ".join(parts)
 
 
-__all__ = ["Depths", "PassStats", "RetryStats", "StageTimes"]
+def bottleneck(stats: PassStats) -> tuple[str, str]:
+    """``(stage, advice)`` for a pass: the stage :attr:`PassStats.limiting_stage` names and
+    what to change about it."""
+    return stats.limiting_stage, stats.advice
+
+
+__all__ = ["Depths", "PassStats", "RetryStats", "StageTimes", "bottleneck"]

@@ -14,6 +14,7 @@ the engine's C++ helpers.
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -88,20 +89,68 @@ def epoch_order(chunk_ids, spc: int, n_samples: int, block_chunks: int, seed: in
     return np.ascontiguousarray(shuffled, dtype=np.int64), bounds
 
 
+@dataclass(eq=False)
+class DrawOrder:
+    """One epoch's ``(N, 2)`` ``[chunk_id, within]`` draw rows and the blocks holding them:
+    ``bounds`` has ``n_blocks + 1`` row offsets, block ``i`` is ``rows[bounds[i]:bounds[i + 1]]``.
+
+    It reads as its rows wherever an array is expected (``np.asarray(order)``, ``order[:, 0]``,
+    ``order.shape``), so code written against either form works.
+    """
+
+    rows: np.ndarray
+    bounds: np.ndarray
+
+    def __len__(self) -> int:
+        return int(len(self.rows))
+
+    @property
+    def n_blocks(self) -> int:
+        return max(int(len(self.bounds)) - 1, 0)
+
+    def block(self, index: int) -> tuple[int, int]:
+        """Half-open row range ``[start, stop)`` of block ``index``."""
+        return int(self.bounds[index]), int(self.bounds[index + 1])
+
+    def keep(self, mask: np.ndarray) -> "DrawOrder":
+        """The rows ``mask`` keeps, each block narrowed to its survivors (emptied ones dropped)."""
+        kept = np.flatnonzero(np.asarray(mask, dtype=bool))
+        bounds = np.searchsorted(kept, self.bounds)  # an old offset -> survivors before it
+        nonempty = np.concatenate([[True], np.diff(bounds) > 0])
+        return DrawOrder(self.rows[kept], bounds[nonempty].astype(np.int64))
+
+    def __array__(self, dtype=None, copy=None):
+        return self.rows if dtype is None else self.rows.astype(dtype)
+
+    def __getitem__(self, index):
+        return self.rows[index]
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __getattr__(self, name: str):  # shape, dtype, astype, tolist, ...: the rows'
+        if name.startswith("__") or name in ("rows", "bounds"):
+            raise AttributeError(name)
+        return getattr(self.rows, name)
+
+    def __repr__(self) -> str:
+        return f"DrawOrder({len(self)} rows in {self.n_blocks} blocks)"
+
+
 def block_shuffled_order(
     chunk_ids, spc: int, n_samples: int, *, block_chunks: int, seed: int, epoch: int
-) -> np.ndarray:
+) -> DrawOrder:
     """The epoch's ``(N, 2)`` draw order: every valid sample of ``chunk_ids`` exactly once,
     shuffled within blocks of ``block_chunks`` chunks of the epoch's chunk permutation.
     A short final chunk of the array contributes only its real samples."""
-    rows, _ = epoch_order(chunk_ids, _int("spc", spc), _int("n_samples", n_samples),
-                          _int("block_chunks", block_chunks), _key("seed", seed), _key("epoch", epoch))
-    return rows
+    rows, bounds = epoch_order(chunk_ids, _int("spc", spc), _int("n_samples", n_samples),
+                               _int("block_chunks", block_chunks), _key("seed", seed), _key("epoch", epoch))
+    return DrawOrder(rows, bounds)
 
 
 def sequential_order(
     chunk_ids, spc: int, n_samples: int, *, block_chunks: int | None = None
-) -> np.ndarray:
+) -> DrawOrder:
     """``chunk_ids`` in the given order, samples ascending within each: ``(N, 2)``.
 
     ``block_chunks`` only groups the rows into blocks inside the engine; the rows
@@ -109,8 +158,8 @@ def sequential_order(
     """
     ids = _chunk_ids(chunk_ids)
     blocks = max(1, len(ids)) if block_chunks is None else _int("block_chunks", block_chunks)
-    rows, _ = _ext.sequential_order(ids, _int("spc", spc), _int("n_samples", n_samples), blocks)
-    return np.asarray(rows)
+    rows, bounds = _ext.sequential_order(ids, _int("spc", spc), _int("n_samples", n_samples), blocks)
+    return DrawOrder(np.asarray(rows), np.asarray(bounds, dtype=np.int64))
 
 
 def shuffle_quality(order, spc: int) -> float:
@@ -131,4 +180,4 @@ def shuffle_quality(order, spc: int) -> float:
     return float(_ext.shuffle_quality(np.ascontiguousarray(rows, dtype=np.int64), _int("spc", spc)))
 
 
-__all__ = ["block_shuffled_order", "chunk_permutation", "sequential_order", "shuffle_quality"]
+__all__ = ["DrawOrder", "block_shuffled_order", "chunk_permutation", "sequential_order", "shuffle_quality"]

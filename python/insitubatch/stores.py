@@ -7,8 +7,9 @@ Every constructor returns a native ``Store`` handle that all other entry points 
 zarr-python stores (``fsspec_store``, ``icechunk_store``, ``arraylake_store`` or any v3
 ``Store`` object) are read through the bridge loop of :mod:`insitubatch.bridge`.
 
-Options are checked here: an unknown option, one that does not apply to the scheme, or a
-value of the wrong type raises ``InvalidArgumentError`` naming the option. Credential
+Options are checked here: an unknown option or a value of the wrong type raises
+``InvalidArgumentError`` naming the option; an option another scheme takes is ignored
+(logged at debug level), so one set of options serves every URL of a job. Credential
 values are never echoed in any message, ``repr`` or log.
 """
 
@@ -17,6 +18,7 @@ from __future__ import annotations
 import copyreg
 import datetime
 import functools
+import logging
 import math
 import os
 import re
@@ -31,6 +33,8 @@ from .errors import (
     MissingDependencyError,
     UnsupportedError,
 )
+
+logger = logging.getLogger("insitubatch")
 
 Store = _ext.Store
 
@@ -52,6 +56,8 @@ _S3_OPTIONS = _TRANSPORT_OPTIONS | {
 }
 _GCS_OPTIONS = _TRANSPORT_OPTIONS | {"skip_signature", "token", "endpoint", "service_account_key",
                                      "service_account_path", "application_credentials"}
+# What some store takes: given to another scheme, it is ignored rather than refused.
+_ANY_STORE_OPTIONS = _HTTP_OPTIONS | _S3_OPTIONS | _GCS_OPTIONS
 # Values never shown in messages.
 _SECRET_OPTIONS = frozenset({"secret_access_key", "session_token", "token", "access_key_id", "headers",
                             "service_account_key"})
@@ -135,12 +141,19 @@ def _headers(name: str, value: Any) -> dict[str, str]:
 
 
 def _check_options(scheme: str, options: dict[str, Any], allowed: frozenset[str]) -> None:
-    unknown = sorted(set(options) - allowed - _COMMON_OPTIONS)
+    """Raises on a name no store knows; drops (with a debug line) a name another scheme
+    takes, as obstore does (``skip_signature`` on ``file://``), so one option set serves
+    every URL of a job."""
+    given = set(options) - allowed - _COMMON_OPTIONS
+    unknown = sorted(given - _ANY_STORE_OPTIONS)
     if unknown:
         raise InvalidArgumentError(
-            f"option(s) {', '.join(map(repr, unknown))} do not apply to {scheme} stores"
+            f"unknown option(s) {', '.join(map(repr, unknown))} for {scheme} stores"
             f" (accepted: {', '.join(sorted(allowed | _COMMON_OPTIONS))})"
         )
+    for name in sorted(given):
+        logger.debug("store option %r does not apply to %s stores: ignored", name, scheme)
+        del options[name]
     if options.get("read_only", True) is not True:
         raise InvalidArgumentError("insitubatch stores are read-only: read_only must be True")
 
@@ -446,11 +459,24 @@ def as_native_store(obj: Any) -> Store:
         return obj
     if _bridge.is_python_store(obj):
         return _bridge.wrap_python_store(obj)
-    hint = " (open a URL with insitubatch.store(url))" if isinstance(obj, (str, os.PathLike)) else ""
+    if isinstance(obj, (str, os.PathLike)) and os.fspath(obj):  # a URL or path, as zarr takes it
+        return store(obj)
     raise InvalidTypeError(
-        f"expected an insitubatch Store or a zarr-python Store (async get/list_prefix), got"
-        f" {type(obj).__module__}.{type(obj).__qualname__}{hint}"
+        f"expected an insitubatch Store, a zarr-python Store (async get/list_prefix) or a URL,"
+        f" got {type(obj).__module__}.{type(obj).__qualname__}"
     )
+
+
+def ensure_local_dir(url: str) -> str:
+    """For a ``file://`` URL or a plain path, creates the directory (``mkdir -p``) so writes
+    can land; other schemes are left alone. Returns ``url`` unchanged, for chaining."""
+    if not isinstance(url, (str, os.PathLike)) or not os.fspath(url):
+        raise InvalidArgumentError(f"url must be a non-empty string, got {url!r}")
+    text = os.fspath(url)
+    parsed = urlparse(text)
+    if parsed.scheme in ("", "file"):
+        os.makedirs(parsed.path if parsed.scheme else text, exist_ok=True)
+    return url
 
 
 def fsspec_store(url: str, *, read_only: bool = True, **storage_options: Any) -> Any:
@@ -572,6 +598,6 @@ def close_store(store: Any) -> None:
 
 
 __all__ = [
-    "Store", "arraylake_store", "as_native_store", "close_store", "fsspec_store",
+    "Store", "arraylake_store", "as_native_store", "close_store", "ensure_local_dir", "fsspec_store",
     "icechunk_store", "local_store", "memory_store", "obstore_store", "reopen_store", "store",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 import textwrap
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypedDict
 
 import numpy as np
 
@@ -63,6 +63,20 @@ class OutputField:
         return math.prod(self.inner_shape) * self.dtype.itemsize
 
 
+class DatasetReport(TypedDict, total=False):
+    """What :meth:`InSituDataset.describe` returns: per-variable geometry and bytes, the
+    resolved configuration, the memory model's pieces, findings (``notes``: code, severity,
+    subject, message), footnotes, the shuffle quality and, for class-aware plans, ``plan``."""
+
+    variables: dict[str, dict[str, Any]]
+    config: dict[str, Any]
+    memory: dict[str, Any]
+    notes: list[dict[str, str]]
+    footnotes: list[str]
+    shuffle_quality: float | None
+    plan: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class SummaryConfig:
     """The resolved dataset configuration the report describes."""
@@ -82,6 +96,8 @@ class SummaryConfig:
     batch_transforms: tuple[str, ...] = ()
     samples_per_chunk: int = 0  # the manifest's sample_chunk_size (anchor grid); 0 = unknown
     split_chunks: Mapping[str, int] = field(default_factory=dict)
+    # Anchors each split can draw (a windowed view drops those whose window leaves the array).
+    drawable_samples: Mapping[str, int] = field(default_factory=dict)
     shuffle_quality: float | None = None
 
     def __post_init__(self) -> None:
@@ -391,6 +407,7 @@ def describe(
         "samples_per_chunk": ref_spc,
         "n_chunks": {label: variables[label]["n_chunks"] for label in labels},
         "split_chunks": split_chunks,
+        "drawable_samples": dict(config.drawable_samples),
         "shuffle_quality": config.shuffle_quality,
     }
 
@@ -401,6 +418,16 @@ def describe(
             continue
         seen_paths.add(variables[label]["path"])
         notes.extend(_variable_notes(variables[label], config.max_inflight))
+    for name, drawable in config.drawable_samples.items():
+        if drawable or not split_chunks.get(name):
+            continue  # a split asked to be empty is not a finding; one that cannot draw is
+        notes.append(_note(
+            "split-yields-nothing", "warn", name,
+            f"the {name} split holds {split_chunks[name]} chunk(s) but can draw no samples: every"
+            f" anchor in it is dropped by the window {sorted(set(offsets.values()))}, which reaches"
+            " past the array. Iterating it yields nothing. Widen the split, or move it away from the"
+            " array's edge.",
+        ))
     if config.block_chunks != config.block_chunks_requested:
         notes.append(_note(
             "block-chunks-widened", "note", "config",
@@ -525,6 +552,7 @@ def format_summary(report: Mapping[str, Any]) -> str:
 
 __all__ = [
     "ALLOCATOR_RETENTION",
+    "DatasetReport",
     "OutputField",
     "SummaryConfig",
     "describe",

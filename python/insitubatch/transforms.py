@@ -11,13 +11,37 @@ from __future__ import annotations
 
 import itertools
 import threading
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError, NotFoundError
 from .geometry import ArrayGeometry
-from .records import ChunkRead, DecodedChunk
+from .records import Batch, ChunkRead, DecodedChunk
+
+
+@runtime_checkable
+class ChunkTransform(Protocol):
+    """``(DecodedChunk) -> DecodedChunk``: once per decoded outer chunk of one array, before
+    the cache boundary. Deterministic, per-array, vectorized; may edit ``chunk.data`` in place."""
+
+    def __call__(self, chunk: DecodedChunk, /) -> DecodedChunk: ...
+
+
+@runtime_checkable
+class ReshapingChunkTransform(ChunkTransform, Protocol):
+    """A chunk transform that changes the field shape or dtype declares its output, so the
+    engine sizes cache slots, batches and adapter signatures from it (the sample axis stays)."""
+
+    def output_inner(self, geom: ArrayGeometry, /) -> tuple[tuple[int, ...], np.dtype]: ...
+
+
+@runtime_checkable
+class BatchTransform(Protocol):
+    """``(Batch) -> Batch``: per assembled batch, all variables aligned, never cached; the
+    home of cross-variable fields and per-sample randomness."""
+
+    def __call__(self, batch: Batch, /) -> Batch: ...
 
 
 class ScopedTransform:
@@ -300,4 +324,4 @@ def python_callback(path: str, chain: Sequence[Callable], out_shape: tuple[int, 
     return run
 
 
-__all__ = ["StandardScaler", "applies"]
+__all__ = ["BatchTransform", "ChunkTransform", "ReshapingChunkTransform", "StandardScaler", "applies"]

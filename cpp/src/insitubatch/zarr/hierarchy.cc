@@ -105,7 +105,7 @@ namespace {
 class HierarchyBuilder {
  public:
   HierarchyBuilder(Store& store, std::map<std::string, NodeKind, std::less<>>& nodes,
-                   std::map<std::string, ArrayMetadata, std::less<>>& arrays)
+                   std::map<std::string, Result<ArrayMetadata>, std::less<>>& arrays)
       : store_(store), nodes_(nodes), arrays_(arrays) {}
 
   // A v3 node document (root, listed, or a consolidated entry).
@@ -115,9 +115,8 @@ class HierarchyBuilder {
     INSITU_ASSIGN_OR_RETURN(std::string node_type,
                             RequireString(document, "node_type", where));
     if (node_type == "array") {
-      INSITU_ASSIGN_OR_RETURN(ArrayMetadata md, ParseArrayMetadataV3(document, where));
       nodes_[path] = NodeKind::kArray;
-      arrays_[path] = std::move(md);
+      arrays_.insert_or_assign(path, ParseArrayMetadataV3(document, where));
     } else if (node_type == "group") {
       INSITU_RETURN_IF_ERROR(internal_metadata::CheckZarrFormat(document, 3, where));
       nodes_[path] = NodeKind::kGroup;
@@ -254,16 +253,16 @@ class HierarchyBuilder {
                     const std::optional<std::string>& zattrs_text) {
     const std::string prefix = path.empty() ? "" : path + "/";
     const std::string where = store_.Describe(prefix + ".zarray");
-    INSITU_ASSIGN_OR_RETURN(Json zarray, ParseJson(zarray_text, where));
-    Json zattrs;
-    if (zattrs_text) {
-      INSITU_ASSIGN_OR_RETURN(
-          zattrs, ParseJson(*zattrs_text, store_.Describe(prefix + ".zattrs")));
-    }
-    INSITU_ASSIGN_OR_RETURN(ArrayMetadata md,
-                            ParseArrayMetadataV2(zarray, zattrs, where));
     nodes_[path] = NodeKind::kArray;
-    arrays_[path] = std::move(md);
+    arrays_.insert_or_assign(path, [&]() -> Result<ArrayMetadata> {
+      INSITU_ASSIGN_OR_RETURN(Json zarray, ParseJson(zarray_text, where));
+      Json zattrs;
+      if (zattrs_text) {
+        INSITU_ASSIGN_OR_RETURN(
+            zattrs, ParseJson(*zattrs_text, store_.Describe(prefix + ".zattrs")));
+      }
+      return ParseArrayMetadataV2(zarray, zattrs, where);
+    }());
     return Status::Ok();
   }
 
@@ -281,12 +280,10 @@ class HierarchyBuilder {
     }
     if (node.zarray != nullptr) {
       const Json null_value;
-      INSITU_ASSIGN_OR_RETURN(
-          ArrayMetadata md,
-          ParseArrayMetadataV2(*node.zarray, node.zattrs ? *node.zattrs : null_value,
-                               where));
       nodes_[path] = NodeKind::kArray;
-      arrays_[path] = std::move(md);
+      arrays_.insert_or_assign(
+          path, ParseArrayMetadataV2(*node.zarray, node.zattrs ? *node.zattrs : null_value,
+                                     where));
     } else if (node.zgroup != nullptr) {
       INSITU_RETURN_IF_ERROR(CheckObject(*node.zgroup, ".zgroup", where));
       nodes_[path] = NodeKind::kGroup;
@@ -305,7 +302,7 @@ class HierarchyBuilder {
 
   Store& store_;
   std::map<std::string, NodeKind, std::less<>>& nodes_;
-  std::map<std::string, ArrayMetadata, std::less<>>& arrays_;
+  std::map<std::string, Result<ArrayMetadata>, std::less<>>& arrays_;
 };
 
 }  // namespace
@@ -324,7 +321,7 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
     INSITU_RETURN_IF_ERROR(CheckObject(*root, "zarr.json", where));
     INSITU_RETURN_IF_ERROR(internal_metadata::CheckZarrFormat(*root, 3, where));
     INSITU_RETURN_IF_ERROR(builder.AddV3Node("", *root, where));
-    if (h.nodes_[""] == NodeKind::kArray) return h;
+    if (h.nodes_[""] == NodeKind::kArray) return std::move(h).RootArrayChecked();
     const Json* consolidated = Find(*root, "consolidated_metadata");
     if (consolidated != nullptr && !consolidated->is_null()) {
       h.consolidated_ = true;
@@ -346,7 +343,7 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
   }
   if (zarray) {
     INSITU_RETURN_IF_ERROR(builder.AddV2Array("", *zarray, zattrs));
-    return h;
+    return std::move(h).RootArrayChecked();
   }
   if (!zgroup) {
     return NotFound("no zarr metadata (zarr.json, .zgroup or .zarray) at the root of " +
@@ -364,6 +361,13 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
     INSITU_RETURN_IF_ERROR(builder.DiscoverV2());
   }
   return h;
+}
+
+// A store that is one array has nothing else to open: its metadata error is the store's.
+Result<Hierarchy> Hierarchy::RootArrayChecked() && {
+  const Result<ArrayMetadata>& root = array_metadata_.find("")->second;
+  if (!root.ok()) return root.status();
+  return std::move(*this);
 }
 
 std::vector<std::string> Hierarchy::ArrayPaths() const {
@@ -387,7 +391,11 @@ Result<ArrayMetadata> Hierarchy::ArrayMetadataAt(std::string_view path) const {
   if (kind == NodeKind::kGroup) {
     return InvalidArgument("'" + std::string(path) + "' is a group, not an array");
   }
-  return array_metadata_.find(path)->second;
+  const Result<ArrayMetadata>& metadata = array_metadata_.find(path)->second;
+  if (!metadata.ok()) {
+    return metadata.status().WithContext("array '" + std::string(path) + "'");
+  }
+  return *metadata;
 }
 
 Result<std::shared_ptr<const Array>> Hierarchy::OpenArray(std::string_view path) const {

@@ -30,7 +30,10 @@ class Hierarchy {
   Result<NodeKind> Kind(std::string_view path) const;
   // Opens the array at `path`: NotFound if absent, InvalidArgument if it is a group.
   Result<std::shared_ptr<const Array>> OpenArray(std::string_view path) const;
-  // The normalized metadata of the array at `path` (no codec chain built).
+  // The normalized metadata of the array at `path` (no codec chain built). An array whose
+  // metadata could not be parsed (an unsupported dtype or codec, a malformed document) is
+  // still listed; its error surfaces here, when it is asked for, so one array the reader
+  // cannot handle never makes the rest of the store unopenable.
   Result<ArrayMetadata> ArrayMetadataAt(std::string_view path) const;
 
   int zarr_format() const { return zarr_format_; }
@@ -38,11 +41,13 @@ class Hierarchy {
   const std::shared_ptr<Store>& store() const { return store_; }
 
  private:
+  Result<Hierarchy> RootArrayChecked() &&;
+
   std::shared_ptr<Store> store_;
   int zarr_format_ = 3;
   bool consolidated_ = false;
   std::map<std::string, NodeKind, std::less<>> nodes_;               // path -> kind
-  std::map<std::string, ArrayMetadata, std::less<>> array_metadata_;  // arrays only
+  std::map<std::string, Result<ArrayMetadata>, std::less<>> array_metadata_;  // arrays only
 };
 
 // Validates an array/group path from user input or metadata ("a/b"; no "..", no leading

@@ -208,8 +208,14 @@ std::string Consolidated(const std::string& entries) {
          entries + "}}}";
 }
 
+// What a reader asking for every array sees: the store's error, else the first array's.
 Status OpenStatus(std::shared_ptr<Store> store) {
-  return Hierarchy::Open(store).status();
+  auto hierarchy = Hierarchy::Open(store);
+  if (!hierarchy.ok()) return hierarchy.status();
+  for (const std::string& path : hierarchy->ArrayPaths()) {
+    if (auto md = hierarchy->ArrayMetadataAt(path); !md.ok()) return md.status();
+  }
+  return Status::Ok();
 }
 
 TEST(HierarchyTest, EmptyStoreIsNotFound) {
@@ -353,6 +359,48 @@ TEST(HierarchyTest, CorruptChildDocumentNamesItsKey) {
   EXPECT_EQ(hierarchy->ArrayMetadataAt("x")->attributes, Json({{"units", "m"}}));
   v2->Set("x/.zgroup", R"({"zarr_format": 2})");
   EXPECT_THAT(OpenStatus(v2).message(), HasSubstr("both .zarray and .zgroup"));
+}
+
+TEST(HierarchyTest, AnArrayThatCannotBeReadDoesNotBlockTheOthers) {
+  for (bool consolidated : {false, true}) {
+    const std::string bad = R"({"zarr_format": 3, "node_type": "array", "shape": [4],
+      "data_type": "numpy.datetime64", "chunk_grid": {"name": "regular",
+      "configuration": {"chunk_shape": [2]}}, "chunk_key_encoding": {"name": "default"},
+      "fill_value": 0, "codecs": [{"name": "bytes"}]})";
+    auto store = std::make_shared<MemoryStore>();
+    if (consolidated) {
+      store->Set("zarr.json", Consolidated(std::string("\"ok\": ") + kArrayV3 + ", \"time\": " + bad));
+    } else {
+      store->Set("zarr.json", kGroupV3);
+      store->Set("ok/zarr.json", kArrayV3);
+      store->Set("time/zarr.json", bad);
+    }
+    auto hierarchy = Hierarchy::Open(store);
+    ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+    EXPECT_THAT(hierarchy->ArrayPaths(), ElementsAre("ok", "time"));
+    EXPECT_TRUE(hierarchy->OpenArray("ok").ok());
+    Status status = hierarchy->OpenArray("time").status();
+    EXPECT_FALSE(status.ok());
+    EXPECT_THAT(status.message(), HasSubstr("array 'time'"));
+    EXPECT_THAT(status.message(), HasSubstr("datetime64"));
+  }
+  // A store that is one array fails as a whole.
+  auto root = std::make_shared<MemoryStore>();
+  root->Set(".zarray", R"({"zarr_format": 2, "shape": [-1]})");
+  EXPECT_FALSE(Hierarchy::Open(root).ok());
+}
+
+TEST(HierarchyTest, DimensionNamesFromV3AndTheXarrayAttribute) {
+  auto store = std::make_shared<MemoryStore>();
+  store->Set(".zgroup", R"({"zarr_format": 2})");
+  store->Set("t2m/.zarray", kArrayV2);
+  store->Set("t2m/.zattrs", R"({"_ARRAY_DIMENSIONS": ["time"]})");
+  store->Set("odd/.zarray", kArrayV2);
+  store->Set("odd/.zattrs", R"({"_ARRAY_DIMENSIONS": ["a", "b"]})");  // wrong rank: ignored
+  auto hierarchy = Hierarchy::Open(store);
+  ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+  EXPECT_THAT(hierarchy->ArrayMetadataAt("t2m")->dimension_names, ElementsAre("time"));
+  EXPECT_TRUE(hierarchy->ArrayMetadataAt("odd")->dimension_names.empty());
 }
 
 // A store whose List fails, and one that completes reads on other threads.

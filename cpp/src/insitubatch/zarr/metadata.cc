@@ -356,12 +356,19 @@ Result<ArrayMetadata> ParseV3(const Json& document, std::string_view where) {
           "storage transformer " + Abbrev((*transformers)[0]) + " is not supported");
     }
   }
-  // dimension_names carry no meaning for reading; only their form is checked.
+  // dimension_names carry no meaning for reading; they tell coordinates from variables.
   if (const Json* names = Find(document, "dimension_names"); names && !names->is_null()) {
     if (!names->is_array() || names->size() != md.shape.size()) {
       return Error(StatusCode::kInvalidArgument, where,
                    "\"dimension_names\" must be an array of " +
                        std::to_string(md.shape.size()) + " names, got " + Abbrev(*names));
+    }
+    for (const Json& name : *names) {
+      if (!name.is_null() && !name.is_string()) {
+        return Error(StatusCode::kInvalidArgument, where,
+                     "\"dimension_names\" entries must be strings or null, got " + Abbrev(name));
+      }
+      md.dimension_names.push_back(name.is_string() ? name.get<std::string>() : "");
     }
   }
   return md;

@@ -50,6 +50,9 @@ struct ArrayMetadata {
   ChunkKeyEncoding chunk_key_encoding;
   std::vector<CodecSpec> codecs;  // v3 codec chain, array->array first
   Json attributes = Json::object();
+  // One name per dimension ("" where unnamed; empty when the store names none): v3
+  // `dimension_names`, or v2's xarray convention `_ARRAY_DIMENSIONS` in `.zattrs`.
+  std::vector<std::string> dimension_names;
 
   size_t ndim() const { return shape.size(); }
   // Elements and bytes of one decoded stored chunk (edge chunks are stored full size).

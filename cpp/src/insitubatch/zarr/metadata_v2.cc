@@ -222,6 +222,16 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs,
   if (!zattrs.is_null()) {
     INSITU_RETURN_IF_ERROR(CheckObject(zattrs, ".zattrs", where));
     md.attributes = zattrs;
+    // xarray's convention; a malformed one is ignored (it is advisory, as in xarray).
+    if (const Json* dims = Find(zattrs, "_ARRAY_DIMENSIONS");
+        dims && dims->is_array() && dims->size() == md.shape.size()) {
+      std::vector<std::string> names;
+      for (const Json& d : *dims) {
+        if (!d.is_string()) break;
+        names.push_back(d.get<std::string>());
+      }
+      if (names.size() == md.shape.size()) md.dimension_names = std::move(names);
+    }
   }
   return md;
 }
