@@ -241,7 +241,7 @@ def test_tls_is_verified_by_default(demo, tls_server):
 
 
 @pytest.mark.parametrize("options, name", [
-    (dict(region="us-east-1"), "region"),
+    (dict(regin="us-east-1"), "regin"),  # misspelt (region, an S3 option, is ignored here)
     (dict(timeout="soon"), "timeout"),
     (dict(timeout=-1), "timeout"),
     (dict(max_retries=1.5), "max_retries"),

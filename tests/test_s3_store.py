@@ -225,7 +225,7 @@ def test_list_recovers_from_faults_and_gives_up_clearly(moto):
     (dict(region=5), insitubatch.InvalidArgumentError, "region"),
     (dict(skip_signature="yes"), insitubatch.InvalidArgumentError, "skip_signature"),
     (dict(request_payer=1), insitubatch.InvalidArgumentError, "request_payer"),
-    (dict(headers={"a": "b"}), insitubatch.InvalidArgumentError, "headers"),
+    (dict(header={"a": "b"}), insitubatch.InvalidArgumentError, "header"),  # headers (HTTP's) is ignored
     (dict(s3_express=True), insitubatch.UnsupportedError, "s3_express"),
     (dict(token="a", session_token="b"), insitubatch.InvalidArgumentError, "once"),
     (dict(endpoint="ftp://x"), insitubatch.InvalidArgumentError, "endpoint"),

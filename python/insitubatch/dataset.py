@@ -7,6 +7,7 @@ aligned buffers. Python does O(1) work per batch: it receives a finished batch.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import os
@@ -640,6 +641,15 @@ class SplitView:
         return f"<SplitView {self.split} ({'shuffled' if self.shuffled else 'sequential'}{share})>"
 
 
+def _gathered(native, labels: list[str], offsets: dict[str, int]) -> Batch | None:
+    """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass."""
+    item = native.next()
+    if item is None:
+        return None
+    arrays, indices = item
+    return Batch(dict(zip(labels, arrays)), indices, dict(offsets))
+
+
 class _PassIterator:
     """One pass. Early ``break``, ``close()`` or garbage collection cancel it cleanly."""
 
@@ -651,9 +661,13 @@ class _PassIterator:
         self._labels = [label for label, _, _ in dataset._labels]
         self._offsets = {label: offset for label, _, offset in dataset._labels}
         self._transforms = dataset.batch_transforms
+        # Batch transforms run on a thread of their own, ahead of the consumer. The thread
+        # must not hold this iterator: collecting an abandoned one is what cancels its pass.
+        self._ahead = (_transforms.BatchTransformsAhead(
+            functools.partial(_gathered, native, self._labels, self._offsets), self._transforms, split)
+            if self._transforms else None)
         self._done = False
         self._closed_because: str | None = None  # closed by someone else: why
-        self._batch_transform_s = 0.0  # thread CPU in batch transforms
         self._consumer_s = 0.0  # wall time the caller spent between batches (its loop body)
         self._returned_at: float | None = None
 
@@ -670,7 +684,10 @@ class _PassIterator:
                 raise CancelledError(self._closed_because)
             raise StopIteration
         try:
-            item = native.next()
+            if self._ahead is not None:
+                batch = self._ahead.next()
+            else:
+                batch = _gathered(native, self._labels, self._offsets)
         except InSituError as exc:
             original = self._dataset._transform_errors.take(str(exc))  # before close() clears them
             self.close()
@@ -680,16 +697,9 @@ class _PassIterator:
         except BaseException:
             self.close()
             raise
-        if item is None:
+        if batch is None:
             self.close()
             raise StopIteration
-        arrays, indices = item
-        batch = Batch(dict(zip(self._labels, arrays)), indices, dict(self._offsets))
-        if self._transforms:
-            t0 = time.thread_time()
-            for transform in self._transforms:
-                batch = transform(batch)
-            self._batch_transform_s += time.thread_time() - t0
         self._returned_at = time.perf_counter()
         return batch
 
@@ -703,8 +713,15 @@ class _PassIterator:
         native = self._native
         native.close(reason or "the pass was closed")
         stats = native.stats()
-        stats["times"]["batch_transform_s"] = self._batch_transform_s
         stats["times"]["consumer_s"] = self._consumer_s
+        if self._ahead is not None:
+            self._ahead.close()
+            stats["times"]["batch_transform_s"] = self._ahead.cpu_s
+            # The consumer waits on the transformed batches, not on the engine's queue.
+            depths = stats["depths"]
+            depths["batch_queue_samples"] = self._ahead.gets
+            depths["batch_queue_empty"] = self._ahead.empty_gets
+            depths["batch_queue_full_enough"] = self._ahead.gets - self._ahead.empty_gets
         self._native = None
         self._dataset._pass_finished(PassStats.from_native(stats), stats["bad_chunks"])
 

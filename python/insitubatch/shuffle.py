@@ -138,18 +138,18 @@ class DrawOrder:
 
 
 def block_shuffled_order(
-    chunk_ids, spc: int, n_samples: int, *, block_chunks: int, seed: int, epoch: int
+    chunk_ids, samples_per_chunk: int, n_samples: int, *, block_chunks: int, seed: int, epoch: int
 ) -> DrawOrder:
     """The epoch's ``(N, 2)`` draw order: every valid sample of ``chunk_ids`` exactly once,
     shuffled within blocks of ``block_chunks`` chunks of the epoch's chunk permutation.
     A short final chunk of the array contributes only its real samples."""
-    rows, bounds = epoch_order(chunk_ids, _int("spc", spc), _int("n_samples", n_samples),
+    rows, bounds = epoch_order(chunk_ids, _int("samples_per_chunk", samples_per_chunk), _int("n_samples", n_samples),
                                _int("block_chunks", block_chunks), _key("seed", seed), _key("epoch", epoch))
     return DrawOrder(rows, bounds)
 
 
 def sequential_order(
-    chunk_ids, spc: int, n_samples: int, *, block_chunks: int | None = None
+    chunk_ids, samples_per_chunk: int, n_samples: int, *, block_chunks: int | None = None
 ) -> DrawOrder:
     """``chunk_ids`` in the given order, samples ascending within each: ``(N, 2)``.
 
@@ -158,11 +158,12 @@ def sequential_order(
     """
     ids = _chunk_ids(chunk_ids)
     blocks = max(1, len(ids)) if block_chunks is None else _int("block_chunks", block_chunks)
-    rows, bounds = _ext.sequential_order(ids, _int("spc", spc), _int("n_samples", n_samples), blocks)
+    rows, bounds = _ext.sequential_order(ids, _int("samples_per_chunk", samples_per_chunk),
+                                         _int("n_samples", n_samples), blocks)
     return DrawOrder(np.asarray(rows), np.asarray(bounds, dtype=np.int64))
 
 
-def shuffle_quality(order, spc: int) -> float:
+def shuffle_quality(order, samples_per_chunk: int) -> float:
     """How close ``order`` comes to a global shuffle, in ``[0, 1]``.
 
     ``mean(|diff(rank)|) / (n / 3)`` clipped to 1, with ``rank = chunk * spc + within``;
@@ -177,7 +178,8 @@ def shuffle_quality(order, spc: int) -> float:
             f"order must be an (N, 2) integer array of [chunk, within] rows, got shape"
             f" {rows.shape} {rows.dtype}"
         )
-    return float(_ext.shuffle_quality(np.ascontiguousarray(rows, dtype=np.int64), _int("spc", spc)))
+    return float(_ext.shuffle_quality(np.ascontiguousarray(rows, dtype=np.int64),
+                                      _int("samples_per_chunk", samples_per_chunk)))
 
 
 __all__ = ["DrawOrder", "block_shuffled_order", "chunk_permutation", "sequential_order", "shuffle_quality"]

@@ -352,7 +352,10 @@ def describe(
     residency = budget * iterations
     widest = max((v["stored_chunk_bytes"] for v in variables.values()), default=0)
     inflight = int(config.max_inflight) * widest
-    queue = (prefetch_depth + 1) * sum(int(config.batch_size) * outs[label].sample_bytes for label in labels)
+    # Batch transforms run one batch ahead on their own thread: two more batches in hand
+    # (counted at the gathered size; a transform that grows a batch grows this).
+    queued = prefetch_depth + 1 + (2 if config.batch_transforms else 0)
+    queue = queued * sum(int(config.batch_size) * outs[label].sample_bytes for label in labels)
     scratch = 0
     if has_ct:  # one assembly per transformed path, however many labels alias it
         per_path = {
@@ -381,6 +384,7 @@ def describe(
         "estimated_peak_bytes": int(accounted * ALLOCATOR_RETENTION),
         "budget_is_automatic": budget == floor,
         "working_set_bytes": floor,
+        "batch_transforms_ahead": bool(config.batch_transforms),
         "iterations": iterations,
         "disk_bytes": disk,
     }
@@ -507,7 +511,8 @@ def _memory_section(m: Mapping[str, Any], footnotes: Sequence[str]) -> list[str]
         ("residency", m["residency_bytes"],
          "budget (automatic: the working-set floor)" if m["budget_is_automatic"] else "budget"),
         ("in flight", m["inflight_bytes"], "max_inflight x stored chunk"),
-        ("batch queue", m["queue_bytes"], "(prefetch_depth + 1) x batch"),
+        ("batch queue", m["queue_bytes"], "(prefetch_depth + 1) x batch"
+         + (", + 2 held by the batch transforms' thread" if m.get("batch_transforms_ahead") else "")),
     ]
     if m["scratch_bytes"]:
         rows.append(("scratch", m["scratch_bytes"], "chunk_transform assembly"))

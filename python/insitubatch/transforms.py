@@ -10,7 +10,9 @@ holds. A batch transform ``(Batch) -> Batch`` runs per assembled batch, uncached
 from __future__ import annotations
 
 import itertools
+import queue
 import threading
+import time
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
@@ -195,6 +197,86 @@ class TransformErrors:
     def clear(self) -> None:
         with self._lock:
             self._errors.clear()
+
+
+class BatchTransformsAhead:
+    """Runs the batch transforms on a thread of their own, one batch ahead of the consumer,
+    so an augmentation overlaps the training step instead of adding to it.
+
+    ``pull()`` returns the next gathered :class:`Batch` or ``None`` at the end. Holds at most
+    two transformed batches beyond the engine's queue (one queued, one being handed over).
+    A transform's exception is re-raised in the consumer as itself, noted with the batch;
+    anything ``pull()`` raises is re-raised as it is.
+    """
+
+    _END = object()
+
+    def __init__(self, pull: Callable[[], Any], transforms: Sequence[Callable], split: str) -> None:
+        self._pull, self._transforms, self._split = pull, tuple(transforms), split
+        self._queue: queue.Queue = queue.Queue(maxsize=1)
+        self._stop = threading.Event()
+        self.cpu_s = 0.0   # thread CPU inside the transforms
+        self.gets = 0      # the consumer's takes, and those that found nothing ready
+        self.empty_gets = 0
+        self._thread = threading.Thread(target=self._run, name="insitubatch-batch-transforms", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        index = 0
+        try:
+            while not self._stop.is_set():
+                batch = self._pull()
+                if batch is None:
+                    self._put(self._END)
+                    return
+                t0 = time.thread_time()
+                for transform in self._transforms:
+                    try:
+                        batch = transform(batch)
+                    except BaseException as exc:
+                        exc.add_note(f"raised by batch transform {display_name(transform)} on batch"
+                                     f" {index} of the {self._split} pass")
+                        raise
+                self.cpu_s += time.thread_time() - t0
+                if not self._put(batch):
+                    return
+                index += 1
+        except BaseException as exc:  # handed to the consumer, which re-raises it
+            self._put(_Raised(exc))
+
+    def _put(self, item: Any) -> bool:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def next(self) -> Any:
+        """The next transformed batch, ``None`` at the end; re-raises what the thread raised."""
+        self.gets += 1
+        self.empty_gets += self._queue.empty()
+        item = self._queue.get()
+        if item is self._END:
+            return None
+        if isinstance(item, _Raised):
+            raise item.exc
+        return item
+
+    def close(self) -> None:
+        """Stops the thread after its current batch (the caller has cancelled ``pull``)."""
+        self._stop.set()
+        try:
+            while True:
+                self._queue.get_nowait()
+        except queue.Empty:
+            pass
+
+
+class _Raised:
+    def __init__(self, exc: BaseException) -> None:
+        self.exc = exc
 
 
 _NATIVE_NUMERIC = frozenset(np.dtype(c) for c in ("i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8", "f4", "f8"))

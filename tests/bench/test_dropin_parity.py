@@ -79,6 +79,15 @@ SCRIPT = textwrap.dedent("""
     out["draw_order_kept"] = [np.asarray(kept.rows).tolist(), np.asarray(kept.bounds).tolist()]
     out["ensure_local_dir"] = ib.ensure_local_dir("file://" + out_dir + "/made/here")
     out["stage_fields"] = sorted(ib.StageTimes.__dataclass_fields__)
+
+    import inspect
+    out["signatures"] = {}
+    for name in ("InSituDataset", "open_geometries", "split_by_chunk", "StandardScaler", "applies", "as_torch",
+                 "to_torch", "to_jax", "as_tf_dataset", "block_shuffled_order", "sequential_order",
+                 "shuffle_quality", "valid_anchor_range", "chunk_permutation", "ArrayGeometry", "Batch"):
+        params = inspect.signature(getattr(ib, name)).parameters.values()
+        out["signatures"][name] = {p.name: (p.kind.name, None if p.default is inspect.Parameter.empty
+                                            else repr(p.default)) for p in params}
     print(json.dumps(out))
 """)
 
@@ -146,6 +155,14 @@ def test_a_script_for_the_original_runs_unchanged_with_the_same_results(tmp_path
     assert ours["bad"] == [["v", 1, [0], [1, 0]]] and ours["nan_rows"] == [4, 5, 6, 7]
     assert pathlib.Path(tmp_path / "ours" / "made" / "here").is_dir()
     assert pathlib.Path(tmp_path / "theirs" / "made" / "here").is_dir()
+    # Every argument the original takes is taken here, by the same name, with the same default.
+    for name, params in theirs["signatures"].items():
+        for param, spec in params.items():
+            assert param in ours["signatures"][name], (name, param)
+            kind, default = ours["signatures"][name][param]
+            assert default == spec[1] or spec[1] is None, (name, param, spec)  # None: required there
+            # Taken the same way (ours may also take a keyword-only argument positionally).
+            assert kind == spec[0] or (spec[0], kind) == ("KEYWORD_ONLY", "POSITIONAL_OR_KEYWORD"), (name, param)
     # describe(): every key the original reports is reported here (ours adds some).
     assert set(theirs["describe_top"]) <= set(ours["describe_top"]) | {"notes"}
     for section in ("config", "memory"):
