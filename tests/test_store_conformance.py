@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import zarr
 
 import insitubatch
 from insitubatch import InSituDataset, _ext, obstore_store, open_geometries, split_by_chunk
-from cloud_data import check_dataset_streams_exact, check_every_chunk, oracle
+from cloud_data import ARRAYS, check_dataset_streams_exact, check_every_chunk, oracle
 from cloud_fixtures import BUCKET, GCS_TOKEN, aws_env, demo_dirs, gcs, http_server, moto  # noqa: F401
 
 BACKENDS = ["file", "memory", "http", "s3", "gs"]
@@ -46,7 +47,7 @@ def open_backend(backend):
             if p.is_file():
                 store.set(p.relative_to(root).as_posix(), p.read_bytes())
         return store
-    return obstore_store(url)
+    return insitubatch.store(url)
 
 
 def test_reads(backend):
@@ -87,6 +88,20 @@ def test_every_chunk_matches_zarr_python(backend):
 def test_dataset_decodes_once_with_exact_values(backend):
     store = open_backend(backend)
     check_dataset_streams_exact(store, backend[2], _ext.CountingStore(store))
+
+
+def test_zarr_python_reads_through_obstore_store(backend):
+    """obstore_store() is also a zarr-python Store: zarr reads every array through our native
+    IO with the values zarr reads from the local copy; the engine reads the same object."""
+    name, url, root = backend
+    if name == "memory":
+        pytest.skip("obstore_store('memory://') is the native memory store")
+    store = obstore_store(url)
+    assert isinstance(store, zarr.abc.store.Store) and insitubatch.as_native_store(store) is store.native
+    for path in ARRAYS:
+        np.testing.assert_array_equal(zarr.open_array(store, path=path, mode="r")[...], oracle(root, path)[...],
+                                      strict=True, err_msg=path)
+    check_dataset_streams_exact(store, root, _ext.CountingStore(store.native))
 
 
 def test_describe_names_the_location(backend):

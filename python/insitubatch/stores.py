@@ -22,6 +22,7 @@ import logging
 import math
 import os
 import re
+import sys
 from typing import Any, Callable
 from urllib.parse import urlparse
 
@@ -430,6 +431,8 @@ def reopen_store(old: Any) -> Any:
     """The store ``old`` names, opened again in this process (a forked child, whose copy of
     a native store has no IO threads). zarr-python stores are returned as they are: the
     bridge loop restarts in the child on its own."""
+    if _unwrapped(old) is not old:
+        return type(old)(reopen_store(_unwrapped(old)))
     if isinstance(old, _ext.PythonStore):
         return _bridge.wrap_python_store(old.python_store)
     if isinstance(old, _ext.Store):
@@ -443,9 +446,23 @@ def reopen_store(old: Any) -> Any:
     return old
 
 
-def obstore_store(url: str, **options: Any) -> Store:
-    """The product description's name for :func:`store` (same URLs and options)."""
-    return store(url, **options)
+def obstore_store(url: str, **options: Any) -> Any:
+    """:func:`store` (same URLs and options) as a read-only zarr-python ``Store`` that the
+    engine also reads natively: hand it to ``zarr.open_group``, ``xarray.open_zarr`` or
+    ``InSituDataset`` alike. (It imports zarr; :func:`store` does not.) ``memory://`` gives
+    the native memory store."""
+    native = store(url, **options)
+    if isinstance(native, _ext.MemoryStore):
+        return native
+    from .zarr_store import ZarrStore
+
+    return ZarrStore(native)
+
+
+def _unwrapped(obj: Any) -> Any:
+    """The native store inside a :class:`~insitubatch.zarr_store.ZarrStore`, else ``obj``."""
+    face = sys.modules.get("insitubatch.zarr_store")  # none was made if it is not imported
+    return obj.native if face is not None and isinstance(obj, face.ZarrStore) else obj
 
 
 # -- zarr-python stores (read through the bridge loop) -----------------------------------------
@@ -455,6 +472,7 @@ def as_native_store(obj: Any) -> Store:
     """``obj`` itself when it is a native ``Store``; a zarr-python v3 Store (anything with
     async ``get`` and ``list_prefix``: MemoryStore, LocalStore, FsspecStore, an Icechunk
     session store, ...) wrapped to be read through the bridge loop."""
+    obj = _unwrapped(obj)
     if isinstance(obj, _ext.Store):
         return obj
     if _bridge.is_python_store(obj):

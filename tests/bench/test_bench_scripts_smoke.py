@@ -41,3 +41,16 @@ def test_cache_bench(tmp_path):
 def test_eviction_bench(tmp_path):
     r = _run(tmp_path, "eviction_bench.py", "--chunks", "64", "--block-chunks", "2", "--epochs", "2")
     assert r
+
+
+@pytest.mark.timeout(400)
+def test_zarr_store_bench(tmp_path):
+    pytest.importorskip("obstore")
+    r = _run(tmp_path, "zarr_store_bench.py", "--chunks", "4", "--rounds", "1")
+    assert r["local"]["ours_over_obstore"] > 0 and r["http (nginx)"]["ours_over_obstore"] > 0
+
+
+@pytest.mark.timeout(400)
+def test_class_plans_bench(tmp_path):
+    r = _run(tmp_path, "class_plans_bench.py", "--samples", "256", "--epochs", "2")
+    assert r

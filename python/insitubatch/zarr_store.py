@@ -1,0 +1,128 @@
+"""The engine's native stores as read-only zarr-python Stores.
+
+:func:`insitubatch.obstore_store` returns a :class:`ZarrStore`: one object that
+``zarr.open_group``, ``xarray.open_zarr``, xbatcher or zarr's ``WrapperStore`` read through our
+native IO (each read on a worker thread, the GIL released while it waits), and that the engine
+reads directly (``as_native_store`` unwraps it: no bridge). Imported only when one is made,
+because importing zarr costs a quarter of a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, AsyncIterator, Iterable
+
+from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
+from zarr.core.buffer import Buffer, BufferPrototype
+
+from .errors import InvalidArgumentError
+
+
+def _read(native: Any, key: str, byte_range: ByteRequest | None) -> bytes | None:
+    if byte_range is None:
+        return native.read(key)
+    if isinstance(byte_range, RangeByteRequest):
+        return native.read(key, offset=byte_range.start, length=max(0, byte_range.end - byte_range.start))
+    if isinstance(byte_range, SuffixByteRequest):
+        return native.read(key, suffix=byte_range.suffix)
+    if isinstance(byte_range, OffsetByteRequest):  # rare (zarr's sharding asks for ranges and suffixes)
+        data = native.read(key)
+        return None if data is None else data[byte_range.offset:]
+    raise InvalidArgumentError(f"unsupported byte range {byte_range!r}")
+
+
+class ZarrStore(Store):
+    """A native store (``.native``) behind zarr-python's read-only ``Store`` interface. The
+    native store's own methods (``read``, ``describe``, ``transport_stats``, ...) are
+    available on it too; ``list`` is zarr's (async)."""
+
+    supports_writes = False
+    supports_deletes = False
+    supports_partial_writes = False
+    supports_listing = True
+
+    def __init__(self, native: Any) -> None:
+        super().__init__(read_only=True)
+        self._native = native
+
+    @property
+    def native(self) -> Any:
+        return self._native
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "_native":  # unpickling, copy: no native yet
+            raise AttributeError(name)
+        return getattr(self._native, name)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, ZarrStore):
+            return False
+        mine, theirs = getattr(self._native, "_recipe", None), getattr(other._native, "_recipe", None)
+        return other._native is self._native or (mine is not None and mine == theirs)
+
+    def __hash__(self) -> int:
+        return id(self._native)
+
+    def __repr__(self) -> str:
+        return f"ZarrStore({self._native!r})"
+
+    def __reduce__(self):
+        return ZarrStore, (self._native,)
+
+    def with_read_only(self, read_only: bool = False) -> "ZarrStore":
+        self._check_read_only(read_only)
+        return self
+
+    def _check_read_only(self, read_only: bool) -> None:
+        if not read_only:
+            raise InvalidArgumentError(f"{self._native.describe('')} is read-only: insitubatch stores never write")
+
+    async def get(self, key: str, prototype: BufferPrototype,
+                  byte_range: ByteRequest | None = None) -> Buffer | None:
+        data = await asyncio.to_thread(_read, self._native, key, byte_range)
+        return None if data is None else prototype.buffer.from_bytes(data)
+
+    async def get_partial_values(self, prototype: BufferPrototype,
+                                 key_ranges: Iterable[tuple[str, ByteRequest | None]]) -> list[Buffer | None]:
+        return list(await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges)))
+
+    async def exists(self, key: str) -> bool:
+        return await asyncio.to_thread(self._native.read, key, offset=0, length=0) is not None
+
+    async def getsize(self, key: str) -> int:
+        data = await asyncio.to_thread(self._native.read, key)
+        if data is None:
+            raise FileNotFoundError(self._native.describe(key))
+        return len(data)
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self._check_read_only(False)
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        self._check_read_only(False)
+
+    async def delete(self, key: str) -> None:
+        self._check_read_only(False)
+
+    async def _keys(self, prefix: str) -> list[str]:
+        return [k for k in await asyncio.to_thread(self._native.list, prefix) if k.startswith(prefix)]
+
+    async def list(self) -> AsyncIterator[str]:
+        for key in await self._keys(""):
+            yield key
+
+    async def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        for key in await self._keys(prefix):
+            yield key
+
+    async def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        base = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        seen: set[str] = set()
+        for key in await self._keys(base):
+            name = key[len(base):].split("/", 1)[0]
+            if name and name not in seen:
+                seen.add(name)
+                yield name
+
+
+__all__ = ["ZarrStore"]
