@@ -122,3 +122,14 @@ def test_import_pulls_in_no_framework():
 
     code = "import sys, insitubatch; bad=[m for m in ('torch','jax','tensorflow') if m in sys.modules]; print(bad); assert not bad"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_read_chunk_refuses_bad_coordinates_by_name(tmp_path):
+    zarr.create_array(zarr.storage.LocalStore(tmp_path / "s.zarr"), name="v", shape=(4, 4), chunks=(2, 2), dtype="u1")
+    with pytest.raises(insitubatch.InvalidArgumentError, match=r"chunk_coords\[1\] must be in \[0, .*got -1"):
+        insitubatch.read_chunk(str(tmp_path / "s.zarr"), "v", [0, -1])
+    with pytest.raises(insitubatch.InvalidArgumentError, match=r"chunk_coords\[0\].*1.5"):
+        insitubatch.read_chunk(str(tmp_path / "s.zarr"), "v", [1.5, 0])
+    with pytest.raises(insitubatch.InvalidTypeError, match="sequence of ints"):
+        insitubatch.read_chunk(str(tmp_path / "s.zarr"), "v", 3)
+    assert insitubatch.read_chunk(str(tmp_path / "s.zarr"), "v", (1, 1)).shape == (2, 2)

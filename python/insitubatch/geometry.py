@@ -17,7 +17,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from . import _ext
+from . import _ext, arguments
 from .errors import InSituError, InvalidArgumentError, InvalidTypeError, NotFoundError
 
 logger = logging.getLogger("insitubatch")
@@ -262,8 +262,11 @@ def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarra
 
     A low-level tool for tests and diagnostics; the engine never goes through Python.
     """
+    if isinstance(chunk_coords, (str, bytes)) or not hasattr(chunk_coords, "__iter__"):
+        raise InvalidTypeError(f"chunk_coords must be a sequence of ints, got {chunk_coords!r}")
+    coords = [arguments.integer(f"chunk_coords[{i}]", c, (0, 2**63 - 1)) for i, c in enumerate(chunk_coords)]
     array = _ext.open_hierarchy(_native(store)).open_array(str(array_path).strip("/"))
-    return np.asarray(array.read_chunk([int(c) for c in chunk_coords]))
+    return np.asarray(array.read_chunk(coords))
 
 
 __all__ = ["ArrayGeometry", "open_geometries", "open_hierarchy", "read_chunk"]

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -119,6 +120,17 @@ TEST_F(FileStoreTest, DirectoriesAndPathsThroughFilesAreMissing) {
   auto through_file = store->Read("c/0/0/extra");  // ENOTDIR
   ASSERT_TRUE(through_file.ok());
   EXPECT_FALSE(through_file->found);
+}
+
+TEST_F(FileStoreTest, AFifoAtAChunkKeyFailsWithoutBlocking) {
+  // With no writer, a blocking open() of a FIFO would wait forever (the test would hang).
+  fs::create_directories(fs::path(root_) / "c");
+  ASSERT_EQ(::mkfifo((fs::path(root_) / "c/0").c_str(), 0600), 0);
+  auto store = Open();
+  auto r = store->Read("c/0");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr(root_ + "/c/0: not a regular file"));
 }
 
 TEST_F(FileStoreTest, OtherErrnoIsIoErrorWithDetail) {

@@ -71,14 +71,14 @@ class BloscCodec final : public BytesToBytesCodec {
       return Status::Ok();  // libblosc returns 0 for both empty and error
     const int n = blosc_decompress_ctx(in.data(), out.data(), out.size(), 1);
     if (n < 0 || static_cast<size_t>(n) != out.size()) {
-      const char* compressor = nullptr;
-      const int code = (static_cast<int>(in[2]) >> 5) & 0x7;
-      const bool known =
-          blosc_compcode_to_compname(code, &compressor) >= 0 && compressor != nullptr;
-      return DataLoss(
-          "blosc: corrupt frame (" +
-          (known ? std::string(compressor) : "compressor " + std::to_string(code)) +
-          " blocks failed to decode, libblosc returned " + std::to_string(n) + ")");
+      // The header's flags carry the compressor's *format* code (lz4 and lz4hc share one),
+      // not the compressor code blosc_compcode_to_compname takes.
+      static constexpr const char* kFormats[] = {"blosclz", "lz4/lz4hc", "snappy", "zlib", "zstd"};
+      const int format = (static_cast<int>(in[2]) >> 5) & 0x7;
+      const std::string compressor =
+          format < 5 ? kFormats[format] : "compressor format " + std::to_string(format);
+      return DataLoss("blosc: corrupt frame (" + compressor +
+                      " blocks failed to decode, libblosc returned " + std::to_string(n) + ")");
     }
     return Status::Ok();
   }

@@ -65,6 +65,21 @@ TEST_F(BloscCodecTest, AcceptsNumcodecsSpelling) {
   }
 }
 
+TEST_F(BloscCodecTest, ACorruptFrameNamesItsCompressor) {
+  for (auto [cname, shown] : {std::pair{"zstd", "zstd"}, {"zlib", "zlib"}, {"lz4hc", "lz4/lz4hc"},
+                              {"blosclz", "blosclz"}}) {
+    for (size_t i = 0; i < data_.size(); ++i) data_[i] = std::byte(i % 7);  // compressible: not memcpy'd
+    auto stored = Encoded({{"cname", cname}, {"shuffle", "noshuffle"}});
+    for (size_t i = 32; i < stored.size(); ++i) stored[i] = std::byte{0xA5};  // the blocks, not the header
+    std::vector<std::byte> out(data_.size());
+    auto codec = MakeBytesToBytes("blosc", {{"cname", cname}}, repr_);
+    Status status = codec->DecodeInto(AsBytes(stored), AsBytes(out));
+    ASSERT_FALSE(status.ok()) << cname;
+    EXPECT_NE(status.message().find(std::string("(") + shown + " blocks"), std::string::npos)
+        << cname << ": " << status.message();
+  }
+}
+
 TEST_F(BloscCodecTest, TypesizeComesFromConfigOrDtype) {
   // Byte 3 of the header is the typesize blosc shuffled with.
   EXPECT_EQ(Encoded({{"cname", "lz4"}})[3], std::byte{4});
