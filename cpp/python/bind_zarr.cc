@@ -46,7 +46,8 @@ nb::dict MetadataToDict(const zarr::ArrayMetadata& meta) {
   nb::list dims;
   for (const auto& name : meta.dimension_names) dims.append(nb::str(name.c_str()));
   d["dimension_names"] = nb::tuple(dims);
-  d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(meta.fill_value.bytes.data()),
+  if (!meta.record_fields.is_null()) d["record_fields"] = meta.record_fields.dump();
+  d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(meta.fill_value.data()),
                               meta.dtype.itemsize());
   return d;
 }

@@ -28,7 +28,7 @@ from .errors import (
     InvalidTypeError,
     ResourceExhaustedError,
 )
-from .geometry import ArrayGeometry, open_geometries
+from .geometry import ArrayGeometry, as_records, open_geometries
 from .records import Batch, StoredChunkRead
 from .runtime import PassStats
 from .splits import SplitManifest, valid_anchor_range
@@ -641,13 +641,18 @@ class SplitView:
         return f"<SplitView {self.split} ({'shuffled' if self.shuffled else 'sequential'}{share})>"
 
 
-def _gathered(native, labels: list[str], offsets: dict[str, int]) -> Batch | None:
-    """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass."""
+def _gathered(native, labels: list[str], offsets: dict[str, int],
+              records: Mapping[str, np.dtype]) -> Batch | None:
+    """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass;
+    ``records``: the labels of record (structured) type, viewed as their numpy dtype."""
     item = native.next()
     if item is None:
         return None
     arrays, indices = item
-    return Batch(dict(zip(labels, arrays)), indices, dict(offsets))
+    out = dict(zip(labels, arrays))
+    for label, dtype in records.items():
+        out[label] = as_records(out[label], dtype)
+    return Batch(out, indices, dict(offsets))
 
 
 class _PassIterator:
@@ -663,9 +668,10 @@ class _PassIterator:
         self._transforms = dataset.batch_transforms
         # Batch transforms run on a thread of their own, ahead of the consumer. The thread
         # must not hold this iterator: collecting an abandoned one is what cancels its pass.
-        self._ahead = (_transforms.BatchTransformsAhead(
-            functools.partial(_gathered, native, self._labels, self._offsets), self._transforms, split)
-            if self._transforms else None)
+        records = {label: g.dtype for label, g in dataset.output_geometries().items() if g.dtype.names}
+        self._gather = functools.partial(_gathered, native, self._labels, self._offsets, records)
+        self._ahead = (_transforms.BatchTransformsAhead(self._gather, self._transforms, split)
+                       if self._transforms else None)
         self._done = False
         self._closed_because: str | None = None  # closed by someone else: why
         self._consumer_s = 0.0  # wall time the caller spent between batches (its loop body)
@@ -687,7 +693,7 @@ class _PassIterator:
             if self._ahead is not None:
                 batch = self._ahead.next()
             else:
-                batch = _gathered(native, self._labels, self._offsets)
+                batch = self._gather()
         except InSituError as exc:
             original = self._dataset._transform_errors.take(str(exc))  # before close() clears them
             self.close()

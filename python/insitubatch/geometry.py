@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import itertools
+import json
 import logging
 import math
 from dataclasses import dataclass, field, replace
@@ -17,7 +18,7 @@ from typing import Iterator, Sequence
 
 import numpy as np
 
-from . import _ext, arguments
+from . import _ext
 from .errors import InSituError, InvalidArgumentError, InvalidTypeError, NotFoundError
 
 logger = logging.getLogger("insitubatch")
@@ -213,11 +214,27 @@ def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axi
             path=path,
             shape=tuple(meta["shape"]),
             chunks=tuple(meta["chunks"]),
-            dtype=np.dtype(meta["dtype"]),
+            dtype=_numpy_dtype(meta),
             sample_axis=sample_axis,
             _inner_read_chunks=read_chunks if read_chunks != tuple(meta["chunks"]) else None,
         )
     return out
+
+
+def _numpy_dtype(meta: dict) -> np.dtype:
+    """The array's numpy dtype; a record type's fields as stored (their own byte orders)."""
+    if "record_fields" not in meta:
+        return np.dtype(meta["dtype"])
+    return np.dtype([(f[0], f[1], tuple(f[2])) if len(f) == 3 else (f[0], f[1])
+                     for f in json.loads(meta["record_fields"])])
+
+
+def as_records(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The engine hands a record type's data as bytes with one more axis (the record):
+    the same memory viewed as ``dtype``."""
+    if dtype.names is None or data.dtype == dtype:
+        return data
+    return data.view(dtype)[..., 0]
 
 
 def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:
@@ -262,11 +279,15 @@ def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarra
 
     A low-level tool for tests and diagnostics; the engine never goes through Python.
     """
+    from . import arguments  # lazy: geometry also loads on its own (its sizing tests do)
+
     if isinstance(chunk_coords, (str, bytes)) or not hasattr(chunk_coords, "__iter__"):
         raise InvalidTypeError(f"chunk_coords must be a sequence of ints, got {chunk_coords!r}")
     coords = [arguments.integer(f"chunk_coords[{i}]", c, (0, 2**63 - 1)) for i, c in enumerate(chunk_coords)]
-    array = _ext.open_hierarchy(_native(store)).open_array(str(array_path).strip("/"))
-    return np.asarray(array.read_chunk(coords))
+    hierarchy = _ext.open_hierarchy(_native(store))
+    path = str(array_path).strip("/")
+    data = np.asarray(hierarchy.open_array(path).read_chunk(coords))
+    return as_records(data, _numpy_dtype(hierarchy.array_metadata(path)))
 
 
 __all__ = ["ArrayGeometry", "open_geometries", "open_hierarchy", "read_chunk"]

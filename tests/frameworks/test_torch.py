@@ -395,3 +395,14 @@ def test_import_insitubatch_imports_no_framework():
         loaded = [m for m in ("torch", "jax", "tensorflow") if m in sys.modules]
         assert not loaded, loaded
     """)
+
+
+def test_a_record_array_goes_out_as_one_tensor_per_field():
+    dtype = np.dtype([("flux", "<f4"), ("flag", ">i2"), ("lines", "<f8", (3,))])
+    x = np.zeros(6, dtype)
+    x["flux"], x["flag"], x["lines"] = np.arange(6), -np.arange(6), np.arange(18).reshape(6, 3)
+    out = to_torch(Batch({"spec": x}))
+    assert sorted(out) == ["spec.flag", "spec.flux", "spec.lines"]
+    assert out["spec.flag"].dtype == torch.int16 and out["spec.lines"].shape == (6, 3)
+    for name in dtype.names:
+        np.testing.assert_array_equal(out[f"spec.{name}"].numpy(), x[name])

@@ -47,11 +47,36 @@ def require(module: str) -> Any:
 
 def model_arrays(batch) -> dict[str, np.ndarray]:
     """The arrays an adapter converts: ``batch.arrays`` only — ``sample_indices`` and
-    ``offsets`` are bookkeeping and stay on the numpy Batch."""
+    ``offsets`` are bookkeeping and stay on the numpy Batch. A record (structured) array,
+    which no framework takes, goes out as one array per field, ``"label.field"``."""
     arrays = getattr(batch, "arrays", None)
     if not isinstance(arrays, dict):
         raise InvalidTypeError(f"expected an insitubatch Batch (with .arrays), got {type(batch).__name__}")
-    return arrays
+    if not any(a.dtype.names for a in arrays.values()):
+        return arrays
+    out: dict[str, np.ndarray] = {}
+    for label, arr in arrays.items():
+        if not arr.dtype.names:
+            out[label] = arr
+            continue
+        for name, dtype, _ in record_fields(label, arr.dtype):
+            out[f"{label}.{name}"] = owned_copy(arr[name])  # strided inside the record: copied
+    return out
+
+
+def record_fields(label: str, dtype: np.dtype) -> list[tuple[str, np.dtype, tuple[int, ...]]]:
+    """``(field, dtype, subarray shape)`` of a record type's fields, refusing the ones no
+    framework can hold (raw bytes, nested records) by name."""
+    fields = []
+    for name, spec in (dtype.fields or {}).items():
+        field = spec[0]
+        base = field.base
+        if base.kind not in "biufc" or base.names:
+            raise InvalidTypeError(
+                f"field {name!r} of {label!r} is {field} (not numeric): a framework cannot take it;"
+                " drop or convert it in a batch transform")
+        fields.append((name, base, tuple(field.shape)))
+    return fields
 
 
 def owned_copy(arr: np.ndarray) -> np.ndarray:

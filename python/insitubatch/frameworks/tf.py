@@ -11,7 +11,7 @@ import operator
 from typing import Any
 
 from ..errors import InvalidArgumentError, InvalidTypeError
-from . import model_arrays, require
+from . import model_arrays, record_fields, require
 
 
 def _tf():
@@ -28,10 +28,15 @@ def output_signature(view) -> dict[str, Any]:
     """``{label: tf.TensorSpec((None, *inner), dtype)}`` from the view's post-transform
     geometries; the batch dimension is None because a split's last batch may be short."""
     tf = _tf()
-    return {
-        label: tf.TensorSpec(shape=(None, *g.inner_shape), dtype=tf.as_dtype(g.dtype), name=None)
-        for label, g in view.geometries.items()
-    }
+    specs = {}
+    for label, g in view.geometries.items():
+        if not g.dtype.names:
+            specs[label] = tf.TensorSpec(shape=(None, *g.inner_shape), dtype=tf.as_dtype(g.dtype), name=None)
+            continue
+        for name, dtype, sub in record_fields(label, g.dtype):  # one tensor per field, as to_tf
+            specs[f"{label}.{name}"] = tf.TensorSpec(shape=(None, *g.inner_shape, *sub),
+                                                     dtype=tf.as_dtype(dtype), name=None)
+    return specs
 
 
 def as_tf_dataset(view, prefetch: int = 2):

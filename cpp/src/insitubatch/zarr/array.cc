@@ -88,15 +88,15 @@ Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords,
 
 void Array::FillChunk(MutableByteSpan out) const {
   const size_t itemsize = metadata_.dtype.itemsize();
-  const auto& fill = metadata_.fill_value.bytes;
-  if (std::all_of(fill.begin(), fill.begin() + itemsize,
+  const std::byte* fill = metadata_.fill_value.data();
+  if (std::all_of(fill, fill + itemsize,
                   [](std::byte b) { return b == std::byte{0}; })) {
     std::memset(out.data(), 0, out.size());
     return;
   }
   const size_t whole = out.size() - out.size() % itemsize;
   if (whole == 0) return;
-  std::memcpy(out.data(), fill.data(), itemsize);
+  std::memcpy(out.data(), fill, itemsize);
   // Doubling copies: log2(n) memcpy calls instead of one per element.
   for (size_t done = itemsize; done < whole;) {
     const size_t n = std::min(done, whole - done);

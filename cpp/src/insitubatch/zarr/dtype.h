@@ -5,6 +5,7 @@
 // stored bytes are ordered.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -27,13 +28,17 @@ enum class DataTypeId {
   kFloat64,
   kComplex64,
   kComplex128,
+  // A record of numeric fields (numpy structured dtype), read as opaque bytes: its fields
+  // keep their stored byte order (ArrayMetadata::record_fields says what they are).
+  kStructured,
 };
 
 struct DataType {
   DataTypeId id = DataTypeId::kUInt8;
+  uint32_t record_size = 0;  // bytes of one record; kStructured only
 
   size_t itemsize() const;
-  // Bytes of the scalar component that endianness swaps (complex64 -> 4).
+  // Bytes of the scalar component that endianness swaps (complex64 -> 4; a record: 1).
   size_t component_size() const;
   bool is_float() const;    // float16/32/64
   bool is_complex() const;  // complex64/128

@@ -75,10 +75,19 @@ TEST(DataTypeTest, V2TypestringsMapToTypesAndByteOrder) {
   EXPECT_EQ(native->big_endian, std::endian::native == std::endian::big);
 }
 
+TEST(DataTypeTest, AVoidTypestringIsAnOpaqueRecord) {
+  auto parsed = ParseV2TypeString("|V9");  // numpy's typestr of a 9-byte structured dtype
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->dtype.id, DataTypeId::kStructured);
+  EXPECT_EQ(parsed->dtype.itemsize(), 9u);
+  EXPECT_EQ(parsed->dtype.component_size(), 1u);
+  EXPECT_EQ(parsed->dtype.numpy_typestr(), "|V9");
+}
+
 TEST(DataTypeTest, UnsupportedV2TypestringsAreUnimplemented) {
   for (const char* typestr :
        {"", "<", "<f", "f4", "<f3", "<f16", "<x4", "<i16", "|O", "|S10", "<U5", "<M8[ns]",
-        "<m8", "|V8", "<f4 ", "*f4", "<f99999999999999999999999", "<b2"}) {
+        "<m8", "<V8", "|V0", "<f4 ", "*f4", "<f99999999999999999999999", "<b2"}) {
     auto parsed = ParseV2TypeString(typestr);
     ASSERT_FALSE(parsed.ok()) << typestr;
     EXPECT_EQ(parsed.status().code(), StatusCode::kUnimplemented) << typestr;

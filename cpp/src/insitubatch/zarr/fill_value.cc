@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "insitubatch/util/base64.h"
 #include "insitubatch/zarr/metadata.h"
 #include "insitubatch/zarr/metadata_internal.h"
 
@@ -169,7 +170,26 @@ Result<uint64_t> IntegerBits(const Json& value, DataType dtype) {
   return Invalid(value, dtype);
 }
 
+// A record's fill value: base64 of its bytes (as zarr-python writes it), or null / 0.
+Result<FillValue> ParseRecordFill(const Json& value, DataType dtype) {
+  FillValue fill;
+  fill.record.assign(dtype.itemsize(), std::byte{0});
+  if (value.is_null() || value == Json(0)) return fill;
+  if (!value.is_string()) {
+    return InvalidArgument("fill_value " + Abbrev(value) +
+                           " for a structured data type must be base64 of one record");
+  }
+  auto bytes = DecodeBase64(value.get<std::string>());
+  if (!bytes.ok() || bytes->size() != dtype.itemsize()) {
+    return InvalidArgument("fill_value " + Abbrev(value) + " is not base64 of one " +
+                           std::to_string(dtype.itemsize()) + "-byte record");
+  }
+  std::memcpy(fill.record.data(), bytes->data(), bytes->size());
+  return fill;
+}
+
 Result<FillValue> Parse(const Json& value, DataType dtype, Convention convention) {
+  if (dtype.id == DataTypeId::kStructured) return ParseRecordFill(value, dtype);
   FillValue fill;
   if (convention == Convention::kV2 && value.is_null())
     return fill;  // v2: null reads as 0

@@ -227,6 +227,23 @@ Result<DataType> ParseDataTypeV3(const Json& value, std::string_view where) {
   return *dtype;
 }
 
+// Whether a `bytes` codec in `codecs` (or inside a sharding codec's) stores big-endian:
+// the byte order of a record's fields, which the data type alone does not say.
+bool BigEndianBytes(const Json* codecs) {
+  if (codecs == nullptr || !codecs->is_array()) return false;
+  for (const Json& codec : *codecs) {
+    const Json* name = codec.is_object() ? Find(codec, "name") : nullptr;
+    const Json* config = codec.is_object() ? Find(codec, "configuration") : nullptr;
+    if (name == nullptr || config == nullptr || !config->is_object()) continue;
+    if (*name == Json("bytes")) {
+      const Json* endian = Find(*config, "endian");
+      return endian != nullptr && *endian == Json("big");
+    }
+    if (*name == Json("sharding_indexed")) return BigEndianBytes(Find(*config, "codecs"));
+  }
+  return false;
+}
+
 Result<std::vector<uint64_t>> ParseChunkGrid(const Json& grid, std::string_view where) {
   INSITU_RETURN_IF_ERROR(CheckObject(grid, "\"chunk_grid\"", where));
   INSITU_ASSIGN_OR_RETURN(std::string name, RequireString(grid, "name", where));
@@ -321,7 +338,17 @@ Result<ArrayMetadata> ParseV3(const Json& document, std::string_view where) {
   INSITU_ASSIGN_OR_RETURN(md.shape,
                           internal_metadata::ParseExtents(*shape, "shape", 0, where));
   INSITU_ASSIGN_OR_RETURN(const Json* data_type, Require(document, "data_type", where));
-  INSITU_ASSIGN_OR_RETURN(md.dtype, ParseDataTypeV3(*data_type, where));
+  if (const Json* name = data_type->is_object() ? Find(*data_type, "name") : nullptr;
+      name != nullptr && *name == Json("structured")) {
+    const Json* configuration = Find(*data_type, "configuration");
+    auto record = internal_metadata::ParseRecordV3(configuration ? *configuration : Json(),
+                                                   BigEndianBytes(Find(document, "codecs")));
+    if (!record.ok()) return Error(record.status().code(), where, record.status().message());
+    md.dtype = record->dtype;
+    md.record_fields = std::move(record->fields);
+  } else {
+    INSITU_ASSIGN_OR_RETURN(md.dtype, ParseDataTypeV3(*data_type, where));
+  }
   INSITU_ASSIGN_OR_RETURN(const Json* grid, Require(document, "chunk_grid", where));
   INSITU_ASSIGN_OR_RETURN(md.chunk_shape, ParseChunkGrid(*grid, where));
   INSITU_RETURN_IF_ERROR(

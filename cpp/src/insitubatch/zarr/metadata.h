@@ -38,7 +38,9 @@ struct ChunkKeyEncoding {
 
 // One element's bytes in native byte order (complex128 is the largest, 16 bytes).
 struct FillValue {
-  std::array<std::byte, 16> bytes{};
+  std::array<std::byte, 16> bytes{};  // a scalar type's value
+  std::vector<std::byte> record;      // a structured type's record (itemsize bytes), else empty
+  const std::byte* data() const { return record.empty() ? bytes.data() : record.data(); }
 };
 
 struct ArrayMetadata {
@@ -50,6 +52,9 @@ struct ArrayMetadata {
   ChunkKeyEncoding chunk_key_encoding;
   std::vector<CodecSpec> codecs;  // v3 codec chain, array->array first
   Json attributes = Json::object();
+  // kStructured: the record's fields as numpy's descr, [[name, "<f4"(, [shape])], ...],
+  // in stored byte order and packed (offsets are the running sum of the field sizes).
+  Json record_fields;
   // One name per dimension ("" where unnamed; empty when the store names none): v3
   // `dimension_names`, or v2's xarray convention `_ARRAY_DIMENSIONS` in `.zattrs`.
   std::vector<std::string> dimension_names;

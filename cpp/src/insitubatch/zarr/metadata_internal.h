@@ -58,4 +58,14 @@ Status ValidateChunking(const std::vector<uint64_t>& shape,
 // "[10, 7]" for messages.
 std::string FormatShape(const std::vector<uint64_t>& shape);
 
+// A structured data type (record.cc): its size and numpy descr in stored byte order.
+struct Record {
+  DataType dtype;
+  Json fields;
+};
+// v2: the numpy descr list of `.zarray` "dtype" (numeric fields, optional subarray shapes).
+Result<Record> ParseRecordV2(const Json& descr);
+// v3: zarr-python's `structured` configuration; fields stored little- (or `big_endian`) endian.
+Result<Record> ParseRecordV3(const Json& configuration, bool big_endian);
+
 }  // namespace insitubatch::zarr::internal_metadata

@@ -411,8 +411,16 @@ std::vector<Mutation> V2Mutations() {
       {"dtype_object", "/dtype", "|O", unimpl, "\"|O\""},
       {"dtype_datetime", "/dtype", "<M8[ns]", unimpl, "<M8[ns]"},
       {"dtype_string", "/dtype", "|S10", unimpl, "|S10"},
-      {"dtype_structured", "/dtype", Json::parse(R"([["a", "<f4"], ["b", "<i2"]])"),
-       unimpl, "structured dtype"},
+      {"dtype_raw_void", "/dtype", "|V8", unimpl, "raw void"},
+      {"dtype_structured_nested", "/dtype", Json::parse(R"([["a", [["x", "<f4"]]]])"),
+       unimpl, "structured dtype field"},
+      {"dtype_structured_twice", "/dtype", Json::parse(R"([["a", "<f4"], ["a", "<i2"]])"),
+       bad, "appears twice"},
+      {"dtype_structured_empty", "/dtype", Json::array(), bad, "list of 1 to"},
+      {"dtype_structured_field_type", "/dtype", Json::parse(R"([["a", "<M8[ns]"]])"),
+       unimpl, "<M8[ns]"},
+      {"dtype_structured_shape", "/dtype", Json::parse(R"([["a", "<f4", [0]]])"),
+       bad, "shape"},
       {"order_bad", "/order", "K", bad, "\"order\" must be \"C\" or \"F\""},
       {"order_int", "/order", 0, bad, "\"order\""},
       {"compressor_string", "/compressor", "zstd", bad, "\"compressor\" must be null or"},
@@ -456,6 +464,42 @@ TEST(V2MetadataTest, ZattrsMustBeAnObject) {
   auto parsed = ParseArrayMetadataV2(BaseV2(), Json::array(), kWhereV2);
   EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(parsed.status().message(), HasSubstr(".zattrs must be a JSON object"));
+}
+
+TEST(V2MetadataTest, StructuredDtypesAreRecordsInTheirOwnByteOrder) {
+  Json doc = BaseV2();
+  doc["dtype"] = Json::parse(R"([["a", "<f4"], ["b", ">i2"], ["c", "|u1", [3]]])");
+  doc["fill_value"] = "AQAAAAAAAAAA";  // 9 bytes: 0x01, then zeros
+  auto parsed = ParseArrayMetadataV2(doc, Json(), kWhereV2);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->dtype.id, DataTypeId::kStructured);
+  EXPECT_EQ(parsed->dtype.itemsize(), 4u + 2u + 3u);
+  EXPECT_EQ(parsed->dtype.numpy_typestr(), "|V9");
+  EXPECT_EQ(parsed->record_fields, doc["dtype"]);
+  EXPECT_EQ(parsed->codecs[0].configuration, Json::object());  // never swapped as a whole
+  ASSERT_EQ(parsed->fill_value.record.size(), 9u);
+  EXPECT_EQ(parsed->fill_value.data()[0], std::byte{1});
+  doc["fill_value"] = "AQ==";  // one byte, not one record
+  EXPECT_THAT(ParseArrayMetadataV2(doc, Json(), kWhereV2).status().message(),
+              HasSubstr("not base64 of one 9-byte record"));
+  doc["fill_value"] = nullptr;
+  EXPECT_EQ(ParseArrayMetadataV2(doc, Json(), kWhereV2)->fill_value.record, std::vector<std::byte>(9));
+}
+
+TEST(V3MetadataTest, StructuredDataTypeTakesTheBytesCodecsOrder) {
+  for (const char* endian : {"little", "big"}) {
+    Json doc = Json::parse(R"({"zarr_format": 3, "node_type": "array", "shape": [6],
+      "data_type": {"name": "structured", "configuration": {"fields": [["a", "float32"], ["b", "int16"]]}},
+      "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+      "chunk_key_encoding": {"name": "default"}, "fill_value": "AAAAAAAA", "codecs": []})");
+    doc["codecs"] = Json::array({{{"name", "bytes"}, {"configuration", {{"endian", endian}}}}});
+    auto parsed = ParseArrayMetadataV3(doc, "zarr.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(parsed->dtype.itemsize(), 6u);
+    const char* order = std::string_view(endian) == "big" ? ">" : "<";
+    EXPECT_EQ(parsed->record_fields, Json::array({Json::array({"a", std::string(order) + "f4"}),
+                                                  Json::array({"b", std::string(order) + "i2"})}));
+  }
 }
 
 TEST(V2MetadataTest, MissingOptionalFieldsGetV2Defaults) {

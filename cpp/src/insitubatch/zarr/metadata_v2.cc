@@ -140,10 +140,12 @@ Status CheckFilters(const Json& filters, std::string_view where) {
   return Error(StatusCode::kUnimplemented, where, "filter " + name + " is not supported");
 }
 
-Result<V2DataType> ParseDtype(const Json& dtype, std::string_view where) {
+Result<V2DataType> ParseDtype(const Json& dtype, std::string_view where, Json& record_fields) {
   if (dtype.is_array()) {
-    return Error(StatusCode::kUnimplemented, where,
-                 "structured dtype " + Abbrev(dtype) + " is not supported");
+    auto record = internal_metadata::ParseRecordV2(dtype);
+    if (!record.ok()) return Error(record.status().code(), where, record.status().message());
+    record_fields = std::move(record->fields);
+    return V2DataType{record->dtype, false};
   }
   if (!dtype.is_string()) {
     return Error(StatusCode::kInvalidArgument, where,
@@ -152,6 +154,10 @@ Result<V2DataType> ParseDtype(const Json& dtype, std::string_view where) {
   auto parsed = ParseV2TypeString(dtype.get<std::string>());
   if (!parsed.ok())
     return Error(parsed.status().code(), where, parsed.status().message());
+  if (parsed->dtype.id == DataTypeId::kStructured) {  // raw bytes without fields: no numpy meaning
+    return Error(StatusCode::kUnimplemented, where,
+                 "v2 dtype " + Abbrev(dtype) + " (raw void, no fields) is not supported");
+  }
   return *parsed;
 }
 
@@ -168,7 +174,7 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs,
   INSITU_ASSIGN_OR_RETURN(md.chunk_shape,
                           internal_metadata::ParseExtents(*chunks, "chunks", 1, where));
   INSITU_ASSIGN_OR_RETURN(const Json* dtype_value, Require(zarray, "dtype", where));
-  INSITU_ASSIGN_OR_RETURN(V2DataType dtype, ParseDtype(*dtype_value, where));
+  INSITU_ASSIGN_OR_RETURN(V2DataType dtype, ParseDtype(*dtype_value, where, md.record_fields));
   md.dtype = dtype.dtype;
   INSITU_RETURN_IF_ERROR(
       internal_metadata::ValidateChunking(md.shape, md.chunk_shape, md.dtype, where));
@@ -213,7 +219,7 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs,
     md.codecs.push_back({"transpose", Json{{"order", std::move(axes)}}});
   }
   CodecSpec bytes{"bytes", Json::object()};
-  if (md.dtype.itemsize() > 1) {
+  if (md.dtype.component_size() > 1) {  // a record keeps its fields' own byte orders
     bytes.configuration["endian"] = dtype.big_endian ? "big" : "little";
   }
   md.codecs.push_back(std::move(bytes));

@@ -122,7 +122,7 @@ Result<AnyCodec> MakeBytesCodec(const Json& config, const ArrayRepr& repr,
   INSITU_ASSIGN_OR_RETURN(auto endian, internal_codec::ConfigString(config, "endian"));
   bool big_endian = false;
   if (!endian.has_value()) {
-    if (repr.dtype.itemsize() > 1) {
+    if (repr.dtype.component_size() > 1) {
       return InvalidArgument("\"endian\" is required for " +
                              std::string(repr.dtype.name()));
     }

@@ -42,13 +42,13 @@ Status Prefix(const Status& status, const std::string& context) {
 
 void FillElements(MutableByteSpan out, const FillValue& fill, size_t itemsize) {
   bool zero = true;
-  for (size_t i = 0; i < itemsize; ++i) zero = zero && fill.bytes[i] == std::byte{0};
+  for (size_t i = 0; i < itemsize; ++i) zero = zero && fill.data()[i] == std::byte{0};
   if (zero) {
     std::memset(out.data(), 0, out.size());
     return;
   }
   for (size_t pos = 0; pos + itemsize <= out.size(); pos += itemsize) {
-    std::memcpy(out.data() + pos, fill.bytes.data(), itemsize);
+    std::memcpy(out.data() + pos, fill.data(), itemsize);
   }
 }
 

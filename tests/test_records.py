@@ -1,0 +1,99 @@
+"""Structured (record) dtypes as zarr-python writes them (v2 numpy descrs with per-field byte
+orders, v3 `structured`): read as records, batched into numpy structured arrays with exact
+values, absent chunks filled with the record fill value; adapters take one array per field
+and refuse, by name, fields no framework can hold. Malformed record types are clear errors."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import zarr
+
+import insitubatch
+from insitubatch import InSituDataset, open_geometries, read_chunk, split_by_chunk
+from insitubatch.frameworks import model_arrays
+
+RECORD = np.dtype([("flux", "<f4"), ("flag", ">i2"), ("ivar", ">f8")])
+
+
+def _records(n: int, dtype=RECORD) -> np.ndarray:
+    x = np.zeros(n, dtype)
+    x["flux"] = np.arange(n) * 0.5
+    x["flag"] = -np.arange(n)
+    if "ivar" in dtype.names:
+        x["ivar"] = 1.0 / (1 + np.arange(n))
+    return x
+
+
+def _store(path, fmt: int, dtype=RECORD, n: int = 22, written: int | None = None, fill=None):
+    arr = zarr.create_array(str(path), name="spec", shape=(n,), chunks=(4,), dtype=dtype, zarr_format=fmt,
+                            fill_value=np.zeros((), dtype)[()] if fill is None else fill)
+    values = _records(n, dtype)
+    arr[: written or n] = values[: written or n]
+    return zarr.open_array(str(path), path="spec", mode="r")[...]
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_records_stream_with_exact_values(tmp_path, fmt):
+    dtype = RECORD if fmt == 2 else np.dtype([("flux", "<f4"), ("flag", "<i2"), ("ivar", "<f8")])
+    want = _store(tmp_path / "s.zarr", fmt, dtype)
+    geoms = open_geometries(str(tmp_path / "s.zarr"))
+    assert geoms["spec"].dtype == dtype  # the fields in their stored byte order
+    ds = InSituDataset(str(tmp_path / "s.zarr"), split_by_chunk(geoms["spec"], fractions=(1.0, 0.0, 0.0)),
+                       batch_size=5, seed=3)
+    seen = []
+    for batch in ds.train:
+        got = batch.arrays["spec"]
+        assert got.dtype == dtype and got.shape == (len(batch),)
+        np.testing.assert_array_equal(got, want[batch.sample_indices], strict=True)
+        seen.extend(batch.sample_indices.tolist())
+    assert sorted(seen) == list(range(22))
+    np.testing.assert_array_equal(read_chunk(str(tmp_path / "s.zarr"), "spec", [5])[:2], want[20:22])
+    assert ds.describe()["variables"]["spec"]["stored_chunk_bytes"] == 4 * dtype.itemsize
+
+
+def test_absent_chunks_read_as_the_record_fill_value(tmp_path):
+    fill = np.array((9.5, 7, -1.0), RECORD)[()]
+    want = _store(tmp_path / "s.zarr", 2, n=16, written=4, fill=fill)  # chunks 1..3 never written
+    assert want[10] == fill
+    geoms = open_geometries(str(tmp_path / "s.zarr"))
+    ds = InSituDataset(str(tmp_path / "s.zarr"), split_by_chunk(geoms["spec"], fractions=(1.0, 0.0, 0.0)),
+                       batch_size=16, shuffle=False)
+    (batch,) = list(ds.train)
+    np.testing.assert_array_equal(batch.arrays["spec"], want, strict=True)
+
+
+def test_adapters_take_one_array_per_field(tmp_path):
+    dtype = np.dtype([("flux", "<f4"), ("lines", ">i2", (3,))])
+    x = np.zeros(8, dtype)
+    x["flux"], x["lines"] = np.arange(8), np.arange(24).reshape(8, 3)
+    batch = insitubatch.Batch({"spec": x, "img": np.ones((8, 2), "f4")})
+    arrays = model_arrays(batch)
+    assert sorted(arrays) == ["img", "spec.flux", "spec.lines"]
+    np.testing.assert_array_equal(arrays["spec.lines"], x["lines"], strict=False)
+    assert arrays["spec.lines"].shape == (8, 3) and arrays["spec.lines"].dtype == np.dtype("i2")
+    assert arrays["spec.flux"].flags.c_contiguous
+    raw = np.zeros(2, [("a", "<f4"), ("blob", "V3")])
+    with pytest.raises(insitubatch.InvalidTypeError, match="field 'blob' of 'raw'.*not numeric"):
+        model_arrays(insitubatch.Batch({"raw": raw}))
+
+
+@pytest.mark.parametrize("descr, match", [
+    ([["a", "<f4"], ["a", "<i2"]], "appears twice"),
+    ([["a", [["x", "<f4"]]]], "not supported"),
+    ([["a", "<M8[ns]"]], "M8"),
+    ([], "list of 1 to"),
+    ("|V8", "raw void"),
+])
+def test_malformed_record_types_name_the_array(tmp_path, descr, match):
+    path = tmp_path / "s.zarr"
+    zarr.open_group(str(path), mode="w", zarr_format=2)
+    (path / "bad").mkdir()
+    (path / "bad" / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [4], "chunks": [2], "dtype": descr, "fill_value": None, "order": "C",
+        "filters": None, "compressor": None}))
+    with pytest.raises(insitubatch.InSituError, match=match) as info:
+        open_geometries(str(path), ["bad"])
+    assert "bad/.zarray" in str(info.value)
