@@ -28,6 +28,8 @@ nb::dlpack::dtype ToDlpackDtype(zarr::DataType dtype) {
     case DataTypeId::kComplex64:
     case DataTypeId::kComplex128: return make(Code::Complex, dtype.itemsize());
     case DataTypeId::kStructured: return make(Code::UInt, 1);  // the record's bytes: see Dims
+    case DataTypeId::kDateTime64:
+    case DataTypeId::kTimeDelta64: return make(Code::Int, 8);  // counts: Python views the unit
   }
   return make(Code::UInt, 1);
 }

@@ -28,7 +28,7 @@ from .errors import (
     InvalidTypeError,
     ResourceExhaustedError,
 )
-from .geometry import ArrayGeometry, as_records, open_geometries
+from .geometry import ArrayGeometry, as_stored, needs_view, open_geometries
 from .records import Batch, StoredChunkRead
 from .runtime import PassStats
 from .splits import SplitManifest, valid_anchor_range
@@ -644,14 +644,15 @@ class SplitView:
 def _gathered(native, labels: list[str], offsets: dict[str, int],
               records: Mapping[str, np.dtype]) -> Batch | None:
     """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass;
-    ``records``: the labels of record (structured) type, viewed as their numpy dtype."""
+    ``records``: the labels the engine hands in another form (records, times), viewed as
+    their numpy dtype."""
     item = native.next()
     if item is None:
         return None
     arrays, indices = item
     out = dict(zip(labels, arrays))
     for label, dtype in records.items():
-        out[label] = as_records(out[label], dtype)
+        out[label] = as_stored(out[label], dtype)
     return Batch(out, indices, dict(offsets))
 
 
@@ -668,7 +669,7 @@ class _PassIterator:
         self._transforms = dataset.batch_transforms
         # Batch transforms run on a thread of their own, ahead of the consumer. The thread
         # must not hold this iterator: collecting an abandoned one is what cancels its pass.
-        records = {label: g.dtype for label, g in dataset.output_geometries().items() if g.dtype.names}
+        records = {label: g.dtype for label, g in dataset.output_geometries().items() if needs_view(g.dtype)}
         self._gather = functools.partial(_gathered, native, self._labels, self._offsets, records)
         self._ahead = (_transforms.BatchTransformsAhead(self._gather, self._transforms, split)
                        if self._transforms else None)

@@ -229,12 +229,17 @@ def _numpy_dtype(meta: dict) -> np.dtype:
                      for f in json.loads(meta["record_fields"])])
 
 
-def as_records(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The engine hands a record type's data as bytes with one more axis (the record):
-    the same memory viewed as ``dtype``."""
-    if dtype.names is None or data.dtype == dtype:
+def needs_view(dtype: np.dtype) -> bool:
+    """Whether the engine hands ``dtype``'s data in another form (see :func:`as_stored`)."""
+    return dtype.names is not None or dtype.kind in "Mm"
+
+
+def as_stored(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """The same memory as ``dtype``: the engine hands a record type's data as bytes with one
+    more axis (the record), and datetime64 / timedelta64 as their int64 counts."""
+    if data.dtype == dtype or not needs_view(dtype):
         return data
-    return data.view(dtype)[..., 0]
+    return data.view(dtype)[..., 0] if dtype.names is not None else data.view(dtype)
 
 
 def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:
@@ -287,7 +292,7 @@ def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarra
     hierarchy = _ext.open_hierarchy(_native(store))
     path = str(array_path).strip("/")
     data = np.asarray(hierarchy.open_array(path).read_chunk(coords))
-    return as_records(data, _numpy_dtype(hierarchy.array_metadata(path)))
+    return as_stored(data, _numpy_dtype(hierarchy.array_metadata(path)))
 
 
 __all__ = ["ArrayGeometry", "open_geometries", "open_hierarchy", "read_chunk"]

@@ -48,14 +48,18 @@ def require(module: str) -> Any:
 def model_arrays(batch) -> dict[str, np.ndarray]:
     """The arrays an adapter converts: ``batch.arrays`` only — ``sample_indices`` and
     ``offsets`` are bookkeeping and stay on the numpy Batch. A record (structured) array,
-    which no framework takes, goes out as one array per field, ``"label.field"``."""
+    which no framework takes, goes out as one array per field, ``"label.field"``; a
+    datetime64 / timedelta64 array as its int64 counts of its unit."""
     arrays = getattr(batch, "arrays", None)
     if not isinstance(arrays, dict):
         raise InvalidTypeError(f"expected an insitubatch Batch (with .arrays), got {type(batch).__name__}")
-    if not any(a.dtype.names for a in arrays.values()):
+    if not any(a.dtype.names or a.dtype.kind in "Mm" for a in arrays.values()):
         return arrays
     out: dict[str, np.ndarray] = {}
     for label, arr in arrays.items():
+        if arr.dtype.kind in "Mm":  # datetime64 / timedelta64: their int64 counts of the unit
+            out[label] = arr.view(np.int64)
+            continue
         if not arr.dtype.names:
             out[label] = arr
             continue

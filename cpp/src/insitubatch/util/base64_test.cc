@@ -6,15 +6,15 @@ namespace insitubatch {
 namespace {
 
 TEST(Base64Test, DecodesTheRfcVectorsWithAndWithoutPadding) {
-  const std::pair<const char*, const char*> vectors[] = {
-      {"", ""}, {"Zg==", "f"}, {"Zm8=", "fo"}, {"Zm9v", "foo"}, {"Zm9vYg==", "foob"},
-      {"Zm9vYmE=", "fooba"}, {"Zm9vYmFy", "foobar"}, {"Zg", "f"}, {"Zm8", "fo"}, {"AAAAAAAA", std::string(6, '\0').c_str()}};
-  for (auto [text, want] : vectors) {
+  const std::pair<std::string, std::string> vectors[] = {
+      {"", ""},         {"Zg==", "f"},     {"Zm8=", "fo"},     {"Zm9v", "foo"},
+      {"Zm9vYg==", "foob"}, {"Zm9vYmE=", "fooba"}, {"Zm9vYmFy", "foobar"}, {"Zg", "f"},
+      {"Zm8", "fo"},    {"AAAAAAAA", std::string(6, '\0')}, {"+/+/", "\xfb\xff\xbf"}};
+  for (const auto& [text, want] : vectors) {
     auto got = DecodeBase64(text);
     ASSERT_TRUE(got.ok()) << text << ": " << got.status().ToString();
-    EXPECT_EQ(*got, std::string(want, std::string_view(text) == "AAAAAAAA" ? 6 : std::string_view(want).size())) << text;
+    EXPECT_EQ(*got, want) << text;
   }
-  EXPECT_EQ(*DecodeBase64("+/+/"), std::string("\xfb\xff\xbf", 3));
 }
 
 TEST(Base64Test, BadTextIsAnErrorNamingWhere) {

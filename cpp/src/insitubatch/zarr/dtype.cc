@@ -2,6 +2,7 @@
 
 #include <array>
 #include <bit>
+#include <cstring>
 
 namespace insitubatch::zarr {
 namespace {
@@ -13,7 +14,7 @@ struct DataTypeInfo {
   char kind;  // numpy kind character
 };
 
-constexpr std::array<DataTypeInfo, 15> kDataTypes = {{
+constexpr std::array<DataTypeInfo, 17> kDataTypes = {{
     {DataTypeId::kBool, "bool", 1, 'b'},
     {DataTypeId::kInt8, "int8", 1, 'i'},
     {DataTypeId::kInt16, "int16", 2, 'i'},
@@ -29,7 +30,11 @@ constexpr std::array<DataTypeInfo, 15> kDataTypes = {{
     {DataTypeId::kComplex64, "complex64", 8, 'c'},
     {DataTypeId::kComplex128, "complex128", 16, 'c'},
     {DataTypeId::kStructured, "structured", 0, 'V'},  // size: DataType::record_size
+    {DataTypeId::kDateTime64, "numpy.datetime64", 8, 'M'},
+    {DataTypeId::kTimeDelta64, "numpy.timedelta64", 8, 'm'},
 }};
+
+constexpr std::string_view kTimeUnits[] = {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as"};
 
 const DataTypeInfo& Info(DataTypeId id) { return kDataTypes[static_cast<size_t>(id)]; }
 
@@ -49,13 +54,33 @@ std::string_view DataType::name() const { return Info(id).name; }
 std::string DataType::numpy_typestr() const {
   const DataTypeInfo& info = Info(id);
   if (id == DataTypeId::kStructured) return "|V" + std::to_string(record_size);
+  if (is_time()) {
+    const char order = std::endian::native == std::endian::little ? '<' : '>';
+    const std::string scale = time_scale == 1 ? "" : std::to_string(time_scale);
+    return std::string{order, info.kind} + "8[" + scale + std::string(time_unit.data(), strnlen(time_unit.data(), 3)) + "]";
+  }
   char order = info.itemsize == 1 ? '|' : (std::endian::native == std::endian::little ? '<' : '>');
   return std::string{order, info.kind} + std::to_string(info.itemsize);
 }
 
+Result<DataType> DataType::Time(DataTypeId id, std::string_view unit, uint64_t scale) {
+  bool known = false;
+  for (std::string_view u : kTimeUnits) known = known || u == unit;
+  if (!known || scale == 0 || scale > (1u << 31)) {
+    return Unimplemented("time unit " + (scale == 1 ? "" : std::to_string(scale)) + std::string(unit) +
+                         " is not supported (numpy's units: Y M W D h m s ms us ns ps fs as, times a positive scale)");
+  }
+  DataType dtype{id};
+  dtype.time_scale = static_cast<uint32_t>(scale);
+  for (size_t i = 0; i < unit.size(); ++i) dtype.time_unit[i] = unit[i];
+  return dtype;
+}
+
 Result<DataType> DataType::FromV3Name(std::string_view name) {
   for (const DataTypeInfo& info : kDataTypes) {
-    if (info.name == name && info.id != DataTypeId::kStructured) return DataType{info.id};
+    if (info.name == name && info.id != DataTypeId::kStructured && !DataType{info.id}.is_time()) {
+      return DataType{info.id};
+    }
   }
   return Unimplemented("data type \"" + std::string(name) + "\" is not supported");
 }
@@ -68,6 +93,21 @@ Result<V2DataType> ParseV2TypeString(std::string_view typestr) {
   const char order = typestr[0];
   if (order != '<' && order != '>' && order != '|' && order != '=') return unsupported();
   const char kind = typestr[1];
+  if ((kind == 'M' || kind == 'm') && typestr.size() >= 5 && typestr.substr(2, 2) == "8[" && typestr.back() == ']') {
+    // "<M8[ns]", ">m8[10s]": a scale (optional) and one of numpy's units.
+    std::string_view inside = typestr.substr(4, typestr.size() - 5);
+    uint64_t scale = 0;
+    size_t digits = 0;
+    while (digits < inside.size() && digits < 10 && inside[digits] >= '0' && inside[digits] <= '9') {
+      scale = scale * 10 + static_cast<uint64_t>(inside[digits++] - '0');
+    }
+    auto time = DataType::Time(kind == 'M' ? DataTypeId::kDateTime64 : DataTypeId::kTimeDelta64,
+                               inside.substr(digits), digits ? scale : 1);
+    if (!time.ok() || order == '|') return unsupported();
+    V2DataType out{*time, order == '>'};
+    if (order == '=') out.big_endian = std::endian::native == std::endian::big;
+    return out;
+  }
   size_t itemsize = 0;
   for (char c : typestr.substr(2)) {
     if (c < '0' || c > '9' || itemsize > (1u << 20)) return unsupported();
@@ -79,7 +119,8 @@ Result<V2DataType> ParseV2TypeString(std::string_view typestr) {
     return V2DataType{DataType{DataTypeId::kStructured, static_cast<uint32_t>(itemsize)}, false};
   }
   for (const DataTypeInfo& info : kDataTypes) {
-    if (info.kind == kind && info.itemsize == itemsize && info.id != DataTypeId::kStructured) {
+    if (info.kind == kind && info.itemsize == itemsize && info.kind != 'V' && info.kind != 'M' &&
+        info.kind != 'm') {  // records and times have their own forms above
       V2DataType out;
       out.dtype = DataType{info.id};
       out.big_endian = itemsize > 1 && order == '>';

@@ -4,6 +4,7 @@
 // memory is always native-endian; the `bytes` codec (v3) or the v2 typestring says how the
 // stored bytes are ordered.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -31,11 +32,17 @@ enum class DataTypeId {
   // A record of numeric fields (numpy structured dtype), read as opaque bytes: its fields
   // keep their stored byte order (ArrayMetadata::record_fields says what they are).
   kStructured,
+  // numpy datetime64 / timedelta64: int64 counts of `time_scale` x `time_unit` (NaT is
+  // INT64_MIN), byte-swapped as int64.
+  kDateTime64,
+  kTimeDelta64,
 };
 
 struct DataType {
   DataTypeId id = DataTypeId::kUInt8;
   uint32_t record_size = 0;  // bytes of one record; kStructured only
+  uint32_t time_scale = 0;   // kDateTime64 / kTimeDelta64: the multiple (10 in "10s")
+  std::array<char, 3> time_unit{};  // "ns", "s", "D", ... (NUL-padded)
 
   size_t itemsize() const;
   // Bytes of the scalar component that endianness swaps (complex64 -> 4; a record: 1).
@@ -48,6 +55,9 @@ struct DataType {
 
   // "float32" etc.
   static Result<DataType> FromV3Name(std::string_view name);
+  // kDateTime64 / kTimeDelta64 of `scale` x `unit` ("ns", "s", "D", ...: numpy's units).
+  static Result<DataType> Time(DataTypeId id, std::string_view unit, uint64_t scale);
+  bool is_time() const { return id == DataTypeId::kDateTime64 || id == DataTypeId::kTimeDelta64; }
 
   friend bool operator==(const DataType&, const DataType&) = default;
 };

@@ -5,6 +5,7 @@
 
 #include <bit>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace insitubatch::zarr {
@@ -75,6 +76,25 @@ TEST(DataTypeTest, V2TypestringsMapToTypesAndByteOrder) {
   EXPECT_EQ(native->big_endian, std::endian::native == std::endian::big);
 }
 
+TEST(DataTypeTest, DatetimeAndTimedeltaTypestringsKeepUnitAndScale) {
+  for (auto [typestr, id, unit, scale, big] :
+       {std::tuple{"<M8[ns]", DataTypeId::kDateTime64, "ns", 1u, false},
+        std::tuple{">m8[10s]", DataTypeId::kTimeDelta64, "s", 10u, true},
+        std::tuple{"<M8[D]", DataTypeId::kDateTime64, "D", 1u, false}}) {
+    auto parsed = ParseV2TypeString(typestr);
+    ASSERT_TRUE(parsed.ok()) << typestr << ": " << parsed.status().ToString();
+    EXPECT_EQ(parsed->dtype.id, id);
+    EXPECT_EQ(std::string(parsed->dtype.time_unit.data()), unit);
+    EXPECT_EQ(parsed->dtype.time_scale, scale);
+    EXPECT_EQ(parsed->big_endian, big);
+    EXPECT_EQ(parsed->dtype.itemsize(), 8u);
+    EXPECT_EQ(parsed->dtype.component_size(), 8u);
+    std::string native = typestr;
+    native[0] = std::endian::native == std::endian::little ? '<' : '>';
+    EXPECT_EQ(parsed->dtype.numpy_typestr(), native);
+  }
+}
+
 TEST(DataTypeTest, AVoidTypestringIsAnOpaqueRecord) {
   auto parsed = ParseV2TypeString("|V9");  // numpy's typestr of a 9-byte structured dtype
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -86,8 +106,8 @@ TEST(DataTypeTest, AVoidTypestringIsAnOpaqueRecord) {
 
 TEST(DataTypeTest, UnsupportedV2TypestringsAreUnimplemented) {
   for (const char* typestr :
-       {"", "<", "<f", "f4", "<f3", "<f16", "<x4", "<i16", "|O", "|S10", "<U5", "<M8[ns]",
-        "<m8", "<V8", "|V0", "<f4 ", "*f4", "<f99999999999999999999999", "<b2"}) {
+       {"", "<", "<f", "f4", "<f3", "<f16", "<x4", "<i16", "|O", "|S10", "<U5", "<M8[xs]", "|M8[ns]",
+        "<M8[0s]", "<M8[]", "<m8", "<V8", "|V0", "<f4 ", "*f4", "<f99999999999999999999999", "<b2"}) {
     auto parsed = ParseV2TypeString(typestr);
     ASSERT_FALSE(parsed.ok()) << typestr;
     EXPECT_EQ(parsed.status().code(), StatusCode::kUnimplemented) << typestr;

@@ -188,8 +188,26 @@ Result<FillValue> ParseRecordFill(const Json& value, DataType dtype) {
   return fill;
 }
 
+// A datetime64 / timedelta64 fill value: an int64 count, or "NaT" (INT64_MIN); v2 null is 0.
+Result<FillValue> ParseTimeFill(const Json& value, DataType dtype, Convention convention) {
+  FillValue fill;
+  int64_t count = 0;
+  if (value == Json("NaT")) {
+    count = std::numeric_limits<int64_t>::min();
+  } else if (value.is_number_integer()) {
+    if (value.is_number_unsigned() && value.get<uint64_t>() > uint64_t{INT64_MAX}) return OutOfRange(value, dtype);
+    count = value.get<int64_t>();
+  } else if (!(convention == Convention::kV2 && value.is_null())) {
+    return InvalidArgument("fill_value " + Abbrev(value) + " for " + dtype.numpy_typestr() +
+                           " must be an integer count or \"NaT\"");
+  }
+  StoreBits(static_cast<uint64_t>(count), 8, fill.bytes.data());
+  return fill;
+}
+
 Result<FillValue> Parse(const Json& value, DataType dtype, Convention convention) {
   if (dtype.id == DataTypeId::kStructured) return ParseRecordFill(value, dtype);
+  if (dtype.is_time()) return ParseTimeFill(value, dtype, convention);
   FillValue fill;
   if (convention == Convention::kV2 && value.is_null())
     return fill;  // v2: null reads as 0
