@@ -192,7 +192,7 @@ class InSituDataset:
         self._class_codes: np.ndarray = np.zeros(0, dtype=np.int32)
         self.classes: np.ndarray | None = None  # the class values, code order
         if labels is not None:
-            self._class_codes, self.classes = class_plans.load_labels(labels, store, manifest.n_samples)
+            self._class_codes, self.classes = class_plans.load_labels(labels, self.store, manifest.n_samples)
         if plan == "balanced":
             class_plans.check_balanced(self._n_classes, self._batch_size)
         self._epoch = 0

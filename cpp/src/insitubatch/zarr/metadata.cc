@@ -244,8 +244,8 @@ Result<DataType> ParseDataTypeV3(const Json& value, std::string_view where) {
 
 // Whether a `bytes` codec in `codecs` (or inside a sharding codec's) stores big-endian:
 // the byte order of a record's fields, which the data type alone does not say.
-bool BigEndianBytes(const Json* codecs) {
-  if (codecs == nullptr || !codecs->is_array()) return false;
+bool BigEndianBytes(const Json* codecs, int depth = 0) {
+  if (codecs == nullptr || !codecs->is_array() || depth > 8) return false;  // hostile nesting
   for (const Json& codec : *codecs) {
     const Json* name = codec.is_object() ? Find(codec, "name") : nullptr;
     const Json* config = codec.is_object() ? Find(codec, "configuration") : nullptr;
@@ -254,7 +254,7 @@ bool BigEndianBytes(const Json* codecs) {
       const Json* endian = Find(*config, "endian");
       return endian != nullptr && *endian == Json("big");
     }
-    if (*name == Json("sharding_indexed")) return BigEndianBytes(Find(*config, "codecs"));
+    if (*name == Json("sharding_indexed")) return BigEndianBytes(Find(*config, "codecs"), depth + 1);
   }
   return false;
 }
