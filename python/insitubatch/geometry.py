@@ -225,21 +225,23 @@ def _numpy_dtype(meta: dict) -> np.dtype:
     """The array's numpy dtype; a record type's fields as stored (their own byte orders)."""
     if "record_fields" not in meta:
         return np.dtype(meta["dtype"])
-    return np.dtype([(f[0], f[1], tuple(f[2])) if len(f) == 3 else (f[0], f[1])
-                     for f in json.loads(meta["record_fields"])])
+    fields = json.loads(meta["record_fields"])
+    if isinstance(fields, str):  # fixed-width bytes or unicode: "|S10", "<U5"
+        return np.dtype(fields)
+    return np.dtype([(f[0], f[1], tuple(f[2])) if len(f) == 3 else (f[0], f[1]) for f in fields])
 
 
 def needs_view(dtype: np.dtype) -> bool:
     """Whether the engine hands ``dtype``'s data in another form (see :func:`as_stored`)."""
-    return dtype.names is not None or dtype.kind in "Mm"
+    return dtype.names is not None or dtype.kind in "MmSU"
 
 
 def as_stored(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
-    """The same memory as ``dtype``: the engine hands a record type's data as bytes with one
-    more axis (the record), and datetime64 / timedelta64 as their int64 counts."""
+    """The same memory as ``dtype``: the engine hands records and fixed-width text as bytes
+    with one more axis (the item), and datetime64 / timedelta64 as their int64 counts."""
     if data.dtype == dtype or not needs_view(dtype):
         return data
-    return data.view(dtype)[..., 0] if dtype.names is not None else data.view(dtype)
+    return data.view(dtype) if dtype.kind in "Mm" else data.view(dtype)[..., 0]
 
 
 def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:

@@ -53,10 +53,14 @@ def model_arrays(batch) -> dict[str, np.ndarray]:
     arrays = getattr(batch, "arrays", None)
     if not isinstance(arrays, dict):
         raise InvalidTypeError(f"expected an insitubatch Batch (with .arrays), got {type(batch).__name__}")
-    if not any(a.dtype.names or a.dtype.kind in "Mm" for a in arrays.values()):
+    if not any(a.dtype.names or a.dtype.kind in "MmSUO" for a in arrays.values()):
         return arrays
     out: dict[str, np.ndarray] = {}
     for label, arr in arrays.items():
+        if arr.dtype.kind in "SUO":
+            raise InvalidTypeError(
+                f"{label!r} holds text ({arr.dtype}): a framework cannot take it; drop it or encode it"
+                " (e.g. as class codes) in a batch transform")
         if arr.dtype.kind in "Mm":  # datetime64 / timedelta64: their int64 counts of the unit
             out[label] = arr.view(np.int64)
             continue

@@ -113,6 +113,14 @@ Result<V2DataType> ParseV2TypeString(std::string_view typestr) {
     if (c < '0' || c > '9' || itemsize > (1u << 20)) return unsupported();
     itemsize = itemsize * 10 + static_cast<size_t>(c - '0');
   }
+  if ((kind == 'S' && order == '|') || (kind == 'U' && order != '|')) {
+    // Fixed-width bytes / UTF-32 text: opaque items in their stored order (numpy reads them).
+    const size_t bytes = kind == 'U' ? 4 * itemsize : itemsize;
+    if (itemsize == 0 || bytes > (1u << 20)) return unsupported();
+    DataType text{DataTypeId::kStructured, static_cast<uint32_t>(bytes)};
+    text.text_kind = kind;
+    return V2DataType{text, false};
+  }
   if (kind == 'V' && order == '|' && itemsize > 0 && itemsize <= (1u << 20)) {
     // Opaque records ("|V6": numpy's typestr of a structured dtype); their fields are the
     // metadata's business, not the typestring's.

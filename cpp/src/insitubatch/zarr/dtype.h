@@ -29,8 +29,9 @@ enum class DataTypeId {
   kFloat64,
   kComplex64,
   kComplex128,
-  // A record of numeric fields (numpy structured dtype), read as opaque bytes: its fields
-  // keep their stored byte order (ArrayMetadata::record_fields says what they are).
+  // Fixed-width items read as opaque bytes and never swapped: a record of numeric fields
+  // (numpy structured dtype), or fixed-width bytes / unicode (text_kind 'S' / 'U'), in their
+  // stored byte order (ArrayMetadata::record_fields says what numpy makes of them).
   kStructured,
   // numpy datetime64 / timedelta64: int64 counts of `time_scale` x `time_unit` (NaT is
   // INT64_MIN), byte-swapped as int64.
@@ -41,6 +42,7 @@ enum class DataTypeId {
 struct DataType {
   DataTypeId id = DataTypeId::kUInt8;
   uint32_t record_size = 0;  // bytes of one record; kStructured only
+  char text_kind = 0;        // kStructured: 'S' (bytes) or 'U' (UTF-32 text), 0 for a record
   uint32_t time_scale = 0;   // kDateTime64 / kTimeDelta64: the multiple (10 in "10s")
   std::array<char, 3> time_unit{};  // "ns", "s", "D", ... (NUL-padded)
 

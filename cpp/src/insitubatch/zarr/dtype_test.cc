@@ -95,6 +95,18 @@ TEST(DataTypeTest, DatetimeAndTimedeltaTypestringsKeepUnitAndScale) {
   }
 }
 
+TEST(DataTypeTest, FixedWidthTextIsOpaqueItemsOfItsWidth) {
+  for (auto [typestr, bytes, kind] : {std::tuple{"|S10", 10u, 'S'}, std::tuple{"<U5", 20u, 'U'},
+                                      std::tuple{">U1", 4u, 'U'}}) {
+    auto parsed = ParseV2TypeString(typestr);
+    ASSERT_TRUE(parsed.ok()) << typestr;
+    EXPECT_EQ(parsed->dtype.id, DataTypeId::kStructured) << typestr;
+    EXPECT_EQ(parsed->dtype.itemsize(), bytes) << typestr;
+    EXPECT_EQ(parsed->dtype.text_kind, kind) << typestr;
+    EXPECT_EQ(parsed->dtype.component_size(), 1u) << typestr;  // never swapped: numpy reads the order
+  }
+}
+
 TEST(DataTypeTest, AVoidTypestringIsAnOpaqueRecord) {
   auto parsed = ParseV2TypeString("|V9");  // numpy's typestr of a 9-byte structured dtype
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
@@ -106,7 +118,7 @@ TEST(DataTypeTest, AVoidTypestringIsAnOpaqueRecord) {
 
 TEST(DataTypeTest, UnsupportedV2TypestringsAreUnimplemented) {
   for (const char* typestr :
-       {"", "<", "<f", "f4", "<f3", "<f16", "<x4", "<i16", "|O", "|S10", "<U5", "<M8[xs]", "|M8[ns]",
+       {"", "<", "<f", "f4", "<f3", "<f16", "<x4", "<i16", "|O", "<S10", "|U5", "|S0", "<M8[xs]", "|M8[ns]",
         "<M8[0s]", "<M8[]", "<m8", "<V8", "|V0", "<f4 ", "*f4", "<f99999999999999999999999", "<b2"}) {
     auto parsed = ParseV2TypeString(typestr);
     ASSERT_FALSE(parsed.ok()) << typestr;

@@ -170,11 +170,24 @@ Result<uint64_t> IntegerBits(const Json& value, DataType dtype) {
   return Invalid(value, dtype);
 }
 
-// A record's fill value: base64 of its bytes (as zarr-python writes it), or null / 0.
+// A record's fill value: base64 of its bytes (as zarr-python writes it), or null / 0; for
+// fixed-width text "" (zeros), or base64 of at most the item's bytes for |S.
 Result<FillValue> ParseRecordFill(const Json& value, DataType dtype) {
   FillValue fill;
   fill.record.assign(dtype.itemsize(), std::byte{0});
-  if (value.is_null() || value == Json(0)) return fill;
+  if (value.is_null() || value == Json(0) || (dtype.text_kind != 0 && value == Json(""))) return fill;
+  if (dtype.text_kind == 'U') {
+    return Unimplemented("fill_value " + Abbrev(value) + " for a unicode array: only \"\" is supported");
+  }
+  if (dtype.text_kind == 'S' && value.is_string()) {
+    auto bytes = DecodeBase64(value.get<std::string>());
+    if (!bytes.ok() || bytes->size() > dtype.itemsize()) {
+      return InvalidArgument("fill_value " + Abbrev(value) + " is not base64 of at most " +
+                             std::to_string(dtype.itemsize()) + " bytes");
+    }
+    std::memcpy(fill.record.data(), bytes->data(), bytes->size());
+    return fill;
+  }
   if (!value.is_string()) {
     return InvalidArgument("fill_value " + Abbrev(value) +
                            " for a structured data type must be base64 of one record");

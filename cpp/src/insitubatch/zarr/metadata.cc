@@ -361,6 +361,10 @@ Result<ArrayMetadata> ParseV3(const Json& document, std::string_view where) {
     if (!record.ok()) return Error(record.status().code(), where, record.status().message());
     md.dtype = record->dtype;
     md.record_fields = std::move(record->fields);
+  } else if (auto text = internal_metadata::ParseFixedTextV3(*data_type, BigEndianBytes(Find(document, "codecs")))) {
+    if (!text->ok()) return Error(text->status().code(), where, text->status().message());
+    md.dtype = (*text)->dtype;
+    md.record_fields = std::move((*text)->fields);
   } else {
     INSITU_ASSIGN_OR_RETURN(md.dtype, ParseDataTypeV3(*data_type, where));
   }

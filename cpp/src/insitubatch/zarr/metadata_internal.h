@@ -67,5 +67,9 @@ struct Record {
 Result<Record> ParseRecordV2(const Json& descr);
 // v3: zarr-python's `structured` configuration; fields stored little- (or `big_endian`) endian.
 Result<Record> ParseRecordV3(const Json& configuration, bool big_endian);
+// Fixed-width bytes / unicode typestrings ("|S10", "<U5", ">U5"); nullopt for anything else.
+std::optional<Record> ParseFixedText(std::string_view typestr);
+// v3: `null_terminated_bytes` / `fixed_length_utf32` {"length_bytes": n}; nullopt for others.
+std::optional<Result<Record>> ParseFixedTextV3(const Json& data_type, bool big_endian);
 
 }  // namespace insitubatch::zarr::internal_metadata

@@ -151,10 +151,14 @@ Result<V2DataType> ParseDtype(const Json& dtype, std::string_view where, Json& r
     return Error(StatusCode::kInvalidArgument, where,
                  "\"dtype\" must be a typestring, got " + Abbrev(dtype));
   }
+  if (auto text = internal_metadata::ParseFixedText(dtype.get<std::string>())) {
+    record_fields = text->fields;
+    return V2DataType{text->dtype, false};
+  }
   auto parsed = ParseV2TypeString(dtype.get<std::string>());
   if (!parsed.ok())
     return Error(parsed.status().code(), where, parsed.status().message());
-  if (parsed->dtype.id == DataTypeId::kStructured) {  // raw bytes without fields: no numpy meaning
+  if (parsed->dtype.id == DataTypeId::kStructured && parsed->dtype.text_kind == 0) {  // raw void
     return Error(StatusCode::kUnimplemented, where,
                  "v2 dtype " + Abbrev(dtype) + " (raw void, no fields) is not supported");
   }

@@ -3,6 +3,8 @@
 // [["a", "float32"], ...]}}`. A record is read as opaque bytes; its fields, in stored byte
 // order, travel as a numpy descr so the reader's numpy interprets them.
 
+#include <bit>
+#include <optional>
 #include <set>
 
 #include "insitubatch/zarr/metadata_internal.h"
@@ -97,6 +99,32 @@ Result<Record> ParseRecordV3(const Json& configuration, bool big_endian) {
     fields.push_back(Json::array({field[0], typestr}));
   }
   return Finish(check, std::move(fields), what);
+}
+
+std::optional<Record> ParseFixedText(std::string_view typestr) {
+  auto parsed = ParseV2TypeString(typestr);
+  if (!parsed.ok() || parsed->dtype.text_kind == 0) return std::nullopt;
+  std::string stored(typestr);
+  if (stored[0] == '=') stored[0] = std::endian::native == std::endian::big ? '>' : '<';
+  return Record{parsed->dtype, Json(stored)};
+}
+
+std::optional<Result<Record>> ParseFixedTextV3(const Json& data_type, bool big_endian) {
+  const Json* name = data_type.is_object() ? Find(data_type, "name") : nullptr;
+  if (name == nullptr || (*name != Json("null_terminated_bytes") && *name != Json("fixed_length_utf32"))) {
+    return std::nullopt;
+  }
+  const bool text = *name == Json("fixed_length_utf32");
+  const Json* config = Find(data_type, "configuration");
+  const Json* length = config && config->is_object() ? Find(*config, "length_bytes") : nullptr;
+  const auto bytes = length ? NonNegativeInteger(*length) : std::nullopt;
+  if (!bytes || *bytes == 0 || *bytes > kMaxRecordBytes || (text && *bytes % 4 != 0)) {
+    return Result<Record>(InvalidArgument(Abbrev(*name) + " needs configuration.length_bytes, a positive" +
+                                          std::string(text ? " multiple of 4" : "") + ", got " + Abbrev(data_type)));
+  }
+  const std::string typestr = text ? std::string(big_endian ? ">" : "<") + "U" + std::to_string(*bytes / 4)
+                                   : "|S" + std::to_string(*bytes);
+  return Result<Record>(*ParseFixedText(typestr));
 }
 
 }  // namespace insitubatch::zarr::internal_metadata
