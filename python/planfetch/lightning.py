@@ -13,7 +13,7 @@ try:
     import pytorch_lightning as _pl
 except ImportError:  # the unified package
     try:
-        import lightning.pytorch as _pl  # type: ignore[no-redef]
+        import lightning.pytorch as _pl  # type: ignore[no-redef, unused-ignore]  # used only with both installed
     except ImportError:
         raise MissingDependencyError(
             "S3PrefetchLightningCallback needs PyTorch Lightning: pip install pytorch-lightning") from None
