@@ -21,9 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-
-class UsageError(Exception):
-    """A bad argument or an unloadable target: exit code 2."""
+from .cli import UsageError  # a bad argument or an unloadable target: exit code 2
 
 
 def load_target(target: str) -> Callable:

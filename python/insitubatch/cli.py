@@ -1,34 +1,69 @@
-"""The ``insitubatch`` command: ``insitubatch speedtest`` and ``insitubatch check-transform``
-(also installed on its own as ``insitubatch-check-transform``)."""
+"""The ``insitubatch`` command (``insitubatch speedtest``, ``insitubatch check-transform``,
+the latter also installed on its own as ``insitubatch-check-transform``), and the pieces
+every command line of the distribution shares: sub-command dispatch, the usage-error exit
+code, and the report-then-exit shape of the speedtests (``planfetch`` uses them too)."""
 
 from __future__ import annotations
 
+import importlib
+import json
 import sys
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
 
-COMMANDS = {
-    "speedtest": "cold and warm epochs of a Zarr store against its raw-GET and decode ceilings",
-    "check-transform": "run a chunk transform on one chunk of a real store before training",
+COMMANDS = {  # name -> (module of this package with a main(argv), one line of help)
+    "speedtest": ("speedtest", "cold and warm epochs of a Zarr store against its raw-GET and decode ceilings"),
+    "check-transform": ("check_transform", "run a chunk transform on one chunk of a real store before training"),
 }
 
 
+class UsageError(Exception):
+    """A bad command line: exit code 2."""
+
+
+def dispatch(prog: str, package: str, commands: Mapping[str, tuple[str, str]],
+             argv: Sequence[str] | None) -> int:
+    """Runs ``<prog> <command> ...``: the command's module (in ``package``) ``main(rest)``."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    if not args or args[0] in ("-h", "--help"):
+        print(f"usage: {prog} <command> [OPTIONS]\n\ncommands:")
+        width = max(len(name) for name in commands) + 2
+        for name, (_, what) in commands.items():
+            print(f"  {name:<{width}} {what}")
+        return 0 if args else 2
+    if args[0] not in commands:
+        print(f"{prog}: unknown command {args[0]!r} (commands: {', '.join(commands)})", file=sys.stderr)
+        return 2
+    module = importlib.import_module(f"{package}.{commands[args[0]][0]}")
+    return module.main(args[1:])
+
+
+def report_main(prog: str, parser, run: Callable[[Any], dict], render: Callable[[dict], str],
+                argv: Sequence[str] | None, errors: tuple[type[BaseException], ...],
+                failed: Callable[[dict], bool] = lambda report: False) -> int:
+    """Parses ``argv``, builds the report, prints it (``--json -``: as JSON; ``--json FILE``:
+    also written there). Exit 2 on a usage error, 1 on ``errors`` or a ``failed`` report."""
+    args = parser.parse_args(argv)
+    try:
+        report = run(args)
+    except UsageError as exc:
+        parser.print_usage(sys.stderr)
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    except errors as exc:
+        print(f"{prog}: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    if args.json == "-":
+        print(json.dumps(report, indent=2, default=str))
+    else:
+        print(render(report))
+        if args.json:
+            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
+    return 1 if failed(report) else 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    if not argv or argv[0] in ("-h", "--help"):
-        print("usage: insitubatch <command> [OPTIONS]\n\ncommands:")
-        for name, what in COMMANDS.items():
-            print(f"  {name:<16} {what}")
-        return 0 if argv else 2
-    command, rest = argv[0], argv[1:]
-    if command == "speedtest":
-        from . import speedtest
-
-        return speedtest.main(rest)
-    if command == "check-transform":
-        from . import check_transform
-
-        return check_transform.main(rest)
-    print(f"insitubatch: unknown command {command!r} (commands: {', '.join(COMMANDS)})", file=sys.stderr)
-    return 2
+    return dispatch("insitubatch", "insitubatch", COMMANDS, argv)
 
 
 if __name__ == "__main__":

@@ -18,18 +18,16 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import json
 import math
 import os
 import resource
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from . import _ext
+from .cli import UsageError, report_main
 from .dataset import InSituDataset
 from .errors import InSituError, InvalidArgumentError, NotFoundError
 from .geometry import _native, open_geometries, open_hierarchy
@@ -39,10 +37,6 @@ from .stores import store as open_store
 CEILING_CHUNKS = 256  # the ceilings read at most this many sample chunks per variable
 SWEEPABLE = ("max_inflight", "decode_threads", "block_chunks", "gather_threads", "prefetch_depth")
 FLAT = 0.95  # a sweep value within this of the best one is "flat enough"
-
-
-class UsageError(Exception):
-    """A bad command line: exit code 2."""
 
 
 def _positive(text: str) -> int:
@@ -194,12 +188,9 @@ def _sweep_run(args, store, geoms, manifest) -> dict[str, Any]:
 
 
 def run(args) -> dict[str, Any]:
-    from .check_transform import UsageError as TargetError, load_target
+    from .check_transform import load_target
 
-    try:
-        args.transforms = [load_target(t) for t in args.transform]
-    except TargetError as exc:
-        raise UsageError(str(exc)) from None
+    args.transforms = [load_target(t) for t in args.transform]  # a bad target: UsageError
     try:
         store = _store(args)
         geoms = open_geometries(store, args.var)
@@ -266,21 +257,4 @@ def render(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser()
-    args = p.parse_args(argv)
-    try:
-        report = run(args)
-    except UsageError as exc:
-        p.print_usage(sys.stderr)
-        print(f"insitubatch speedtest: error: {exc}", file=sys.stderr)
-        return 2
-    except (InSituError, OSError) as exc:
-        print(f"insitubatch speedtest: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    if args.json == "-":
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        print(render(report))
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
-    return 0
+    return report_main("insitubatch speedtest", parser(), run, render, argv, (InSituError, OSError))

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import os
 import shutil
 import sys
@@ -33,6 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from insitubatch import InSituError, _ext
+from insitubatch.cli import UsageError, report_main
 
 from .cache import SharedDiskCache, _bucket_prefix
 from .index import load_index_csv
@@ -41,10 +41,6 @@ from .plans import SequentialPlanProvider, ShuffleOncePerEpochPlanProvider, Stre
 
 CEILING_OBJECTS = 2000  # the ceilings are measured on at most this many of the run's objects
 SATURATED = 0.7  # a run this close to a stage's ceiling is limited by that stage
-
-
-class UsageError(Exception):
-    """A bad command line or index: exit code 2."""
 
 
 def _size(text: str) -> int:
@@ -397,21 +393,5 @@ def render(report: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = parser()
-    args = p.parse_args(argv)
-    try:
-        report = run(args)
-    except UsageError as exc:
-        p.print_usage(sys.stderr)
-        print(f"planfetch speedtest: error: {exc}", file=sys.stderr)
-        return 2
-    except (InSituError, OSError) as exc:
-        print(f"planfetch speedtest: {type(exc).__name__}: {exc}", file=sys.stderr)
-        return 1
-    if args.json == "-":
-        print(json.dumps(report, indent=2, default=str))
-    else:
-        print(render(report))
-        if args.json:
-            Path(args.json).write_text(json.dumps(report, indent=2, default=str))
-    return 1 if "error" in report else 0
+    return report_main("planfetch speedtest", parser(), run, render, argv, (InSituError, OSError),
+                       failed=lambda report: "error" in report)
