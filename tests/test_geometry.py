@@ -133,3 +133,13 @@ def test_read_chunk_refuses_bad_coordinates_by_name(tmp_path):
     with pytest.raises(insitubatch.InvalidTypeError, match="sequence of ints"):
         insitubatch.read_chunk(str(tmp_path / "s.zarr"), "v", 3)
     assert insitubatch.read_chunk(str(tmp_path / "s.zarr"), "v", (1, 1)).shape == (2, 2)
+
+
+def test_ensure_local_dir_makes_local_directories_and_refuses_bad_urls(tmp_path):
+    assert insitubatch.ensure_local_dir(f"file://{tmp_path}/a/b") == f"file://{tmp_path}/a/b"
+    assert insitubatch.ensure_local_dir(str(tmp_path / "c" / "d")) == str(tmp_path / "c" / "d")
+    assert (tmp_path / "a" / "b").is_dir() and (tmp_path / "c" / "d").is_dir()
+    assert insitubatch.ensure_local_dir("s3://bucket/x") == "s3://bucket/x"  # not local: left alone
+    for bad in ("", None, 3):
+        with pytest.raises(insitubatch.InvalidArgumentError, match="url must be a non-empty string"):
+            insitubatch.ensure_local_dir(bad)
