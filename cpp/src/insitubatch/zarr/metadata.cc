@@ -6,6 +6,7 @@
 #include <exception>
 #include <utility>
 
+#include "insitubatch/util/json_nesting.h"
 #include "insitubatch/zarr/metadata_internal.h"
 
 namespace insitubatch::zarr {
@@ -184,29 +185,9 @@ constexpr int kMaxJsonDepth = 128;
 // Deeply nested JSON would make copies, comparisons and dumps recurse without bound;
 // metadata never needs more than a few levels, so reject it before parsing.
 Status CheckNesting(std::string_view text, std::string_view where) {
-  int depth = 0;
-  bool in_string = false;
-  bool escaped = false;
-  for (char c : text) {
-    if (in_string) {
-      if (escaped) {
-        escaped = false;
-      } else if (c == '\\') {
-        escaped = true;
-      } else if (c == '"') {
-        in_string = false;
-      }
-    } else if (c == '"') {
-      in_string = true;
-    } else if (c == '[' || c == '{') {
-      if (++depth > kMaxJsonDepth) {
-        return Error(
-            StatusCode::kInvalidArgument, where,
-            "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
-      }
-    } else if ((c == ']' || c == '}') && depth > 0) {
-      --depth;
-    }
+  if (JsonNestingDepth(text, kMaxJsonDepth) > kMaxJsonDepth) {
+    return Error(StatusCode::kInvalidArgument, where,
+                 "JSON nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
   }
   return Status::Ok();
 }
