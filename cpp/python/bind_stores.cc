@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+#include <utility>
 
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
@@ -14,10 +15,12 @@
 
 #include "bindings.h"
 #include <nanobind/stl/map.h>
+#include <nanobind/stl/pair.h>
 
 #include "insitubatch/io/counting_store.h"
 #include "insitubatch/io/file_store.h"
 #include "insitubatch/io/memory_store.h"
+#include "insitubatch/io/reference_store.h"
 
 namespace insitubatch::python {
 namespace {
@@ -124,6 +127,59 @@ void BindStores(nb::module_& m) {
       .def("reads", &CountingStore::reads, "Reads per key since the last reset.")
       .def_prop_ro("total_reads", &CountingStore::total_reads)
       .def("reset", &CountingStore::Reset);
+
+  nb::class_<ReferenceSet>(m, "ReferenceSet",
+                           "A virtual store's key -> reference map (kerchunk JSON, or built entry by entry).")
+      .def("__init__", [](ReferenceSet* self) { new (self) ReferenceSet(); })
+      .def_static(
+          "parse_json",
+          [](nb::bytes text, const std::string& where) {
+            std::string_view view(text.c_str(), text.size());
+            nb::gil_scoped_release release;
+            return ValueOrThrow(ReferenceSet::ParseJson(view, where));
+          },
+          nb::arg("text"), nb::arg("where"), "Parses kerchunk JSON (version 0 or 1).")
+      .def(
+          "add_range",
+          [](ReferenceSet& set, std::string key, std::string_view url, int64_t offset, int64_t length) {
+            ThrowIfError(set.AddRange(std::move(key), url, offset, length));
+          },
+          nb::arg("key"), nb::arg("url"), nb::arg("offset"), nb::arg("length"))
+      .def(
+          "add_whole",
+          [](ReferenceSet& set, std::string key, std::string_view url) {
+            ThrowIfError(set.AddWhole(std::move(key), url));
+          },
+          nb::arg("key"), nb::arg("url"))
+      .def(
+          "add_inline",
+          [](ReferenceSet& set, std::string key, nb::bytes data) {
+            ThrowIfError(set.AddInline(std::move(key), std::string(data.c_str(), data.size())));
+          },
+          nb::arg("key"), nb::arg("data"))
+      .def_prop_ro("targets", &ReferenceSet::targets, "Distinct target URLs, in first-use order.")
+      .def("first_key_of", &ReferenceSet::first_key_of, nb::arg("target"),
+           "A key whose reference points to target URL number `target`.")
+      .def("__len__", &ReferenceSet::size);
+
+  nb::class_<ReferenceStore, Store>(m, "ReferenceStore", nb::dynamic_attr(),
+                                    "A read-only store over a ReferenceSet.")
+      .def_prop_ro("name", &ReferenceStore::name)
+      .def_prop_ro("reference_count", [](const ReferenceStore& s) { return s.references().size(); });
+  m.def(
+      "open_reference_store",
+      [](ReferenceSet& refs, std::vector<std::pair<std::shared_ptr<Store>, std::string>> targets,
+         std::string name) -> std::shared_ptr<Store> {
+        std::vector<ReferenceTarget> resolved;
+        resolved.reserve(targets.size());
+        for (auto& [store, key] : targets) resolved.push_back({std::move(store), std::move(key)});
+        // The set moves into the store: `refs` is left empty.
+        return ValueOrThrow(ReferenceStore::Open(std::exchange(refs, ReferenceSet()), std::move(resolved),
+                                                 std::move(name)));
+      },
+      nb::arg("refs"), nb::arg("targets"), nb::arg("name"),
+      "A store over `refs` (which it takes over, leaving it empty); targets[i] = (store, key) serves "
+      "refs.targets[i].");
 
   m.def(
       "open_file_store",

@@ -49,6 +49,7 @@ from .stores import (
     obstore_store,
     store,
 )
+from .references import reference_store
 
 # Framework adapters load on first use (PEP 562) so `import insitubatch` imports no framework;
 # each adapter imports its framework only when called.
@@ -135,6 +136,7 @@ __all__ = [
     "PassStats",
     "print_debug_info",
     "read_chunk",
+    "reference_store",
     "ReshapingChunkTransform",
     "ResourceExhaustedError",
     "ScaleOffset",

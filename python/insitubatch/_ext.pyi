@@ -52,6 +52,46 @@ class CountingStore(Store):
 
     def reset(self) -> None: ...
 
+class ReferenceSet:
+    """
+    A virtual store's key -> reference map (kerchunk JSON, or built entry by entry).
+    """
+
+    def __init__(self) -> None: ...
+
+    @staticmethod
+    def parse_json(text: bytes, where: str) -> ReferenceSet:
+        """Parses kerchunk JSON (version 0 or 1)."""
+
+    def add_range(self, key: str, url: str, offset: int, length: int) -> None: ...
+
+    def add_whole(self, key: str, url: str) -> None: ...
+
+    def add_inline(self, key: str, data: bytes) -> None: ...
+
+    @property
+    def targets(self) -> list[str]:
+        """Distinct target URLs, in first-use order."""
+
+    def first_key_of(self, target: int) -> str:
+        """A key whose reference points to target URL number `target`."""
+
+    def __len__(self) -> int: ...
+
+class ReferenceStore(Store):
+    """A read-only store over a ReferenceSet."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def reference_count(self) -> int: ...
+
+def open_reference_store(refs: ReferenceSet, targets: Sequence[tuple[Store, str]], name: str) -> Store:
+    """
+    A store over `refs` (which it takes over, leaving it empty); targets[i] = (store, key) serves refs.targets[i].
+    """
+
 def open_file_store(root: str) -> Store:
     """A store over a local directory (a path or a file:// URL)."""
 

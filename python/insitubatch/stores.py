@@ -414,7 +414,7 @@ def _reduce_native(native: Store):
             " (insitubatch.store(url, ...)) can be re-opened there; a memory store's contents live"
             " in this process alone")
     url, options = recipe
-    return functools.partial(store, **options), (url,)
+    return functools.partial(getattr(native, "_opener", store), **options), (url,)
 
 
 def _reduce_python_store(bridged: Any):
@@ -422,7 +422,7 @@ def _reduce_python_store(bridged: Any):
 
 
 for _cls in (_ext.FileStore, _ext.HttpStore, _ext.S3Store, _ext.GcsStore, _ext.MemoryStore,
-             _ext.CountingStore):
+             _ext.CountingStore, _ext.ReferenceStore):
     copyreg.pickle(_cls, _reduce_native)
 copyreg.pickle(_ext.PythonStore, _reduce_python_store)
 
@@ -442,7 +442,7 @@ def reopen_store(old: Any) -> Any:
                 f"{old!r} was opened before fork() and cannot be re-opened in the child (it was"
                 " not opened by URL); open the dataset in the child, or over insitubatch.store(url)")
         url, options = recipe
-        return store(url, **options)
+        return getattr(old, "_opener", store)(url, **options)
     return old
 
 

@@ -74,17 +74,20 @@ class CompressorConfig {
 };
 
 // numcodecs compressor -> v3 codec (names as builtin.cc registers them).
-Result<std::optional<CodecSpec>> MapCompressor(const Json& compressor,
-                                               std::string_view where) {
+// A numcodecs config (`role` is "compressor" or "filter") as the bytes -> bytes codec it
+// names. numcodecs treats both lists alike: any compressor may also sit among the filters
+// (kerchunk's HDF5 translation puts zlib and shuffle there).
+Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_view role,
+                                          std::string_view where) {
   if (compressor.is_null()) return std::optional<CodecSpec>();
   if (!compressor.is_object()) {
     return Error(StatusCode::kInvalidArgument, where,
-                 "\"compressor\" must be null or an object, got " + Abbrev(compressor));
+                 "\"" + std::string(role) + "\" must be null or an object, got " + Abbrev(compressor));
   }
   const Json* id_value = Find(compressor, "id");
   if (id_value == nullptr || !id_value->is_string()) {
     return Error(StatusCode::kInvalidArgument, where,
-                 "\"compressor\" needs a string \"id\", got " + Abbrev(compressor));
+                 "a " + std::string(role) + " needs a string \"id\", got " + Abbrev(compressor));
   }
   const std::string id = id_value->get<std::string>();
   const CompressorConfig in(compressor, id, where);
@@ -110,6 +113,9 @@ Result<std::optional<CodecSpec>> MapCompressor(const Json& compressor,
   } else if (id == "lz4") {
     spec.name = "numcodecs.lz4";
     INSITU_RETURN_IF_ERROR(in.CopyInt("acceleration", 1, out));
+  } else if (id == "shuffle") {
+    spec.name = "numcodecs.shuffle";
+    INSITU_RETURN_IF_ERROR(in.CopyInt("elementsize", 4, out));
   } else if (id == "crc32c") {
     // numcodecs CRC32C appends its checksum (location "end"), exactly as v3 crc32c.
     const Json* location = in.Get("location");
@@ -121,23 +127,24 @@ Result<std::optional<CodecSpec>> MapCompressor(const Json& compressor,
     spec.name = "crc32c";
   } else {
     return Error(StatusCode::kUnimplemented, where,
-                 "compressor \"" + id + "\" is not supported");
+                 std::string(role) + " \"" + id + "\" is not supported");
   }
   return std::optional<CodecSpec>(std::move(spec));
 }
 
-Status CheckFilters(const Json& filters, std::string_view where) {
-  if (filters.is_null()) return Status::Ok();
+// The filters, in encode order (they run after serialization, before the compressor).
+Result<std::vector<CodecSpec>> MapFilters(const Json& filters, std::string_view where) {
+  std::vector<CodecSpec> out;
+  if (filters.is_null()) return out;
   if (!filters.is_array()) {
     return Error(StatusCode::kInvalidArgument, where,
                  "\"filters\" must be null or an array, got " + Abbrev(filters));
   }
-  if (filters.empty()) return Status::Ok();
-  const Json* id = Find(filters[0], "id");
-  const std::string name = id != nullptr && id->is_string()
-                               ? "\"" + id->get<std::string>() + "\""
-                               : Abbrev(filters[0]);
-  return Error(StatusCode::kUnimplemented, where, "filter " + name + " is not supported");
+  for (const Json& filter : filters) {
+    INSITU_ASSIGN_OR_RETURN(std::optional<CodecSpec> spec, MapCodec(filter, "filter", where));
+    if (spec) out.push_back(std::move(*spec));
+  }
+  return out;
 }
 
 Result<V2DataType> ParseDtype(const Json& dtype, std::string_view where, Json& record_fields) {
@@ -194,11 +201,12 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs,
   }
   const Json null_value;
   const Json* filters = Find(zarray, "filters");
-  INSITU_RETURN_IF_ERROR(CheckFilters(filters ? *filters : null_value, where));
+  INSITU_ASSIGN_OR_RETURN(std::vector<CodecSpec> filter_codecs,
+                          MapFilters(filters ? *filters : null_value, where));
   const Json* compressor_value = Find(zarray, "compressor");
   INSITU_ASSIGN_OR_RETURN(
       std::optional<CodecSpec> compressor,
-      MapCompressor(compressor_value ? *compressor_value : null_value, where));
+      MapCodec(compressor_value ? *compressor_value : null_value, "compressor", where));
 
   md.chunk_key_encoding = {ChunkKeyEncoding::Kind::kV2, '.'};
   if (const Json* sep = Find(zarray, "dimension_separator"); sep && !sep->is_null()) {
@@ -227,6 +235,7 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs,
     bytes.configuration["endian"] = dtype.big_endian ? "big" : "little";
   }
   md.codecs.push_back(std::move(bytes));
+  for (CodecSpec& filter : filter_codecs) md.codecs.push_back(std::move(filter));
   if (compressor) md.codecs.push_back(std::move(*compressor));
 
   if (!zattrs.is_null()) {

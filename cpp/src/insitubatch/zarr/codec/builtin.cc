@@ -16,6 +16,7 @@ void RegisterBuiltinCodecs(CodecRegistry& registry) {
   registry.Register("numcodecs.gzip", MakeGzipCodec);
   registry.Register("numcodecs.zlib", MakeZlibCodec);
   registry.Register("numcodecs.lz4", MakeLz4Codec);
+  registry.Register("numcodecs.shuffle", MakeShuffleCodec);
   registry.Register("crc32c", MakeCrc32cCodec);
   registry.Register("numcodecs.crc32c", MakeCrc32cCodec);
   registry.Register("sharding_indexed", MakeShardingCodec);

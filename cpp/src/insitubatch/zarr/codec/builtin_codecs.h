@@ -14,6 +14,7 @@ Result<AnyCodec> MakeBloscCodec(const Json& config, const ArrayRepr& repr, const
 Result<AnyCodec> MakeGzipCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeZlibCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeLz4Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
+Result<AnyCodec> MakeShuffleCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeCrc32cCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr,
                                    const CodecRegistry& registry);
