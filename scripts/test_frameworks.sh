@@ -33,6 +33,19 @@ if [[ $(cat .venv/.frameworks.sha 2>/dev/null) != "$want" ]] || ! have_framework
   echo "$want" > .venv/.frameworks.sha
 fi
 
+# -- what the microscopy example needs beside torch: ome-zarr (to write OME-NGFF) and
+# scikit-image (the Otsu baseline). ome-zarr is installed without its dependencies: its
+# fsspec[s3] extra would pull aiobotocore, which pins a botocore older than boto3's.
+EXAMPLE_REQS=("dask" "toolz" "scikit-image" "deprecated" "pydantic" "rangehttpserver" "requests" "aiohttp")
+EXAMPLE_NODEPS=("ome-zarr==0.18.0" "ome-zarr-models==1.7")
+want=$(stamp_of "${EXAMPLE_REQS[@]}" "${EXAMPLE_NODEPS[@]}")
+if [[ $(cat .venv/.examples.sha 2>/dev/null) != "$want" ]]; then
+  echo "test_frameworks: installing the examples' dependencies into .venv"
+  "$PY" -m pip install -q "${EXAMPLE_REQS[@]}"
+  "$PY" -m pip install -q --no-deps "${EXAMPLE_NODEPS[@]}"
+  echo "$want" > .venv/.examples.sha
+fi
+
 # -- TensorFlow's own virtualenv --------------------------------------------------------------
 if [[ ! -x $TFPY ]]; then
   echo "test_frameworks: creating .venv-tf"
@@ -77,6 +90,9 @@ run "$PY" torch tests/frameworks/test_planfetch_torch.py
 run "$PY" pytorch_lightning tests/frameworks/test_lightning.py
 run "$PY" jax tests/frameworks/test_jax.py
 TF_CPP_MIN_LOG_LEVEL=2 run "$TFPY" tensorflow tests/frameworks/test_tf.py
+run "$PY" torch tests/frameworks/test_examples_torch.py
+run "$PY" jax tests/frameworks/test_examples_jax.py
+TF_CPP_MIN_LOG_LEVEL=2 run "$TFPY" tensorflow tests/frameworks/test_examples_tf.py
 
 if ((${#failed[@]})); then
   echo "test_frameworks: FAILED: ${failed[*]}" >&2
