@@ -210,3 +210,90 @@ def test_unknown_target_schemes_and_bad_sources_are_clear():
         ib.reference_store({}, regoin="x")
     with pytest.raises(ib.InSituError, match="not valid JSON"):
         ib.reference_store(b"{oops")
+
+
+def test_fits_images_through_kerchunk_match_astropy_and_fsspec(tmp_path):
+    fits = pytest.importorskip("astropy.io.fits")
+    kerchunk_fits = pytest.importorskip("kerchunk.fits")
+    rng = np.random.default_rng(3)
+    sci = rng.normal(size=(40, 24)).astype(">f4")
+    counts = rng.normal(size=(7, 11)).astype(">f8")  # (kerchunk 0.2.10 fails on integer images under zarr 3)
+    fits.HDUList([fits.PrimaryHDU(sci), fits.ImageHDU(counts, name="COUNTS")]).writeto(tmp_path / "x.fits")
+    for ext, name, expected in ((0, "PRIMARY", sci), ("COUNTS", "COUNTS", counts)):
+        refs = kerchunk_fits.process_file(f"file://{tmp_path / 'x.fits'}", extension=ext, inline_threshold=0)
+        store = ib.reference_store(refs)
+        ours = assemble(store, name)
+        np.testing.assert_array_equal(ours, expected)
+        np.testing.assert_array_equal(ours, fits.getdata(tmp_path / "x.fits", ext))
+        np.testing.assert_array_equal(ours, oracle({k: (v.decode() if isinstance(v, bytes) else v) for k, v in refs.items()}, name))
+
+
+def _virtual_dataset(path):
+    pytest.importorskip("obstore")
+    virtualizarr = pytest.importorskip("virtualizarr")
+    from obspec_utils.registry import ObjectStoreRegistry
+    from obstore.store import LocalStore
+    from virtualizarr.parsers import HDFParser
+
+    registry = ObjectStoreRegistry({"file://": LocalStore()})
+    return virtualizarr.open_virtual_dataset(f"file://{path}", registry=registry, parser=HDFParser(),
+                                             loadable_variables=[])
+
+
+@pytest.fixture
+def one_variable_hdf5(hdf5, tmp_path):
+    """t2m alone (xarray, under VirtualiZarr, refuses HDF5's clashing phony dimensions)."""
+    _, arrays, _ = hdf5
+    with h5py.File(tmp_path / "t2m.h5", "w") as f:
+        f.create_dataset("t2m", data=arrays["t2m"], chunks=(4, 17, 11), compression="gzip", shuffle=True)
+    return tmp_path, arrays["t2m"]
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_virtualizarr_datasets_and_their_kerchunk_output(one_variable_hdf5):
+    root, expected = one_variable_hdf5
+    vds = _virtual_dataset(root / "t2m.h5")
+    vds.vz.to_kerchunk(str(root / "vz.json"), format="json")
+    for source in (vds, root / "vz.json"):
+        np.testing.assert_array_equal(assemble(ib.reference_store(source), "t2m"), expected)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_icechunk_virtual_chunks_through_the_bridge(one_variable_hdf5, tmp_path_factory):
+    icechunk = pytest.importorskip("icechunk")
+    root, expected = one_variable_hdf5
+    tmp_path = tmp_path_factory.mktemp("icechunk")
+    vds = _virtual_dataset(root / "t2m.h5")
+    prefix = f"file://{root}/"
+    config = icechunk.RepositoryConfig.default()
+    config.set_virtual_chunk_container(icechunk.VirtualChunkContainer(prefix, icechunk.local_filesystem_store(str(root))))
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "repo")), config,
+                                      authorize_virtual_chunk_access=icechunk.containers_credentials({prefix: None}))
+    session = repo.writable_session("main")
+    vds.vz.to_icechunk(session.store)
+    session.commit("virtual references to t2m.h5")
+    store = ib.icechunk_store(f"file://{tmp_path / 'repo'}", virtual_chunk_credentials={prefix: None})
+    np.testing.assert_array_equal(assemble(store, "t2m"), expected)
+    with pytest.raises(ib.InSituError, match="authorize"):
+        ib.read_chunk(ib.icechunk_store(f"file://{tmp_path / 'repo'}"), "t2m", (0, 0, 0))
+
+
+def test_a_pass_reads_adjacent_chunks_of_one_file_in_one_request(tmp_path):
+    values = np.arange(64 * 5, dtype="<i4").reshape(64, 5)
+    (tmp_path / "v.bin").write_bytes(values.tobytes())
+    zarray = {"shape": [64, 5], "chunks": [4, 5], "dtype": "<i4", "compressor": None, "filters": None,
+              "fill_value": 0, "order": "C", "zarr_format": 2}
+    refs = {".zgroup": '{"zarr_format": 2}', "v/.zarray": json.dumps(zarray),
+            **{f"v/{i}.0": [str(tmp_path / "v.bin"), i * 80, 80] for i in range(16)}}
+    store = ib.reference_store(refs)
+    geoms = ib.open_geometries(store)
+    manifest = ib.split_by_chunk(geoms["v"], fractions=(1.0, 0.0, 0.0))
+    ds = ib.InSituDataset(store, manifest, geometries=geoms, batch_size=8, block_chunks=16)
+    got = {}
+    for batch in ds.train:
+        got.update(zip(batch.sample_indices.tolist(), batch.arrays["v"]))
+    ds.close()
+    np.testing.assert_array_equal(np.stack([got[i] for i in range(64)]), values)
+    # One block of 16 chunks, told to the store before its reads start: the chunks lie end
+    # to end in one file, so the first read fetches them all and the rest come from memory.
+    assert store.target_reads == 1, store.target_reads

@@ -165,7 +165,9 @@ void BindStores(nb::module_& m) {
   nb::class_<ReferenceStore, Store>(m, "ReferenceStore", nb::dynamic_attr(),
                                     "A read-only store over a ReferenceSet.")
       .def_prop_ro("name", &ReferenceStore::name)
-      .def_prop_ro("reference_count", [](const ReferenceStore& s) { return s.references().size(); });
+      .def_prop_ro("reference_count", [](const ReferenceStore& s) { return s.references().size(); })
+      .def_prop_ro("target_reads", &ReferenceStore::target_reads,
+                   "Reads of target objects so far (a coalesced read of neighbouring chunks counts once).");
   m.def(
       "open_reference_store",
       [](ReferenceSet& refs, std::vector<std::pair<std::shared_ptr<Store>, std::string>> targets,

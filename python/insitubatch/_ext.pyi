@@ -87,6 +87,12 @@ class ReferenceStore(Store):
     @property
     def reference_count(self) -> int: ...
 
+    @property
+    def target_reads(self) -> int:
+        """
+        Reads of target objects so far (a coalesced read of neighbouring chunks counts once).
+        """
+
 def open_reference_store(refs: ReferenceSet, targets: Sequence[tuple[Store, str]], name: str) -> Store:
     """
     A store over `refs` (which it takes over, leaving it empty); targets[i] = (store, key) serves refs.targets[i].

@@ -519,12 +519,19 @@ def icechunk_store(url: str, *, anonymous: bool | None = None, region: str | Non
     ``file://<dir>`` (a local repository), ``s3://bucket/prefix`` (``anonymous``, ``region``
     and icechunk's ``s3_storage`` options such as ``endpoint_url``, ``allow_http``,
     ``from_env``) or ``gs://bucket/prefix`` (``gcs_storage`` options). ``branch`` (default
-    "main"), ``tag`` or ``snapshot_id`` picks the version.
+    "main"), ``tag`` or ``snapshot_id`` picks the version. A repository of virtual chunks
+    (byte ranges in other files, as VirtualiZarr writes them) reads them once their
+    containers are authorized: ``virtual_chunk_credentials={"s3://bucket/": creds, ...}``
+    (``None`` for anonymous or local access) is handed to icechunk as
+    ``authorize_virtual_chunk_access``.
     """
     if not isinstance(url, str) or "://" not in url:
         raise InvalidArgumentError(f"icechunk_store needs a repository URL such as file:///path or"
                                    f" s3://bucket/prefix, got {url!r}")
     ref = {name: kwargs.pop(name) for name in _ICECHUNK_REF_OPTIONS if name in kwargs}
+    virtual = kwargs.pop("virtual_chunk_credentials", None)
+    if virtual is not None and not isinstance(virtual, dict):
+        raise InvalidArgumentError("virtual_chunk_credentials must be a dict of URL prefix -> credentials (or None)")
     parsed = urlparse(url)
     scheme = parsed.scheme.lower()
     prefix = parsed.path.strip("/") or None
@@ -557,7 +564,10 @@ def icechunk_store(url: str, *, anonymous: bool | None = None, region: str | Non
         if anonymous is not None:
             kwargs["anonymous"] = anonymous
         storage = icechunk.gcs_storage(bucket=parsed.netloc, prefix=prefix, **kwargs)
-    repo = icechunk.Repository.open(storage)
+    if virtual:
+        repo = icechunk.Repository.open(storage, authorize_virtual_chunk_access=icechunk.containers_credentials(virtual))
+    else:
+        repo = icechunk.Repository.open(storage)
     if not ref:
         ref = {"branch": "main"}
     return repo.readonly_session(**ref).store

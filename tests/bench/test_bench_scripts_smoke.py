@@ -54,3 +54,13 @@ def test_zarr_store_bench(tmp_path):
 def test_class_plans_bench(tmp_path):
     r = _run(tmp_path, "class_plans_bench.py", "--samples", "256", "--epochs", "2")
     assert r
+
+
+@pytest.mark.timeout(400)
+def test_reference_bench(tmp_path):
+    pytest.importorskip("kerchunk")
+    pytest.importorskip("aiohttp")  # fsspec's HTTP filesystem, the peer over HTTP
+    r = _run(tmp_path, "reference_bench.py", "--steps", "64", "--rounds", "1")
+    assert r["local"]["ours_over_fsspec"] > 0 and r["http (nginx)"]["ours_over_fsspec"] > 0
+    # 16 chunks in one block, end to end in the file: one request each time.
+    assert r["local"]["our_requests"] == 1

@@ -140,6 +140,9 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   };
   // Starts queued reads while the max_inflight budget allows (call without locks held).
   void IssueReads();
+  // Tells the stores that use it (Store::wants_expected_reads) which keys a block is about
+  // to read, so neighbouring byte ranges can be fetched together.
+  void ExpectBlockReads(const std::vector<SlotKey>& block);
   void StartRead(TileRead read);
   // A read gave its max_inflight token back: wakes whoever starts the next queued read.
   void TokenReturned();

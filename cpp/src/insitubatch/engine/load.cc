@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -125,6 +126,18 @@ void Engine::IssueReads() {
     }
     StartRead(std::move(read));
   }
+}
+
+void Engine::ExpectBlockReads(const std::vector<SlotKey>& block) {
+  std::map<uint32_t, std::vector<std::string>> keys;  // per source
+  for (const SlotKey& key : block) {
+    const ArraySource& source = sources_[key.source];
+    if (!source.array->store()->wants_expected_reads() || pool_.Holds(key)) continue;
+    for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
+      keys[key.source].push_back(source.array->ChunkKey(source.PhysicalCoords(key.chunk, tile)));
+    }
+  }
+  for (auto& [source, list] : keys) sources_[source].array->store()->ExpectReads(list);
 }
 
 void Engine::StartRead(TileRead read) {

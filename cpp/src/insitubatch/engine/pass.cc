@@ -106,6 +106,10 @@ void Pass::ScheduleBlocks() {
     return SecondsSince(stall_since) >= limit;
   };
   for (size_t b = 0; b < plan_.blocks() && !cancelled_.load(); ++b) {
+    // Announced once the last block's reads have all started (the store may forget what
+    // it was told about that block then).
+    engine_->WaitForReadRoom(cancelled);
+    engine_->ExpectBlockReads(plan_.block_reads[b]);
     for (const SlotKey& key : plan_.block_reads[b]) {
       const ArraySource& source = engine_->sources_[key.source];
       // Paced by the store: the next chunk is admitted once the reads queued before it

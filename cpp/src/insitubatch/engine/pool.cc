@@ -364,6 +364,12 @@ PoolCounters ChunkPool::counters() const {
   return {resident_bytes_, slots_.size(), evictions_};
 }
 
+bool ChunkPool::Holds(const SlotKey& key) const {
+  std::lock_guard lock(mutex_);
+  auto it = slots_.find(key);
+  return it != slots_.end() && it->second->state != SlotState::kFailed && it->second->bad.empty();
+}
+
 size_t ChunkPool::CountSlots(SlotState state) const {
   std::lock_guard lock(mutex_);
   size_t n = 0;

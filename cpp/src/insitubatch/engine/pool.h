@@ -172,6 +172,8 @@ class ChunkPool {
   // Raises (never lowers) the budget: concurrent passes with the automatic budget.
   void GrowBudget(uint64_t budget_bytes);
   PoolCounters counters() const;
+  // Whether `key` has a usable slot (ready or filling): asking for it now reads nothing.
+  bool Holds(const SlotKey& key) const;
   // Slots in each state, for tests and diagnostics.
   size_t CountSlots(SlotState state) const;
   size_t CountPinned() const;

@@ -1,5 +1,6 @@
 #include "insitubatch/io/reference_store.h"
 
+#include <algorithm>
 #include <span>
 
 #include "insitubatch/io/memory_store.h"
@@ -23,7 +24,155 @@ Result<std::shared_ptr<ReferenceStore>> ReferenceStore::Open(ReferenceSet refs,
   return std::shared_ptr<ReferenceStore>(new ReferenceStore(std::move(refs), std::move(targets), std::move(name)));
 }
 
+void ReferenceStore::ExpectReads(const std::vector<std::string>& keys) {
+  std::lock_guard lock(ahead_mutex_);
+  // A new block: what the last one expected but did not ask for was served from the pool
+  // or abandoned (the engine asks for a block's reads before it announces the next), so
+  // it is forgotten, and bytes fetched for it are let go.
+  for (auto it = ahead_.begin(); it != ahead_.end();) {
+    if (it->second.state == Ahead::State::kFetching) {
+      ++it;
+      continue;
+    }
+    held_bytes_ -= it->second.bytes.size();
+    it = ahead_.erase(it);
+  }
+  expected_at_.clear();
+  if (keys.size() > kMaxExpected) return;
+  for (const std::string& key : keys) {
+    const Reference* ref = refs_.Find(key);
+    if (ref == nullptr || ref->target < 0 || ref->whole || ref->length == 0 || ahead_.contains(key)) continue;
+    ahead_.emplace(key, Ahead{});
+    expected_at_[{static_cast<size_t>(ref->target), ref->offset}] = key;
+  }
+}
+
 void ReferenceStore::ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) {
+  if (range.kind == ByteRange::Kind::kAll) {
+    std::unique_lock lock(ahead_mutex_);
+    auto it = ahead_.find(key);
+    if (it != ahead_.end()) {
+      Ahead& ahead = it->second;
+      if (ahead.state == Ahead::State::kHeld) {
+        ReadResult out;
+        out.found = true;
+        out.data = std::move(ahead.bytes);
+        held_bytes_ -= out.data.size();
+        ahead_.erase(it);
+        lock.unlock();
+        done(std::move(out));
+        return;
+      }
+      if (ahead.state == Ahead::State::kFetching) {
+        ahead.waiters.push_back(std::move(done));
+        return;
+      }
+      // Expected: gather the expected neighbours whose bytes continue this key's, both ways.
+      const Reference& ref = *refs_.Find(key);
+      const size_t target = static_cast<size_t>(ref.target);
+      expected_at_.erase({target, ref.offset});
+      const Reference* first = &ref;
+      std::vector<std::string> run{key};
+      uint64_t begin = ref.offset;
+      uint64_t end = ref.offset + ref.length;
+      const uint64_t room = held_bytes_ < kMaxHeldBytes ? std::min(kMaxRunBytes, kMaxHeldBytes - held_bytes_) : 0;
+      for (auto next = expected_at_.find({target, end}); next != expected_at_.end();
+           next = expected_at_.find({target, end})) {
+        const Reference& r = *refs_.Find(next->second);
+        if (end + r.length - begin > room) break;
+        run.push_back(next->second);
+        end += r.length;
+        expected_at_.erase(next);
+      }
+      for (;;) {
+        auto prev = expected_at_.lower_bound({target, begin});
+        if (prev == expected_at_.begin()) break;
+        --prev;
+        const Reference& r = *refs_.Find(prev->second);
+        if (prev->first.first != target || r.offset + r.length != begin || end - r.offset > room) break;
+        run.insert(run.begin(), prev->second);
+        begin = r.offset;
+        first = &r;
+        expected_at_.erase(prev);
+      }
+      if (run.size() == 1) {
+        ahead_.erase(it);
+        lock.unlock();
+        ReadDirect(std::move(key), range, std::move(done), std::move(cancel));
+        return;
+      }
+      for (const std::string& k : run) ahead_[k].state = Ahead::State::kFetching;
+      ahead.waiters.push_back(std::move(done));
+      lock.unlock();
+      FetchRun(std::move(run), *first, end, std::move(cancel));
+      return;
+    }
+  }
+  ReadDirect(std::move(key), range, std::move(done), std::move(cancel));
+}
+
+void ReferenceStore::FetchRun(std::vector<std::string> run, const Reference& first, uint64_t end, CancelRef cancel) {
+  const ReferenceTarget& target = targets_[static_cast<size_t>(first.target)];
+  const uint64_t begin = first.offset;
+  target_reads_.fetch_add(1, std::memory_order_relaxed);
+  target.store->ReadAsync(
+      target.key, ByteRange::Range(begin, end - begin),
+      [this, run = std::move(run), begin](Result<ReadResult> result) {
+        const bool ok = result.ok() && result->found;
+        std::vector<std::pair<ReadCallback, Result<ReadResult>>> serve;
+        std::vector<std::pair<std::string, ReadCallback>> again;
+        {
+          std::lock_guard lock(ahead_mutex_);
+          for (const std::string& key : run) {
+            auto it = ahead_.find(key);
+            if (it == ahead_.end()) continue;
+            std::vector<ReadCallback> waiters = std::move(it->second.waiters);
+            Result<Buffer> piece = InvalidArgument("unused");
+            if (ok) {
+              const Reference& ref = *refs_.Find(key);
+              piece = Buffer::CopyOf(result->data.span().subspan(ref.offset - begin, ref.length));
+            }
+            if (!ok || !piece.ok()) {
+              // Read again on its own (whoever asks later reads it directly too): its
+              // error, or its bytes if only a neighbour was bad, are then its own.
+              ahead_.erase(it);
+              for (ReadCallback& w : waiters) again.emplace_back(key, std::move(w));
+              continue;
+            }
+            if (waiters.empty()) {
+              held_bytes_ += piece->size();
+              it->second.state = Ahead::State::kHeld;
+              it->second.bytes = std::move(*piece);
+              continue;
+            }
+            ahead_.erase(it);
+            for (size_t w = 0; w < waiters.size(); ++w) {
+              ReadResult out;
+              out.found = true;
+              if (w + 1 == waiters.size()) {
+                out.data = std::move(*piece);
+              } else {
+                auto copy = Buffer::CopyOf(piece->span());
+                if (!copy.ok()) {
+                  serve.emplace_back(std::move(waiters[w]), copy.status());
+                  continue;
+                }
+                out.data = std::move(*copy);
+              }
+              out.retry = result->retry;
+              serve.emplace_back(std::move(waiters[w]), std::move(out));
+            }
+          }
+        }
+        for (auto& [done, r] : serve) done(std::move(r));
+        // Re-read without a cancel flag of their own: the run's requester may have gone,
+        // but these callers still want the bytes; each read ends by its own timeouts.
+        for (auto& [key, done] : again) ReadDirect(key, ByteRange::All(), std::move(done), nullptr);
+      },
+      std::move(cancel));
+}
+
+void ReferenceStore::ReadDirect(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) {
   const Reference* ref = refs_.Find(key);
   if (ref == nullptr) {
     done(ReadResult::Missing());
@@ -58,6 +207,7 @@ void ReferenceStore::ReadAsync(std::string key, ByteRange range, ReadCallback do
     inner = ByteRange::Range(ref->offset + span->begin, span->end - span->begin);
   }
   std::string where = Describe(key);
+  target_reads_.fetch_add(1, std::memory_order_relaxed);
   target.store->ReadAsync(
       target.key, inner,
       [done = std::move(done), where = std::move(where)](Result<ReadResult> result) {

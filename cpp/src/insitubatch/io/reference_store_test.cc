@@ -3,6 +3,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <map>
+#include <mutex>
+
+#include "insitubatch/io/counting_store.h"
 #include "insitubatch/io/memory_store.h"
 
 namespace insitubatch {
@@ -161,6 +165,82 @@ TEST(ReferenceStoreOpenTest, RefusesTargetKeysThatEscapeTheirStore) {
   EXPECT_THAT(store.status().message(),
               HasSubstr("refs.json: reference \"k\" points to \"file:///data/../etc/passwd\""));
   EXPECT_THAT(store.status().message(), HasSubstr("'..'"));
+}
+
+}  // namespace
+}  // namespace insitubatch
+
+namespace insitubatch {
+namespace {
+
+struct Collected {
+  std::mutex mutex;
+  std::map<std::string, Result<ReadResult>> results;
+};
+
+void ReadAll(Store& store, const std::vector<std::string>& keys, const std::shared_ptr<Collected>& out) {
+  for (const std::string& key : keys) {
+    store.ReadAsync(key, ByteRange::All(), [out, key](Result<ReadResult> r) {
+      std::lock_guard lock(out->mutex);
+      out->results.emplace(key, std::move(r));
+    });
+  }
+}
+
+constexpr const char* kRun = R"({"k/0": ["file:///f", 0, 4], "k/1": ["file:///f", 4, 4], "k/2": ["file:///f", 8, 4],
+    "k/4": ["file:///f", 16, 4], "k/x": "inline"})";
+
+TEST(ReferenceStoreAheadTest, ExpectedNeighboursOfOneFileAreFetchedInOneRequest) {
+  auto memory = std::make_shared<MemoryStore>();
+  memory->Set("f", "aaaabbbbccccddddeeee");
+  auto counting = std::make_shared<CountingStore>(memory);
+  auto set = ReferenceSet::ParseJson(kRun, "refs.json");
+  ASSERT_TRUE(set.ok());
+  auto store = ReferenceStore::Open(std::move(*set), {{counting, "f"}}, "refs.json");
+  ASSERT_TRUE(store.ok());
+  (*store)->ExpectReads({"k/0", "k/1", "k/2", "k/4", "k/x", "k/absent"});
+  auto out = std::make_shared<Collected>();
+  ReadAll(**store, {"k/1", "k/x", "k/4", "k/2", "k/0", "k/absent"}, out);  // shuffled, as a block asks
+  ASSERT_EQ(out->results.size(), 6u);
+  EXPECT_EQ(Text(out->results.at("k/0")->data), "aaaa");
+  EXPECT_EQ(Text(out->results.at("k/1")->data), "bbbb");
+  EXPECT_EQ(Text(out->results.at("k/2")->data), "cccc");
+  EXPECT_EQ(Text(out->results.at("k/4")->data), "eeee");
+  EXPECT_EQ(Text(out->results.at("k/x")->data), "inline");
+  EXPECT_FALSE(out->results.at("k/absent")->found);
+  EXPECT_EQ((*store)->target_reads(), 2u);  // bytes [0, 12) once, [16, 20) once
+  EXPECT_EQ(counting->total_reads(), 2u);
+  // Nothing is held once everything expected was asked for: the next reads go to the file.
+  ReadAll(**store, {"k/0"}, std::make_shared<Collected>());
+  EXPECT_EQ(counting->total_reads(), 3u);
+}
+
+TEST(ReferenceStoreAheadTest, WithoutExpectationsEveryKeyIsItsOwnRead) {
+  auto memory = std::make_shared<MemoryStore>();
+  memory->Set("f", "aaaabbbbccccddddeeee");
+  auto set = ReferenceSet::ParseJson(kRun, "refs.json");
+  ASSERT_TRUE(set.ok());
+  auto store = ReferenceStore::Open(std::move(*set), {{memory, "f"}}, "refs.json");
+  ASSERT_TRUE(store.ok());
+  ReadAll(**store, {"k/0", "k/1", "k/2"}, std::make_shared<Collected>());
+  EXPECT_EQ((*store)->target_reads(), 3u);
+}
+
+TEST(ReferenceStoreAheadTest, AFailedRunIsReadAgainKeyByKey) {
+  auto memory = std::make_shared<MemoryStore>();
+  memory->Set("f", "aaaabbbb");  // k/2 runs past the end; its neighbours are fine
+  auto set = ReferenceSet::ParseJson(R"({"k/0": ["file:///f", 0, 4], "k/1": ["file:///f", 4, 4],
+      "k/2": ["file:///f", 8, 4]})", "refs.json");
+  ASSERT_TRUE(set.ok());
+  auto store = ReferenceStore::Open(std::move(*set), {{memory, "f"}}, "refs.json");
+  ASSERT_TRUE(store.ok());
+  (*store)->ExpectReads({"k/0", "k/1", "k/2"});
+  auto out = std::make_shared<Collected>();
+  ReadAll(**store, {"k/1", "k/0", "k/2"}, out);
+  EXPECT_EQ(Text(out->results.at("k/0")->data), "aaaa");
+  EXPECT_EQ(Text(out->results.at("k/1")->data), "bbbb");
+  ASSERT_FALSE(out->results.at("k/2").ok());
+  EXPECT_THAT(out->results.at("k/2").status().message(), HasSubstr("refs.json:k/2"));
 }
 
 }  // namespace

@@ -66,6 +66,12 @@ class Store {
     ReadAsync(std::move(key), range, std::move(done), nullptr);
   }
 
+  // The plan's coming reads, told before they are asked for (one block at a time). A store
+  // that can serve neighbours with one request -- the reference store, for adjacent byte
+  // ranges of one file -- says so with wants_expected_reads() and fetches a run at once.
+  virtual bool wants_expected_reads() const { return false; }
+  virtual void ExpectReads(const std::vector<std::string>& keys) {}
+
   // Every key under `prefix` ("" = all), sorted. Keys are relative to the store root.
   virtual Result<std::vector<std::string>> List(std::string_view prefix) = 0;
 
