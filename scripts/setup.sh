@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
   build-essential pkg-config ninja-build
-  libzstd-dev libblosc-dev liblz4-dev libdeflate-dev zlib1g-dev
+  libzstd-dev libblosc-dev liblz4-dev libdeflate-dev zlib1g-dev libbz2-dev liblzma-dev
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev

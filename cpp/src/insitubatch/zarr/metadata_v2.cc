@@ -125,6 +125,18 @@ Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_vi
                        " is not supported (only \"end\")");
     }
     spec.name = "crc32c";
+  } else if (id == "delta" || id == "fixedscaleoffset" || id == "astype" || id == "quantize" ||
+             id == "bitround" || id == "packbits") {
+    // Their factories read numcodecs' own configuration (and ignore "id").
+    spec.name = id;
+    out = compressor;
+  } else if (id == "crc32" || id == "adler32" || id == "fletcher32" || id == "bz2" || id == "lzma") {
+    spec.name = "numcodecs." + id;
+    out = compressor;
+  } else if (id == "zfpy" || id == "pcodec" || id == "jpeg2k" || id == "zfp") {
+    return Error(StatusCode::kUnimplemented, where,
+                 std::string(role) + " \"" + id + "\" needs a codec library this build does not include;"
+                 " read the array with zarr-python and numcodecs[" + id + "]");
   } else {
     return Error(StatusCode::kUnimplemented, where,
                  std::string(role) + " \"" + id + "\" is not supported");

@@ -1,0 +1,373 @@
+// numcodecs' numeric filters, decode side, as bytes -> bytes codecs over the dtypes their
+// own configuration names (numcodecs reinterprets the buffer with them, whatever the
+// array's dtype): delta, fixedscaleoffset, astype, quantize, bitround and packbits.
+// Semantics follow numcodecs 0.16 exactly where values are exact (delta's wraparound,
+// astype's truncation); a float that does not fit an integer target becomes the target's
+// minimum (x86's answer, never undefined behaviour).
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include "insitubatch/zarr/codec/builtin_codecs.h"
+#include "insitubatch/zarr/codec/codec_config.h"
+
+namespace insitubatch::zarr {
+namespace {
+
+using internal_codec::Bytes;
+
+// A numcodecs dtype string ("<i4", ">f8", "|u1", "i2", "float64"): kind, width, order.
+struct Num {
+  char kind = 0;  // 'i', 'u', 'f'
+  int size = 0;
+  bool big = false;
+  std::string text;
+};
+
+Result<Num> ParseNum(const Json& config, std::string_view key, const char* fallback) {
+  auto given = internal_codec::ConfigString(config, key);
+  if (!given.ok()) return given.status();
+  std::string text = given->value_or(fallback ? fallback : "");
+  if (text.empty()) return InvalidArgument("\"" + std::string(key) + "\" is required");
+  static const std::pair<const char*, const char*> kNames[] = {
+      {"int8", "i1"}, {"int16", "i2"}, {"int32", "i4"}, {"int64", "i8"}, {"uint8", "u1"}, {"uint16", "u2"},
+      {"uint32", "u4"}, {"uint64", "u8"}, {"float32", "f4"}, {"float64", "f8"}, {"bool", "u1"}};
+  std::string s = text;
+  for (const auto& [name, code] : kNames) {
+    if (s == name) s = code;
+  }
+  Num n;
+  n.text = text;
+  size_t p = 0;
+  if (!s.empty() && (s[0] == '<' || s[0] == '>' || s[0] == '|' || s[0] == '=')) {
+    n.big = s[0] == '>';
+    p = 1;
+  }
+  if (s.size() == p + 1 && s[p] == '?') s = s.substr(0, p) + "u1";  // numpy bool: one byte
+  if (s.size() != p + 2 || (s[p] != 'i' && s[p] != 'u' && s[p] != 'f') || s[p + 1] < '1' || s[p + 1] > '8') {
+    return Unimplemented("dtype \"" + text + "\" of \"" + std::string(key) + "\" is not supported (integers, float32, float64)");
+  }
+  n.kind = s[p];
+  n.size = s[p + 1] - '0';
+  if ((n.size & (n.size - 1)) != 0 || (n.kind == 'f' && n.size != 4 && n.size != 8)) {
+    return Unimplemented("dtype \"" + text + "\" of \"" + std::string(key) + "\" is not supported (integers, float32, float64)");
+  }
+  return n;
+}
+
+template <typename T>
+T Load(const std::byte* p, bool big) {
+  unsigned char b[sizeof(T)];
+  std::memcpy(b, p, sizeof(T));
+  if (big) {
+    for (size_t i = 0; i < sizeof(T) / 2; ++i) std::swap(b[i], b[sizeof(T) - 1 - i]);
+  }
+  T v;
+  std::memcpy(&v, b, sizeof(T));
+  return v;
+}
+
+template <typename T>
+void Store(std::byte* p, T v, bool big) {
+  unsigned char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  if (big) {
+    for (size_t i = 0; i < sizeof(T) / 2; ++i) std::swap(b[i], b[sizeof(T) - 1 - i]);
+  }
+  std::memcpy(p, b, sizeof(T));
+}
+
+// Calls f(T{}) with T the C++ type of `n`.
+template <typename F>
+auto WithType(const Num& n, F&& f) {
+  switch (n.kind == 'f' ? 100 + n.size : (n.kind == 'i' ? 0 : 10) + n.size) {
+    case 1: return f(int8_t{});
+    case 2: return f(int16_t{});
+    case 4: return f(int32_t{});
+    case 8: return f(int64_t{});
+    case 11: return f(uint8_t{});
+    case 12: return f(uint16_t{});
+    case 14: return f(uint32_t{});
+    case 18: return f(uint64_t{});
+    case 104: return f(float{});
+    default: return f(double{});
+  }
+}
+
+// numpy's astype for one value: integers wrap (two's complement), floats truncate toward
+// zero; a float outside the integer range (or NaN) gives the integer's minimum.
+template <typename To, typename From>
+To Convert(From v) {
+  if constexpr (std::is_floating_point_v<To>) {
+    return static_cast<To>(v);
+  } else if constexpr (std::is_floating_point_v<From>) {
+    const long double x = std::trunc(static_cast<long double>(v));
+    if (!(x >= static_cast<long double>(std::numeric_limits<To>::min()) &&
+          x <= static_cast<long double>(std::numeric_limits<To>::max()))) {
+      return std::numeric_limits<To>::min();
+    }
+    return static_cast<To>(x);
+  } else {
+    return static_cast<To>(static_cast<std::make_unsigned_t<To>>(static_cast<uint64_t>(v)));
+  }
+}
+
+enum class Op { kConvert, kDelta, kScaleOffset };
+
+// in (as `from`) -> out (as `to`), element by element.
+class NumericFilter final : public BytesToBytesCodec {
+ public:
+  NumericFilter(std::string name, Op op, Num to, Num from, double offset = 0, double scale = 1)
+      : name_(std::move(name)), op_(op), to_(std::move(to)), from_(std::move(from)), offset_(offset), scale_(scale) {}
+
+  std::string name() const override { return name_; }
+
+  Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
+    if (in.size() % from_.size != 0) {
+      return DataLoss(name_ + ": " + Bytes(in.size()) + " is not a whole number of " + from_.text + " values");
+    }
+    const size_t n = in.size() / from_.size;
+    if (out.size() != n * to_.size) {
+      return DataLoss(name_ + ": chunk holds " + std::to_string(n) + " " + from_.text + " values (" +
+                      Bytes(n * to_.size) + " decoded), needs " + Bytes(out.size()));
+    }
+    WithType(to_, [&](auto to) {
+      WithType(from_, [&](auto from) { Run<decltype(to), decltype(from)>(in.data(), out.data(), n); });
+    });
+    return Status::Ok();
+  }
+
+  Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
+    if (in.size() % from_.size != 0) {
+      return DataLoss(name_ + ": " + Bytes(in.size()) + " is not a whole number of " + from_.text + " values");
+    }
+    const size_t bytes = in.size() / from_.size * to_.size;
+    if (bytes > max_size) return DataLoss(name_ + ": decodes to " + Bytes(bytes) + ", above " + Bytes(max_size));
+    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(bytes));
+    INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
+    return out;
+  }
+
+  Result<Buffer> Encode(ByteSpan) const override {
+    return Unimplemented(name_ + ": encoding is not supported (this reader only decodes)");
+  }
+
+ private:
+  template <typename To, typename From>
+  void Run(const std::byte* src, std::byte* dst, size_t n) const {
+    if (op_ == Op::kDelta) {  // numpy.cumsum(enc, out=dec): the running sum in dec's type
+      To sum{};
+      for (size_t i = 0; i < n; ++i) {
+        const To v = Convert<To>(Load<From>(src + i * sizeof(From), from_.big));
+        if constexpr (std::is_floating_point_v<To>) {
+          sum = static_cast<To>(sum + v);
+        } else {
+          using U = std::make_unsigned_t<To>;
+          sum = static_cast<To>(static_cast<U>(static_cast<U>(sum) + static_cast<U>(v)));
+        }
+        Store<To>(dst + i * sizeof(To), sum, to_.big);
+      }
+    } else if (op_ == Op::kScaleOffset) {  // (enc / scale) + offset in float64, then astype
+      for (size_t i = 0; i < n; ++i) {
+        const double v = static_cast<double>(Load<From>(src + i * sizeof(From), from_.big)) / scale_ + offset_;
+        Store<To>(dst + i * sizeof(To), Convert<To>(v), to_.big);
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        Store<To>(dst + i * sizeof(To), Convert<To>(Load<From>(src + i * sizeof(From), from_.big)), to_.big);
+      }
+    }
+  }
+
+  std::string name_;
+  Op op_;
+  Num to_, from_;
+  double offset_, scale_;
+};
+
+// packbits: one byte counting the padding bits of the last byte, then the bits, most
+// significant first; decodes to one byte (0 or 1) per value.
+class PackBitsCodec final : public BytesToBytesCodec {
+ public:
+  std::string name() const override { return "packbits"; }
+
+  Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
+    INSITU_ASSIGN_OR_RETURN(size_t n, Count(in));
+    if (n != out.size()) return DataLoss("packbits: chunk holds " + std::to_string(n) + " values, needs " + std::to_string(out.size()));
+    for (size_t i = 0; i < n; ++i) {
+      out[i] = std::byte((std::to_integer<unsigned>(in[1 + i / 8]) >> (7 - i % 8)) & 1u);
+    }
+    return Status::Ok();
+  }
+
+  Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
+    INSITU_ASSIGN_OR_RETURN(size_t n, Count(in));
+    if (n > max_size) return DataLoss("packbits: decodes to " + Bytes(n) + ", above " + Bytes(max_size));
+    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(n));
+    INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
+    return out;
+  }
+
+  Result<Buffer> Encode(ByteSpan) const override {
+    return Unimplemented("packbits: encoding is not supported (this reader only decodes)");
+  }
+
+ private:
+  static Result<size_t> Count(ByteSpan in) {
+    if (in.empty()) return DataLoss("packbits: empty chunk (it starts with a padding count)");
+    const unsigned pad = std::to_integer<unsigned>(in[0]);
+    if (pad > 7 || (in.size() == 1 && pad != 0)) return DataLoss("packbits: invalid padding count " + std::to_string(pad));
+    return (in.size() - 1) * 8 - pad;
+  }
+};
+
+AnyCodec Bytes2Bytes(std::shared_ptr<const BytesToBytesCodec> codec) { return AnyCodec(std::move(codec)); }
+
+// zarr-python 3 runs these filters on the array, before serialization (array -> array
+// codecs): the same decode over native-order arrays, with the encoded side's dtype (and,
+// for packbits, shape) declared to the chain.
+class FilterAsArrayCodec final : public ArrayToArrayCodec {
+ public:
+  FilterAsArrayCodec(std::shared_ptr<const BytesToBytesCodec> filter, std::optional<DataType> encoded)
+      : filter_(std::move(filter)), encoded_(encoded) {}
+
+  std::string name() const override { return "numcodecs." + filter_->name(); }
+
+  Result<ArrayRepr> EncodedRepr(const ArrayRepr& decoded) const override {
+    ArrayRepr out = decoded;
+    if (!encoded_) {  // packbits: a padding byte, then the bits
+      out.dtype = DataType{DataTypeId::kUInt8};
+      out.shape = {1 + (decoded.elements() + 7) / 8};
+    } else {
+      out.dtype = *encoded_;
+    }
+    out.fill_value = FillValue{};
+    return out;
+  }
+
+  Status DecodeInto(ByteSpan in, const ArrayRepr&, MutableByteSpan out) const override {
+    return filter_->DecodeInto(in, out);
+  }
+
+  Result<Buffer> Encode(ByteSpan in, const ArrayRepr&) const override { return filter_->Encode(in); }
+
+ private:
+  std::shared_ptr<const BytesToBytesCodec> filter_;
+  std::optional<DataType> encoded_;
+};
+
+// The numcodecs typestring of a native-order array dtype ("<f4"), for configs that leave
+// "dtype" to the array, as zarr-python 3 allows.
+std::string NativeTypestr(const DataType& dtype) { return dtype.numpy_typestr(); }
+
+Result<AnyCodec> AsArrayCodec(Result<AnyCodec> made, const Json& config, const char* encoded_key, const ArrayRepr& repr) {
+  if (!made.ok()) return made;
+  auto filter = std::get<std::shared_ptr<const BytesToBytesCodec>>(*made);
+  std::optional<DataType> encoded;
+  if (encoded_key != nullptr) {
+    auto key = internal_codec::ConfigString(config, encoded_key);
+    if (!key.ok()) return key.status();
+    if (*key) {
+      auto parsed = ParseV2TypeString(**key);
+      if (!parsed.ok()) return parsed.status();
+      encoded = parsed->dtype;
+    } else {
+      encoded = repr.dtype;
+    }
+  }
+  return AnyCodec(std::shared_ptr<const ArrayToArrayCodec>(std::make_shared<const FilterAsArrayCodec>(filter, encoded)));
+}
+
+// A v3 configuration with "dtype" (or "decode_dtype") filled from the array when absent.
+Json WithArrayDtype(const Json& config, const char* key, const ArrayRepr& repr) {
+  Json out = config.is_object() ? config : Json::object();
+  if (!out.contains(key)) out[key] = NativeTypestr(repr.dtype);
+  return out;
+}
+
+Result<double> ConfigNumber(const Json& config, const char* key, double fallback) {
+  auto it = config.is_object() ? config.find(key) : config.end();
+  if (!config.is_object() || it == config.end()) return fallback;
+  if (!it->is_number() || !std::isfinite(it->get<double>())) {
+    return InvalidArgument(std::string("\"") + key + "\" must be a finite number");
+  }
+  return it->get<double>();
+}
+
+}  // namespace
+
+// {"dtype": ..., "astype": ... (default dtype)}
+Result<AnyCodec> MakeDeltaCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
+  INSITU_ASSIGN_OR_RETURN(Num dtype, ParseNum(config, "dtype", nullptr));
+  INSITU_ASSIGN_OR_RETURN(Num astype, ParseNum(config, "astype", dtype.text.c_str()));
+  return Bytes2Bytes(std::make_shared<const NumericFilter>("delta", Op::kDelta, dtype, astype));
+}
+
+// {"offset", "scale", "dtype", "astype" (default dtype)}
+Result<AnyCodec> MakeFixedScaleOffsetCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
+  INSITU_ASSIGN_OR_RETURN(Num dtype, ParseNum(config, "dtype", nullptr));
+  INSITU_ASSIGN_OR_RETURN(Num astype, ParseNum(config, "astype", dtype.text.c_str()));
+  INSITU_ASSIGN_OR_RETURN(double offset, ConfigNumber(config, "offset", 0));
+  INSITU_ASSIGN_OR_RETURN(double scale, ConfigNumber(config, "scale", 1));
+  if (scale == 0) return InvalidArgument("\"scale\" must not be 0");
+  return Bytes2Bytes(std::make_shared<const NumericFilter>("fixedscaleoffset", Op::kScaleOffset, dtype, astype, offset, scale));
+}
+
+// {"encode_dtype", "decode_dtype"}
+Result<AnyCodec> MakeAsTypeCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
+  INSITU_ASSIGN_OR_RETURN(Num encoded, ParseNum(config, "encode_dtype", nullptr));
+  INSITU_ASSIGN_OR_RETURN(Num decoded, ParseNum(config, "decode_dtype", nullptr));
+  return Bytes2Bytes(std::make_shared<const NumericFilter>("astype", Op::kConvert, decoded, encoded));
+}
+
+// {"digits", "dtype", "astype" (default dtype)}: lossy when encoding; decoding converts.
+Result<AnyCodec> MakeQuantizeCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
+  INSITU_ASSIGN_OR_RETURN(Num dtype, ParseNum(config, "dtype", nullptr));
+  INSITU_ASSIGN_OR_RETURN(Num astype, ParseNum(config, "astype", dtype.text.c_str()));
+  return Bytes2Bytes(std::make_shared<const NumericFilter>("quantize", Op::kConvert, dtype, astype));
+}
+
+// {"keepbits"}: rounds mantissas when encoding; the stored bytes are the floats themselves.
+Result<AnyCodec> MakeBitRoundCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&) {
+  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
+  INSITU_ASSIGN_OR_RETURN(int64_t keepbits, internal_codec::ConfigInt(config, "keepbits", 0, 0, 52));
+  (void)keepbits;
+  Num same{'u', 1, false, "|u1"};  // a byte copy
+  return Bytes2Bytes(std::make_shared<const NumericFilter>("bitround", Op::kConvert, same, same));
+}
+
+Result<AnyCodec> MakePackBitsCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
+  return Bytes2Bytes(std::make_shared<const PackBitsCodec>());
+}
+
+Result<AnyCodec> MakeDeltaArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
+  const Json c = WithArrayDtype(config, "dtype", repr);
+  return AsArrayCodec(MakeDeltaCodec(c, repr, r), c, "astype", repr);
+}
+Result<AnyCodec> MakeFixedScaleOffsetArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
+  const Json c = WithArrayDtype(config, "dtype", repr);
+  return AsArrayCodec(MakeFixedScaleOffsetCodec(c, repr, r), c, "astype", repr);
+}
+Result<AnyCodec> MakeAsTypeArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
+  const Json c = WithArrayDtype(config, "decode_dtype", repr);
+  return AsArrayCodec(MakeAsTypeCodec(c, repr, r), c, "encode_dtype", repr);
+}
+Result<AnyCodec> MakeQuantizeArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
+  const Json c = WithArrayDtype(config, "dtype", repr);
+  return AsArrayCodec(MakeQuantizeCodec(c, repr, r), c, "astype", repr);
+}
+Result<AnyCodec> MakeBitRoundArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
+  return AsArrayCodec(MakeBitRoundCodec(config, repr, r), Json::object(), "astype", repr);
+}
+Result<AnyCodec> MakePackBitsArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
+  return AsArrayCodec(MakePackBitsCodec(config, repr, r), config, nullptr, repr);
+}
+
+}  // namespace insitubatch::zarr
