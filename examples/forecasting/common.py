@@ -31,9 +31,9 @@ DELTA_SCALE = 0.5  # kelvin: the size of a typical one-step change, so targets a
 def _bilinear(field: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
     """field sampled at fractional (y, x): y clamped at the poles, x periodic."""
     ny, nx = field.shape
-    y = np.clip(y, 0, ny - 1.000001)
-    y0, x0 = np.floor(y).astype(int), np.floor(x).astype(int)
-    fy, fx = y - y0, x - x0
+    y0 = np.clip(np.floor(y), 0, ny - 2).astype(int)
+    x0 = np.floor(x).astype(int)
+    fy, fx = np.clip(y - y0, 0, 1), x - x0
     x0 %= nx
     x1 = (x0 + 1) % nx
     top = field[y0, x0] * (1 - fx) + field[y0, x1] * fx
@@ -46,7 +46,11 @@ def make_store(path: pathlib.Path, steps: int, lat: int = 181, lon: int = 360, s
     import zarr
     from zarr.codecs import ZstdCodec
 
-    if (path / "t2m" / "zarr.json").exists() and zarr.open_array(str(path / "t2m"), mode="r").shape[0] == steps:
+    try:  # a store finished with these dimensions is kept (an interrupted one is rewritten)
+        done = zarr.open_group(str(path), mode="r").attrs.get("complete") == [steps, lat, lon]
+    except (FileNotFoundError, KeyError, ValueError):
+        done = False
+    if done:
         return
     print(f"writing {path}: {len(VARIABLES)} variables x {steps} steps x {lat} x {lon} float32 ...")
     rng = np.random.default_rng(seed)
@@ -80,6 +84,7 @@ def make_store(path: pathlib.Path, steps: int, lat: int = 181, lon: int = 360, s
             start = t - t % 16
             for name in VARIABLES:
                 arrays[name][start:t + 1] = block[name][: t % 16 + 1]
+    group.attrs["complete"] = [steps, lat, lon]
 
 
 def dataset(path: pathlib.Path, batch_size: int = 16, seed: int = 0) -> tuple[ib.InSituDataset, list[str]]:
@@ -143,6 +148,6 @@ def parse_args(argv, description: str):
     parser.add_argument("--steps", type=int, default=2048)
     parser.add_argument("--lat", type=int, default=181)
     parser.add_argument("--lon", type=int, default=360)
-    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--batch-size", type=int, default=16)
     return parser.parse_args(argv)

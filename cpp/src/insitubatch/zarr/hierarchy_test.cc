@@ -493,5 +493,19 @@ TEST(ValidateNodePathTest, AcceptsRelativePathsOnly) {
   EXPECT_FALSE(ValidateNodePath(std::string_view("a\0b", 3)).ok());
 }
 
+TEST(HierarchyDraftV3Test, ThePre10DraftIsRefusedByName) {
+  // zarr-python 2.11-2.18 with zarr_version=3 wrote this layout (meta/root/...).
+  auto store = std::make_shared<MemoryStore>();
+  store->Set("zarr.json", R"({"zarr_format": "https://purl.org/zarr/spec/protocol/core/3.0",
+      "metadata_encoding": "https://purl.org/zarr/spec/protocol/core/3.0", "metadata_key_suffix": ".json",
+      "extensions": []})");
+  store->Set("meta/root/t2m.array.json", R"({"shape": [4], "data_type": "<f4", "chunk_grid": {}})");
+  auto hierarchy = Hierarchy::Open(store);
+  ASSERT_FALSE(hierarchy.ok());
+  EXPECT_EQ(hierarchy.status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(hierarchy.status().message(), HasSubstr("is the pre-1.0 draft of Zarr v3"));
+  EXPECT_THAT(hierarchy.status().message(), HasSubstr("zarr.json"));
+}
+
 }  // namespace
 }  // namespace insitubatch::zarr

@@ -88,6 +88,12 @@ Result<std::string> RequireString(const Json& object, std::string_view key,
 
 Status CheckZarrFormat(const Json& document, int expected, std::string_view where) {
   INSITU_ASSIGN_OR_RETURN(const Json* format, Require(document, "zarr_format", where));
+  if (format->is_string() && format->get<std::string>().find("purl.org/zarr/spec") != std::string::npos) {
+    // zarr-python 2.11-2.18's experimental v3 (zarr_version=3): meta/root/*.array.json.
+    return Error(StatusCode::kUnimplemented, where,
+                 "\"zarr_format\" " + Abbrev(*format) + " is the pre-1.0 draft of Zarr v3, which neither this"
+                 " reader nor zarr-python 3 reads; rewrite the store as Zarr v2 or v3 with zarr-python 2.18");
+  }
   if (!format->is_number_integer()) {
     return Error(StatusCode::kInvalidArgument, where,
                  "\"zarr_format\" must be an integer, got " + Abbrev(*format));
