@@ -30,6 +30,7 @@ nb::dlpack::dtype ToDlpackDtype(zarr::DataType dtype) {
     case DataTypeId::kStructured: return make(Code::UInt, 1);  // the record's bytes: see Dims
     case DataTypeId::kDateTime64:
     case DataTypeId::kTimeDelta64: return make(Code::Int, 8);  // counts: Python views the unit
+    case DataTypeId::kBFloat16: return make(Code::UInt, 2);    // bits: Python views ml_dtypes.bfloat16
   }
   return make(Code::UInt, 1);
 }

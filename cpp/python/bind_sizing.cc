@@ -14,6 +14,7 @@ namespace insitubatch::python {
 namespace {
 
 zarr::DataType NumpyDtype(const std::string& typestr) {
+  if (typestr == "bfloat16") return zarr::DataType{zarr::DataTypeId::kBFloat16};  // ml_dtypes' (no typestring)
   return ValueOrThrow(zarr::ParseV2TypeString(typestr)).dtype;
 }
 

@@ -19,7 +19,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from . import _ext
-from .errors import InSituError, InvalidArgumentError, InvalidTypeError, NotFoundError
+from .errors import InSituError, InvalidArgumentError, InvalidTypeError, MissingDependencyError, NotFoundError
 
 logger = logging.getLogger("insitubatch")
 
@@ -223,6 +223,12 @@ def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axi
 
 def _numpy_dtype(meta: dict) -> np.dtype:
     """The array's numpy dtype; a record type's fields as stored (their own byte orders)."""
+    if meta["dtype"] == "bfloat16":  # no numpy dtype of its own: ml_dtypes provides it
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise MissingDependencyError("bfloat16 arrays are read as ml_dtypes.bfloat16: pip install ml_dtypes") from None
+        return np.dtype(ml_dtypes.bfloat16)
     if "record_fields" not in meta:
         return np.dtype(meta["dtype"])
     fields = json.loads(meta["record_fields"])
@@ -233,15 +239,18 @@ def _numpy_dtype(meta: dict) -> np.dtype:
 
 def needs_view(dtype: np.dtype) -> bool:
     """Whether the engine hands ``dtype``'s data in another form (see :func:`as_stored`)."""
-    return dtype.names is not None or dtype.kind in "MmSU"
+    return dtype.names is not None or dtype.kind in "MmSU" or dtype.name == "bfloat16"
 
 
 def as_stored(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """The same memory as ``dtype``: the engine hands records and fixed-width text as bytes
-    with one more axis (the item), and datetime64 / timedelta64 as their int64 counts."""
+    with one more axis (the item), datetime64 / timedelta64 as their int64 counts, and
+    bfloat16 as its uint16 bits."""
     if data.dtype == dtype or not needs_view(dtype):
         return data
-    return data.view(dtype) if dtype.kind in "Mm" else data.view(dtype)[..., 0]
+    if dtype.kind in "Mm" or dtype.name == "bfloat16":
+        return data.view(dtype)
+    return data.view(dtype)[..., 0]
 
 
 def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:

@@ -150,8 +150,10 @@ def _slot(geometry: Any, output: OutputField | None) -> dict[str, int]:
     kwargs: dict[str, Any] = {}
     if output is not None:
         kwargs = {"out_field": list(output.inner_shape), "out_dtype": output.dtype.str}
+    dtype = np.dtype(geometry.dtype)
     return _ext.slot_layout([int(x) for x in geometry.shape], [int(x) for x in geometry.chunks],
-                            int(geometry.sample_axis), np.dtype(geometry.dtype).str, **kwargs)
+                            int(geometry.sample_axis), "bfloat16" if dtype.name == "bfloat16" else dtype.str,
+                            **kwargs)
 
 
 def slot_bytes(geometry: Any, output: OutputField, has_chunk_transforms: bool) -> int:

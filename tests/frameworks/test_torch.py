@@ -406,3 +406,11 @@ def test_a_record_array_goes_out_as_one_tensor_per_field():
     assert out["spec.flag"].dtype == torch.int16 and out["spec.lines"].shape == (6, 3)
     for name in dtype.names:
         np.testing.assert_array_equal(out[f"spec.{name}"].numpy(), x[name])
+
+
+def test_bfloat16_arrays_become_bfloat16_tensors():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.random.default_rng(1).normal(size=(6, 3)).astype(ml_dtypes.bfloat16)
+    tensors = to_torch(Batch({"w": values}, np.arange(6)))
+    assert tensors["w"].dtype == torch.bfloat16
+    assert torch.equal(tensors["w"].view(torch.int16), torch.from_numpy(values.view(np.int16)))

@@ -37,6 +37,9 @@ def _torch():
 
 def _host_tensor(torch, arr: np.ndarray):
     """A CPU tensor over ``arr``'s memory (DLPack), or over a copy when DLPack refuses it."""
+    if arr.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: numpy cannot export it; torch has it
+        bits = arr.view(np.uint16)
+        return _host_tensor(torch, bits).view(torch.bfloat16)
     try:
         return torch.from_dlpack(arr)
     except (BufferError, TypeError, RuntimeError, ValueError):

@@ -14,7 +14,7 @@ struct DataTypeInfo {
   char kind;  // numpy kind character
 };
 
-constexpr std::array<DataTypeInfo, 17> kDataTypes = {{
+constexpr std::array<DataTypeInfo, 18> kDataTypes = {{
     {DataTypeId::kBool, "bool", 1, 'b'},
     {DataTypeId::kInt8, "int8", 1, 'i'},
     {DataTypeId::kInt16, "int16", 2, 'i'},
@@ -32,6 +32,7 @@ constexpr std::array<DataTypeInfo, 17> kDataTypes = {{
     {DataTypeId::kStructured, "structured", 0, 'V'},  // size: DataType::record_size
     {DataTypeId::kDateTime64, "numpy.datetime64", 8, 'M'},
     {DataTypeId::kTimeDelta64, "numpy.timedelta64", 8, 'm'},
+    {DataTypeId::kBFloat16, "bfloat16", 2, 'E'},
 }};
 
 constexpr std::string_view kTimeUnits[] = {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as"};
@@ -54,6 +55,7 @@ std::string_view DataType::name() const { return Info(id).name; }
 std::string DataType::numpy_typestr() const {
   const DataTypeInfo& info = Info(id);
   if (id == DataTypeId::kStructured) return "|V" + std::to_string(record_size);
+  if (id == DataTypeId::kBFloat16) return "bfloat16";  // no numpy typestring: ml_dtypes names it
   if (is_time()) {
     const char order = std::endian::native == std::endian::little ? '<' : '>';
     const std::string scale = time_scale == 1 ? "" : std::to_string(time_scale);

@@ -37,6 +37,9 @@ enum class DataTypeId {
   // INT64_MIN), byte-swapped as int64.
   kDateTime64,
   kTimeDelta64,
+  // bfloat16 (tensorstore's and ml_dtypes' "bfloat16"): 2-byte items, swapped as such, not
+  // a float for arithmetic here (is_float() is false); Python views them as ml_dtypes.bfloat16.
+  kBFloat16,
 };
 
 struct DataType {

@@ -218,6 +218,23 @@ Result<FillValue> ParseTimeFill(const Json& value, DataType dtype, Convention co
   return fill;
 }
 
+// bfloat16: the top half of the float32, rounded to nearest even (as ml_dtypes rounds);
+// "0x3f80" gives the bits themselves (v3).
+Result<uint64_t> BFloat16Bits(const Json& value, DataType dtype, Convention convention) {
+  if (value.is_string()) {
+    const std::string text = value.get<std::string>();
+    if (text == "NaN") return uint64_t{0x7fc0};
+    if (text == "Infinity") return uint64_t{0x7f80};
+    if (text == "-Infinity") return uint64_t{0xff80};
+    return FloatComponentBits(value, 2, dtype, convention);  // "0x...." or an error
+  }
+  INSITU_ASSIGN_OR_RETURN(uint64_t bits32, FloatComponentBits(value, 4, dtype, convention));
+  const uint32_t f = static_cast<uint32_t>(bits32);
+  const uint32_t rounded = f + 0x7fff + ((f >> 16) & 1);
+  if (((rounded >> 16) & 0x7f80) == 0x7f80) return OutOfRange(value, dtype);  // rounds to infinity
+  return uint64_t{rounded >> 16};
+}
+
 Result<FillValue> Parse(const Json& value, DataType dtype, Convention convention) {
   if (dtype.id == DataTypeId::kStructured) return ParseRecordFill(value, dtype);
   if (dtype.is_time()) return ParseTimeFill(value, dtype, convention);
@@ -251,7 +268,9 @@ Result<FillValue> Parse(const Json& value, DataType dtype, Convention convention
     return fill;
   }
   uint64_t bits = 0;
-  if (dtype.is_float()) {
+  if (dtype.id == DataTypeId::kBFloat16) {
+    INSITU_ASSIGN_OR_RETURN(bits, BFloat16Bits(value, dtype, convention));
+  } else if (dtype.is_float()) {
     INSITU_ASSIGN_OR_RETURN(
         bits, FloatComponentBits(value, dtype.itemsize(), dtype, convention));
   } else {

@@ -1,0 +1,46 @@
+"""bfloat16 arrays as tensorstore writes them (zarr v3 "bfloat16", an extension data type):
+read as ml_dtypes.bfloat16, bit for bit, through read_chunk and a dataset, fill values too."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+import insitubatch as ib
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+ts = pytest.importorskip("tensorstore")
+
+
+def write(path, values, chunks, fill_value, written=None):
+    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path / "v")}}, create=True,
+                dtype=ts.bfloat16, shape=list(values.shape), fill_value=fill_value,
+                chunk_layout=ts.ChunkLayout(chunk_shape=list(chunks))).result()
+    t[written or ...] = values[written or ...]
+    (path / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group"}))
+    return json.loads((path / "v" / "zarr.json").read_text())
+
+
+def test_bfloat16_reads_bit_for_bit_with_its_fill_value(tmp_path):
+    values = np.random.default_rng(0).normal(size=(12, 7)).astype(ml_dtypes.bfloat16)
+    meta = write(tmp_path, values, (4, 7), 1.5, written=np.s_[:8])  # the last chunk is never written
+    assert meta["data_type"] == "bfloat16"
+    store = ib.store(str(tmp_path))
+    geoms = ib.open_geometries(store, variables=["v"])
+    assert geoms["v"].dtype == np.dtype(ml_dtypes.bfloat16)
+    first = ib.read_chunk(store, "v", (0, 0))
+    assert first.dtype == np.dtype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(first.view(np.uint16), values[:4].view(np.uint16))
+    np.testing.assert_array_equal(ib.read_chunk(store, "v", (2, 0)).astype("f4"), np.full((4, 7), 1.5, "f4"))
+
+    manifest = ib.split_by_chunk(geoms["v"], fractions=(1.0, 0.0, 0.0))
+    ds = ib.InSituDataset(store, manifest, geometries=geoms, batch_size=5)
+    expected = np.concatenate([values[:8], np.full((4, 7), 1.5, "f4").astype(ml_dtypes.bfloat16)])
+    seen = 0
+    for batch in ds.train:
+        assert batch.arrays["v"].dtype == np.dtype(ml_dtypes.bfloat16)
+        np.testing.assert_array_equal(batch.arrays["v"].view(np.uint16), expected[batch.sample_indices].view(np.uint16))
+        seen += len(batch)
+    assert seen == 12
