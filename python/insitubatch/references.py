@@ -83,10 +83,10 @@ def _load(refs: Any, options: dict[str, Any]) -> tuple[str, Any, str]:
             raise FileNotFoundError(f"reference file {path}: {e.strerror}") from None
         return path, _ext.ReferenceSet.parse_json(text, path), os.path.dirname(path)
     parent, _, leaf = location.rstrip("/").rpartition("/")
-    text = store(parent, **options).read(leaf)
-    if text is None:
+    remote = store(parent, **options).read(leaf)
+    if not isinstance(remote, bytes):  # None: no such object
         raise FileNotFoundError(f"reference file {location} does not exist")
-    return location, _ext.ReferenceSet.parse_json(text, location), os.getcwd()
+    return location, _ext.ReferenceSet.parse_json(remote, location), os.getcwd()
 
 
 def _dict_json(refs: dict[str, Any]) -> bytes:
