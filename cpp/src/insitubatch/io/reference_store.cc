@@ -64,7 +64,7 @@ void ReferenceStore::ReadAsync(std::string key, ByteRange range, ReadCallback do
         return;
       }
       if (ahead.state == Ahead::State::kFetching) {
-        ahead.waiters.push_back(std::move(done));
+        ahead.waiters.push_back({std::move(done), std::move(cancel)});
         return;
       }
       // Expected: gather the expected neighbours whose bytes continue this key's, both ways.
@@ -102,7 +102,7 @@ void ReferenceStore::ReadAsync(std::string key, ByteRange range, ReadCallback do
         return;
       }
       for (const std::string& k : run) ahead_[k].state = Ahead::State::kFetching;
-      ahead.waiters.push_back(std::move(done));
+      ahead.waiters.push_back({std::move(done), cancel});
       lock.unlock();
       FetchRun(std::move(run), *first, end, std::move(cancel));
       return;
@@ -120,13 +120,13 @@ void ReferenceStore::FetchRun(std::vector<std::string> run, const Reference& fir
       [this, run = std::move(run), begin](Result<ReadResult> result) {
         const bool ok = result.ok() && result->found;
         std::vector<std::pair<ReadCallback, Result<ReadResult>>> serve;
-        std::vector<std::pair<std::string, ReadCallback>> again;
+        std::vector<std::pair<std::string, Ahead::Waiter>> again;
         {
           std::lock_guard lock(ahead_mutex_);
           for (const std::string& key : run) {
             auto it = ahead_.find(key);
             if (it == ahead_.end()) continue;
-            std::vector<ReadCallback> waiters = std::move(it->second.waiters);
+            std::vector<Ahead::Waiter> waiters = std::move(it->second.waiters);
             Result<Buffer> piece = InvalidArgument("unused");
             if (ok) {
               const Reference& ref = *refs_.Find(key);
@@ -136,7 +136,7 @@ void ReferenceStore::FetchRun(std::vector<std::string> run, const Reference& fir
               // Read again on its own (whoever asks later reads it directly too): its
               // error, or its bytes if only a neighbour was bad, are then its own.
               ahead_.erase(it);
-              for (ReadCallback& w : waiters) again.emplace_back(key, std::move(w));
+              for (Ahead::Waiter& w : waiters) again.push_back({key, std::move(w)});
               continue;
             }
             if (waiters.empty()) {
@@ -154,20 +154,20 @@ void ReferenceStore::FetchRun(std::vector<std::string> run, const Reference& fir
               } else {
                 auto copy = Buffer::CopyOf(piece->span());
                 if (!copy.ok()) {
-                  serve.emplace_back(std::move(waiters[w]), copy.status());
+                  serve.emplace_back(std::move(waiters[w].done), copy.status());
                   continue;
                 }
                 out.data = std::move(*copy);
               }
               out.retry = result->retry;
-              serve.emplace_back(std::move(waiters[w]), std::move(out));
+              serve.emplace_back(std::move(waiters[w].done), std::move(out));
             }
           }
         }
         for (auto& [done, r] : serve) done(std::move(r));
-        // Re-read without a cancel flag of their own: the run's requester may have gone,
-        // but these callers still want the bytes; each read ends by its own timeouts.
-        for (auto& [key, done] : again) ReadDirect(key, ByteRange::All(), std::move(done), nullptr);
+        // Each with its own cancel flag: a run its requester abandoned still serves the
+        // others, and an abandoned caller's re-read ends at once.
+        for (auto& [key, w] : again) ReadDirect(key, ByteRange::All(), std::move(w.done), std::move(w.cancel));
       },
       std::move(cancel));
 }

@@ -57,7 +57,11 @@ class ReferenceStore final : public Store {
   struct Ahead {
     enum class State { kExpected, kFetching, kHeld } state = State::kExpected;
     Buffer bytes;                      // kHeld
-    std::vector<ReadCallback> waiters;  // kFetching: requests waiting for the run
+    struct Waiter {
+      ReadCallback done;
+      CancelRef cancel;  // its own: a re-read after a failed run honours it
+    };
+    std::vector<Waiter> waiters;  // kFetching: requests waiting for the run
   };
   using Position = std::pair<size_t, uint64_t>;  // (target, first byte)
 

@@ -243,5 +243,71 @@ TEST(ReferenceStoreAheadTest, AFailedRunIsReadAgainKeyByKey) {
   EXPECT_THAT(out->results.at("k/2").status().message(), HasSubstr("refs.json:k/2"));
 }
 
+// Holds reads until Release(); a read whose flag was raised meanwhile ends Cancelled.
+class DeferredStore final : public Store {
+ public:
+  explicit DeferredStore(std::shared_ptr<MemoryStore> inner) : inner_(std::move(inner)) {}
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override {
+    std::lock_guard lock(mutex_);
+    pending_.push_back({std::move(key), range, std::move(done), std::move(cancel)});
+  }
+  Result<std::vector<std::string>> List(std::string_view prefix) override { return inner_->List(prefix); }
+  std::string Describe(std::string_view key) const override { return inner_->Describe(key); }
+  size_t Release() {  // completes what is pending now; returns how many
+    std::vector<Pending> now;
+    {
+      std::lock_guard lock(mutex_);
+      now.swap(pending_);
+    }
+    for (Pending& p : now) {
+      if (IsCancelled(p.cancel)) {
+        p.done(Cancelled("abandoned"));
+      } else {
+        inner_->ReadAsync(p.key, p.range, std::move(p.done));
+      }
+    }
+    return now.size();
+  }
+
+ private:
+  struct Pending {
+    std::string key;
+    ByteRange range;
+    ReadCallback done;
+    CancelRef cancel;
+  };
+  std::shared_ptr<MemoryStore> inner_;
+  std::mutex mutex_;
+  std::vector<Pending> pending_;
+};
+
+TEST(ReferenceStoreAheadTest, ARunItsRequesterAbandonedStillServesTheOthers) {
+  auto memory = std::make_shared<MemoryStore>();
+  memory->Set("f", "aaaabbbbcccc");
+  auto deferred = std::make_shared<DeferredStore>(memory);
+  auto set = ReferenceSet::ParseJson(R"({"k/0": ["file:///f", 0, 4], "k/1": ["file:///f", 4, 4],
+      "k/2": ["file:///f", 8, 4]})", "refs.json");
+  ASSERT_TRUE(set.ok());
+  auto store = ReferenceStore::Open(std::move(*set), {{deferred, "f"}}, "refs.json");
+  ASSERT_TRUE(store.ok());
+  (*store)->ExpectReads({"k/0", "k/1", "k/2"});
+  auto out = std::make_shared<Collected>();
+  auto collect = [out](std::string key) {
+    return [out, key](Result<ReadResult> r) {
+      std::lock_guard lock(out->mutex);
+      out->results.emplace(key, std::move(r));
+    };
+  };
+  auto abandoned = std::make_shared<CancelFlag>();
+  (*store)->ReadAsync("k/1", ByteRange::All(), collect("k/1"), abandoned);  // starts the run
+  (*store)->ReadAsync("k/0", ByteRange::All(), collect("k/0"), std::make_shared<CancelFlag>());
+  abandoned->Cancel();
+  EXPECT_EQ(deferred->Release(), 1u);  // the run ends Cancelled: each waiter reads on its own
+  EXPECT_EQ(deferred->Release(), 2u);
+  EXPECT_EQ(out->results.at("k/1").status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(Text(out->results.at("k/0")->data), "aaaa");
+}
+
 }  // namespace
 }  // namespace insitubatch
