@@ -50,8 +50,11 @@ Result<size_t> Bz2Decode(ByteSpan in, MutableByteSpan out, bool exact) {
 }
 
 Result<size_t> LzmaDecode(ByteSpan in, MutableByteSpan out, bool exact) {
+  // A stream's header says how much memory its decoder needs: a hostile one could ask for
+  // gigabytes. numcodecs' presets need at most 64 MiB.
+  constexpr uint64_t kMemoryLimit = uint64_t{512} << 20;
   lzma_stream s = LZMA_STREAM_INIT;
-  if (lzma_auto_decoder(&s, UINT64_MAX, 0) != LZMA_OK) return ResourceExhausted("lzma: cannot start a decompressor");
+  if (lzma_auto_decoder(&s, kMemoryLimit, 0) != LZMA_OK) return ResourceExhausted("lzma: cannot start a decompressor");
   s.next_in = reinterpret_cast<const uint8_t*>(in.data());
   s.avail_in = in.size();
   s.next_out = reinterpret_cast<uint8_t*>(out.data());
@@ -62,6 +65,7 @@ Result<size_t> LzmaDecode(ByteSpan in, MutableByteSpan out, bool exact) {
   if (r == LZMA_BUF_ERROR && produced == out.size()) return DataLoss("lzma: data decodes to more than " + Bytes(out.size()));
   if (r == LZMA_OK && produced == out.size()) return DataLoss("lzma: data decodes to more than " + Bytes(out.size()));
   if (r == LZMA_FORMAT_ERROR) return DataLoss("lzma: not an .xz or .lzma stream (numcodecs FORMAT_RAW is not supported)");
+  if (r == LZMA_MEMLIMIT_ERROR) return DataLoss("lzma: the stream needs more than 512 MiB to decode");
   if (r != LZMA_STREAM_END) return DataLoss("lzma: stream is corrupt or truncated");
   if (left_in != 0) return DataLoss("lzma: " + Bytes(left_in) + " of trailing data after the stream");
   if (exact && produced != out.size()) return DataLoss("lzma: data decodes to " + Bytes(produced) + ", chunk needs " + Bytes(out.size()));
