@@ -68,6 +68,19 @@ def check_every_chunk(store, root: Path, arrays=ARRAYS) -> int:
     return count
 
 
+def read_whole(store, path: str) -> np.ndarray:
+    """The whole array at ``path``, assembled from read_chunk of every stored chunk (edge
+    chunks trimmed): what the native reader makes of it, to compare with an oracle."""
+    geometry = open_geometries(store, variables=[path])[path]
+    out = np.empty(geometry.shape, geometry.dtype)
+    grid = [range(math.ceil(n / c)) for n, c in zip(geometry.shape, geometry.chunks)]
+    for coords in itertools.product(*grid):
+        chunk = insitubatch.read_chunk(store, path, coords)
+        region = tuple(slice(i * c, min((i + 1) * c, n)) for i, c, n in zip(coords, geometry.chunks, geometry.shape))
+        out[region] = chunk[tuple(slice(0, r.stop - r.start) for r in region)]
+    return out
+
+
 def check_dataset_streams_exact(store, root: Path, counting) -> None:
     """open_geometries + InSituDataset over ``store`` stream exact values; each stored chunk
     is read once per epoch (``counting`` is the CountingStore wrapping the store)."""

@@ -4,13 +4,11 @@ writing: the oracle is what zarr-python reads back)."""
 
 from __future__ import annotations
 
-import itertools
-import math
-
 import numpy as np
 import pytest
 
 import insitubatch as ib
+from cloud_data import read_whole
 
 numcodecs = pytest.importorskip("numcodecs")
 zarr = pytest.importorskip("zarr")
@@ -51,17 +49,6 @@ V2_CASES = [
 ]
 
 
-def assemble(store, name):
-    geometry = ib.open_geometries(store, variables=[name])[name]
-    out = np.empty(geometry.shape, geometry.dtype)
-    grid = [math.ceil(n / c) for n, c in zip(geometry.shape, geometry.chunks)]
-    for coords in itertools.product(*map(range, grid)):
-        chunk = ib.read_chunk(store, name, coords)
-        sel = tuple(slice(c * k, min((c + 1) * k, n)) for c, k, n in zip(coords, geometry.chunks, geometry.shape))
-        out[sel] = chunk[tuple(slice(0, s.stop - s.start) for s in sel)]
-    return out
-
-
 @pytest.mark.parametrize("name, values, filters, compressor", V2_CASES, ids=[c[0] for c in V2_CASES])
 def test_v2_filters_and_compressors_match_zarr_python(tmp_path, name, values, filters, compressor):
     path = tmp_path / "s.zarr"
@@ -69,7 +56,7 @@ def test_v2_filters_and_compressors_match_zarr_python(tmp_path, name, values, fi
                             filters=filters, compressors=compressor, zarr_format=2, fill_value=0)
     arr[...] = values
     expected = zarr.open_array(str(path / "v"), mode="r")[...]
-    ours = assemble(ib.store(str(path)), "v")
+    ours = read_whole(ib.store(str(path)), "v")
     assert ours.dtype == expected.dtype.newbyteorder("=")  # read into native byte order
     np.testing.assert_array_equal(ours, expected)
 
@@ -124,4 +111,4 @@ def test_v3_numcodecs_as_zarr_python_3_writes_them(tmp_path, index):
                             compressors=compressors, zarr_format=3, fill_value=0, **kwargs)
     arr[...] = values
     expected = zarr.open_array(str(path / "v"), mode="r")[...]
-    np.testing.assert_array_equal(assemble(ib.store(str(path)), "v"), expected, err_msg=name)
+    np.testing.assert_array_equal(read_whole(ib.store(str(path)), "v"), expected, err_msg=name)

@@ -5,15 +5,14 @@ references refused with the key named."""
 
 from __future__ import annotations
 
-import itertools
 import json
-import math
 import pickle
 
 import numpy as np
 import pytest
 
 import insitubatch as ib
+from cloud_data import read_whole
 from cloud_fixtures import BUCKET, aws_env, demo_dirs, moto, moto_auth  # noqa: F401
 from servers import RangeServer
 
@@ -21,18 +20,6 @@ h5py = pytest.importorskip("h5py")
 kerchunk_hdf = pytest.importorskip("kerchunk.hdf")
 fsspec = pytest.importorskip("fsspec")
 zarr = pytest.importorskip("zarr")
-
-
-def assemble(store, name):
-    """The whole array, read chunk by chunk through the native reader."""
-    geometry = ib.open_geometries(store, variables=[name])[name]
-    out = np.empty(geometry.shape, geometry.dtype)
-    grid = [math.ceil(n / c) for n, c in zip(geometry.shape, geometry.chunks)]
-    for coords in itertools.product(*map(range, grid)):
-        chunk = ib.read_chunk(store, name, coords)
-        sel = tuple(slice(c * k, min((c + 1) * k, n)) for c, k, n in zip(coords, geometry.chunks, geometry.shape))
-        out[sel] = chunk[tuple(slice(0, s.stop - s.start) for s in sel)]
-    return out
 
 
 def oracle(fo, name, **options):
@@ -71,7 +58,7 @@ def test_hdf5_references_match_fsspec_and_the_source(hdf5, form):
     source = {"json": root / "data.json", "parquet": root / "data.parq", "dict": refs}[form]
     store = ib.reference_store(source)
     for name, expected in arrays.items():
-        ours = assemble(store, name)
+        ours = read_whole(store, name)
         np.testing.assert_array_equal(ours, expected)
         np.testing.assert_array_equal(ours, oracle(str(source) if form != "dict" else refs, name))
 
@@ -106,7 +93,7 @@ def test_templates_and_generators_match_fsspec(tmp_path):
     path = tmp_path / "refs.json"
     path.write_text(json.dumps(refs))
     store = ib.reference_store(path)
-    np.testing.assert_array_equal(assemble(store, "x"), raw)
+    np.testing.assert_array_equal(read_whole(store, "x"), raw)
     # fsspec expands `gen` only with jinja2 templates (simple_templates=False).
     np.testing.assert_array_equal(oracle(str(path), "x", simple_templates=False), raw)
 
@@ -145,7 +132,7 @@ def test_targets_over_http(hdf5):
         remote = {**refs, "refs": {k: ([f"{server.url}/data.h5", *v[1:]] if isinstance(v, list) else v)
                                    for k, v in refs["refs"].items()}}
         store = ib.reference_store(remote, timeout="10s")
-        np.testing.assert_array_equal(assemble(store, "t2m"), arrays["t2m"])
+        np.testing.assert_array_equal(read_whole(store, "t2m"), arrays["t2m"])
         assert any("Range" in r["headers"] for r in server.requests), "reads were not ranged"
     finally:
         server.close()
@@ -163,7 +150,7 @@ def test_targets_and_reference_file_on_s3_with_signatures_checked(hdf5, moto_aut
     options = dict(endpoint=moto_auth.endpoint, access_key_id=moto_auth.access_key_id,
                    secret_access_key=moto_auth.secret_access_key, region="us-east-1")
     store = ib.reference_store(f"s3://{BUCKET}/virtual/refs.json", **options)
-    np.testing.assert_array_equal(assemble(store, "wide"), arrays["wide"])
+    np.testing.assert_array_equal(read_whole(store, "wide"), arrays["wide"])
     with pytest.raises(ib.InSituError, match="virtual/data.h5"):
         wrong = ib.reference_store(remote, **{**options, "secret_access_key": "not-the-secret"})
         ib.read_chunk(wrong, "wide", (0, 0))
@@ -222,7 +209,7 @@ def test_fits_images_through_kerchunk_match_astropy_and_fsspec(tmp_path):
     for ext, name, expected in ((0, "PRIMARY", sci), ("COUNTS", "COUNTS", counts)):
         refs = kerchunk_fits.process_file(f"file://{tmp_path / 'x.fits'}", extension=ext, inline_threshold=0)
         store = ib.reference_store(refs)
-        ours = assemble(store, name)
+        ours = read_whole(store, name)
         np.testing.assert_array_equal(ours, expected)
         np.testing.assert_array_equal(ours, fits.getdata(tmp_path / "x.fits", ext))
         np.testing.assert_array_equal(ours, oracle({k: (v.decode() if isinstance(v, bytes) else v) for k, v in refs.items()}, name))
@@ -255,7 +242,7 @@ def test_virtualizarr_datasets_and_their_kerchunk_output(one_variable_hdf5):
     vds = _virtual_dataset(root / "t2m.h5")
     vds.vz.to_kerchunk(str(root / "vz.json"), format="json")
     for source in (vds, root / "vz.json"):
-        np.testing.assert_array_equal(assemble(ib.reference_store(source), "t2m"), expected)
+        np.testing.assert_array_equal(read_whole(ib.reference_store(source), "t2m"), expected)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
@@ -273,7 +260,7 @@ def test_icechunk_virtual_chunks_through_the_bridge(one_variable_hdf5, tmp_path_
     vds.vz.to_icechunk(session.store)
     session.commit("virtual references to t2m.h5")
     store = ib.icechunk_store(f"file://{tmp_path / 'repo'}", virtual_chunk_credentials={prefix: None})
-    np.testing.assert_array_equal(assemble(store, "t2m"), expected)
+    np.testing.assert_array_equal(read_whole(store, "t2m"), expected)
     with pytest.raises(ib.InSituError, match="authorize"):
         ib.read_chunk(ib.icechunk_store(f"file://{tmp_path / 'repo'}"), "t2m", (0, 0, 0))
 

@@ -228,6 +228,12 @@ def stream(store, variables, batch_size, seed=0):
     return ib.InSituDataset(store, manifest, geometries=geoms, batch_size=batch_size, block_chunks=8, seed=seed), geoms
 
 
+def report(what: str, r: dict, t0: float) -> None:
+    print(f"{what}: RMSE  CNN {r['model_rmse']:.4f}  median filter {r['median_rmse']:.4f}"
+          f"  noisy input {r['noisy_rmse']:.4f}  | read amplification {r['read_amplification']:.3f}"
+          f"  ({time.perf_counter() - t0:.1f} s)")
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=pathlib.Path, default=ROOT)
@@ -253,9 +259,7 @@ def main(argv: list[str] | None = None) -> dict:
     used = sum(ds.last_pass.samples * int(np.prod(g.inner_shape)) * g.dtype.itemsize for g in geoms.values())
     r["read_amplification"] = r["val_bytes_read"] / used
     ds.close()
-    print(f"images  ({args.images} FITS files, {args.size}x{args.size}): RMSE  CNN {r['model_rmse']:.4f}"
-          f"  median filter {r['median_rmse']:.4f}  noisy input {r['noisy_rmse']:.4f}"
-          f"  | read amplification {r['read_amplification']:.3f}  ({time.perf_counter() - t0:.1f} s)")
+    report(f"images  ({args.images} FITS files, {args.size}x{args.size})", r, t0)
     results["images"] = r
 
     t0 = time.perf_counter()
@@ -265,9 +269,7 @@ def main(argv: list[str] | None = None) -> dict:
     used = ds.last_pass.samples * 2 * args.wavelengths * 4
     r["read_amplification"] = r["val_bytes_read"] / used
     ds.close()
-    print(f"spectra ({args.spectra} rows x {args.wavelengths} wavelengths): RMSE  CNN {r['model_rmse']:.4f}"
-          f"  median filter {r['median_rmse']:.4f}  noisy input {r['noisy_rmse']:.4f}"
-          f"  | read amplification {r['read_amplification']:.3f}  ({time.perf_counter() - t0:.1f} s)")
+    report(f"spectra ({args.spectra} rows x {args.wavelengths} wavelengths)", r, t0)
     results["spectra"] = r
     return results
 

@@ -187,6 +187,14 @@ void ReadAll(Store& store, const std::vector<std::string>& keys, const std::shar
   }
 }
 
+// k/0, k/1, k/2: four bytes each, end to end in object "f" of `target`.
+Result<std::shared_ptr<ReferenceStore>> ThreeEndToEnd(std::shared_ptr<Store> target) {
+  auto set = ReferenceSet::ParseJson(R"({"k/0": ["file:///f", 0, 4], "k/1": ["file:///f", 4, 4],
+      "k/2": ["file:///f", 8, 4]})", "refs.json");
+  if (!set.ok()) return set.status();
+  return ReferenceStore::Open(std::move(*set), {{std::move(target), "f"}}, "refs.json");
+}
+
 constexpr const char* kRun = R"({"k/0": ["file:///f", 0, 4], "k/1": ["file:///f", 4, 4], "k/2": ["file:///f", 8, 4],
     "k/4": ["file:///f", 16, 4], "k/x": "inline"})";
 
@@ -229,10 +237,7 @@ TEST(ReferenceStoreAheadTest, WithoutExpectationsEveryKeyIsItsOwnRead) {
 TEST(ReferenceStoreAheadTest, AFailedRunIsReadAgainKeyByKey) {
   auto memory = std::make_shared<MemoryStore>();
   memory->Set("f", "aaaabbbb");  // k/2 runs past the end; its neighbours are fine
-  auto set = ReferenceSet::ParseJson(R"({"k/0": ["file:///f", 0, 4], "k/1": ["file:///f", 4, 4],
-      "k/2": ["file:///f", 8, 4]})", "refs.json");
-  ASSERT_TRUE(set.ok());
-  auto store = ReferenceStore::Open(std::move(*set), {{memory, "f"}}, "refs.json");
+  auto store = ThreeEndToEnd(memory);
   ASSERT_TRUE(store.ok());
   (*store)->ExpectReads({"k/0", "k/1", "k/2"});
   auto out = std::make_shared<Collected>();
@@ -286,10 +291,7 @@ TEST(ReferenceStoreAheadTest, ARunItsRequesterAbandonedStillServesTheOthers) {
   auto memory = std::make_shared<MemoryStore>();
   memory->Set("f", "aaaabbbbcccc");
   auto deferred = std::make_shared<DeferredStore>(memory);
-  auto set = ReferenceSet::ParseJson(R"({"k/0": ["file:///f", 0, 4], "k/1": ["file:///f", 4, 4],
-      "k/2": ["file:///f", 8, 4]})", "refs.json");
-  ASSERT_TRUE(set.ok());
-  auto store = ReferenceStore::Open(std::move(*set), {{deferred, "f"}}, "refs.json");
+  auto store = ThreeEndToEnd(deferred);
   ASSERT_TRUE(store.ok());
   (*store)->ExpectReads({"k/0", "k/1", "k/2"});
   auto out = std::make_shared<Collected>();

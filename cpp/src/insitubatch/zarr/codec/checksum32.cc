@@ -1,6 +1,7 @@
-// numcodecs' 32-bit checksums: crc32 and adler32 (zlib's, stored little-endian at the start
-// by default, or at the end) and fletcher32 (HDF5's, stored after the data). The checksum
-// is verified; a mismatch is a corrupt chunk. The payload is returned without a copy.
+// The 32-bit checksum codecs: v3's crc32c (stored little-endian after the payload; numcodecs
+// also allows "start"), numcodecs' crc32 and adler32 (zlib's, at the start by default, or
+// at the end) and fletcher32 (HDF5's, after the data). The checksum is verified; a mismatch
+// is a corrupt chunk. The payload is returned without a copy.
 
 #include <zlib.h>
 
@@ -9,15 +10,17 @@
 
 #include "insitubatch/zarr/codec/builtin_codecs.h"
 #include "insitubatch/zarr/codec/codec_config.h"
+#include "insitubatch/zarr/codec/crc32c.h"
 
 namespace insitubatch::zarr {
 namespace {
 
 using internal_codec::Bytes;
 
-enum class Kind { kCrc32, kAdler32, kFletcher32 };
+enum class Kind { kCrc32c, kCrc32, kAdler32, kFletcher32 };
 
 uint32_t Compute(Kind kind, ByteSpan data) {
+  if (kind == Kind::kCrc32c) return Crc32c(data);
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
   if (kind == Kind::kFletcher32) {  // netcdf-c's H5checksum.c, as numcodecs ports it
     size_t words = data.size() / 2;
@@ -60,7 +63,13 @@ class Checksum32 final : public BytesToBytesCodec {
   Checksum32(Kind kind, bool at_start) : kind_(kind), at_start_(at_start) {}
 
   std::string name() const override {
-    return kind_ == Kind::kCrc32 ? "crc32" : kind_ == Kind::kAdler32 ? "adler32" : "fletcher32";
+    switch (kind_) {
+      case Kind::kCrc32c: return "crc32c";
+      case Kind::kCrc32: return "crc32";
+      case Kind::kAdler32: return "adler32";
+      case Kind::kFletcher32: return "fletcher32";
+    }
+    return "checksum";
   }
   bool decodes_to_subspan() const override { return true; }
 
@@ -74,9 +83,9 @@ class Checksum32 final : public BytesToBytesCodec {
                             uint32_t(std::to_integer<unsigned>(stored_at[3])) << 24;
     const uint32_t computed = Compute(kind_, payload);
     if (stored != computed) {
-      char text[96];
-      std::snprintf(text, sizeof(text), ": checksum mismatch (stored 0x%08x, computed 0x%08x)", stored, computed);
-      return DataLoss(name() + text + " over " + Bytes(payload.size()));
+      char text[64];
+      std::snprintf(text, sizeof(text), ": checksum mismatch (stored 0x%08x, computed 0x%08x", stored, computed);
+      return DataLoss(name() + text + " over " + Bytes(payload.size()) + ")");
     }
     return payload;
   }
@@ -92,7 +101,9 @@ class Checksum32 final : public BytesToBytesCodec {
 
   Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
     INSITU_ASSIGN_OR_RETURN(ByteSpan payload, DecodeSubspan(in));
-    if (payload.size() > max_size) return DataLoss(name() + ": payload exceeds " + Bytes(max_size));
+    if (payload.size() > max_size) {
+      return DataLoss(name() + ": payload of " + Bytes(payload.size()) + " exceeds the limit of " + Bytes(max_size));
+    }
     return Buffer::CopyOf(payload);
   }
 
@@ -110,10 +121,10 @@ class Checksum32 final : public BytesToBytesCodec {
   bool at_start_;
 };
 
-Result<AnyCodec> Make(Kind kind, const Json& config, bool location_allowed) {
+// `at_start`: where the checksum sits without a "location"; fletcher32 takes none.
+Result<AnyCodec> Make(Kind kind, const Json& config, bool at_start, bool location_allowed) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
   INSITU_ASSIGN_OR_RETURN(auto location, internal_codec::ConfigString(config, "location"));
-  bool at_start = location_allowed;  // crc32 and adler32 default to "start"
   if (location) {
     if (!location_allowed || (*location != "start" && *location != "end")) {
       return InvalidArgument("\"location\" must be \"start\" or \"end\", got \"" + *location + "\"");
@@ -125,14 +136,18 @@ Result<AnyCodec> Make(Kind kind, const Json& config, bool location_allowed) {
 
 }  // namespace
 
+// v3 `crc32c` has no configuration; numcodecs' CRC32C takes {"location": "start"|"end"}.
+Result<AnyCodec> MakeCrc32cCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+  return Make(Kind::kCrc32c, config, /*at_start=*/false, /*location_allowed=*/true);
+}
 Result<AnyCodec> MakeCrc32Codec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
-  return Make(Kind::kCrc32, config, true);
+  return Make(Kind::kCrc32, config, true, true);
 }
 Result<AnyCodec> MakeAdler32Codec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
-  return Make(Kind::kAdler32, config, true);
+  return Make(Kind::kAdler32, config, true, true);
 }
 Result<AnyCodec> MakeFletcher32Codec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
-  return Make(Kind::kFletcher32, config, false);
+  return Make(Kind::kFletcher32, config, false, false);
 }
 
 }  // namespace insitubatch::zarr

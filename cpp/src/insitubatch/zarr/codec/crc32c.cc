@@ -1,11 +1,9 @@
-// crc32c codec: payload followed (v3, numcodecs default) or preceded (numcodecs
-// location "start") by the little-endian CRC-32C of the payload.
+// CRC-32C itself (the `crc32c` codec is one of the checksum codecs of checksum32.cc).
 
 #include "insitubatch/zarr/codec/crc32c.h"
 
 #include <array>
 #include <bit>
-#include <cstdio>
 #include <cstring>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -13,13 +11,9 @@
 #define INSITU_CRC32C_X86 1
 #endif
 
-#include "insitubatch/zarr/codec/builtin_codecs.h"
-#include "insitubatch/zarr/codec/codec_config.h"
 
 namespace insitubatch::zarr {
 namespace {
-
-using internal_codec::Bytes;
 
 constexpr uint32_t kPolynomial = 0x82F63B78;  // reflected Castagnoli
 
@@ -98,78 +92,6 @@ ExtendFn PickExtend() {
   return ExtendPortable;
 }
 
-uint32_t LoadLittle32(const std::byte* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap32(v);
-  return v;
-}
-
-void StoreLittle32(uint32_t v, std::byte* p) {
-  if constexpr (std::endian::native == std::endian::big) v = __builtin_bswap32(v);
-  std::memcpy(p, &v, 4);
-}
-
-class Crc32cCodec final : public BytesToBytesCodec {
- public:
-  explicit Crc32cCodec(bool at_start) : at_start_(at_start) {}
-
-  std::string name() const override { return "crc32c"; }
-  bool decodes_to_subspan() const override { return true; }
-
-  Result<ByteSpan> DecodeSubspan(ByteSpan in) const override {
-    if (in.size() < 4) {
-      return DataLoss("crc32c: chunk of " + Bytes(in.size()) +
-                      " is too short to hold a 4-byte checksum");
-    }
-    const ByteSpan payload = at_start_ ? in.subspan(4) : in.first(in.size() - 4);
-    const uint32_t stored =
-        LoadLittle32(at_start_ ? in.data() : in.data() + in.size() - 4);
-    const uint32_t computed = Crc32c(payload);
-    if (stored != computed) {
-      return DataLoss("crc32c: checksum mismatch (stored " + Hex(stored) + ", computed " +
-                      Hex(computed) + " over " + Bytes(payload.size()) + ")");
-    }
-    return payload;
-  }
-
-  Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
-    INSITU_ASSIGN_OR_RETURN(ByteSpan payload, DecodeSubspan(in));
-    if (payload.size() != out.size()) {
-      return DataLoss("crc32c: payload holds " + Bytes(payload.size()) +
-                      ", chunk needs " + Bytes(out.size()));
-    }
-    if (!payload.empty()) std::memcpy(out.data(), payload.data(), payload.size());
-    return Status::Ok();
-  }
-
-  Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
-    INSITU_ASSIGN_OR_RETURN(ByteSpan payload, DecodeSubspan(in));
-    if (payload.size() > max_size) {
-      return DataLoss("crc32c: payload of " + Bytes(payload.size()) +
-                      " exceeds the limit of " + Bytes(max_size));
-    }
-    return Buffer::CopyOf(payload);
-  }
-
-  Result<Buffer> Encode(ByteSpan in) const override {
-    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(in.size() + 4));
-    std::byte* payload = out.data() + (at_start_ ? 4 : 0);
-    if (!in.empty()) std::memcpy(payload, in.data(), in.size());
-    StoreLittle32(Crc32c(in), at_start_ ? out.data() : out.data() + in.size());
-    return out;
-  }
-
- private:
-  static std::string Hex(uint32_t v) {
-    char text[16];
-    std::snprintf(text, sizeof(text), "0x%08x", v);
-    return text;
-  }
-
-  bool at_start_;
-};
-
 }  // namespace
 
 uint32_t Crc32cExtend(uint32_t crc, std::span<const std::byte> data) {
@@ -187,24 +109,5 @@ uint32_t Crc32cHardware(std::span<const std::byte> data) {
   return ~PickExtend()(~0u, reinterpret_cast<const uint8_t*>(data.data()), data.size());
 }
 }  // namespace internal_codec
-
-// v3 `crc32c` has no configuration; numcodecs' CRC32C takes {"location": "start"|"end"}.
-Result<AnyCodec> MakeCrc32cCodec(const Json& config, const ArrayRepr&,
-                                 const CodecRegistry&) {
-  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
-  INSITU_ASSIGN_OR_RETURN(auto location,
-                          internal_codec::ConfigString(config, "location"));
-  bool at_start = false;
-  if (location.has_value()) {
-    if (*location == "start") {
-      at_start = true;
-    } else if (*location != "end") {
-      return InvalidArgument("\"location\" must be \"start\" or \"end\", got \"" +
-                             *location + "\"");
-    }
-  }
-  return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(
-      std::make_shared<const Crc32cCodec>(at_start)));
-}
 
 }  // namespace insitubatch::zarr

@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "insitubatch/zarr/codec/builtin_codecs.h"
+#include "insitubatch/zarr/codec/byte_swap.h"
 #include "insitubatch/zarr/codec/codec_config.h"
 
 namespace insitubatch::zarr {
@@ -57,26 +58,25 @@ Result<Num> ParseNum(const Json& config, std::string_view key, const char* fallb
   return n;
 }
 
+// One value stored in `big` (or little) endian order; the host is little-endian.
 template <typename T>
 T Load(const std::byte* p, bool big) {
-  unsigned char b[sizeof(T)];
-  std::memcpy(b, p, sizeof(T));
-  if (big) {
-    for (size_t i = 0; i < sizeof(T) / 2; ++i) std::swap(b[i], b[sizeof(T) - 1 - i]);
-  }
   T v;
-  std::memcpy(&v, b, sizeof(T));
+  if (big) {
+    internal_codec::SwapBytes(p, reinterpret_cast<std::byte*>(&v), 1, sizeof(T));
+  } else {
+    std::memcpy(&v, p, sizeof(T));
+  }
   return v;
 }
 
 template <typename T>
 void Store(std::byte* p, T v, bool big) {
-  unsigned char b[sizeof(T)];
-  std::memcpy(b, &v, sizeof(T));
   if (big) {
-    for (size_t i = 0; i < sizeof(T) / 2; ++i) std::swap(b[i], b[sizeof(T) - 1 - i]);
+    internal_codec::SwapBytes(reinterpret_cast<const std::byte*>(&v), p, 1, sizeof(T));
+  } else {
+    std::memcpy(p, &v, sizeof(T));
   }
-  std::memcpy(p, b, sizeof(T));
 }
 
 // Calls f(T{}) with T the C++ type of `n`.
@@ -347,27 +347,32 @@ Result<AnyCodec> MakePackBitsCodec(const Json& config, const ArrayRepr&, const C
   return Bytes2Bytes(std::make_shared<const PackBitsCodec>());
 }
 
+// The v3 form of filter `make`: "dtype" (`dtype_key`) from the array when absent, the
+// encoded side's dtype from `encoded_key` (null: packbits' bytes).
+static Result<AnyCodec> ArrayForm(Result<AnyCodec> (*make)(const Json&, const ArrayRepr&, const CodecRegistry&),
+                                  const Json& config, const ArrayRepr& repr, const CodecRegistry& r,
+                                  const char* dtype_key, const char* encoded_key) {
+  const Json c = dtype_key ? WithArrayDtype(config, dtype_key, repr) : config;
+  return AsArrayCodec(make(c, repr, r), c, encoded_key, repr);
+}
+
 Result<AnyCodec> MakeDeltaArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
-  const Json c = WithArrayDtype(config, "dtype", repr);
-  return AsArrayCodec(MakeDeltaCodec(c, repr, r), c, "astype", repr);
+  return ArrayForm(MakeDeltaCodec, config, repr, r, "dtype", "astype");
 }
 Result<AnyCodec> MakeFixedScaleOffsetArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
-  const Json c = WithArrayDtype(config, "dtype", repr);
-  return AsArrayCodec(MakeFixedScaleOffsetCodec(c, repr, r), c, "astype", repr);
+  return ArrayForm(MakeFixedScaleOffsetCodec, config, repr, r, "dtype", "astype");
 }
 Result<AnyCodec> MakeAsTypeArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
-  const Json c = WithArrayDtype(config, "decode_dtype", repr);
-  return AsArrayCodec(MakeAsTypeCodec(c, repr, r), c, "encode_dtype", repr);
+  return ArrayForm(MakeAsTypeCodec, config, repr, r, "decode_dtype", "encode_dtype");
 }
 Result<AnyCodec> MakeQuantizeArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
-  const Json c = WithArrayDtype(config, "dtype", repr);
-  return AsArrayCodec(MakeQuantizeCodec(c, repr, r), c, "astype", repr);
+  return ArrayForm(MakeQuantizeCodec, config, repr, r, "dtype", "astype");
 }
 Result<AnyCodec> MakeBitRoundArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
-  return AsArrayCodec(MakeBitRoundCodec(config, repr, r), Json::object(), "astype", repr);
+  return ArrayForm(MakeBitRoundCodec, config, repr, r, nullptr, "astype");  // keeps the array's dtype
 }
 Result<AnyCodec> MakePackBitsArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
-  return AsArrayCodec(MakePackBitsCodec(config, repr, r), config, nullptr, repr);
+  return ArrayForm(MakePackBitsCodec, config, repr, r, nullptr, nullptr);
 }
 
 }  // namespace insitubatch::zarr
