@@ -284,3 +284,8 @@ def test_a_pass_reads_adjacent_chunks_of_one_file_in_one_request(tmp_path):
     # One block of 16 chunks, told to the store before its reads start: the chunks lie end
     # to end in one file, so the first read fetches them all and the rest come from memory.
     assert store.target_reads == 1, store.target_reads
+
+
+def test_virtual_chunk_credentials_must_be_a_dict_of_prefixes(tmp_path):
+    with pytest.raises(ib.InvalidArgumentError, match="virtual_chunk_credentials must be a dict"):
+        ib.icechunk_store(f"file://{tmp_path}", virtual_chunk_credentials="s3://bucket/")
