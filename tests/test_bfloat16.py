@@ -44,3 +44,29 @@ def test_bfloat16_reads_bit_for_bit_with_its_fill_value(tmp_path):
         np.testing.assert_array_equal(batch.arrays["v"].view(np.uint16), expected[batch.sample_indices].view(np.uint16))
         seen += len(batch)
     assert seen == 12
+
+
+def test_chunk_transforms_see_bfloat16_values_not_their_bits(tmp_path):
+    from insitubatch.transforms import Cast, ScaleOffset
+
+    values = np.random.default_rng(1).normal(size=(8, 3)).astype(ml_dtypes.bfloat16)
+    write(tmp_path, values, (4, 3), 0.0)
+    store = ib.store(str(tmp_path))
+    geoms = ib.open_geometries(store, variables=["v"])
+    manifest = ib.split_by_chunk(geoms["v"], fractions=(1.0, 0.0, 0.0))
+    as_f4 = values.astype("f4")
+    seen_dtypes = []
+
+    def keep_bfloat16(chunk):  # a Python transform that keeps the dtype: bfloat16 in, bfloat16 out
+        seen_dtypes.append(chunk.data.dtype)
+        chunk.data = chunk.data * ml_dtypes.bfloat16(2)
+        return chunk
+
+    cases = [(Cast("f4"), as_f4, "f4"), (ScaleOffset({"v": 2.0}, {"v": 1.0}), as_f4 * 2 + 1, "f4"),
+             (keep_bfloat16, (values * ml_dtypes.bfloat16(2)), ml_dtypes.bfloat16)]
+    for transform, expected, dtype in cases:
+        ds = ib.InSituDataset(store, manifest, geometries=geoms, batch_size=8, chunk_transforms=[transform])
+        batch = next(iter(ds.train))
+        assert batch.arrays["v"].dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(batch.arrays["v"].astype("f4"), np.asarray(expected)[batch.sample_indices].astype("f4"))
+    assert seen_dtypes and all(d == np.dtype(ml_dtypes.bfloat16) for d in seen_dtypes)

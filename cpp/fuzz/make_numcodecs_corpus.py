@@ -24,6 +24,8 @@ codecs = [
     (numcodecs.BZ2(), np.repeat(rng.integers(0, 9, 256), 16).astype("u1")),
     (numcodecs.LZMA(), np.repeat(rng.integers(0, 9, 256), 16).astype("u1")),
     (numcodecs.Shuffle(elementsize=8), rng.normal(size=512).astype("<f8")),
+    (numcodecs.Categorize(["cat", "dog", "\u00e9meu"], dtype="<U4"),
+     np.array(["cat", "dog", "\u00e9meu", "bee"] * 64, dtype="<U4")),
 ]
 OUT.mkdir(parents=True, exist_ok=True)
 for i, (codec, values) in enumerate(codecs):

@@ -1,4 +1,4 @@
-// libFuzzer target: numcodecs' filters, checksums and the bz2 / lzma compressors, decoded
+// libFuzzer target: numcodecs' filters (categorize too), checksums and the bz2 / lzma compressors, decoded
 // from arbitrary bytes (see codec_fuzz_util.h). The first byte picks the codec; the seed
 // corpus (make_numcodecs_corpus.py) holds a valid encoding for each.
 
@@ -21,6 +21,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
              R"(["numcodecs.bz2", {}])",
              R"(["numcodecs.lzma", {}])",
              R"(["numcodecs.shuffle", {"elementsize": 8}])",
+             R"(["categorize", {"labels": ["cat", "dog", "\u00e9meu"], "dtype": "<U4", "astype": "|u1"}])",
          }) {
       const Json j = Json::parse(spec);
       out.push_back(fuzz::MakeCodec(j[0].get<std::string>(), j[1]));

@@ -27,7 +27,7 @@ nb::dlpack::dtype ToDlpackDtype(zarr::DataType dtype) {
     case DataTypeId::kFloat64: return make(Code::Float, dtype.itemsize());
     case DataTypeId::kComplex64:
     case DataTypeId::kComplex128: return make(Code::Complex, dtype.itemsize());
-    case DataTypeId::kStructured: return make(Code::UInt, 1);  // the record's bytes: see Dims
+    case DataTypeId::kStructured: return make(Code::UInt, 1);  // the record's bytes: see NumpyDims
     case DataTypeId::kDateTime64:
     case DataTypeId::kTimeDelta64: return make(Code::Int, 8);  // counts: Python views the unit
     case DataTypeId::kBFloat16: return make(Code::UInt, 2);    // bits: Python views ml_dtypes.bfloat16
@@ -37,7 +37,7 @@ nb::dlpack::dtype ToDlpackDtype(zarr::DataType dtype) {
 
 // A record type has no DLPack dtype: its arrays go out as bytes with one more axis (the
 // record), which Python views as the numpy structured dtype (no copy).
-static std::vector<size_t> Dims(const std::vector<uint64_t>& shape, zarr::DataType dtype) {
+std::vector<size_t> NumpyDims(const std::vector<uint64_t>& shape, zarr::DataType dtype) {
   std::vector<size_t> dims(shape.begin(), shape.end());
   if (dtype.id == zarr::DataTypeId::kStructured) dims.push_back(dtype.itemsize());
   return dims;
@@ -47,7 +47,7 @@ nb::object BufferToNumpy(Buffer buffer, const std::vector<uint64_t>& shape,
                          zarr::DataType dtype) {
   auto* owned = new Buffer(std::move(buffer));
   nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<Buffer*>(p); });
-  std::vector<size_t> dims = Dims(shape, dtype);
+  std::vector<size_t> dims = NumpyDims(shape, dtype);
   nb::ndarray<nb::numpy> array(owned->data(), dims.size(), dims.data(), owner,
                                /*strides=*/nullptr, ToDlpackDtype(dtype));
   return nb::cast(array, nb::rv_policy::reference);
@@ -65,7 +65,7 @@ nb::object SharedToNumpy(std::shared_ptr<Buffer> buffer, const std::vector<uint6
   nb::capsule owner(holder, [](void* p) noexcept {
     delete static_cast<std::shared_ptr<Buffer>*>(p);
   });
-  std::vector<size_t> dims = Dims(shape, dtype);
+  std::vector<size_t> dims = NumpyDims(shape, dtype);
   nb::ndarray<nb::numpy> array((*holder)->data(), dims.size(), dims.data(), owner, nullptr,
                                ToDlpackDtype(dtype));
   return nb::cast(array, nb::rv_policy::reference);

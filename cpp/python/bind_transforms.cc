@@ -25,6 +25,7 @@ std::vector<uint64_t> ShapeOf(nb::handle seq) {
 
 zarr::DataType DtypeOf(const std::string& typestr) {
   // numpy typestrs in native order ("<f4", "|u1"), as the Python side passes them.
+  if (typestr == "bfloat16") return zarr::DataType{zarr::DataTypeId::kBFloat16};  // numpy: "<V2"
   auto parsed = zarr::ParseV2TypeString(typestr);
   if (!parsed.ok()) throw StatusException{parsed.status()};
   return parsed->dtype;
@@ -58,16 +59,14 @@ class PyChunkTransform final : public ChunkTransform {
       nb::object array = SharedToNumpy(in.data, shape, in.layout->dtype);
       nb::object result = callback_(in.chunk_index, in.sample_offset, array);
       auto out = nb::cast<nb::ndarray<nb::c_contig, nb::device::cpu>>(result);
-      if (out.dtype() != ToDlpackDtype(out_dtype_) || out.ndim() != out_field_.size() + 1 ||
-          out.shape(0) != in.samples) {
+      std::vector<uint64_t> want_shape{in.samples};
+      want_shape.insert(want_shape.end(), out_field_.begin(), out_field_.end());
+      const std::vector<size_t> want = NumpyDims(want_shape, out_dtype_);  // records: + a bytes axis
+      bool matches = out.dtype() == ToDlpackDtype(out_dtype_) && out.ndim() == want.size();
+      for (size_t i = 0; matches && i < want.size(); ++i) matches = out.shape(i) == want[i];
+      if (!matches) {
         return InvalidArgument("chunk transform returned an array that does not match its "
                                "declared output");
-      }
-      for (size_t i = 0; i < out_field_.size(); ++i) {
-        if (out.shape(i + 1) != out_field_[i]) {
-          return InvalidArgument("chunk transform returned an array that does not match its "
-                                 "declared output");
-        }
       }
       if (out.nbytes() != output.size()) return InvalidArgument("chunk transform output size");
       std::memcpy(output.data(), out.data(), output.size());

@@ -94,6 +94,8 @@ inline bool SignalRaised() {
 }
 
 nb::dlpack::dtype ToDlpackDtype(zarr::DataType dtype);
+// The numpy shape of `shape` items of `dtype`: a record type adds an axis of its bytes.
+std::vector<size_t> NumpyDims(const std::vector<uint64_t>& shape, zarr::DataType dtype);
 
 // A numpy array viewing `buffer` with `shape`; the array owns the buffer (freed when the
 // last Python reference goes), so no copy is made.

@@ -28,7 +28,7 @@ from .errors import (
     InvalidTypeError,
     ResourceExhaustedError,
 )
-from .geometry import ArrayGeometry, as_stored, needs_view, open_geometries
+from .geometry import ArrayGeometry, as_stored, engine_typestr, needs_view, open_geometries
 from .records import Batch, StoredChunkRead
 from .runtime import PassStats
 from .splits import SplitManifest, valid_anchor_range
@@ -373,8 +373,9 @@ class InSituDataset:
                 spec = native(path, tuple(g.inner_shape), g.dtype)
                 if spec is not None:
                     return spec
-        callback = _transforms.python_callback(path, chain, out_shape, out_dtype, self._transform_errors)
-        return {"kind": "python", "callback": callback, "out_shape": out_shape, "out_dtype": out_dtype.str}
+        in_dtype = next(g.dtype for g in self.geometries.values() if g.path == path)
+        callback = _transforms.python_callback(path, chain, in_dtype, out_shape, out_dtype, self._transform_errors)
+        return {"kind": "python", "callback": callback, "out_shape": out_shape, "out_dtype": engine_typestr(out_dtype)}
 
     def output_geometries(self) -> dict[str, ArrayGeometry]:
         """Geometries after chunk transforms, sample-first: what batches hold."""

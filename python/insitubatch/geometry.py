@@ -253,6 +253,28 @@ def as_stored(data: np.ndarray, dtype: np.dtype) -> np.ndarray:
     return data.view(dtype)[..., 0]
 
 
+def engine_form(data: np.ndarray) -> np.ndarray:
+    """The inverse of :func:`as_stored`: ``data`` in the form the engine takes it back
+    (datetime64 / timedelta64 as int64 counts, bfloat16 as uint16 bits, records and
+    fixed-width text as their bytes with one more axis)."""
+    dtype = data.dtype
+    if not needs_view(dtype):
+        return data
+    data = np.ascontiguousarray(data)
+    if dtype.kind in "Mm":
+        return data.view(np.int64)
+    if dtype.name == "bfloat16":
+        return data.view(np.uint16)
+    return data.view(np.uint8).reshape(*data.shape, dtype.itemsize)
+
+
+def engine_typestr(dtype: np.dtype) -> str:
+    """How the engine names ``dtype``: its numpy typestring, or "bfloat16" (which numpy
+    spells as an opaque "<V2")."""
+    dtype = np.dtype(dtype)
+    return "bfloat16" if dtype.name == "bfloat16" else dtype.str
+
+
 def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:
     """The arrays of ``hierarchy`` that are data on the sample grid; logs the others."""
     kept: dict[str, tuple[str, ...]] = {}

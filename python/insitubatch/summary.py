@@ -24,6 +24,7 @@ import numpy as np
 
 from . import _ext
 from .errors import InvalidArgumentError
+from .geometry import engine_typestr
 
 KIB = 1 << 10
 MIB = 1 << 20
@@ -149,11 +150,9 @@ def _slot(geometry: Any, output: OutputField | None) -> dict[str, int]:
     """The engine's slot layout for ``geometry`` (``output``: after a chunk transform)."""
     kwargs: dict[str, Any] = {}
     if output is not None:
-        kwargs = {"out_field": list(output.inner_shape), "out_dtype": output.dtype.str}
-    dtype = np.dtype(geometry.dtype)
+        kwargs = {"out_field": list(output.inner_shape), "out_dtype": engine_typestr(output.dtype)}
     return _ext.slot_layout([int(x) for x in geometry.shape], [int(x) for x in geometry.chunks],
-                            int(geometry.sample_axis), "bfloat16" if dtype.name == "bfloat16" else dtype.str,
-                            **kwargs)
+                            int(geometry.sample_axis), engine_typestr(geometry.dtype), **kwargs)
 
 
 def slot_bytes(geometry: Any, output: OutputField, has_chunk_transforms: bool) -> int:

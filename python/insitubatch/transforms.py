@@ -18,7 +18,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError, NotFoundError
-from .geometry import ArrayGeometry
+from .geometry import ArrayGeometry, as_stored, engine_form
 from .records import Batch, ChunkRead, DecodedChunk
 
 
@@ -381,13 +381,15 @@ def fold_output(path: str, geom: ArrayGeometry, chain: Sequence[Callable]) -> tu
     return shape, dtype
 
 
-def python_callback(path: str, chain: Sequence[Callable], out_shape: tuple[int, ...], out_dtype: np.dtype,
-                    errors: TransformErrors) -> Callable:
-    """The callable the engine runs (GIL held) for one array's Python transform chain."""
+def python_callback(path: str, chain: Sequence[Callable], in_dtype: np.dtype, out_shape: tuple[int, ...],
+                    out_dtype: np.dtype, errors: TransformErrors) -> Callable:
+    """The callable the engine runs (GIL held) for one array's Python transform chain. The
+    chain sees the array's own dtype (datetime64, bfloat16, text), not the engine's view."""
     names = ", ".join(display_name(t) for t in chain)
 
     def run(chunk_index: int, sample_offset: int, data: np.ndarray) -> np.ndarray:
         try:
+            data = as_stored(data, in_dtype)
             chunk = DecodedChunk(ChunkRead(path, int(chunk_index)), data, int(sample_offset))
             for t in chain:
                 result = t(chunk)
@@ -399,7 +401,7 @@ def python_callback(path: str, chain: Sequence[Callable], out_shape: tuple[int, 
                     f"chunk_transform produced shape {out.shape} {out.dtype} for array {path!r} but the"
                     f" cache slot is sized {want} {out_dtype} ({names}); output_inner must agree with"
                     " what the transform returns")
-            return out
+            return engine_form(out)
         except BaseException as exc:  # re-raised in the consumer as the original object
             raise RuntimeError(f"{errors.put(exc)} {type(exc).__name__}: {exc}") from None
 

@@ -126,7 +126,7 @@ Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_vi
     }
     spec.name = "crc32c";
   } else if (id == "delta" || id == "fixedscaleoffset" || id == "astype" || id == "quantize" ||
-             id == "bitround" || id == "packbits") {
+             id == "bitround" || id == "packbits" || id == "categorize") {
     // Their factories read numcodecs' own configuration (and ignore "id").
     spec.name = id;
     out = compressor;

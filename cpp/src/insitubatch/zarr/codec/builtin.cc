@@ -25,12 +25,14 @@ void RegisterBuiltinCodecs(CodecRegistry& registry) {
   registry.Register("quantize", MakeQuantizeCodec);
   registry.Register("bitround", MakeBitRoundCodec);
   registry.Register("packbits", MakePackBitsCodec);
+  registry.Register("categorize", MakeCategorizeCodec);
   registry.Register("numcodecs.delta", MakeDeltaArrayCodec);
   registry.Register("numcodecs.fixedscaleoffset", MakeFixedScaleOffsetArrayCodec);
   registry.Register("numcodecs.astype", MakeAsTypeArrayCodec);
   registry.Register("numcodecs.quantize", MakeQuantizeArrayCodec);
   registry.Register("numcodecs.bitround", MakeBitRoundArrayCodec);
   registry.Register("numcodecs.packbits", MakePackBitsArrayCodec);
+  registry.Register("numcodecs.categorize", MakeCategorizeArrayCodec);
   registry.Register("numcodecs.crc32", MakeCrc32Codec);
   registry.Register("numcodecs.adler32", MakeAdler32Codec);
   registry.Register("numcodecs.fletcher32", MakeFletcher32Codec);

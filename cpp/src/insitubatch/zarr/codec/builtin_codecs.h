@@ -20,12 +20,14 @@ Result<AnyCodec> MakeAsTypeCodec(const Json& config, const ArrayRepr& repr, cons
 Result<AnyCodec> MakeQuantizeCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeBitRoundCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakePackBitsCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
+Result<AnyCodec> MakeCategorizeCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeDeltaArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeFixedScaleOffsetArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeAsTypeArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeQuantizeArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeBitRoundArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakePackBitsArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
+Result<AnyCodec> MakeCategorizeArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeCrc32Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeAdler32Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeFletcher32Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);

@@ -1,6 +1,7 @@
 // numcodecs' numeric filters, decode side, as bytes -> bytes codecs over the dtypes their
 // own configuration names (numcodecs reinterprets the buffer with them, whatever the
-// array's dtype): delta, fixedscaleoffset, astype, quantize, bitround and packbits.
+// array's dtype): delta, fixedscaleoffset, astype, quantize, bitround and packbits; and
+// categorize, integer codes to fixed-width unicode labels.
 // Semantics follow numcodecs 0.16 exactly where values are exact (delta's wraparound,
 // astype's truncation); a float that does not fit an integer target becomes the target's
 // minimum (x86's answer, never undefined behaviour).
@@ -9,6 +10,8 @@
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "insitubatch/zarr/codec/builtin_codecs.h"
 #include "insitubatch/zarr/codec/byte_swap.h"
@@ -223,6 +226,79 @@ class PackBitsCodec final : public BytesToBytesCodec {
   }
 };
 
+// categorize: integer codes (`astype`) to fixed-width unicode labels (`dtype`, "<U5"):
+// code i + 1 is labels[i]; any other code is "" (as numcodecs decodes it). Labels longer
+// than the width are cut to it, as numpy's assignment does.
+class CategorizeCodec final : public BytesToBytesCodec {
+ public:
+  CategorizeCodec(Num codes, size_t width, std::vector<std::string> labels_utf32)
+      : codes_(codes), width_(width), labels_(std::move(labels_utf32)) {}
+  std::string name() const override { return "categorize"; }
+
+  Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
+    const size_t n = in.size() / codes_.size, item = width_ * 4;
+    if (in.size() % codes_.size != 0 || n * item != out.size()) {
+      return DataLoss("categorize: chunk of " + Bytes(in.size()) + " does not hold " +
+                      std::to_string(out.size() / item) + " codes of " + codes_.text);
+    }
+    std::memset(out.data(), 0, out.size());
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t code = WithType(codes_, [&](auto t) -> int64_t {
+        using T = decltype(t);
+        if constexpr (std::is_floating_point_v<T>) {
+          return -1;  // refused at construction
+        } else {
+          return static_cast<int64_t>(Load<T>(in.data() + i * codes_.size, codes_.big));
+        }
+      });
+      if (code >= 1 && static_cast<uint64_t>(code) <= labels_.size()) {
+        const std::string& label = labels_[static_cast<size_t>(code - 1)];
+        std::memcpy(out.data() + i * item, label.data(), label.size());
+      }
+    }
+    return Status::Ok();
+  }
+
+  Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
+    const size_t n = (in.size() / codes_.size) * width_ * 4;
+    if (n > max_size) return DataLoss("categorize: decodes to " + Bytes(n) + ", above " + Bytes(max_size));
+    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(n));
+    INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
+    return out;
+  }
+
+  Result<Buffer> Encode(ByteSpan) const override {
+    return Unimplemented("categorize: encoding is not supported (this reader only decodes)");
+  }
+
+ private:
+  Num codes_;
+  size_t width_;
+  std::vector<std::string> labels_;  // UTF-32 in the array's byte order, cut to width_
+};
+
+// UTF-8 -> UTF-32 code units (in `big` or little-endian order), at most `width` of them.
+Result<std::string> Utf32(std::string_view text, size_t width, bool big) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && out.size() < width * 4;) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const int extra = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
+    if (extra < 0 || text.size() - i <= static_cast<size_t>(extra)) return InvalidArgument("a label is not valid UTF-8");
+    uint32_t cp = extra == 0 ? c : c & (0x3F >> extra);
+    for (int k = 1; k <= extra; ++k) {
+      const auto cc = static_cast<unsigned char>(text[i + k]);
+      if ((cc >> 6) != 2) return InvalidArgument("a label is not valid UTF-8");
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return InvalidArgument("a label is not valid UTF-8");
+    i += 1 + extra;
+    std::byte unit[4];
+    for (int b = 0; b < 4; ++b) unit[big ? 3 - b : b] = std::byte((cp >> (8 * b)) & 0xFF);
+    out.append(reinterpret_cast<const char*>(unit), 4);
+  }
+  return out;
+}
+
 AnyCodec Bytes2Bytes(std::shared_ptr<const BytesToBytesCodec> codec) { return AnyCodec(std::move(codec)); }
 
 // zarr-python 3 runs these filters on the array, before serialization (array -> array
@@ -347,6 +423,34 @@ Result<AnyCodec> MakePackBitsCodec(const Json& config, const ArrayRepr&, const C
   return Bytes2Bytes(std::make_shared<const PackBitsCodec>());
 }
 
+// {"labels": [...], "dtype": "<U5", "astype": "|u1" (default)}
+Result<AnyCodec> MakeCategorizeCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
+  INSITU_ASSIGN_OR_RETURN(auto dtype_text, internal_codec::ConfigString(config, "dtype"));
+  if (!dtype_text) return InvalidArgument("\"dtype\" is required");
+  auto dtype = ParseV2TypeString(*dtype_text);
+  if (!dtype.ok() || dtype->dtype.text_kind != 'U') {
+    return Unimplemented("categorize to dtype \"" + *dtype_text +
+                         "\" is not supported (fixed-width unicode such as \"<U8\"; variable-length"
+                         " strings are not read here)");
+  }
+  INSITU_ASSIGN_OR_RETURN(Num codes, ParseNum(config, "astype", "|u1"));
+  if (codes.kind == 'f') return Unimplemented("categorize codes of " + codes.text + " are not supported (integers)");
+  const auto labels = config.find("labels");
+  if (labels == config.end() || !labels->is_array()) return InvalidArgument("\"labels\" must be a list of strings");
+  if (labels->size() > (uint64_t{1} << 20)) return InvalidArgument("\"labels\" holds more than 2^20 labels");
+  const size_t width = dtype->dtype.itemsize() / 4;
+  std::vector<std::string> utf32;
+  for (const Json& label : *labels) {
+    if (!label.is_string()) return InvalidArgument("\"labels\" must be a list of strings");
+    // Text keeps its stored order (the typestring's, not V2DataType's big_endian).
+    auto text = Utf32(label.get_ref<const std::string&>(), width, dtype_text->starts_with('>'));
+    if (!text.ok()) return text.status().WithContext("categorize");
+    utf32.push_back(std::move(text).value());
+  }
+  return Bytes2Bytes(std::make_shared<const CategorizeCodec>(codes, width, std::move(utf32)));
+}
+
 // The v3 form of filter `make`: "dtype" (`dtype_key`) from the array when absent, the
 // encoded side's dtype from `encoded_key` (null: packbits' bytes).
 static Result<AnyCodec> ArrayForm(Result<AnyCodec> (*make)(const Json&, const ArrayRepr&, const CodecRegistry&),
@@ -373,6 +477,9 @@ Result<AnyCodec> MakeBitRoundArrayCodec(const Json& config, const ArrayRepr& rep
 }
 Result<AnyCodec> MakePackBitsArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
   return ArrayForm(MakePackBitsCodec, config, repr, r, nullptr, nullptr);
+}
+Result<AnyCodec> MakeCategorizeArrayCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& r) {
+  return ArrayForm(MakeCategorizeCodec, config, repr, r, "dtype", "astype");
 }
 
 }  // namespace insitubatch::zarr
