@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from cloud_data import make_demo_store
-from servers import GcsMimic, RangeServer
+from servers import AzureMimic, GcsMimic, RangeServer
 
 # Test modules import these fixtures, so pytest sees one definition per module; the
 # services themselves (moto's backend is process-global) must exist once per session.
@@ -182,5 +182,24 @@ def gcs(request, demo_dirs, tmp_path_factory):
     return _once(request, "gcs", make)
 
 
-__all__ = ["BUCKET", "GCS_TOKEN", "MANY_KEYS", "PUBLIC_BUCKET", "Moto", "aws_env", "demo_dirs", "gcs",
+AZURE_ACCOUNT = "insitutest"
+AZURE_KEY = "aW5zaXR1YmF0Y2gtYXp1cmUtdGVzdC1hY2NvdW50LWtleS0zMmI="  # base64 of a test key
+
+
+@pytest.fixture(scope="session")
+def azure_blob(request, demo_dirs, tmp_path_factory):
+    """The Azure Blob mimic: container 'data' (demo stores under stores/), SharedKey with
+    AZURE_KEY for account AZURE_ACCOUNT, every signature checked by azure-storage-blob."""
+    pytest.importorskip("azure.storage.blob")
+
+    def make():
+        root = tmp_path_factory.mktemp("azure-container")
+        shutil.copytree(demo_dirs[0], root / "stores" / "demo.zarr")
+        shutil.copytree(demo_dirs[1], root / "stores" / "plain.zarr")
+        server = AzureMimic({"data": root}, AZURE_ACCOUNT, account_key=AZURE_KEY, page_size=4)
+        return server, server.close
+    return _once(request, "azure_blob", make)
+
+
+__all__ = ["AZURE_ACCOUNT", "AZURE_KEY", "azure_blob", "BUCKET", "GCS_TOKEN", "MANY_KEYS", "PUBLIC_BUCKET", "Moto", "aws_env", "demo_dirs", "gcs",
            "http_server", "moto", "moto_auth"]

@@ -271,8 +271,6 @@ def test_obstore_option_forms_are_accepted(demo, server):
 
 
 def test_unsupported_schemes(server):
-    with pytest.raises(insitubatch.UnsupportedError, match="Azure"):
-        insitubatch.store("az://container/x.zarr")
     with pytest.raises(insitubatch.UnsupportedError, match="ftp"):
         insitubatch.store("ftp://host/x.zarr")
     with pytest.raises(insitubatch.InvalidArgumentError):

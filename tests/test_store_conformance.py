@@ -1,5 +1,5 @@
 """One conformance suite over every store: file, memory, HTTP (loopback Range server), S3
-(moto) and GCS (loopback mimic). Each serves the same store written by zarr-python 3 and
+(moto), GCS and Azure (loopback mimics). Each serves the same store written by zarr-python 3 and
 must return the same bytes, the same missing keys and the same errors. The quickstart's
 code runs unchanged against each URL (configuration comes from the environment)."""
 
@@ -12,9 +12,10 @@ import zarr
 import insitubatch
 from insitubatch import InSituDataset, _ext, obstore_store, open_geometries, split_by_chunk
 from cloud_data import ARRAYS, check_dataset_streams_exact, check_every_chunk, oracle
-from cloud_fixtures import BUCKET, GCS_TOKEN, aws_env, demo_dirs, gcs, http_server, moto  # noqa: F401
+from cloud_fixtures import (AZURE_ACCOUNT, AZURE_KEY, BUCKET, GCS_TOKEN, aws_env, azure_blob, demo_dirs,  # noqa: F401
+                            gcs, http_server, moto)
 
-BACKENDS = ["file", "memory", "http", "s3", "gs"]
+BACKENDS = ["file", "memory", "http", "s3", "gs", "az"]
 
 
 @pytest.fixture(params=BACKENDS)
@@ -33,6 +34,11 @@ def backend(request, demo_dirs, monkeypatch):
         monkeypatch.setenv("AWS_ACCESS_KEY_ID", m.access_key_id)
         monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", m.secret_access_key)
         return name, f"s3://{BUCKET}/stores/demo.zarr", root
+    if name == "az":
+        monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", AZURE_ACCOUNT)
+        monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", AZURE_KEY)
+        monkeypatch.setenv("AZURE_STORAGE_ENDPOINT", request.getfixturevalue("azure_blob").url)
+        return name, "az://data/stores/demo.zarr", root
     private, _ = request.getfixturevalue("gcs")
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", private.url)
     monkeypatch.setenv("GOOGLE_OAUTH_ACCESS_TOKEN", GCS_TOKEN)

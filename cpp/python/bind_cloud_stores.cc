@@ -1,16 +1,19 @@
-// Cloud store bindings: HTTP(S), S3 and GCS stores on the curl transport. Option parsing
+// Cloud store bindings: HTTP(S), S3, GCS and Azure stores on the curl transport. Option parsing
 // and validation live in insitubatch/stores.py; this file only moves checked values into
 // the C++ option structs. Nothing here prints a credential.
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <chrono>
 #include <map>
 
 #include "bindings.h"
+#include "insitubatch/io/azure_store.h"
 #include "insitubatch/io/gcs_store.h"
 #include "insitubatch/io/http_store.h"
 #include "insitubatch/io/s3_store.h"
@@ -101,6 +104,63 @@ void BindCloudStores(nb::module_& m) {
                " endpoint=" + s.endpoint_url() + (s.anonymous() ? " anonymous" : "") +
                ">";
       });
+
+  nb::class_<AzureStore, Store>(m, "AzureStore", nb::dynamic_attr(), "An Azure Blob Storage container prefix.")
+      .def_prop_ro("container_url", &AzureStore::container_url)
+      .def_prop_ro("anonymous", &AzureStore::anonymous)
+      .def_prop_ro("credentials_source", &AzureStore::credentials_source,
+                   "What authorizes the requests (\"the account key (AZURE_STORAGE_ACCOUNT_KEY)\", "
+                   "\"service principal ...\", \"managed identity at ...\"); \"\" when anonymous. "
+                   "Never the secret.")
+      .def("transport_stats", [](const AzureStore& s) { return StatsDict(s.transport_stats()); })
+      .def("__repr__", [](const AzureStore& s) {
+        return "<insitubatch.AzureStore " + s.Describe("") + " at " + s.container_url() +
+               (s.anonymous() ? " anonymous" : "") + ">";
+      });
+
+  m.def(
+      "open_azure_store",
+      [](const std::string& url, const TransportOptions& transport, const std::string& account_name,
+         const std::string& endpoint, bool use_emulator, bool skip_signature,
+         const std::map<std::string, std::string>& credentials) -> std::shared_ptr<Store> {
+        AzureStoreOptions options;
+        options.transport = transport;
+        options.account_name = account_name;
+        options.endpoint = endpoint;
+        options.use_emulator = use_emulator;
+        options.skip_signature = skip_signature;
+        AzureCredentialRequest& c = options.credentials;
+        const std::map<std::string, std::string*> fields = {
+            {"token", &c.token}, {"account_key", &c.account_key}, {"sas_key", &c.sas_key},
+            {"client_id", &c.client_id}, {"client_secret", &c.client_secret}, {"tenant_id", &c.tenant_id},
+            {"authority_host", &c.authority_host}, {"federated_token_file", &c.federated_token_file},
+            {"msi_endpoint", &c.msi_endpoint}, {"object_id", &c.object_id},
+            {"msi_resource_id", &c.msi_resource_id}};
+        for (const auto& [name, value] : credentials) {
+          auto field = fields.find(name);
+          if (field == fields.end()) ThrowIfError(InvalidArgument("unknown Azure credential option " + name));
+          *field->second = value;
+        }
+        // Opening may fetch a token (Entra ID, the managed identity endpoint).
+        auto opened = [&] {
+          nb::gil_scoped_release release;
+          return AzureStore::Open(url, std::move(options));
+        }();
+        return ValueOrThrow(std::move(opened));
+      },
+      nb::arg("url"), nb::arg("transport"), nb::arg("account_name") = "", nb::arg("endpoint") = "",
+      nb::arg("use_emulator") = false, nb::arg("skip_signature") = false,
+      nb::arg("credentials") = std::map<std::string, std::string>{},
+      "An Azure store at az://container/prefix (use insitubatch.store() for checked options).");
+
+  m.def(
+      "azure_string_to_sign",
+      [](const std::string& method, const std::vector<std::string>& headers, const std::string& account,
+         const std::string& path, const std::vector<std::pair<std::string, std::string>>& query) {
+        return AzureStringToSign(method, headers, account, path, query);
+      },
+      nb::arg("method"), nb::arg("headers"), nb::arg("account"), nb::arg("path"), nb::arg("query"),
+      "SharedKey's string to sign for one request (tests check it against azure-storage-blob).");
 
   m.def(
       "open_http_store",

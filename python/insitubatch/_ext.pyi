@@ -222,6 +222,35 @@ class GcsStore(Store):
 
     def __repr__(self) -> str: ...
 
+class AzureStore(Store):
+    """An Azure Blob Storage container prefix."""
+
+    @property
+    def container_url(self) -> str: ...
+
+    @property
+    def anonymous(self) -> bool: ...
+
+    @property
+    def credentials_source(self) -> str:
+        """
+        What authorizes the requests ("the account key (AZURE_STORAGE_ACCOUNT_KEY)", "service principal ...", "managed identity at ..."); "" when anonymous. Never the secret.
+        """
+
+    def transport_stats(self) -> dict: ...
+
+    def __repr__(self) -> str: ...
+
+def open_azure_store(url: str, transport: TransportOptions, account_name: str = '', endpoint: str = '', use_emulator: bool = False, skip_signature: bool = False, credentials: Mapping[str, str] = {}) -> Store:
+    """
+    An Azure store at az://container/prefix (use insitubatch.store() for checked options).
+    """
+
+def azure_string_to_sign(method: str, headers: Sequence[str], account: str, path: str, query: Sequence[tuple[str, str]]) -> str:
+    """
+    SharedKey's string to sign for one request (tests check it against azure-storage-blob).
+    """
+
 def open_http_store(url: str, transport: TransportOptions, headers: Mapping[str, str]) -> Store:
     """
     An HTTP(S) store at `url` (use insitubatch.store() for checked options).

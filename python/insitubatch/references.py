@@ -26,7 +26,8 @@ from . import _ext
 from .errors import InvalidArgumentError, InvalidTypeError, MissingDependencyError, UnsupportedError
 from .stores import Store, _ANY_STORE_OPTIONS, store
 
-_NETWORK_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "http": "http", "https": "https"}
+_NETWORK_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "azure": "az", "abfs": "az",
+                    "abfss": "az", "http": "http", "https": "https"}
 
 
 def reference_store(refs: Any, *, base: str | os.PathLike[str] | None = None, **store_options: Any) -> Store:
@@ -222,7 +223,7 @@ def _split_target(url: str, base: str, key: str) -> tuple[str, str]:
     kind = _NETWORK_SCHEMES.get(scheme)
     if kind is None:
         raise UnsupportedError(f"reference {key!r} points to {url!r}: scheme {scheme!r} is not supported"
-                               " (file, s3, gs, http, https)")
+                               " (file, s3, gs, az, http, https)")
     parsed = urlparse(url)
     if parsed.query or parsed.fragment:
         raise refuse("target URLs with a query string or fragment are not supported")

@@ -65,7 +65,7 @@ def _sweep(text: str) -> tuple[str, list[int]]:
 
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="insitubatch speedtest", description=__doc__.splitlines()[0].strip("`"))
-    p.add_argument("url", help="the store: a path, file://, http(s)://, s3:// or gs:// URL")
+    p.add_argument("url", help="the store: a path, file://, http(s)://, s3://, gs:// or az:// URL")
     p.add_argument("--var", action="append", required=True, help="an array to read (repeat for several)")
     p.add_argument("--samples", type=_positive,
                    help="train samples to read (default: 8 blocks of chunks, at least 1024, at most all)")

@@ -2,7 +2,7 @@
 
 Every constructor returns a native ``Store`` handle that all other entry points accept.
 ``store(url, **options)`` dispatches on the URL scheme -- a local path or ``file://``,
-``memory://``, ``http(s)://``, ``s3://`` and ``gs://`` -- and takes obstore's option names;
+``memory://``, ``http(s)://``, ``s3://``, ``gs://`` and ``az://`` -- and takes obstore's option names;
 ``obstore_store`` is the same function under the name the product description uses.
 zarr-python stores (``fsspec_store``, ``icechunk_store``, ``arraylake_store`` or any v3
 ``Store`` object) are read through the bridge loop of :mod:`insitubatch.bridge`.
@@ -57,11 +57,26 @@ _S3_OPTIONS = _TRANSPORT_OPTIONS | {
 }
 _GCS_OPTIONS = _TRANSPORT_OPTIONS | {"skip_signature", "token", "endpoint", "service_account_key",
                                      "service_account_path", "application_credentials"}
+# Azure's credential options, as the native store names them.
+_AZURE_CREDENTIALS = frozenset({
+    "token", "account_key", "sas_key", "client_id", "client_secret", "tenant_id", "authority_host",
+    "federated_token_file", "msi_endpoint", "object_id", "msi_resource_id",
+})
+# obstore's other spellings of them.
+_AZURE_ALIASES = {
+    "bearer_token": "token", "access_key": "account_key", "master_key": "account_key",
+    "sas_token": "sas_key", "authority_id": "tenant_id", "identity_endpoint": "msi_endpoint",
+}
+_AZURE_OPTIONS = _TRANSPORT_OPTIONS | _AZURE_CREDENTIALS | set(_AZURE_ALIASES) | {
+    "account_name", "endpoint", "use_emulator", "skip_signature", "use_azure_cli", "use_fabric_endpoint",
+    "container_name", "disable_tagging",
+}
 # What some store takes: given to another scheme, it is ignored rather than refused.
-_ANY_STORE_OPTIONS = _HTTP_OPTIONS | _S3_OPTIONS | _GCS_OPTIONS
+_ANY_STORE_OPTIONS = _HTTP_OPTIONS | _S3_OPTIONS | _GCS_OPTIONS | _AZURE_OPTIONS
 # Values never shown in messages.
 _SECRET_OPTIONS = frozenset({"secret_access_key", "session_token", "token", "access_key_id", "headers",
-                            "service_account_key"})
+                            "service_account_key", "account_key", "access_key", "master_key", "sas_key",
+                            "sas_token", "client_secret", "bearer_token"})
 
 _MAX_DURATION_S = 24 * 3600.0
 
@@ -321,6 +336,43 @@ def _gcs_store(url: str, options: dict[str, Any]) -> Store:
     return _ext.open_gcs_store(url, _transport(options), **kwargs)
 
 
+def _flag(name: str, value: Any) -> bool:
+    """A boolean as obstore reads one: True/False, or a string such as "true" / "0"."""
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "on", "yes", "y", "0", "false", "off", "no", "n"):
+        return value.strip().lower() in ("1", "true", "on", "yes", "y")
+    return _bool(name, value)
+
+
+def _azure_store(url: str, options: dict[str, Any]) -> Store:
+    for alias, name in _AZURE_ALIASES.items():
+        if alias in options:
+            if name in options:
+                raise InvalidArgumentError(f"pass the Azure option once: {name!r} or {alias!r}")
+            options[name] = options.pop(alias)
+    if options.get("use_azure_cli") is not None and _flag("use_azure_cli", options["use_azure_cli"]):
+        raise UnsupportedError("use_azure_cli=True is not supported: pass token= with the output of"
+                               " `az account get-access-token --resource https://storage.azure.com --query"
+                               " accessToken -o tsv`")
+    if options.get("use_fabric_endpoint") is not None and _flag("use_fabric_endpoint", options["use_fabric_endpoint"]):
+        raise UnsupportedError("use_fabric_endpoint=True (Microsoft Fabric / OneLake) is not supported")
+    if "disable_tagging" in options:  # a writer's option: we only read
+        _flag("disable_tagging", options["disable_tagging"])
+    if "container_name" in options:
+        container = _string("container_name", options["container_name"])
+        named = url.split("://", 1)[1].split("/", 1)[0].split("@", 1)[0]
+        if not url.lower().startswith("https://") and named != container:
+            raise InvalidArgumentError(f"container_name={container!r} disagrees with the URL's container {named!r}")
+    credentials = {name: _string(name, options[name]) for name in sorted(_AZURE_CREDENTIALS) if name in options}
+    kwargs: dict[str, Any] = {}
+    for name in ("account_name", "endpoint"):
+        if name in options:
+            kwargs[name] = _string(name, options[name])
+    for name in ("use_emulator", "skip_signature"):
+        if name in options:
+            kwargs[name] = _flag(name, options[name])
+    return _ext.open_azure_store(url, _transport(options), credentials=credentials, **kwargs)
+
+
 def _without_prefix(options: dict[str, Any], prefix: str, names: frozenset[str]) -> dict[str, Any]:
     """Accepts obstore's prefixed spellings (``aws_region`` for ``region``)."""
     out: dict[str, Any] = {}
@@ -339,7 +391,17 @@ _BACKENDS: dict[str, tuple[str, frozenset[str], Callable[[str, dict[str, Any]], 
     "s3a": ("s3://", _S3_OPTIONS, _s3_store),
     "gs": ("gs://", _GCS_OPTIONS, _gcs_store),
     "gcs": ("gs://", _GCS_OPTIONS, _gcs_store),
+    "az": ("az://", _AZURE_OPTIONS, _azure_store),
+    "azure": ("az://", _AZURE_OPTIONS, _azure_store),
+    "abfs": ("az://", _AZURE_OPTIONS, _azure_store),
+    "abfss": ("az://", _AZURE_OPTIONS, _azure_store),
+    "adl": ("az://", _AZURE_OPTIONS, _azure_store),
 }
+
+
+def _is_azure_blob_url(url: str) -> bool:
+    host = (urlparse(url).hostname or "").lower()
+    return host.endswith((".blob.core.windows.net", ".dfs.core.windows.net"))
 
 
 def store(url: str | os.PathLike[str], **options: Any) -> Store:
@@ -362,7 +424,13 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     ``connect_timeout``, ``max_retries``, ``retry_base_delay``, ``retry_max_delay``,
     ``verify_tls`` (or obstore's ``allow_invalid_certificates``), ``ca_file``,
     ``io_threads`` and ``max_connections_per_host``, plus obstore's ``client_options`` /
-    ``retry_config`` dicts. ``az://`` raises ``UnsupportedError``.
+    ``retry_config`` dicts. ``az://container/prefix`` (also ``abfs[s]://container@account.dfs.core.windows.net/``
+    and ``https://account.blob.core.windows.net/container/``; ``account_name``, ``account_key``,
+    ``sas_key``, ``token`` (a bearer token), ``client_id`` / ``client_secret`` / ``tenant_id``,
+    ``federated_token_file``, ``msi_endpoint`` / ``object_id`` / ``msi_resource_id``, ``use_emulator``,
+    ``endpoint``, ``skip_signature``, with or without obstore's ``azure_`` / ``azure_storage_``
+    prefixes; without them, credentials come from the ``AZURE_*`` environment as obstore reads it,
+    else the managed identity, refreshed before they expire).
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
@@ -376,21 +444,20 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     if scheme == "memory":
         _check_options("memory://", options, frozenset())
         return _ext.MemoryStore()
-    if scheme in ("az", "azure", "abfs", "abfss", "adl"):
-        raise UnsupportedError(
-            f"Azure stores ({scheme}://) are not supported by this build yet; copy the data to"
-            " s3://, gs:// or https://, or read it through zarr-python"
-        )
+    if scheme == "https" and _is_azure_blob_url(url):  # https://<account>.blob.core.windows.net/...
+        scheme = "az"
     backend = _BACKENDS.get(scheme)
     if backend is None:
         raise UnsupportedError(f"store scheme {scheme!r} is not supported by this build"
-                               " (file, memory, http, https, s3, gs)")
+                               " (file, memory, http, https, s3, gs, az)")
     label, allowed, open_backend = backend
     if scheme in ("s3", "s3a"):
         options = _without_prefix(options, "aws_", _S3_OPTIONS)
         url = "s3://" + url.split("://", 1)[1]
     elif scheme == "gcs":
         url = "gs://" + url.split("://", 1)[1]
+    elif label == "az://":
+        options = _without_prefix(_without_prefix(options, "azure_storage_", _AZURE_OPTIONS), "azure_", _AZURE_OPTIONS)
     _check_options(label, options, allowed)
     options.pop("read_only", None)
     return _with_recipe(open_backend(url, _flatten_nested(options)), *recipe)
@@ -421,7 +488,7 @@ def _reduce_python_store(bridged: Any):
     return _bridge.wrap_python_store, (bridged.python_store,)
 
 
-for _cls in (_ext.FileStore, _ext.HttpStore, _ext.S3Store, _ext.GcsStore, _ext.MemoryStore,
+for _cls in (_ext.FileStore, _ext.HttpStore, _ext.S3Store, _ext.GcsStore, _ext.AzureStore, _ext.MemoryStore,
              _ext.CountingStore, _ext.ReferenceStore):
     copyreg.pickle(_cls, _reduce_native)
 copyreg.pickle(_ext.PythonStore, _reduce_python_store)

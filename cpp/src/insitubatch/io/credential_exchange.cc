@@ -51,6 +51,26 @@ Status CredentialReplyError(const HttpResponse& response, const std::string& whe
       .set_detail(static_cast<int>(response.status));
 }
 
+std::string FormBody(std::initializer_list<std::pair<std::string_view, std::string_view>> fields) {
+  std::string out;
+  for (const auto& [name, value] : fields) {
+    if (!out.empty()) out += '&';
+    out += std::string(name) + "=" + PercentEncode(value, false);
+  }
+  return out;
+}
+
+Status CheckBearerToken(const std::string& token, std::string_view where) {
+  if (token.empty()) return InvalidArgument(std::string(where) + ": the access token is empty");
+  for (char c : token) {
+    if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7E) {
+      return InvalidArgument(std::string(where) +
+                             ": the access token holds whitespace or control characters");
+    }
+  }
+  return Status::Ok();
+}
+
 Result<std::string> ReadCredentialFile(const std::string& path, std::string_view what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -4,9 +4,11 @@
 // metadata endpoints; Google's token endpoint and metadata server): one blocking request on
 // a transport of their own, short bodies, errors that name the endpoint and never a secret.
 
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "insitubatch/io/curl_transport.h"
@@ -27,6 +29,12 @@ std::string ResponseText(const HttpResponse& response);
 
 // "<where> answered HTTP 403 Forbidden (...)", with the status as the detail.
 Status CredentialReplyError(const HttpResponse& response, const std::string& where);
+
+// "a=1&b=2" with each value percent-encoded: an application/x-www-form-urlencoded body.
+std::string FormBody(std::initializer_list<std::pair<std::string_view, std::string_view>> fields);
+
+// An OAuth2 access token fit for an Authorization line: not empty, printable ASCII only.
+Status CheckBearerToken(const std::string& token, std::string_view where);
 
 // A short file a source names (a token, a key), without trailing whitespace.
 Result<std::string> ReadCredentialFile(const std::string& path, std::string_view what);

@@ -521,7 +521,7 @@ class CurlTransport::Worker {
     for (const std::string& h : t->request.headers) append(h);
     for (const std::string& h : extra) append(h);
     if (const std::string range = RangeHeaderValue(t->request.range); !range.empty()) {
-      append("Range: " + range);
+      append(t->request.range_header + ": " + range);
     }
     curl_easy_setopt(e, CURLOPT_URL, t->request.url.c_str());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());

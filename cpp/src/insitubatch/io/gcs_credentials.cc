@@ -11,29 +11,14 @@
 
 #include "insitubatch/io/credential_exchange.h"
 #include "insitubatch/io/http_request.h"
+#include "insitubatch/util/base64.h"
 
 namespace insitubatch {
 namespace {
 
 constexpr const char* kGoogleTokenUri = "https://oauth2.googleapis.com/token";
 
-std::string Base64Url(std::string_view data) {
-  static constexpr char kAlphabet[] =
-      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t bits = 0;
-  int count = 0;
-  for (unsigned char c : data) {
-    bits = (bits << 8) | c;
-    count += 8;
-    while (count >= 6) {
-      count -= 6;
-      out += kAlphabet[(bits >> count) & 63];
-    }
-  }
-  if (count > 0) out += kAlphabet[(bits << (6 - count)) & 63];
-  return out;  // unpadded, as JWTs are
-}
+std::string Base64Url(std::string_view data) { return EncodeBase64(data, /*url_safe=*/true); }
 
 Result<std::string> SignRs256(const std::string& pem, std::string_view data) {
   std::unique_ptr<BIO, decltype(&BIO_free)> bio(
@@ -58,26 +43,6 @@ Result<std::string> SignRs256(const std::string& pem, std::string_view data) {
   }
   signature.resize(length);
   return signature;
-}
-
-Status CheckToken(const std::string& token, std::string_view where) {
-  if (token.empty()) return InvalidArgument(std::string(where) + ": the access token is empty");
-  for (char c : token) {
-    if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7E) {
-      return InvalidArgument(std::string(where) +
-                             ": the access token holds whitespace or control characters");
-    }
-  }
-  return Status::Ok();
-}
-
-std::string Form(std::initializer_list<std::pair<std::string_view, std::string_view>> fields) {
-  std::string out;
-  for (const auto& [name, value] : fields) {
-    if (!out.empty()) out += '&';
-    out += std::string(name) + "=" + PercentEncode(value, false);
-  }
-  return out;
 }
 
 }  // namespace
@@ -138,7 +103,7 @@ Result<GcsCredentialSource> ResolveGcsCredentials(const GcsCredentialRequest& re
     source.kind = GcsCredentialSource::Kind::kToken;
     source.where = request.token.empty() ? "GOOGLE_OAUTH_ACCESS_TOKEN" : "the token argument";
     source.token = request.token.empty() ? *NonEmptyEnv(env, "GOOGLE_OAUTH_ACCESS_TOKEN") : request.token;
-    INSITU_RETURN_IF_ERROR(CheckToken(source.token, source.where));
+    INSITU_RETURN_IF_ERROR(CheckBearerToken(source.token, source.where));
     return source;
   }
   if (!request.service_account_key.empty()) {
@@ -183,7 +148,7 @@ Result<Expiring<std::string>> ParseGcsTokenReply(std::string_view json, std::str
     return InvalidArgument(std::string(where) + ": the reply has no access_token");
   }
   Expiring<std::string> out{token->get<std::string>(), std::nullopt};
-  INSITU_RETURN_IF_ERROR(CheckToken(out.value, where));
+  INSITU_RETURN_IF_ERROR(CheckBearerToken(out.value, where));
   if (auto expires = doc.find("expires_in"); expires != doc.end()) {
     // At most ten years: a larger value would overflow the clock (tokens last an hour).
     if (!expires->is_number_integer() || expires->get<int64_t>() < 0 ||
@@ -218,12 +183,12 @@ Result<Expiring<std::string>> FetchGcsToken(CurlTransport& transport,
       INSITU_ASSIGN_OR_RETURN(std::string jwt, SignServiceAccountJwt(source, now));
       reply = CredentialExchange(
           transport, "POST", source.token_uri, {form_type}, where,
-          Form({{"grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"}, {"assertion", jwt}}));
+          FormBody({{"grant_type", "urn:ietf:params:oauth:grant-type:jwt-bearer"}, {"assertion", jwt}}));
       break;
     }
     case GcsCredentialSource::Kind::kAuthorizedUser:
       reply = CredentialExchange(transport, "POST", source.token_uri, {form_type}, where,
-                                 Form({{"grant_type", "refresh_token"},
+                                 FormBody({{"grant_type", "refresh_token"},
                                        {"client_id", source.client_id},
                                        {"client_secret", source.client_secret},
                                        {"refresh_token", source.refresh_token}}));

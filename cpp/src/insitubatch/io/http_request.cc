@@ -60,6 +60,12 @@ std::string ServiceErrorDetail(std::string_view body) {
   if (trimmed.starts_with("{")) {  // GCS JSON API: {"error": {"code": .., "message": ..}}
     auto json = nlohmann::json::parse(trimmed, nullptr, /*allow_exceptions=*/false);
     if (json.is_discarded() || !json.is_object()) return "";
+    // OAuth2 token endpoints (Entra ID, Google): {"error": "invalid_client", "error_description": ..}
+    if (auto it = json.find("error_description"); it != json.end() && it->is_string()) {
+      auto code = json.find("error");
+      return (code != json.end() && code->is_string() ? Sanitize(code->get<std::string>(), 80) + ": " : "") +
+             Sanitize(it->get<std::string>(), 240);
+    }
     const nlohmann::json* node = &json;
     if (auto it = json.find("error"); it != json.end() && it->is_object()) node = &*it;
     if (auto it = node->find("message"); it != node->end() && it->is_string()) {

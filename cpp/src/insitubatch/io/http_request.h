@@ -29,6 +29,7 @@ struct HttpRequest {
   // "Name: value" lines. May carry secrets (Authorization, tokens): never printed.
   std::vector<std::string> headers;
   ByteRange range;    // kRange / kSuffix add a Range header; the body is validated
+  std::string range_header = "Range";  // Azure signs its own "x-ms-range" more simply
   std::string where;  // redacted location for messages ("s3://bucket/key")
   uint64_t max_body_bytes = kDefaultMaxBodyBytes;
   // Runs before every attempt (retries included) and returns extra header lines for that

@@ -47,4 +47,24 @@ Result<std::string> DecodeBase64(std::string_view text) {
   return out;
 }
 
+std::string EncodeBase64(std::string_view data, bool url_safe) {
+  const char* alphabet = url_safe ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+                                  : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((data.size() + 2) / 3 * 4);
+  uint32_t bits = 0;
+  int count = 0;
+  for (unsigned char c : data) {
+    bits = (bits << 8) | c;
+    count += 8;
+    while (count >= 6) {
+      count -= 6;
+      out += alphabet[(bits >> count) & 63];
+    }
+  }
+  if (count > 0) out += alphabet[(bits << (6 - count)) & 63];
+  if (!url_safe) out.append((4 - out.size() % 4) % 4, '=');
+  return out;
+}
+
 }  // namespace insitubatch
