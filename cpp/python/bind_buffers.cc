@@ -31,6 +31,7 @@ nb::dlpack::dtype ToDlpackDtype(zarr::DataType dtype) {
     case DataTypeId::kDateTime64:
     case DataTypeId::kTimeDelta64: return make(Code::Int, 8);  // counts: Python views the unit
     case DataTypeId::kBFloat16: return make(Code::UInt, 2);    // bits: Python views ml_dtypes.bfloat16
+    case DataTypeId::kString: break;  // never in a buffer: read_string_chunk returns objects
   }
   return make(Code::UInt, 1);
 }

@@ -47,8 +47,14 @@ nb::dict MetadataToDict(const zarr::ArrayMetadata& meta) {
   for (const auto& name : meta.dimension_names) dims.append(nb::str(name.c_str()));
   d["dimension_names"] = nb::tuple(dims);
   if (!meta.record_fields.is_null()) d["record_fields"] = meta.record_fields.dump();
-  d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(meta.fill_value.data()),
-                              meta.dtype.itemsize());
+  if (meta.dtype.is_variable()) {  // a string: its UTF-8 (or raw) bytes, any length
+    d["string_kind"] = std::string(1, meta.dtype.text_kind);
+    const auto& fill = meta.fill_value.record;
+    d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(fill.data()), fill.size());
+  } else {
+    d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(meta.fill_value.data()),
+                                meta.dtype.itemsize());
+  }
   return d;
 }
 
@@ -78,7 +84,29 @@ void BindZarr(nb::module_& m) {
                                  array.metadata().dtype);
           },
           nb::arg("coords"),
-          "The decoded stored chunk at `coords` (full chunk shape; fill value if absent).");
+          "The decoded stored chunk at `coords` (full chunk shape; fill value if absent).")
+      .def(
+          "read_string_chunk",
+          [](const Array& array, const std::vector<uint64_t>& coords) {
+            Result<std::vector<std::string>> items = [&] {
+              nb::gil_scoped_release release;
+              return array.ReadStringChunk(coords);
+            }();
+            std::vector<std::string> values = ValueOrThrow(std::move(items));
+            nb::list out;
+            const bool text = array.metadata().dtype.text_kind == 'U';
+            for (const std::string& v : values) {
+              if (text) {
+                out.append(nb::str(v.data(), v.size()));  // validated UTF-8
+              } else {
+                out.append(nb::bytes(v.data(), v.size()));
+              }
+            }
+            return out;
+          },
+          nb::arg("coords"),
+          "A variable-length string chunk's items in C order (str, or bytes for "
+          "variable_length_bytes); the fill value where the chunk is absent.");
 
   nb::class_<Hierarchy>(m, "Hierarchy", "The groups and arrays of a zarr store.")
       .def_prop_ro("zarr_format", &Hierarchy::zarr_format)

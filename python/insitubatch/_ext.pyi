@@ -317,6 +317,11 @@ class ZarrArray:
         The decoded stored chunk at `coords` (full chunk shape; fill value if absent).
         """
 
+    def read_string_chunk(self, coords: Sequence[int]) -> list:
+        """
+        A variable-length string chunk's items in C order (str, or bytes for variable_length_bytes); the fill value where the chunk is absent.
+        """
+
 class Hierarchy:
     """The groups and arrays of a zarr store."""
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from . import _ext, arguments, caching, class_plans, lifecycle, shuffle as _shuffle, summary
+from . import _ext, arguments, caching, class_plans, lifecycle, shuffle as _shuffle, strings, summary
 from . import transforms as _transforms
 from .errors import (
     CancelledError,
@@ -147,6 +147,13 @@ class InSituDataset:
         self.geometries: dict[str, ArrayGeometry] = dict(geometries)
         self.variables = list(self.geometries)
         self._check_geometries()
+        # Variable-length strings have no fixed size: they are read beside the engine.
+        self.string_geometries = {label: g for label, g in self.geometries.items() if strings.is_string(g.dtype)}
+        self.geometries = {label: g for label, g in self.geometries.items() if label not in self.string_geometries}
+        if not self.geometries:
+            raise InvalidArgumentError(
+                f"{', '.join(map(repr, self.string_geometries))} hold variable-length strings, which are"
+                " read beside numeric arrays: a dataset needs at least one numeric array to batch")
 
         ref_spc = manifest.sample_chunk_size
         self._block_chunks = summary.resolve_block_chunks(
@@ -378,7 +385,8 @@ class InSituDataset:
         return {"kind": "python", "callback": callback, "out_shape": out_shape, "out_dtype": engine_typestr(out_dtype)}
 
     def output_geometries(self) -> dict[str, ArrayGeometry]:
-        """Geometries after chunk transforms, sample-first: what batches hold."""
+        """Geometries after chunk transforms, sample-first: what batches hold (string
+        arrays last, untransformed)."""
         out = {}
         for label, g in self.geometries.items():
             if not self._chains[g.path]:
@@ -387,6 +395,7 @@ class InSituDataset:
             shape, dtype = self._path_outputs[g.path]
             out[label] = ArrayGeometry(g.path, (g.n_samples, *shape), (g.sample_chunk_size, *shape), dtype,
                                        offset=g.offset)
+        out.update(self.string_geometries)
         return out
 
     # -- epochs and views ----------------------------------------------------------------
@@ -643,10 +652,10 @@ class SplitView:
 
 
 def _gathered(native, labels: list[str], offsets: dict[str, int],
-              records: Mapping[str, np.dtype]) -> Batch | None:
+              records: Mapping[str, np.dtype], string_columns: Mapping[str, strings.StringColumn]) -> Batch | None:
     """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass;
     ``records``: the labels the engine hands in another form (records, times), viewed as
-    their numpy dtype."""
+    their numpy dtype; ``string_columns``: string arrays, gathered here for the same rows."""
     item = native.next()
     if item is None:
         return None
@@ -654,6 +663,8 @@ def _gathered(native, labels: list[str], offsets: dict[str, int],
     out = dict(zip(labels, arrays))
     for label, dtype in records.items():
         out[label] = as_stored(out[label], dtype)
+    for label, column in string_columns.items():
+        out[label] = column.take(indices + offsets[label])
     return Batch(out, indices, dict(offsets))
 
 
@@ -671,7 +682,10 @@ class _PassIterator:
         # Batch transforms run on a thread of their own, ahead of the consumer. The thread
         # must not hold this iterator: collecting an abandoned one is what cancels its pass.
         records = {label: g.dtype for label, g in dataset.output_geometries().items() if needs_view(g.dtype)}
-        self._gather = functools.partial(_gathered, native, self._labels, self._offsets, records)
+        store = as_native_store(dataset.store)
+        columns = {label: strings.StringColumn(store, g) for label, g in dataset.string_geometries.items()}
+        self._offsets.update({label: g.offset for label, g in dataset.string_geometries.items()})
+        self._gather = functools.partial(_gathered, native, self._labels, self._offsets, records, columns)
         self._ahead = (_transforms.BatchTransformsAhead(self._gather, self._transforms, split)
                        if self._transforms else None)
         self._done = False

@@ -209,6 +209,7 @@ def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axi
                 " (variables), not subgroups"
             )
         meta = hierarchy.array_metadata(path)
+        hierarchy.open_array(path)  # an unsupported codec is named here, not at the first read
         read_chunks = tuple(meta["read_chunks"])
         out[path] = ArrayGeometry(
             path=path,
@@ -229,6 +230,8 @@ def _numpy_dtype(meta: dict) -> np.dtype:
         except ImportError:
             raise MissingDependencyError("bfloat16 arrays are read as ml_dtypes.bfloat16: pip install ml_dtypes") from None
         return np.dtype(ml_dtypes.bfloat16)
+    if "string_kind" in meta:  # variable-length strings (or bytes): numpy objects
+        return np.dtype(object)
     if "record_fields" not in meta:
         return np.dtype(meta["dtype"])
     fields = json.loads(meta["record_fields"])
@@ -282,6 +285,7 @@ def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:
     for path in hierarchy.array_paths():
         try:
             meta = hierarchy.array_metadata(path)
+            hierarchy.open_array(path)  # its codecs too: an array this build cannot decode is skipped
         except InSituError as e:  # reported if asked for by name; not a reason to stop here
             skipped[path] = f"cannot be read here ({e})"
             continue
@@ -313,7 +317,8 @@ def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:
 
 
 def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarray:
-    """The decoded stored chunk at ``chunk_coords`` (full chunk shape, fill value if absent).
+    """The decoded stored chunk at ``chunk_coords`` (full chunk shape, fill value if absent);
+    for a variable-length string array, an object array of ``str`` (or ``bytes``).
 
     A low-level tool for tests and diagnostics; the engine never goes through Python.
     """
@@ -324,7 +329,12 @@ def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarra
     coords = [arguments.integer(f"chunk_coords[{i}]", c, (0, 2**63 - 1)) for i, c in enumerate(chunk_coords)]
     hierarchy = _ext.open_hierarchy(_native(store))
     path = str(array_path).strip("/")
-    data = np.asarray(hierarchy.open_array(path).read_chunk(coords))
+    array = hierarchy.open_array(path)
+    if "string_kind" in array.metadata:  # variable-length strings: an object array
+        from .strings import read_string_chunk
+
+        return read_string_chunk(array, coords)
+    data = np.asarray(array.read_chunk(coords))
     return as_stored(data, _numpy_dtype(hierarchy.array_metadata(path)))
 
 

@@ -30,6 +30,10 @@ def output_signature(view) -> dict[str, Any]:
     tf = _tf()
     specs = {}
     for label, g in view.geometries.items():
+        if g.dtype.kind in "SUO":
+            raise InvalidTypeError(
+                f"{label!r} holds text ({g.dtype}): a framework cannot take it; drop it or encode it"
+                " (e.g. as class codes) in a batch transform")
         if not g.dtype.names:
             specs[label] = tf.TensorSpec(shape=(None, *g.inner_shape), dtype=tf.as_dtype(g.dtype), name=None)
             continue

@@ -44,14 +44,18 @@ Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store,
     return InvalidArgument(what + ": chunk shape " + CoordsText(metadata.chunk_shape) +
                            " has a zero extent");
   }
-  const ArrayRepr repr{metadata.chunk_shape, metadata.dtype, metadata.fill_value};
-  auto chain = CodecChain::Build(metadata.codecs, repr, BuiltinCodecRegistry());
-  if (!chain.ok()) return chain.status().WithContext(what);
-
   std::shared_ptr<Array> array(new Array());
   array->store_ = std::move(store);
   array->path_ = std::move(path);
   array->metadata_ = std::move(metadata);
+  if (array->metadata_.dtype.is_variable()) {
+    if (Status bound = array->BindStringCodecs(); !bound.ok()) return bound.WithContext(what);
+    return std::shared_ptr<const Array>(std::move(array));
+  }
+  const ArrayMetadata& md = array->metadata_;
+  const ArrayRepr repr{md.chunk_shape, md.dtype, md.fill_value};
+  auto chain = CodecChain::Build(md.codecs, repr, BuiltinCodecRegistry());
+  if (!chain.ok()) return chain.status().WithContext(what);
   array->chain_ = std::move(chain).value();
   return std::shared_ptr<const Array>(std::move(array));
 }
@@ -80,6 +84,10 @@ std::string Array::ChunkKey(const std::vector<uint64_t>& coords) const {
 
 Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords,
                           MutableByteSpan out, const DecodeProgress* progress) const {
+  if (metadata_.dtype.is_variable()) {
+    return FailedPrecondition(DescribeChunk(path_, coords) +
+                              ": variable-length strings have no fixed-size form (ReadStringChunk reads them)");
+  }
   Status s = chain_.DecodeInto(stored, out, progress);
   if (s.ok()) return s;
   return s.WithContext(DescribeChunk(path_, coords) + " (" +

@@ -45,6 +45,14 @@ class Array {
   // Blocking fetch + decode; a missing chunk object reads as fill value.
   Status ReadChunk(const std::vector<uint64_t>& coords, MutableByteSpan out) const;
 
+  // Variable-length strings (dtype kString): the chunk's items in C order, UTF-8 text or
+  // raw bytes as the dtype's text_kind says; the fill value where the chunk is absent.
+  // Blocking. (string_array.cc)
+  Result<std::vector<std::string>> ReadStringChunk(const std::vector<uint64_t>& coords) const;
+  // The items of one stored string chunk (the bytes codecs undone, then vlen-utf8's layout).
+  Result<std::vector<std::string>> DecodeStringChunk(ByteSpan stored,
+                                                     const std::vector<uint64_t>& coords) const;
+
  private:
   Array() = default;
 
@@ -52,6 +60,9 @@ class Array {
   std::string path_;
   ArrayMetadata metadata_;
   CodecChain chain_;
+  // kString: the bytes -> bytes codecs after vlen-utf8 / vlen-bytes, in encode order.
+  std::vector<std::shared_ptr<const BytesToBytesCodec>> string_codecs_;
+  Status BindStringCodecs();
 };
 
 // "t2m [1, 0, 0]" — how errors name a chunk.

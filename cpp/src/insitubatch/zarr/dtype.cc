@@ -14,7 +14,7 @@ struct DataTypeInfo {
   char kind;  // numpy kind character
 };
 
-constexpr std::array<DataTypeInfo, 18> kDataTypes = {{
+constexpr std::array<DataTypeInfo, 19> kDataTypes = {{
     {DataTypeId::kBool, "bool", 1, 'b'},
     {DataTypeId::kInt8, "int8", 1, 'i'},
     {DataTypeId::kInt16, "int16", 2, 'i'},
@@ -33,6 +33,7 @@ constexpr std::array<DataTypeInfo, 18> kDataTypes = {{
     {DataTypeId::kDateTime64, "numpy.datetime64", 8, 'M'},
     {DataTypeId::kTimeDelta64, "numpy.timedelta64", 8, 'm'},
     {DataTypeId::kBFloat16, "bfloat16", 2, 'E'},
+    {DataTypeId::kString, "string", 8, 'O'},
 }};
 
 constexpr std::string_view kTimeUnits[] = {"Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as"};
@@ -50,12 +51,15 @@ size_t DataType::component_size() const {
 }
 bool DataType::is_float() const { return Info(id).kind == 'f'; }
 bool DataType::is_complex() const { return Info(id).kind == 'c'; }
-std::string_view DataType::name() const { return Info(id).name; }
+std::string_view DataType::name() const {
+  return id == DataTypeId::kString && text_kind == 'S' ? "variable_length_bytes" : Info(id).name;
+}
 
 std::string DataType::numpy_typestr() const {
   const DataTypeInfo& info = Info(id);
   if (id == DataTypeId::kStructured) return "|V" + std::to_string(record_size);
   if (id == DataTypeId::kBFloat16) return "bfloat16";  // no numpy typestring: ml_dtypes names it
+  if (id == DataTypeId::kString) return "|O";
   if (is_time()) {
     const char order = std::endian::native == std::endian::little ? '<' : '>';
     const std::string scale = time_scale == 1 ? "" : std::to_string(time_scale);
@@ -79,6 +83,11 @@ Result<DataType> DataType::Time(DataTypeId id, std::string_view unit, uint64_t s
 }
 
 Result<DataType> DataType::FromV3Name(std::string_view name) {
+  if (name == "string" || name == "variable_length_bytes") {
+    DataType dtype{DataTypeId::kString};
+    dtype.text_kind = name == "string" ? 'U' : 'S';
+    return dtype;
+  }
   for (const DataTypeInfo& info : kDataTypes) {
     if (info.name == name && info.id != DataTypeId::kStructured && !DataType{info.id}.is_time()) {
       return DataType{info.id};
@@ -91,6 +100,11 @@ Result<V2DataType> ParseV2TypeString(std::string_view typestr) {
   auto unsupported = [&] {
     return Unimplemented("v2 dtype \"" + std::string(typestr) + "\" is not supported");
   };
+  if (typestr == "|O") {  // numpy objects: strings, as the array's vlen filter says
+    DataType dtype{DataTypeId::kString};
+    dtype.text_kind = 'U';
+    return V2DataType{dtype, false};
+  }
   if (typestr.size() < 3) return unsupported();
   const char order = typestr[0];
   if (order != '<' && order != '>' && order != '|' && order != '=') return unsupported();

@@ -40,12 +40,18 @@ enum class DataTypeId {
   // bfloat16 (tensorstore's and ml_dtypes' "bfloat16"): 2-byte items, swapped as such, not
   // a float for arithmetic here (is_float() is false); Python views them as ml_dtypes.bfloat16.
   kBFloat16,
+  // Variable-length strings: v3 "string" (UTF-8, text_kind 'U') or "variable_length_bytes"
+  // (text_kind 'S'), v2 "|O" with a vlen-utf8 / vlen-bytes filter. Chunks decode to a list
+  // of strings (Array::ReadStringChunk), never into fixed-size memory; itemsize() is 8, a
+  // numpy object pointer, and no engine slot holds them.
+  kString,
 };
 
 struct DataType {
   DataTypeId id = DataTypeId::kUInt8;
   uint32_t record_size = 0;  // bytes of one record; kStructured only
-  char text_kind = 0;        // kStructured: 'S' (bytes) or 'U' (UTF-32 text), 0 for a record
+  char text_kind = 0;        // kStructured: 'S' (bytes) or 'U' (UTF-32 text), 0 for a record;
+                             // kString: 'U' (UTF-8 strings) or 'S' (bytes objects)
   uint32_t time_scale = 0;   // kDateTime64 / kTimeDelta64: the multiple (10 in "10s")
   std::array<char, 3> time_unit{};  // "ns", "s", "D", ... (NUL-padded)
 
@@ -63,6 +69,7 @@ struct DataType {
   // kDateTime64 / kTimeDelta64 of `scale` x `unit` ("ns", "s", "D", ...: numpy's units).
   static Result<DataType> Time(DataTypeId id, std::string_view unit, uint64_t scale);
   bool is_time() const { return id == DataTypeId::kDateTime64 || id == DataTypeId::kTimeDelta64; }
+  bool is_variable() const { return id == DataTypeId::kString; }
 
   friend bool operator==(const DataType&, const DataType&) = default;
 };

@@ -239,6 +239,21 @@ Result<FillValue> Parse(const Json& value, DataType dtype, Convention convention
   if (dtype.id == DataTypeId::kStructured) return ParseRecordFill(value, dtype);
   if (dtype.is_time()) return ParseTimeFill(value, dtype, convention);
   FillValue fill;
+  if (dtype.is_variable()) {  // a string (v2 may write null or 0 for ""): its bytes in `record`
+    if (value.is_string()) {
+      std::string text = value.get<std::string>();
+      if (dtype.text_kind == 'S' && convention == Convention::kV3) {  // v3 writes bytes as base64
+        auto decoded = DecodeBase64(text);
+        if (!decoded.ok()) return InvalidArgument("fill_value " + Abbrev(value) + " is not base64");
+        text = std::move(decoded).value();
+      }
+      fill.record.assign(reinterpret_cast<const std::byte*>(text.data()),
+                         reinterpret_cast<const std::byte*>(text.data() + text.size()));
+      return fill;
+    }
+    if (value.is_null() || (convention == Convention::kV2 && value == Json(0))) return fill;
+    return InvalidArgument("fill_value " + Abbrev(value) + " is not a string");
+  }
   if (convention == Convention::kV2 && value.is_null())
     return fill;  // v2: null reads as 0
   if (dtype.id == DataTypeId::kBool) {

@@ -130,6 +130,8 @@ Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_vi
     // Their factories read numcodecs' own configuration (and ignore "id").
     spec.name = id;
     out = compressor;
+  } else if (id == "vlen-utf8" || id == "vlen-bytes") {  // object codecs: strings, bytes
+    spec.name = id;
   } else if (id == "crc32" || id == "adler32" || id == "fletcher32" || id == "bz2" || id == "lzma") {
     spec.name = "numcodecs." + id;
     out = compressor;
@@ -242,11 +244,26 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs,
     for (size_t i = md.ndim(); i-- > 0;) axes.push_back(i);
     md.codecs.push_back({"transpose", Json{{"order", std::move(axes)}}});
   }
-  CodecSpec bytes{"bytes", Json::object()};
-  if (md.dtype.component_size() > 1) {  // a record keeps its fields' own byte orders
-    bytes.configuration["endian"] = dtype.big_endian ? "big" : "little";
+  if (md.dtype.is_variable()) {
+    // numpy objects: the first filter serializes them (numcodecs' object codec), as v3's
+    // vlen-utf8 / vlen-bytes do; the rest run on its bytes.
+    const std::string first = filter_codecs.empty() ? "" : filter_codecs.front().name;
+    if (first != "vlen-utf8" && first != "vlen-bytes") {
+      return Error(StatusCode::kUnimplemented, where,
+                   "v2 dtype \"|O\" needs a vlen-utf8 or vlen-bytes filter first (object arrays"
+                   " pickled or JSON/msgpack-encoded are not read here)");
+    }
+    if (fortran && md.ndim() > 1) {
+      return Error(StatusCode::kUnimplemented, where, "strings in order \"F\" are not supported");
+    }
+    md.dtype.text_kind = first == "vlen-utf8" ? 'U' : 'S';
+  } else {
+    CodecSpec bytes{"bytes", Json::object()};
+    if (md.dtype.component_size() > 1) {  // a record keeps its fields' own byte orders
+      bytes.configuration["endian"] = dtype.big_endian ? "big" : "little";
+    }
+    md.codecs.push_back(std::move(bytes));
   }
-  md.codecs.push_back(std::move(bytes));
   for (CodecSpec& filter : filter_codecs) md.codecs.push_back(std::move(filter));
   if (compressor) md.codecs.push_back(std::move(*compressor));
 

@@ -57,6 +57,9 @@ Result<Record> ParseRecordV2(const Json& descr) {
                            " is not supported (fields are [name, typestring] or [name, typestring, shape])");
     }
     auto type = ParseV2TypeString(field[1].get<std::string>());
+    if (type.ok() && type->dtype.is_variable()) {
+      type = Unimplemented("\"|O\" (an object) is not supported in a record");
+    }
     if (!type.ok()) return type.status().WithContext("structured dtype field " + Abbrev(field[0]));
     uint64_t count = 1;
     if (field.size() == 3) {
@@ -103,7 +106,7 @@ Result<Record> ParseRecordV3(const Json& configuration, bool big_endian) {
 
 std::optional<Record> ParseFixedText(std::string_view typestr) {
   auto parsed = ParseV2TypeString(typestr);
-  if (!parsed.ok() || parsed->dtype.text_kind == 0) return std::nullopt;
+  if (!parsed.ok() || parsed->dtype.id != DataTypeId::kStructured || parsed->dtype.text_kind == 0) return std::nullopt;
   std::string stored(typestr);
   if (stored[0] == '=') stored[0] = std::endian::native == std::endian::big ? '>' : '<';
   return Record{parsed->dtype, Json(stored)};

@@ -429,7 +429,7 @@ Result<AnyCodec> MakeCategorizeCodec(const Json& config, const ArrayRepr&, const
   INSITU_ASSIGN_OR_RETURN(auto dtype_text, internal_codec::ConfigString(config, "dtype"));
   if (!dtype_text) return InvalidArgument("\"dtype\" is required");
   auto dtype = ParseV2TypeString(*dtype_text);
-  if (!dtype.ok() || dtype->dtype.text_kind != 'U') {
+  if (!dtype.ok() || dtype->dtype.id != DataTypeId::kStructured || dtype->dtype.text_kind != 'U') {
     return Unimplemented("categorize to dtype \"" + *dtype_text +
                          "\" is not supported (fixed-width unicode such as \"<U8\"; variable-length"
                          " strings are not read here)");

@@ -1,0 +1,21 @@
+"""Writes the seed corpus of strings_fuzz: for each layout (in the target's order), the first
+byte selecting it and a numcodecs encoding of six items, plus a truncated one.
+
+    .venv/bin/python cpp/fuzz/make_strings_corpus.py
+"""
+
+from pathlib import Path
+
+import numcodecs
+import numpy as np
+
+OUT = Path(__file__).resolve().parent / "corpus" / "strings"
+values = np.array(["", "a", "Zürich", "東京", "x" * 40, "🙂"], dtype=object)
+utf8 = numcodecs.VLenUTF8().encode(values)
+OUT.mkdir(parents=True, exist_ok=True)
+(OUT / "00_vlen_utf8").write_bytes(b"\x00" + utf8)
+(OUT / "00_truncated").write_bytes(b"\x00" + utf8[:-2])
+(OUT / "01_vlen_utf8_zstd").write_bytes(b"\x01" + numcodecs.Zstd().encode(utf8))
+raw = np.array([b"", b"\x00", b"ab", b"c", b"d", b"e"], dtype=object)
+(OUT / "02_vlen_bytes").write_bytes(b"\x02" + numcodecs.VLenBytes().encode(raw))
+print(f"wrote 4 seeds to {OUT}")
