@@ -14,7 +14,7 @@ if [[ ${1:-} != "--no-setup" ]]; then
   scripts/setup.sh
 fi
 
-TORCH_REQS=("torch==2.13.0" "jax" "jaxlib" "pytorch-lightning>=2.4")  # torch 2.13.0's CPU build lies on this machine's disk
+TORCH_REQS=("torch==2.13.0" "jax" "jaxlib" "pytorch-lightning>=2.4" "torchdata==0.11.0")  # torch 2.13.0's CPU build lies on this machine's disk
 TF_REQS=("tensorflow-cpu>=2.16" "numpy>=1.26" "zarr>=3.1,<4" "numcodecs>=0.16" "crc32c>=2.7"
          "pytest>=8" "pytest-timeout>=2.3")
 PY=.venv/bin/python

@@ -7,29 +7,26 @@ aligned buffers. Python does O(1) work per batch: it receives a finished batch.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import os
-import time
 import weakref
 from dataclasses import replace as dataclasses_replace
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import _ext, arguments, caching, class_plans, lifecycle, shuffle as _shuffle, strings, summary
+from . import _ext, arguments, caching, class_plans, lifecycle, resume, shuffle as _shuffle, strings, summary
 from . import transforms as _transforms
 from .errors import (
-    CancelledError,
     FailedPreconditionError,
-    InSituError,
     InvalidArgumentError,
     InvalidTypeError,
     ResourceExhaustedError,
 )
-from .geometry import ArrayGeometry, as_stored, engine_typestr, needs_view, open_geometries
-from .records import Batch, StoredChunkRead
+from .geometry import ArrayGeometry, engine_typestr, open_geometries
+from .passes import PassIterator
+from .records import StoredChunkRead
 from .runtime import PassStats
 from .splits import SplitManifest, valid_anchor_range
 from .stores import as_native_store, close_store, reopen_store
@@ -74,7 +71,7 @@ class InSituDataset:
         plan: str = "shuffle",
     ) -> None:
         self._engine: Any = None  # the native _ext.Engine while open
-        self._passes: "weakref.WeakSet[_PassIterator]" = weakref.WeakSet()
+        self._passes: "weakref.WeakSet[PassIterator]" = weakref.WeakSet()
         self._reopen_after_fork = False
         # What pickling sends to another process (the dataset re-opens itself there).
         self._init_args = (store, manifest, geometries)
@@ -203,6 +200,9 @@ class InSituDataset:
         if plan == "balanced":
             class_plans.check_balanced(self._n_classes, self._batch_size)
         self._epoch = 0
+        # Resume: rows each view has delivered in an epoch, and cursors a load asked for.
+        self._progress: dict[resume.ViewKey, tuple[int, int]] = {}
+        self._resume_at: dict[resume.ViewKey, tuple[int, int]] = {}
         self.last_pass: PassStats | None = None
         self.bad_chunks: list[StoredChunkRead] = []  # the stored chunks the last pass NaN-filled
         self._open_engine()
@@ -446,10 +446,24 @@ class InSituDataset:
         seq_rows, seq_bounds = _ext.sequential_order(ids, m.sample_chunk_size, m.n_samples, self._block_chunks)
         return np.asarray(seq_rows), np.asarray(seq_bounds)
 
-    def _start_pass(self, split: str, shuffled: bool, shard: tuple[int, int] = (0, 1)) -> "_PassIterator":
+    def _start_pass(self, split: str, shuffled: bool, shard: tuple[int, int] = (0, 1)) -> "PassIterator":
         engine = self._live_engine()
         # Only the shuffled order depends on the epoch; stats are labelled with it either way.
         rows, block_start = self._order(split, shuffled, self._epoch if shuffled else 0, shard)
+        # Window edges of every label (string labels too, which the engine does not see).
+        m = self.manifest
+        lo, hi = valid_anchor_range(self._offsets(), m.n_samples)
+        rows, block_start = resume.keep_anchors(rows, block_start, m.sample_chunk_size, lo, hi)
+        key: resume.ViewKey = (split, shuffled, shard)
+        start = 0
+        if key in self._resume_at:
+            epoch, cursor = self._resume_at.pop(key)
+            if epoch == self._epoch:
+                start = min(cursor, len(rows))
+                rows, block_start = resume.skip_rows(rows, block_start, start)
+            else:
+                logger.warning("a resume state for epoch %d was loaded, but the dataset is at epoch %d:"
+                               " the pass starts at the beginning", epoch, self._epoch)
         # Eviction by next use looks one epoch ahead: the shuffled order is a pure function
         # of the epoch (a sequential view repeats its own).
         ahead = {}
@@ -467,9 +481,51 @@ class InSituDataset:
                 " %s (one working-set floor each) so none can starve another. Size the machine with"
                 " describe(iterations=N), or pass cache_budget_bytes to fix the budget.",
                 grown // max(1, self._working_set_bytes), summary.format_bytes(grown))
-        it = _PassIterator(self, native, split, self._epoch)
+        it = PassIterator(self, native, split, self._epoch, key, start)
         self._passes.add(it)
         return it
+
+    def _offsets(self) -> list[int]:
+        """The sample-axis offset of every label, string labels included."""
+        return [g.offset for g in self.geometries.values()] + [g.offset for g in self.string_geometries.values()]
+
+    # -- resume ----------------------------------------------------------------------------
+    def _view_state(self, key: resume.ViewKey) -> dict[str, Any]:
+        epoch, cursor = self._progress.get(key, (self._epoch, 0))
+        if epoch != self._epoch:  # the view has not run in this epoch yet
+            epoch, cursor = self._epoch, 0
+        if key in self._resume_at and self._resume_at[key][0] == self._epoch:
+            cursor = self._resume_at[key][1]  # loaded, not yet iterated: still where it was
+        return resume.make_state(key, seed=self._seed, block_chunks=self._block_chunks, epoch=epoch, cursor=cursor)
+
+    def _load_view_state(self, key: resume.ViewKey, state: Any) -> None:
+        epoch, cursor = resume.check_state(state, key, seed=self._seed, block_chunks=self._block_chunks)
+        self.set_epoch(epoch)
+        self._resume_at[key] = (epoch, cursor)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where every view that has run stands: ``{"format", "epoch", "views": [...]}``, each
+        view's state as :meth:`SplitView.state_dict` gives it. A few integers, no samples."""
+        keys = sorted(set(self._progress) | set(self._resume_at), key=repr)
+        return {"format": resume.FORMAT, "epoch": self._epoch, "views": [self._view_state(k) for k in keys]}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores :meth:`state_dict`: the epoch, and for each saved view the cursor its
+        next pass starts from (that pass yields the rest of the epoch, exactly)."""
+        if not isinstance(state, Mapping) or "views" not in state or "epoch" not in state:
+            raise InvalidTypeError("load_state_dict takes what InSituDataset.state_dict() returned")
+        views = state["views"]
+        if not isinstance(views, (list, tuple)):
+            raise InvalidArgumentError("resume state: 'views' must be a list of view states")
+        checked = []
+        for view in views:
+            if not isinstance(view, Mapping) or not {"split", "shuffled", "share"} <= set(view):
+                raise InvalidArgumentError(f"resume state: a view entry is not a view state: {view!r}")
+            key = (view["split"], bool(view["shuffled"]), tuple(view["share"]))
+            checked.append((key, resume.check_state(view, key, seed=self._seed, block_chunks=self._block_chunks)))
+        self.set_epoch(arguments.integer("epoch", state["epoch"]))
+        for key, (epoch, cursor) in checked:
+            self._resume_at[key] = (epoch, cursor)
 
     def _pass_finished(self, stats: PassStats, bad_chunks: list) -> None:
         if not any(not it._done for it in self._passes):
@@ -620,7 +676,7 @@ class SplitView:
     def dataset(self) -> InSituDataset:
         return self._dataset
 
-    def __iter__(self) -> "_PassIterator":
+    def __iter__(self) -> "PassIterator":
         return self._dataset._start_pass(self.split, self.shuffled, self._shard)
 
     def shard(self, index: int, count: int) -> "SplitView":
@@ -633,11 +689,22 @@ class SplitView:
         return SplitView(self._dataset, self.split, shuffled=self.shuffled,
                          shard=(base + index * of, of * count))
 
+    def state_dict(self) -> dict[str, Any]:
+        """Where this view stands in the current epoch (a few integers: see
+        :mod:`insitubatch.resume`); the rows its passes have delivered so far."""
+        return self._dataset._view_state((self.split, self.shuffled, self._shard))
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Sets the dataset's epoch to the saved one, and makes this view's next pass start
+        where the saved one stood: it yields exactly the batches the uninterrupted pass had
+        left. Refused (naming the field) for another view, seed or block size."""
+        self._dataset._load_view_state((self.split, self.shuffled, self._shard), state)
+
     def __len__(self) -> int:
         """Batches in one pass of this view (edge anchors of windows excluded)."""
         ds = self._dataset
         m = ds.manifest
-        lo, hi = valid_anchor_range([g.offset for g in ds.geometries.values()], m.n_samples)
+        lo, hi = valid_anchor_range(ds._offsets(), m.n_samples)
         if self.shuffled and ds._plan == "balanced":  # whole batches per block: count the order's rows
             order, _ = ds._order(self.split, True, ds.epoch, self._shard)
             anchors = order[:, 0] * m.sample_chunk_size + order[:, 1]
@@ -649,124 +716,6 @@ class SplitView:
     def __repr__(self) -> str:
         share = "" if self._shard == (0, 1) else f", share {self._shard[0]} of {self._shard[1]}"
         return f"<SplitView {self.split} ({'shuffled' if self.shuffled else 'sequential'}{share})>"
-
-
-def _gathered(native, labels: list[str], offsets: dict[str, int],
-              records: Mapping[str, np.dtype], string_columns: Mapping[str, strings.StringColumn]) -> Batch | None:
-    """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass;
-    ``records``: the labels the engine hands in another form (records, times), viewed as
-    their numpy dtype; ``string_columns``: string arrays, gathered here for the same rows."""
-    item = native.next()
-    if item is None:
-        return None
-    arrays, indices = item
-    out = dict(zip(labels, arrays))
-    for label, dtype in records.items():
-        out[label] = as_stored(out[label], dtype)
-    for label, column in string_columns.items():
-        out[label] = column.take(indices + offsets[label])
-    return Batch(out, indices, dict(offsets))
-
-
-class _PassIterator:
-    """One pass. Early ``break``, ``close()`` or garbage collection cancel it cleanly."""
-
-    def __init__(self, dataset: InSituDataset, native, split: str, epoch: int) -> None:
-        self._dataset = dataset
-        self._native = native
-        self.split = split
-        self.epoch = epoch
-        self._labels = [label for label, _, _ in dataset._labels]
-        self._offsets = {label: offset for label, _, offset in dataset._labels}
-        self._transforms = dataset.batch_transforms
-        # Batch transforms run on a thread of their own, ahead of the consumer. The thread
-        # must not hold this iterator: collecting an abandoned one is what cancels its pass.
-        records = {label: g.dtype for label, g in dataset.output_geometries().items() if needs_view(g.dtype)}
-        store = as_native_store(dataset.store)
-        columns = {label: strings.StringColumn(store, g) for label, g in dataset.string_geometries.items()}
-        self._offsets.update({label: g.offset for label, g in dataset.string_geometries.items()})
-        self._gather = functools.partial(_gathered, native, self._labels, self._offsets, records, columns)
-        self._ahead = (_transforms.BatchTransformsAhead(self._gather, self._transforms, split)
-                       if self._transforms else None)
-        self._done = False
-        self._closed_because: str | None = None  # closed by someone else: why
-        self._consumer_s = 0.0  # wall time the caller spent between batches (its loop body)
-        self._returned_at: float | None = None
-
-    def __iter__(self) -> "_PassIterator":
-        return self
-
-    def __next__(self) -> Batch:
-        if self._returned_at is not None:
-            self._consumer_s += time.perf_counter() - self._returned_at
-            self._returned_at = None
-        native = self._native  # another thread may close the pass meanwhile
-        if self._done or native is None:
-            if self._closed_because is not None:
-                raise CancelledError(self._closed_because)
-            raise StopIteration
-        try:
-            if self._ahead is not None:
-                batch = self._ahead.next()
-            else:
-                batch = self._gather()
-        except InSituError as exc:
-            original = self._dataset._transform_errors.take(str(exc))  # before close() clears them
-            self.close()
-            if original is not None:  # a chunk transform's own exception, re-raised as itself
-                raise original from None
-            raise
-        except BaseException:
-            self.close()
-            raise
-        if batch is None:
-            self.close()
-            raise StopIteration
-        self._returned_at = time.perf_counter()
-        return batch
-
-    def close(self, reason: str | None = None) -> None:
-        """Ends the pass. ``reason``: it is closed from outside the loop (the dataset was
-        closed), so a ``next()`` in progress or to come raises ``CancelledError(reason)``."""
-        if self._done:
-            return
-        self._done = True
-        self._closed_because = reason
-        native = self._native
-        native.close(reason or "the pass was closed")
-        stats = native.stats()
-        stats["times"]["consumer_s"] = self._consumer_s
-        if self._ahead is not None:
-            self._ahead.close()
-            stats["times"]["batch_transform_s"] = self._ahead.cpu_s
-            # The consumer waits on the transformed batches, not on the engine's queue.
-            depths = stats["depths"]
-            depths["batch_queue_samples"] = self._ahead.gets
-            depths["batch_queue_empty"] = self._ahead.empty_gets
-            depths["batch_queue_full_enough"] = self._ahead.gets - self._ahead.empty_gets
-        self._native = None
-        self._dataset._pass_finished(PassStats.from_native(stats), stats["bad_chunks"])
-
-    def _retire(self, reason: str) -> None:
-        """In a forked child: the native pass is the parent's; it is kept, unused."""
-        if self._done:
-            return
-        lifecycle.INHERITED.append(self._native)
-        self._native = None
-        self._done = True
-        self._closed_because = reason
-
-    def __enter__(self) -> "_PassIterator":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    def __del__(self) -> None:
-        try:
-            self.close()
-        except Exception:  # pragma: no cover - interpreter teardown
-            pass
 
 
 __all__ = ["InSituDataset", "SplitView"]

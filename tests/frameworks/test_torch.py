@@ -414,3 +414,40 @@ def test_bfloat16_arrays_become_bfloat16_tensors():
     tensors = to_torch(Batch({"w": values}, np.arange(6)))
     assert tensors["w"].dtype == torch.bfloat16
     assert torch.equal(tensors["w"].view(torch.int16), torch.from_numpy(values.view(np.int16)))
+
+
+def test_stateful_dataloader_resumes_exactly_mid_epoch(mixed):
+    stateful = pytest.importorskip("torchdata.stateful_dataloader")
+    open_dataset, _ = mixed
+
+    def run(loader, n=None):
+        """The batches, and the loader's state taken in the loop right after batch n."""
+        out, saved = [], None
+        for batch in loader:
+            out.append({k: v.clone() for k, v in batch.items()})
+            if len(out) == n:
+                saved = loader.state_dict()  # as a training loop checkpoints
+                break
+        return out, saved
+
+    ds = open_dataset(seed=9)
+    ds.set_epoch(4)
+    full, _ = run(stateful.StatefulDataLoader(as_torch(ds.train), batch_size=None, num_workers=0))
+    ds.close()
+
+    ds = open_dataset(seed=9)
+    ds.set_epoch(4)
+    loader = stateful.StatefulDataLoader(as_torch(ds.train), batch_size=None, num_workers=0)
+    head, saved = run(loader, 3)
+    ds.close()
+
+    ds = open_dataset(seed=9)  # a new process would start here
+    resumed = stateful.StatefulDataLoader(as_torch(ds.train), batch_size=None, num_workers=0)
+    resumed.load_state_dict(saved)
+    rest, _ = run(resumed)
+    assert ds.epoch == 4 and len(head) == 3 and len(head) + len(rest) == len(full)
+    for got, want in zip(head + rest, full):
+        assert got.keys() == want.keys()
+        for label in got:
+            assert torch.equal(got[label], want[label]), label
+    ds.close()

@@ -327,6 +327,19 @@ def _dataset_class(torch):
             def __len__(self) -> int:
                 return len(self.view)  # type: ignore[arg-type]  # views are sized
 
+            # torchdata's StatefulDataLoader saves and restores these (num_workers=0): the
+            # view's cursor, so a restored loader yields exactly the rest of the epoch.
+            def state_dict(self) -> dict[str, Any]:
+                return self._stateful_view().state_dict()
+
+            def load_state_dict(self, state: dict[str, Any]) -> None:
+                self._stateful_view().load_state_dict(state)
+
+            def _stateful_view(self) -> Any:
+                if not callable(getattr(self.view, "state_dict", None)):
+                    raise FailedPreconditionError(f"{self.view!r} keeps no resume state (a SplitView does)")
+                return self.view
+
             def __reduce__(self):  # spawned workers: the class is made at first use
                 device = None if self.device is None else str(self.device)
                 return (functools.partial(as_torch, device=device, pin_budget_bytes=self.pin_budget_bytes),

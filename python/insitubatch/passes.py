@@ -1,0 +1,150 @@
+"""One pass over a view: the iterator a ``SplitView`` returns. It takes the engine's batches
+(and gathers string labels beside them), runs batch transforms ahead on their own thread,
+counts the rows it delivers (for resume) and cancels its pass when closed, broken off or
+collected."""
+
+from __future__ import annotations
+
+import functools
+import time
+from typing import TYPE_CHECKING, Mapping
+
+import numpy as np
+
+from . import lifecycle, resume, strings
+from . import transforms as _transforms
+from .errors import CancelledError, InSituError
+from .geometry import as_stored, needs_view
+from .records import Batch
+from .runtime import PassStats
+from .stores import as_native_store
+
+if TYPE_CHECKING:
+    from .dataset import InSituDataset
+
+
+def _gathered(native, labels: list[str], offsets: dict[str, int],
+              records: Mapping[str, np.dtype], string_columns: Mapping[str, strings.StringColumn]) -> Batch | None:
+    """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass;
+    ``records``: the labels the engine hands in another form (records, times), viewed as
+    their numpy dtype; ``string_columns``: string arrays, gathered here for the same rows."""
+    item = native.next()
+    if item is None:
+        return None
+    arrays, indices = item
+    out = dict(zip(labels, arrays))
+    for label, dtype in records.items():
+        out[label] = as_stored(out[label], dtype)
+    for label, column in string_columns.items():
+        out[label] = column.take(indices + offsets[label])
+    return Batch(out, indices, dict(offsets))
+
+
+class PassIterator:
+    """One pass. Early ``break``, ``close()`` or garbage collection cancel it cleanly."""
+
+    def __init__(self, dataset: InSituDataset, native, split: str, epoch: int,
+                 key: resume.ViewKey = ("", False, (0, 1)), start: int = 0) -> None:
+        self._dataset = dataset
+        self._native = native
+        self.split = split
+        self.epoch = epoch
+        self._key = key
+        self._delivered = start  # rows of the epoch handed to the caller (a resume starts later)
+        dataset._progress[key] = (epoch, start)
+        self._labels = [label for label, _, _ in dataset._labels]
+        self._offsets = {label: offset for label, _, offset in dataset._labels}
+        self._transforms = dataset.batch_transforms
+        # Batch transforms run on a thread of their own, ahead of the consumer. The thread
+        # must not hold this iterator: collecting an abandoned one is what cancels its pass.
+        records = {label: g.dtype for label, g in dataset.output_geometries().items() if needs_view(g.dtype)}
+        store = as_native_store(dataset.store)
+        columns = {label: strings.StringColumn(store, g) for label, g in dataset.string_geometries.items()}
+        self._offsets.update({label: g.offset for label, g in dataset.string_geometries.items()})
+        self._gather = functools.partial(_gathered, native, self._labels, self._offsets, records, columns)
+        self._ahead = (_transforms.BatchTransformsAhead(self._gather, self._transforms, split)
+                       if self._transforms else None)
+        self._done = False
+        self._closed_because: str | None = None  # closed by someone else: why
+        self._consumer_s = 0.0  # wall time the caller spent between batches (its loop body)
+        self._returned_at: float | None = None
+
+    def __iter__(self) -> "PassIterator":
+        return self
+
+    def __next__(self) -> Batch:
+        if self._returned_at is not None:
+            self._consumer_s += time.perf_counter() - self._returned_at
+            self._returned_at = None
+        native = self._native  # another thread may close the pass meanwhile
+        if self._done or native is None:
+            if self._closed_because is not None:
+                raise CancelledError(self._closed_because)
+            raise StopIteration
+        try:
+            if self._ahead is not None:
+                batch = self._ahead.next()
+            else:
+                batch = self._gather()
+        except InSituError as exc:
+            original = self._dataset._transform_errors.take(str(exc))  # before close() clears them
+            self.close()
+            if original is not None:  # a chunk transform's own exception, re-raised as itself
+                raise original from None
+            raise
+        except BaseException:
+            self.close()
+            raise
+        if batch is None:
+            self.close()
+            raise StopIteration
+        self._delivered += len(batch)
+        self._dataset._progress[self._key] = (self.epoch, self._delivered)
+        self._returned_at = time.perf_counter()
+        return batch
+
+    def close(self, reason: str | None = None) -> None:
+        """Ends the pass. ``reason``: it is closed from outside the loop (the dataset was
+        closed), so a ``next()`` in progress or to come raises ``CancelledError(reason)``."""
+        if self._done:
+            return
+        self._done = True
+        self._closed_because = reason
+        native = self._native
+        native.close(reason or "the pass was closed")
+        stats = native.stats()
+        stats["times"]["consumer_s"] = self._consumer_s
+        if self._ahead is not None:
+            self._ahead.close()
+            stats["times"]["batch_transform_s"] = self._ahead.cpu_s
+            # The consumer waits on the transformed batches, not on the engine's queue.
+            depths = stats["depths"]
+            depths["batch_queue_samples"] = self._ahead.gets
+            depths["batch_queue_empty"] = self._ahead.empty_gets
+            depths["batch_queue_full_enough"] = self._ahead.gets - self._ahead.empty_gets
+        self._native = None
+        self._dataset._pass_finished(PassStats.from_native(stats), stats["bad_chunks"])
+
+    def _retire(self, reason: str) -> None:
+        """In a forked child: the native pass is the parent's; it is kept, unused."""
+        if self._done:
+            return
+        lifecycle.INHERITED.append(self._native)
+        self._native = None
+        self._done = True
+        self._closed_because = reason
+
+    def __enter__(self) -> "PassIterator":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # pragma: no cover - interpreter teardown
+            pass
+
+
+__all__ = ["PassIterator"]
