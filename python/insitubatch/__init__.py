@@ -53,7 +53,7 @@ from .references import reference_store
 
 # Framework adapters load on first use (PEP 562) so `import insitubatch` imports no framework;
 # each adapter imports its framework only when called.
-_LAZY_ADAPTERS = ("as_tf_dataset", "as_torch", "to_jax", "to_tf", "to_torch")
+_LAZY_ADAPTERS = ("as_tf_dataset", "as_torch", "to_global_jax", "to_jax", "to_tf", "to_torch")
 
 
 # The original package exported its Python engine's parts; here the engine is native and
@@ -152,6 +152,7 @@ __all__ = [
     "Store",
     "StoredChunkRead",
     "StoreError",
+    "to_global_jax",
     "to_jax",
     "to_tf",
     "to_torch",

@@ -16,7 +16,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import _ext, arguments, caching, class_plans, lifecycle, resume, shuffle as _shuffle, strings, summary
+from . import _ext, arguments, caching, class_plans, distributed, lifecycle, resume, shuffle as _shuffle, strings, summary
 from . import transforms as _transforms
 from .errors import (
     FailedPreconditionError,
@@ -69,6 +69,9 @@ class InSituDataset:
         eviction: str = "next_use",
         labels: Any = None,
         plan: str = "shuffle",
+        rank: int | None = None,
+        world_size: int | None = None,
+        remainder: str = "drop",
     ) -> None:
         self._engine: Any = None  # the native _ext.Engine while open
         self._passes: "weakref.WeakSet[PassIterator]" = weakref.WeakSet()
@@ -82,7 +85,7 @@ class InSituDataset:
             reset_stale_cache=reset_stale_cache, on_bad_chunk=on_bad_chunk,
             chunk_transforms=chunk_transforms, batch_transforms=batch_transforms,
             decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction,
-            labels=labels, plan=plan)
+            labels=labels, plan=plan, rank=rank, world_size=world_size, remainder=remainder)
         if not isinstance(manifest, SplitManifest):
             raise InvalidArgumentError(f"manifest must be a SplitManifest, got {type(manifest).__name__}")
         self._batch_size = arguments.integer("batch_size", batch_size)
@@ -101,6 +104,14 @@ class InSituDataset:
         if eviction not in ("next_use", "lru"):
             raise InvalidArgumentError(f'eviction must be "next_use" or "lru", got {eviction!r}')
         self._eviction = eviction
+        # Data parallel: this rank's share of whole chunks, equal steps on every rank.
+        self._rank, self._world_size = distributed.resolve(rank, world_size)
+        if remainder not in distributed.REMAINDERS:
+            raise InvalidArgumentError(f'remainder must be "drop" or "pad", got {remainder!r}')
+        self._remainder = remainder
+        if self._world_size > 1 and plan != "shuffle":
+            raise InvalidArgumentError(f'plan={plan!r} with world_size={self._world_size} is not supported yet'
+                                       ' (plan="shuffle" is)')
         for name, value in (("persist", persist), ("readonly_cache", readonly_cache),
                             ("reset_stale_cache", reset_stale_cache)):
             arguments.flag(name, value)
@@ -409,19 +420,19 @@ class InSituDataset:
 
     @property
     def train(self) -> "SplitView":
-        return SplitView(self, "train", shuffled=self.shuffle)
+        return SplitView(self, "train", shuffled=self.shuffle, shard=(self._rank, self._world_size))
 
     @property
     def val(self) -> "SplitView":
-        return SplitView(self, "val", shuffled=False)
+        return SplitView(self, "val", shuffled=False, shard=(self._rank, self._world_size))
 
     @property
     def test(self) -> "SplitView":
-        return SplitView(self, "test", shuffled=False)
+        return SplitView(self, "test", shuffled=False, shard=(self._rank, self._world_size))
 
     @property
     def all(self) -> "SplitView":
-        return SplitView(self, "all", shuffled=False)
+        return SplitView(self, "all", shuffled=False, shard=(self._rank, self._world_size))
 
     def _chunk_ids(self, split: str, shard: tuple[int, int] = (0, 1)) -> np.ndarray:
         if split == "all":
@@ -454,6 +465,8 @@ class InSituDataset:
         m = self.manifest
         lo, hi = valid_anchor_range(self._offsets(), m.n_samples)
         rows, block_start = resume.keep_anchors(rows, block_start, m.sample_chunk_size, lo, hi)
+        if self._world_size > 1 and shard == (self._rank, self._world_size):
+            rows, block_start = distributed.equalize(rows, block_start, self._rank_rows(split, lo, hi))
         key: resume.ViewKey = (split, shuffled, shard)
         start = 0
         if key in self._resume_at:
@@ -485,6 +498,17 @@ class InSituDataset:
         self._passes.add(it)
         return it
 
+    def _rank_rows(self, split: str, lo: int, hi: int) -> int:
+        """The rows every rank's pass of ``split`` holds (the same on every rank)."""
+        m = self.manifest
+        per_rank = [_ext.pass_rows(self._chunk_ids(split, (r, self._world_size)).tolist(), m.sample_chunk_size,
+                                   m.n_samples, lo, hi) for r in range(self._world_size)]
+        return distributed.target_rows(per_rank, self._batch_size, self._remainder)
+
+    rank = property(lambda self: self._rank)
+    world_size = property(lambda self: self._world_size)
+    remainder = property(lambda self: self._remainder)
+
     def _offsets(self) -> list[int]:
         """The sample-axis offset of every label, string labels included."""
         return [g.offset for g in self.geometries.values()] + [g.offset for g in self.string_geometries.values()]
@@ -496,10 +520,12 @@ class InSituDataset:
             epoch, cursor = self._epoch, 0
         if key in self._resume_at and self._resume_at[key][0] == self._epoch:
             cursor = self._resume_at[key][1]  # loaded, not yet iterated: still where it was
-        return resume.make_state(key, seed=self._seed, block_chunks=self._block_chunks, epoch=epoch, cursor=cursor)
+        return resume.make_state(key, seed=self._seed, block_chunks=self._block_chunks, epoch=epoch, cursor=cursor,
+                                 world_size=self._world_size)
 
     def _load_view_state(self, key: resume.ViewKey, state: Any) -> None:
-        epoch, cursor = resume.check_state(state, key, seed=self._seed, block_chunks=self._block_chunks)
+        epoch, cursor = resume.check_state(state, key, seed=self._seed, block_chunks=self._block_chunks,
+                                            world_size=self._world_size)
         self.set_epoch(epoch)
         self._resume_at[key] = (epoch, cursor)
 
@@ -522,7 +548,8 @@ class InSituDataset:
             if not isinstance(view, Mapping) or not {"split", "shuffled", "share"} <= set(view):
                 raise InvalidArgumentError(f"resume state: a view entry is not a view state: {view!r}")
             key = (view["split"], bool(view["shuffled"]), tuple(view["share"]))
-            checked.append((key, resume.check_state(view, key, seed=self._seed, block_chunks=self._block_chunks)))
+            checked.append((key, resume.check_state(view, key, seed=self._seed, block_chunks=self._block_chunks,
+                                                             world_size=self._world_size)))
         self.set_epoch(arguments.integer("epoch", state["epoch"]))
         for key, (epoch, cursor) in checked:
             self._resume_at[key] = (epoch, cursor)
@@ -709,6 +736,8 @@ class SplitView:
             order, _ = ds._order(self.split, True, ds.epoch, self._shard)
             anchors = order[:, 0] * m.sample_chunk_size + order[:, 1]
             return math.ceil(int(((anchors >= lo) & (anchors < hi)).sum()) / ds.batch_size)
+        if ds.world_size > 1 and self._shard == (ds.rank, ds.world_size):  # equal steps on every rank
+            return ds._rank_rows(self.split, lo, hi) // ds.batch_size
         rows = _ext.pass_rows(ds._chunk_ids(self.split, self._shard).tolist(), m.sample_chunk_size,
                               m.n_samples, lo, hi)
         return math.ceil(rows / ds.batch_size)

@@ -12,7 +12,8 @@ A view's state is::
      "block_chunks": 16, "epoch": 3, "cursor": 640, "world_size": 1}
 
 ``cursor`` counts the rows of the epoch already delivered (a multiple of the batch size,
-except at the end of the epoch); ``share`` is the view's ``shard(index, count)``.
+except at the end of the epoch); ``share`` is the view's ``shard(index, count)`` (a rank's
+share of a data-parallel job: ``[rank, world_size]``).
 """
 
 from __future__ import annotations
@@ -31,10 +32,11 @@ _KEYS = ("format", "split", "shuffled", "share", "seed", "block_chunks", "epoch"
 ViewKey = tuple[str, bool, tuple[int, int]]
 
 
-def make_state(key: ViewKey, *, seed: int, block_chunks: int, epoch: int, cursor: int) -> dict[str, Any]:
+def make_state(key: ViewKey, *, seed: int, block_chunks: int, epoch: int, cursor: int,
+               world_size: int = 1) -> dict[str, Any]:
     split, shuffled, share = key
     return {"format": FORMAT, "split": split, "shuffled": shuffled, "share": list(share), "seed": seed,
-            "block_chunks": block_chunks, "epoch": epoch, "cursor": cursor, "world_size": 1}
+            "block_chunks": block_chunks, "epoch": epoch, "cursor": cursor, "world_size": world_size}
 
 
 def _int(state: Mapping[str, Any], name: str, lo: int = 0) -> int:
@@ -50,7 +52,7 @@ def _int(state: Mapping[str, Any], name: str, lo: int = 0) -> int:
     return value
 
 
-def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int) -> tuple[int, int]:
+def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int, world_size: int = 1) -> tuple[int, int]:
     """``(epoch, cursor)`` of a state saved by :func:`make_state` for the same view of a
     dataset built the same way; anything else raises naming the field."""
     if not isinstance(state, Mapping):
@@ -74,8 +76,10 @@ def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int) -> tu
             raise InvalidArgumentError(
                 f"resume state was saved with {name}={state[name]}, this dataset has {name}={have}: the epoch"
                 " order differs, so the saved cursor means other samples")
-    if _int(state, "world_size", 1) != 1:
-        raise InvalidArgumentError("resume state: world_size other than 1 is not supported yet")
+    if _int(state, "world_size", 1) != world_size:
+        raise InvalidArgumentError(
+            f"resume state was saved by a job of world_size={state['world_size']}, this one has"
+            f" world_size={world_size}: resuming across a change of world size is not supported yet")
     return _int(state, "epoch"), _int(state, "cursor")
 
 

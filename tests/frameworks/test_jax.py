@@ -118,3 +118,64 @@ def test_missing_jax_names_the_extra():
 def test_not_a_batch():
     with pytest.raises(TypeError, match="Batch"):
         to_jax({"x": np.zeros(3)})
+
+
+JAX_PROCESS = '''
+import sys
+import numpy as np
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+process, port, store_path = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=2, process_id=process)
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import insitubatch as ib
+
+def open_rank(rank=None, world_size=None):
+    geoms = ib.open_geometries(store_path, ["x"])
+    manifest = ib.split_by_chunk(geoms["x"], fractions=(1.0, 0.0, 0.0))
+    return ib.InSituDataset(store_path, manifest, geometries=geoms, batch_size=4, block_chunks=1, seed=6,
+                            rank=rank, world_size=world_size)
+
+ds = open_rank()  # rank and world size from JAX's process index and count
+assert (ds.rank, ds.world_size) == (process, 2), (ds.rank, ds.world_size)
+others = [open_rank(r, 2) for r in range(2)]  # every rank's batches, to check the global array
+sharding = NamedSharding(Mesh(np.array(jax.devices()), ("data",)), P("data"))
+steps = 0
+for batch, *locals_ in zip(ds.train, *(o.train for o in others)):
+    x = ib.to_global_jax(batch, sharding)["x"]
+    assert x.shape == (8, 3) and not x.is_fully_addressable
+    whole = multihost_utils.process_allgather(x, tiled=True)
+    np.testing.assert_array_equal(whole, np.concatenate([b.arrays["x"] for b in locals_]))
+    steps += 1
+assert steps == len(ds.train) > 0
+print("ok", process, steps, flush=True)
+'''
+
+
+def test_two_processes_assemble_global_arrays(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    import zarr
+
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w", zarr_format=3)
+    root.create_array("x", shape=(45, 3), chunks=(5, 3), dtype="f4")[...] = np.arange(135, dtype="f4").reshape(45, 3)
+    script = tmp_path / "proc.py"
+    script.write_text(JAX_PROCESS)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    procs = [subprocess.Popen([sys.executable, str(script), str(i), str(port), str(tmp_path / "s.zarr")],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    try:
+        outs = [p.communicate(timeout=180) for p in procs]
+    finally:
+        for p in procs:  # one that waits on its peer forever must not outlive the test
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    for p, (out, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-3000:]
+        assert out.splitlines()[-1].startswith("ok")  # gloo prints its own lines before

@@ -451,3 +451,79 @@ def test_stateful_dataloader_resumes_exactly_mid_epoch(mixed):
         for label in got:
             assert torch.equal(got[label], want[label]), label
     ds.close()
+
+
+DDP_SCRIPT = '''
+import json, sys
+import numpy as np
+import torch
+import torch.distributed as dist
+import insitubatch as ib
+from insitubatch import _ext
+
+store_path, out = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo")
+counting = _ext.CountingStore(ib.store(store_path))
+geoms = ib.open_geometries(counting, ["x"])
+manifest = ib.split_by_chunk(geoms["x"], fractions=(1.0, 0.0, 0.0))
+ds = ib.InSituDataset(counting, manifest, geometries=geoms, batch_size=5, block_chunks=2, seed=2)  # rank from torch
+steps, seen = 0, []
+for epoch in range(2):
+    ds.set_epoch(epoch)
+    for batch in torch.utils.data.DataLoader(ib.as_torch(ds.train), batch_size=None):
+        total = torch.tensor([float(batch["x"].sum())])
+        dist.all_reduce(total)  # one collective per step: a rank with a step less would hang here
+        steps += 1
+        seen.append((epoch, batch["x"][:, 0].tolist()))
+chunks = sorted(k for k in counting.reads() if k.startswith("x/c/"))
+report = {"rank": ds.rank, "world_size": ds.world_size, "steps": steps, "len": len(ds.train), "seen": seen,
+          "chunks": chunks}
+gathered = [None] * dist.get_world_size()
+dist.all_gather_object(gathered, report)
+if dist.get_rank() == 0:
+    json.dump(gathered, open(out, "w"))
+dist.destroy_process_group()
+'''
+
+
+def test_torchrun_ranks_take_equal_steps_and_read_disjoint_chunks(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    import zarr
+
+    n, spc = 97, 8  # 13 chunks, the last short: 3 ranks cannot share them evenly
+    root = zarr.open_group(str(tmp_path / "s.zarr"), mode="w", zarr_format=3)
+    root.create_array("x", shape=(n, 2), chunks=(spc, 2), dtype="f8")[...] = np.arange(2 * n).reshape(n, 2)
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    out = tmp_path / "report.json"
+    import os
+    import socket
+
+    with socket.socket() as s:  # a free loopback port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}  # loopback only: no other interface is reachable here
+    # Its own session, so a hang kills torchrun's rank processes too, not torchrun alone.
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=3",
+                             "--master_addr=127.0.0.1", f"--master_port={port}",
+                             str(script), str(tmp_path / "s.zarr"), str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert proc.returncode == 0, stderr[-4000:]
+    reports = json.loads(out.read_text())
+    assert [r["rank"] for r in reports] == [0, 1, 2] and {r["world_size"] for r in reports} == {3}
+    assert len({r["steps"] for r in reports}) == 1 and reports[0]["steps"] == 2 * reports[0]["len"] > 0
+    for a in range(3):
+        for b in range(a + 1, 3):
+            assert not set(reports[a]["chunks"]) & set(reports[b]["chunks"])
+    for epoch in range(2):
+        rows = [int(v) // 2 for r in reports for e, xs in r["seen"] if e == epoch for v in xs]
+        assert len(rows) == len(set(rows)) and set(rows) <= set(range(n))  # remainder="drop": disjoint

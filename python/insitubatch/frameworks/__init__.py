@@ -28,6 +28,7 @@ _ADAPTERS = {
     "to_torch": "torch",
     "as_torch": "torch",
     "to_jax": "jax",
+    "to_global_jax": "jax",
     "to_tf": "tf",
     "as_tf_dataset": "tf",
 }
@@ -122,4 +123,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_ADAPTERS])
 
 
-__all__ = ["as_tf_dataset", "as_torch", "to_jax", "to_tf", "to_torch"]
+__all__ = ["as_tf_dataset", "as_torch", "to_global_jax", "to_jax", "to_tf", "to_torch"]

@@ -52,4 +52,20 @@ def to_jax(batch, device=None) -> dict[str, Any]:
     return {label: _to_device(jax, arr, target) for label, arr in model_arrays(batch).items()}
 
 
-__all__ = ["to_jax"]
+def to_global_jax(batch, sharding) -> dict[str, Any]:
+    """``{label: jax.Array}`` of the *global* batch of a multi-process job: each process
+    hands its own rank's batch (a dataset with ``world_size`` = ``jax.process_count()``, so
+    every process has the same number of rows each step) and gets arrays of the global
+    shape, sharded by ``sharding`` (e.g. ``NamedSharding(mesh, P("data"))``) across every
+    process's devices, through ``jax.make_array_from_process_local_data``. The leading axis
+    of the global arrays is the processes' batches in process order."""
+    jax = _jax()
+    out = {}
+    for label, arr in model_arrays(batch).items():
+        local = np.ascontiguousarray(arr)
+        global_shape = (local.shape[0] * jax.process_count(), *local.shape[1:])
+        out[label] = jax.make_array_from_process_local_data(sharding, local, global_shape)
+    return out
+
+
+__all__ = ["to_global_jax", "to_jax"]

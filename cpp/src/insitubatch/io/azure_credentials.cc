@@ -287,20 +287,16 @@ Result<Expiring<std::string>> FetchAzureToken(CurlTransport& transport,
 }
 
 std::shared_ptr<AzureToken> MakeAzureToken(AzureCredentialSource source) {
-  auto transport = std::make_shared<std::shared_ptr<CurlTransport>>();
-  const std::string described = source.Describe();
-  auto fetch = [source = std::move(source), transport]() -> Result<Expiring<std::string>> {
-    if (source.kind == AzureCredentialSource::Kind::kBearer) {  // used as is, never refreshed
-      return Expiring<std::string>{source.token, std::nullopt};
-    }
-    if (!*transport) {
-      // IMDS (and App Service's identity endpoint) is on the machine: answers at once or not at all.
-      const bool link_local = source.kind == AzureCredentialSource::Kind::kManagedIdentity;
-      INSITU_ASSIGN_OR_RETURN(*transport, MakeCredentialTransport(link_local));
-    }
-    return FetchAzureToken(**transport, source, std::chrono::system_clock::now());
-  };
-  return std::make_shared<AzureToken>(described, std::move(fetch));
+  using Kind = AzureCredentialSource::Kind;
+  std::optional<std::string> fixed;
+  if (source.kind == Kind::kBearer) fixed = source.token;
+  // IMDS (and App Service's identity endpoint) is on the machine: answers at once or not at all.
+  const bool link_local = source.kind == Kind::kManagedIdentity;
+  std::string described = source.Describe();
+  return MakeFetchedToken(std::move(described), std::move(fixed), link_local,
+                          [source = std::move(source)](CurlTransport& transport) {
+                            return FetchAzureToken(transport, source, std::chrono::system_clock::now());
+                          });
 }
 
 }  // namespace insitubatch

@@ -71,6 +71,20 @@ Status CheckBearerToken(const std::string& token, std::string_view where) {
   return Status::Ok();
 }
 
+std::shared_ptr<Refreshing<std::string>> MakeFetchedToken(std::string source, std::optional<std::string> fixed,
+                                                          bool link_local, TokenFetch fetch) {
+  auto transport = std::make_shared<std::shared_ptr<CurlTransport>>();
+  auto get = [fixed = std::move(fixed), link_local, fetch = std::move(fetch),
+              transport]() -> Result<Expiring<std::string>> {
+    if (fixed) return Expiring<std::string>{*fixed, std::nullopt};
+    if (!*transport) {
+      INSITU_ASSIGN_OR_RETURN(*transport, MakeCredentialTransport(link_local));
+    }
+    return fetch(**transport);
+  };
+  return std::make_shared<Refreshing<std::string>>(std::move(source), std::move(get));
+}
+
 Result<std::string> ReadCredentialFile(const std::string& path, std::string_view what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {

@@ -209,19 +209,15 @@ Result<Expiring<std::string>> FetchGcsToken(CurlTransport& transport,
 }
 
 std::shared_ptr<GcsToken> MakeGcsToken(GcsCredentialSource source) {
-  auto transport = std::make_shared<std::shared_ptr<CurlTransport>>();
-  const std::string described = source.Describe();
-  auto fetch = [source = std::move(source), transport]() -> Result<Expiring<std::string>> {
-    if (source.kind == GcsCredentialSource::Kind::kToken) {  // used as is, never refreshed
-      return Expiring<std::string>{source.token, std::nullopt};
-    }
-    if (!*transport) {
-      INSITU_ASSIGN_OR_RETURN(
-          *transport, MakeCredentialTransport(source.kind == GcsCredentialSource::Kind::kMetadata));
-    }
-    return FetchGcsToken(**transport, source, std::chrono::system_clock::now());
-  };
-  return std::make_shared<GcsToken>(described, std::move(fetch));
+  using Kind = GcsCredentialSource::Kind;
+  std::optional<std::string> fixed;
+  if (source.kind == Kind::kToken) fixed = source.token;
+  const bool link_local = source.kind == Kind::kMetadata;
+  std::string described = source.Describe();
+  return MakeFetchedToken(std::move(described), std::move(fixed), link_local,
+                          [source = std::move(source)](CurlTransport& transport) {
+                            return FetchGcsToken(transport, source, std::chrono::system_clock::now());
+                          });
 }
 
 }  // namespace insitubatch
