@@ -73,9 +73,9 @@ def test_a_rank_resumes_its_own_share(store_path):
     ds.load_state_dict(state)
     assert head + [b.sample_indices.tolist() for b in ds.train] == full
     ds.close()
-    ds, _ = open_rank(store_path, 1, 2)
-    with pytest.raises(ib.InvalidArgumentError, match="world_size=3"):
-        ds.load_state_dict(state)
+    ds, _ = open_rank(store_path, 1, 3)
+    with pytest.raises(ib.InvalidArgumentError, match="belongs to view 'train'"):
+        ds.val.load_state_dict(state["views"][0])
     ds.close()
 
 
@@ -92,3 +92,38 @@ def test_rank_and_world_size_come_from_the_environment(store_path, monkeypatch):
             open_rank(store_path, rank, world_size)
     with pytest.raises(ib.InvalidArgumentError, match="remainder"):
         open_rank(store_path, 0, 2, remainder="wrap")
+
+
+def run_ranks(store_path, world_size, states=None, steps=None, epoch=1):
+    """Each rank's samples and chunks read (and its state after ``steps`` batches)."""
+    out = []
+    for rank in range(world_size):
+        ds, counting = open_rank(store_path, rank, world_size)
+        if states is None:
+            ds.set_epoch(epoch)
+        else:
+            ds.load_state_dict(states[rank % len(states)])
+        it = iter(ds.train)
+        samples = [b.sample_indices.tolist() for _, b in zip(range(steps if steps is not None else 10**9), it)]
+        state = ds.state_dict()
+        it.close()
+        out.append((samples, {k for k in counting.reads() if k.startswith("x/c/")}, state))
+        ds.close()
+    return out
+
+
+@pytest.mark.parametrize("sizes", [(4, 2), (2, 3), (4, 2, 3), (1, 3)])
+def test_resuming_under_another_world_size_sees_no_sample_twice(store_path, sizes):
+    seen, states = [], None
+    for i, world_size in enumerate(sizes):
+        last = i == len(sizes) - 1
+        ranks = run_ranks(store_path, world_size, states, steps=None if last else 2)
+        assert len({len(samples) for samples, _, _ in ranks}) == 1  # equal steps in every segment
+        for a in range(world_size):
+            for b in range(a + 1, world_size):
+                assert not ranks[a][1] & ranks[b][1]  # each chunk to one rank
+        seen += [i for samples, _, _ in ranks for batch in samples for i in batch]
+        states = [state for _, _, state in ranks]
+    assert len(seen) == len(set(seen))  # no sample twice in the epoch, across the changes
+    assert states[0]["views"][0]["history"] == [[w, 8] for w in sizes[:-1]]  # 2 steps of 4 rows each
+    assert len(seen) >= N - (len(sizes) + 1) * 3 * (SPC + 4)  # only each segment's remainder is dropped

@@ -213,7 +213,8 @@ class InSituDataset:
         self._epoch = 0
         # Resume: rows each view has delivered in an epoch, and cursors a load asked for.
         self._progress: dict[resume.ViewKey, tuple[int, int]] = {}
-        self._resume_at: dict[resume.ViewKey, tuple[int, int]] = {}
+        self._resume_at: dict[resume.ViewKey, tuple[int, int, resume.History]] = {}
+        self._history: dict[resume.ViewKey, tuple[int, resume.History]] = {}  # an epoch's earlier world sizes
         self.last_pass: PassStats | None = None
         self.bad_chunks: list[StoredChunkRead] = []  # the stored chunks the last pass NaN-filled
         self._open_engine()
@@ -460,17 +461,14 @@ class InSituDataset:
     def _start_pass(self, split: str, shuffled: bool, shard: tuple[int, int] = (0, 1)) -> "PassIterator":
         engine = self._live_engine()
         # Only the shuffled order depends on the epoch; stats are labelled with it either way.
-        rows, block_start = self._order(split, shuffled, self._epoch if shuffled else 0, shard)
-        # Window edges of every label (string labels too, which the engine does not see).
-        m = self.manifest
-        lo, hi = valid_anchor_range(self._offsets(), m.n_samples)
-        rows, block_start = resume.keep_anchors(rows, block_start, m.sample_chunk_size, lo, hi)
-        if self._world_size > 1 and shard == (self._rank, self._world_size):
-            rows, block_start = distributed.equalize(rows, block_start, self._rank_rows(split, lo, hi))
         key: resume.ViewKey = (split, shuffled, shard)
+        epoch, cursor, history = self._resume_at.pop(key, (self._epoch, 0, []))
+        if epoch != self._epoch:
+            cursor, history = 0, []
+        self._history[key] = (self._epoch, history)
+        rows, block_start = self._pass_order(split, shuffled, shard, history)
         start = 0
-        if key in self._resume_at:
-            epoch, cursor = self._resume_at.pop(key)
+        if cursor:
             if epoch == self._epoch:
                 start = min(cursor, len(rows))
                 rows, block_start = resume.skip_rows(rows, block_start, start)
@@ -498,11 +496,42 @@ class InSituDataset:
         self._passes.add(it)
         return it
 
-    def _rank_rows(self, split: str, lo: int, hi: int) -> int:
+    def _pass_order(self, split: str, shuffled: bool, shard: tuple[int, int],
+                    history: resume.History) -> tuple[np.ndarray, np.ndarray]:
+        """The rows a pass of this view takes: the epoch's order without window edges, cut to
+        equal steps on a rank; after a change of world size, what the earlier ranks left,
+        dealt again (``history``)."""
+        if not history:  # a rank's share takes equal steps; a worker's share of it does not
+            return self._rank_order(split, shuffled, shard,
+                                    equal_steps=self._world_size > 1 and shard == (self._rank, self._world_size))
+        first = history[0][0]
+        orders = [self._rank_order(split, shuffled, (r, first), equal_steps=first > 1) for r in range(first)]
+        for i, (world, cursor) in enumerate(history):
+            left = [resume.skip_rows(rows, bounds, cursor) for rows, bounds in orders]
+            world_next = history[i + 1][0] if i + 1 < len(history) else self._world_size
+            orders = resume.redeal(left, world_next, self._block_chunks)
+            if world_next > 1:
+                target = distributed.target_rows([len(r) for r, _ in orders], self._batch_size, self._remainder)
+                orders = [distributed.equalize(r, b, target) for r, b in orders]
+        return orders[self._rank]
+
+    def _rank_order(self, split: str, shuffled: bool, shard: tuple[int, int], *,
+                    equal_steps: bool) -> tuple[np.ndarray, np.ndarray]:
+        rows, block_start = self._order(split, shuffled, self._epoch if shuffled else 0, shard)
+        # Window edges of every label (string labels too, which the engine does not see).
+        m = self.manifest
+        lo, hi = valid_anchor_range(self._offsets(), m.n_samples)
+        rows, block_start = resume.keep_anchors(rows, block_start, m.sample_chunk_size, lo, hi)
+        if equal_steps:  # a rank's share: cut to the steps every rank takes
+            rows, block_start = distributed.equalize(rows, block_start, self._rank_rows(split, lo, hi, shard[1]))
+        return rows, block_start
+
+    def _rank_rows(self, split: str, lo: int, hi: int, world_size: int | None = None) -> int:
         """The rows every rank's pass of ``split`` holds (the same on every rank)."""
         m = self.manifest
-        per_rank = [_ext.pass_rows(self._chunk_ids(split, (r, self._world_size)).tolist(), m.sample_chunk_size,
-                                   m.n_samples, lo, hi) for r in range(self._world_size)]
+        world_size = world_size or self._world_size
+        per_rank = [_ext.pass_rows(self._chunk_ids(split, (r, world_size)).tolist(), m.sample_chunk_size,
+                                   m.n_samples, lo, hi) for r in range(world_size)]
         return distributed.target_rows(per_rank, self._batch_size, self._remainder)
 
     rank = property(lambda self: self._rank)
@@ -518,16 +547,18 @@ class InSituDataset:
         epoch, cursor = self._progress.get(key, (self._epoch, 0))
         if epoch != self._epoch:  # the view has not run in this epoch yet
             epoch, cursor = self._epoch, 0
+        seen_epoch, history = self._history.get(key, (self._epoch, []))
+        history = history if seen_epoch == self._epoch else []
         if key in self._resume_at and self._resume_at[key][0] == self._epoch:
-            cursor = self._resume_at[key][1]  # loaded, not yet iterated: still where it was
+            _, cursor, history = self._resume_at[key]  # loaded, not yet iterated: still where it was
         return resume.make_state(key, seed=self._seed, block_chunks=self._block_chunks, epoch=epoch, cursor=cursor,
-                                 world_size=self._world_size)
+                                 world_size=self._world_size, history=history)
 
     def _load_view_state(self, key: resume.ViewKey, state: Any) -> None:
-        epoch, cursor = resume.check_state(state, key, seed=self._seed, block_chunks=self._block_chunks,
-                                            world_size=self._world_size)
+        epoch, cursor, history = resume.check_state(state, key, seed=self._seed, block_chunks=self._block_chunks,
+                                                     world_size=self._world_size)
         self.set_epoch(epoch)
-        self._resume_at[key] = (epoch, cursor)
+        self._resume_at[key] = (epoch, cursor, history)
 
     def state_dict(self) -> dict[str, Any]:
         """Where every view that has run stands: ``{"format", "epoch", "views": [...]}``, each
@@ -548,11 +579,13 @@ class InSituDataset:
             if not isinstance(view, Mapping) or not {"split", "shuffled", "share"} <= set(view):
                 raise InvalidArgumentError(f"resume state: a view entry is not a view state: {view!r}")
             key = (view["split"], bool(view["shuffled"]), tuple(view["share"]))
+            if view.get("world_size") != self._world_size:
+                key = (key[0], key[1], (self._rank, self._world_size))  # another job's rank: this rank's view
             checked.append((key, resume.check_state(view, key, seed=self._seed, block_chunks=self._block_chunks,
-                                                             world_size=self._world_size)))
+                                                    world_size=self._world_size)))
         self.set_epoch(arguments.integer("epoch", state["epoch"]))
-        for key, (epoch, cursor) in checked:
-            self._resume_at[key] = (epoch, cursor)
+        for key, resumed in checked:
+            self._resume_at[key] = resumed
 
     def _pass_finished(self, stats: PassStats, bad_chunks: list) -> None:
         if not any(not it._done for it in self._passes):

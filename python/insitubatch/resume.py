@@ -9,34 +9,42 @@ pass would have yielded next. No sample list is saved.
 A view's state is::
 
     {"format": 1, "split": "train", "shuffled": True, "share": [0, 1], "seed": 0,
-     "block_chunks": 16, "epoch": 3, "cursor": 640, "world_size": 1}
+     "block_chunks": 16, "epoch": 3, "cursor": 640, "world_size": 1, "history": []}
 
 ``cursor`` counts the rows of the epoch already delivered (a multiple of the batch size,
 except at the end of the epoch); ``share`` is the view's ``shard(index, count)`` (a rank's
-share of a data-parallel job: ``[rank, world_size]``).
+share of a data-parallel job: ``[rank, world_size]``). ``history`` lists the earlier world
+sizes of the epoch and the cursor each stopped at: a job resumed under another world size
+deals what every old rank had left, whole chunks each, to the new ranks (:func:`redeal`),
+so no row is seen twice in the epoch.
 """
 
 from __future__ import annotations
 
 import operator
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from .errors import InvalidArgumentError, InvalidTypeError
 
 FORMAT = 1
-_KEYS = ("format", "split", "shuffled", "share", "seed", "block_chunks", "epoch", "cursor", "world_size")
+_KEYS = ("format", "split", "shuffled", "share", "seed", "block_chunks", "epoch", "cursor", "world_size")  # + history
 
 # (split, shuffled, share): which pass a cursor belongs to.
 ViewKey = tuple[str, bool, tuple[int, int]]
 
 
+# The earlier world sizes of an epoch and where each left it: [(world_size, cursor), ...].
+History = list[tuple[int, int]]
+
+
 def make_state(key: ViewKey, *, seed: int, block_chunks: int, epoch: int, cursor: int,
-               world_size: int = 1) -> dict[str, Any]:
+               world_size: int = 1, history: Sequence[tuple[int, int]] = ()) -> dict[str, Any]:
     split, shuffled, share = key
     return {"format": FORMAT, "split": split, "shuffled": shuffled, "share": list(share), "seed": seed,
-            "block_chunks": block_chunks, "epoch": epoch, "cursor": cursor, "world_size": world_size}
+            "block_chunks": block_chunks, "epoch": epoch, "cursor": cursor, "world_size": world_size,
+            "history": [list(h) for h in history]}
 
 
 def _int(state: Mapping[str, Any], name: str, lo: int = 0) -> int:
@@ -52,9 +60,12 @@ def _int(state: Mapping[str, Any], name: str, lo: int = 0) -> int:
     return value
 
 
-def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int, world_size: int = 1) -> tuple[int, int]:
-    """``(epoch, cursor)`` of a state saved by :func:`make_state` for the same view of a
-    dataset built the same way; anything else raises naming the field."""
+def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int,
+                world_size: int = 1) -> tuple[int, int, History]:
+    """``(epoch, cursor, history)`` of a state saved by :func:`make_state` for the same view
+    of a dataset built the same way; anything else raises naming the field. A rank's state
+    from a job of another world size is taken too (every rank stood at the same step): the
+    saved world size and cursor join the history and this rank starts the rest at 0."""
     if not isinstance(state, Mapping):
         raise InvalidTypeError(f"resume state must be a dict (from state_dict()), got {type(state).__name__}")
     missing = [k for k in _KEYS if k not in state]
@@ -67,6 +78,12 @@ def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int, world
     if not isinstance(saved_share, (list, tuple)) or len(saved_share) != 2:
         raise InvalidArgumentError(f"resume state: 'share' must be [index, count], got {saved_share!r}")
     saved = (state["split"], bool(state["shuffled"]), (operator.index(saved_share[0]), operator.index(saved_share[1])))
+    saved_world = _int(state, "world_size", 1)
+    history = _history(state.get("history", []))
+    rank_views = saved[2][1] == saved_world and key[2][1] == world_size
+    if saved_world != world_size and rank_views and saved[:2] == key[:2]:
+        saved = key  # another world size: any rank's state says where every rank stood
+        history = history + [(saved_world, _int(state, "cursor"))]
     if saved != key:
         raise InvalidArgumentError(
             f"resume state belongs to view {saved[0]!r} (shuffled={saved[1]}, share {list(saved[2])}), not to"
@@ -76,11 +93,46 @@ def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int, world
             raise InvalidArgumentError(
                 f"resume state was saved with {name}={state[name]}, this dataset has {name}={have}: the epoch"
                 " order differs, so the saved cursor means other samples")
-    if _int(state, "world_size", 1) != world_size:
+    if saved_world != world_size and not history:
         raise InvalidArgumentError(
-            f"resume state was saved by a job of world_size={state['world_size']}, this one has"
-            f" world_size={world_size}: resuming across a change of world size is not supported yet")
-    return _int(state, "epoch"), _int(state, "cursor")
+            f"resume state was saved by a job of world_size={saved_world} for share {list(state['share'])},"
+            f" this view is share {list(share)} of world_size={world_size}")
+    cursor = 0 if saved_world != world_size else _int(state, "cursor")
+    return _int(state, "epoch"), cursor, history
+
+
+def _history(value: Any) -> History:
+    if not isinstance(value, (list, tuple)):
+        raise InvalidArgumentError(f"resume state: 'history' must be a list of [world_size, cursor], got {value!r}")
+    out: History = []
+    for entry in value:
+        if not isinstance(entry, (list, tuple)) or len(entry) != 2:
+            raise InvalidArgumentError(f"resume state: a 'history' entry must be [world_size, cursor], got {entry!r}")
+        w, c = _int({"w": entry[0]}, "w", 1), _int({"c": entry[1]}, "c")
+        out.append((w, c))
+    return out
+
+
+def redeal(remainders: list[tuple[np.ndarray, np.ndarray]], world_size: int,
+           block_chunks: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """What ``len(remainders)`` ranks had left of an epoch, dealt to ``world_size`` ranks:
+    rows grouped by chunk (in their order, each chunk whole to one rank), chunk groups
+    dealt round robin, ``block_chunks`` groups a block."""
+    rows = np.concatenate([r for r, _ in remainders]) if remainders else np.zeros((0, 2), np.int64)
+    rows = rows.reshape(-1, 2)
+    chunks, first, inverse = np.unique(rows[:, 0], return_index=True, return_inverse=True)
+    group_of_chunk = np.empty(len(chunks), dtype=np.int64)
+    group_of_chunk[np.argsort(first, kind="stable")] = np.arange(len(chunks))
+    group = group_of_chunk[inverse]  # each row's chunk group, in order of first appearance
+    out = []
+    for rank in range(world_size):
+        mine = np.flatnonzero(group % world_size == rank)
+        mine = mine[np.argsort(group[mine], kind="stable")]  # group by group, rows in their order
+        groups = group[mine]
+        starts = np.flatnonzero(np.r_[True, groups[1:] != groups[:-1]]) if len(mine) else np.zeros(0, np.int64)
+        bounds = np.r_[starts[::block_chunks], len(mine)].astype(np.int64)
+        out.append((np.ascontiguousarray(rows[mine]), np.unique(np.r_[0, bounds])))
+    return out
 
 
 def keep_anchors(rows: np.ndarray, bounds: np.ndarray, spc: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
