@@ -460,21 +460,18 @@ class InSituDataset:
 
     def _start_pass(self, split: str, shuffled: bool, shard: tuple[int, int] = (0, 1)) -> "PassIterator":
         engine = self._live_engine()
-        # Only the shuffled order depends on the epoch; stats are labelled with it either way.
         key: resume.ViewKey = (split, shuffled, shard)
         epoch, cursor, history = self._resume_at.pop(key, (self._epoch, 0, []))
         if epoch != self._epoch:
+            logger.warning("a resume state for epoch %d was loaded, but the dataset is at epoch %d:"
+                           " the pass starts at the beginning", epoch, self._epoch)
             cursor, history = 0, []
         self._history[key] = (self._epoch, history)
+        # Only the shuffled order depends on the epoch; stats are labelled with it either way.
         rows, block_start = self._pass_order(split, shuffled, shard, history)
-        start = 0
-        if cursor:
-            if epoch == self._epoch:
-                start = min(cursor, len(rows))
-                rows, block_start = resume.skip_rows(rows, block_start, start)
-            else:
-                logger.warning("a resume state for epoch %d was loaded, but the dataset is at epoch %d:"
-                               " the pass starts at the beginning", epoch, self._epoch)
+        start = min(cursor, len(rows))
+        if start:
+            rows, block_start = resume.skip_rows(rows, block_start, start)
         # Eviction by next use looks one epoch ahead: the shuffled order is a pure function
         # of the epoch (a sequential view repeats its own).
         ahead = {}
