@@ -35,10 +35,12 @@ class PlanBatchSampler:
     def __init__(self, plan: PlanView) -> None:
         self.plan = _check_plan(plan)
         self.start = 0  # the first batch of the next iteration (a resumed epoch)
+        self.delivered = 0  # batches of this plan the loop has taken (PrefetchingLoader counts them)
 
     def set_plan(self, plan: PlanView, start: int = 0) -> None:
         self.plan = _check_plan(plan)
         self.start = arguments.integer("start", start, (0, max(0, plan.num_batches)))
+        self.delivered = self.start
 
     def __iter__(self) -> Iterator[list[int]]:
         matrix = self.plan.matrix
@@ -135,6 +137,8 @@ class PrefetchingLoader:
         if self.coordinator.plan is not None:
             self.coordinator.prime(start)
         for i, batch in enumerate(self.loader, start):
+            if self.sampler is not None:
+                self.sampler.delivered = i + 1  # taken by the loop: a checkpoint now resumes after it
             yield batch
             self.coordinator.on_batch_yielded(i)
 
@@ -158,13 +162,27 @@ class PrefetchController:
         self.plan_provider, self.sampler, self.coordinator = plan_provider, sampler, coordinator
         self.epoch: int | None = None
 
-    def set_epoch(self, epoch: int) -> PlanView:
+    def set_epoch(self, epoch: int, start: int = 0) -> PlanView:
+        """The epoch's plan, to the sampler and the coordinator; the downloads primed from
+        batch ``start`` (a resumed epoch begins there)."""
         self.epoch = arguments.integer("epoch", epoch)
         plan = self.plan_provider.make_epoch_plan(self.epoch)
-        self.sampler.set_plan(plan)
+        self.sampler.set_plan(plan, start)
         self.coordinator.set_plan(plan)
-        self.coordinator.prime()
+        self.coordinator.prime(self.sampler.start)
         return plan
+
+    def state_dict(self) -> dict[str, int]:
+        """``{"format": 1, "epoch", "batch"}``: the plan is a pure function of the epoch, so
+        the batches the loop has taken are all a restart needs."""
+        return {"format": 1, "epoch": 0 if self.epoch is None else self.epoch, "batch": self.sampler.delivered}
+
+    def load_state_dict(self, state: dict[str, int]) -> PlanView:
+        """Restores :meth:`state_dict`: the loader's next iteration yields the rest of that
+        epoch's plan, and the prefetch window is primed at the resumed batch."""
+        if not isinstance(state, dict) or state.get("format") != 1 or not {"epoch", "batch"} <= set(state):
+            raise InvalidArgumentError(f"load_state_dict takes what PrefetchController.state_dict() returned, got {state!r}")
+        return self.set_epoch(state["epoch"], arguments.integer("batch", state["batch"]))
 
 
 def default_image_loader(path: str):

@@ -124,3 +124,34 @@ def test_the_seeds_val_pattern_and_pressure_pruning_keeps_val_warm(images, tmp_p
         got = [y for _, ys in val_loader for y in ys.tolist()]
         assert got == [i % N_CLASSES for i in range(N_IMAGES)]
     assert all(n == 1 for n in gets(proxy).values())  # under max_bytes: nothing evicted, epoch 2 warm
+
+
+@pytest.mark.timeout(300)
+def test_a_resumed_epoch_yields_the_rest_of_its_plan_and_primes_there(images, tmp_path):
+    index, _ = images
+    uris, labels = pf.load_index_csv(index, s3_uri_col="s3_path", class_col="class_id", pack_uris=True)
+
+    def build(cache_dir):
+        cache = pf.SharedDiskCache(cache_dir, download_threads=4, min_age_seconds_before_delete=0)
+        ds = pf.S3PathDataset(uris, labels, cache=cache, transform=to_array)
+        provider = pf.StreamingStratifiedBatchPlanProvider(np.asarray(labels), batch_size=8,
+                                                           epoch_samples=N_IMAGES, seed=5)
+        return pf.build_prefetching_dataloader(dataset=ds, s3_uris=uris, plan_provider=provider, cache=cache,
+                                               batches_ahead=4, batches_back=1, collate_fn=pad_collate)
+
+    loader, controller = build(tmp_path / "a")
+    plan = controller.set_epoch(3)
+    full = [ys.tolist() for _, ys in loader]
+    state = None
+    for k, (_, ys) in enumerate(loader):  # an interrupted run of the same epoch
+        if k == 2:
+            state = controller.state_dict()
+            break
+    assert state == {"format": 1, "epoch": 3, "batch": 3}
+    loader, controller = build(tmp_path / "b")  # a new process would start here, its cache empty
+    resumed = controller.load_state_dict(state)
+    assert np.array_equal(resumed.matrix, plan.matrix)
+    rest = [ys.tolist() for _, ys in loader]
+    assert rest == full[3:]
+    with pytest.raises(ValueError, match="state_dict"):
+        controller.load_state_dict({"epoch": 1})
