@@ -25,6 +25,7 @@ import sys
 import numpy as np
 
 from .errors import InvalidArgumentError
+from .resume import rows_between
 
 REMAINDERS = ("drop", "pad")
 
@@ -76,12 +77,10 @@ def target_rows(rows_per_rank: list[int], batch_size: int, remainder: str) -> in
 
 def equalize(rows: np.ndarray, bounds: np.ndarray, target: int) -> tuple[np.ndarray, np.ndarray]:
     """This rank's order cut (or padded from its own start) to ``target`` rows."""
-    bounds = np.asarray(bounds, dtype=np.int64)
     if len(rows) >= target:
-        cut = np.minimum(bounds, target)
-        return np.ascontiguousarray(rows[:target]), np.concatenate([[0], cut[cut > 0]]).astype(np.int64)
+        return rows_between(rows, bounds, 0, target)
     if len(rows) == 0:
         raise InvalidArgumentError("remainder='pad': this rank holds no rows to repeat (more ranks than chunks)")
     repeats = np.resize(np.arange(len(rows)), target - len(rows))  # wraps around this rank's own rows
     padded = np.concatenate([rows, rows[repeats]])
-    return np.ascontiguousarray(padded), np.concatenate([bounds, [target]]).astype(np.int64)
+    return np.ascontiguousarray(padded), np.concatenate([np.asarray(bounds, dtype=np.int64), [target]])

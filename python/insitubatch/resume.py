@@ -48,15 +48,18 @@ def make_state(key: ViewKey, *, seed: int, block_chunks: int, epoch: int, cursor
 
 
 def _int(state: Mapping[str, Any], name: str, lo: int = 0) -> int:
-    value = state[name]
+    return _integer(state[name], repr(name), lo)
+
+
+def _integer(value: Any, what: str, lo: int = 0) -> int:
     if isinstance(value, bool):
-        raise InvalidArgumentError(f"resume state: {name!r} must be an integer, got {value!r}")
+        raise InvalidArgumentError(f"resume state: {what} must be an integer, got {value!r}")
     try:
         value = operator.index(value)
     except TypeError:
-        raise InvalidArgumentError(f"resume state: {name!r} must be an integer, got {value!r}") from None
+        raise InvalidArgumentError(f"resume state: {what} must be an integer, got {value!r}") from None
     if value < lo:
-        raise InvalidArgumentError(f"resume state: {name!r} must be >= {lo}, got {value}")
+        raise InvalidArgumentError(f"resume state: {what} must be >= {lo}, got {value}")
     return value
 
 
@@ -108,8 +111,7 @@ def _history(value: Any) -> History:
     for entry in value:
         if not isinstance(entry, (list, tuple)) or len(entry) != 2:
             raise InvalidArgumentError(f"resume state: a 'history' entry must be [world_size, cursor], got {entry!r}")
-        w, c = _int({"w": entry[0]}, "w", 1), _int({"c": entry[1]}, "c")
-        out.append((w, c))
+        out.append((_integer(entry[0], "a history world_size", 1), _integer(entry[1], "a history cursor")))
     return out
 
 
@@ -149,7 +151,12 @@ def keep_anchors(rows: np.ndarray, bounds: np.ndarray, spc: int, lo: int, hi: in
 
 def skip_rows(rows: np.ndarray, bounds: np.ndarray, cursor: int) -> tuple[np.ndarray, np.ndarray]:
     """The order from row ``cursor`` on: the block the cursor falls in starts there."""
-    bounds = np.asarray(bounds, dtype=np.int64)
-    cursor = min(cursor, len(rows))
-    shifted = bounds - cursor
-    return np.ascontiguousarray(rows[cursor:]), np.concatenate([[0], shifted[shifted > 0]]).astype(np.int64)
+    return rows_between(rows, bounds, cursor, len(rows))
+
+
+def rows_between(rows: np.ndarray, bounds: np.ndarray, start: int, stop: int) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``[start, stop)`` of an order, its block bounds cut to them (a block cut at
+    ``start`` begins there; one cut at ``stop`` ends there)."""
+    start, stop = min(start, len(rows)), min(stop, len(rows))
+    cut = np.minimum(np.asarray(bounds, dtype=np.int64), stop) - start
+    return np.ascontiguousarray(rows[start:stop]), np.concatenate([[0], cut[cut > 0]]).astype(np.int64)

@@ -1,4 +1,5 @@
 #include "insitubatch/io/aws_credentials.h"
+#include "insitubatch/util/text.h"
 
 #include <cctype>
 #include <cerrno>
@@ -11,16 +12,6 @@ namespace insitubatch {
 namespace {
 
 constexpr size_t kMaxConfigFileBytes = 4 << 20;
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t' || s.front() == '\r')) {
-    s.remove_prefix(1);
-  }
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) {
-    s.remove_suffix(1);
-  }
-  return s;
-}
 
 // The file's sections, or an empty map when it does not exist.
 Result<IniFile> LoadIni(const std::string& path) {
@@ -142,9 +133,7 @@ AmbientCredentialSource InstanceMetadataSource(const EnvLookup& env) {
 
 bool IsTrue(const std::optional<std::string>& v) {
   if (!v) return false;
-  std::string lower;
-  for (char c : *v) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lower == "true";
+  return AsciiLower(*v) == "true";
 }
 
 // The source of a profile's role_arn: source_profile (its keys, its credential_process,
@@ -281,14 +270,14 @@ Result<IniFile> ParseIni(std::string_view text, std::string_view where) {
     pos = end + 1;
     ++line_no;
     if (!raw.empty() && (raw.front() == ' ' || raw.front() == '\t')) continue;  // nested
-    std::string_view line = Trim(raw);
+    std::string_view line = TrimSpace(raw);
     if (line.empty() || line.front() == '#' || line.front() == ';') continue;
     if (line.front() == '[') {
       if (line.back() != ']') {
         return InvalidArgument(std::string(where) + " line " + std::to_string(line_no) +
                                ": unclosed [section] header");
       }
-      section = std::string(Trim(line.substr(1, line.size() - 2)));
+      section = std::string(TrimSpace(line.substr(1, line.size() - 2)));
       have_section = true;
       out[section];
       continue;
@@ -302,10 +291,10 @@ Result<IniFile> ParseIni(std::string_view text, std::string_view where) {
       return InvalidArgument(std::string(where) + " line " + std::to_string(line_no) +
                              ": a setting before any [section]");
     }
-    std::string key(Trim(line.substr(0, eq)));
+    std::string key(TrimSpace(line.substr(0, eq)));
     for (char& c : key)
       c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out[section][key] = std::string(Trim(line.substr(eq + 1)));
+    out[section][key] = std::string(TrimSpace(line.substr(eq + 1)));
   }
   return out;
 }

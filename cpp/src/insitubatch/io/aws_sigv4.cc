@@ -1,4 +1,5 @@
 #include "insitubatch/io/aws_sigv4.h"
+#include "insitubatch/util/text.h"
 
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
@@ -12,12 +13,6 @@
 
 namespace insitubatch {
 namespace {
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 // Trims and collapses runs of spaces, as SigV4 canonical header values require.
 std::string CanonicalHeaderValue(std::string_view value) {
@@ -110,7 +105,7 @@ Result<SigV4Signature> SignV4(const SigV4Request& request,
   // Same-named headers join with commas in the order given.
   std::map<std::string, std::string> headers;
   for (const auto& [name, value] : request.headers) {
-    std::string& slot = headers[Lower(name)];
+    std::string& slot = headers[AsciiLower(name)];
     if (!slot.empty()) slot.push_back(',');
     slot += CanonicalHeaderValue(value);
   }

@@ -8,6 +8,7 @@
 #include "insitubatch/io/credential_exchange.h"
 #include "insitubatch/io/http_request.h"
 #include "insitubatch/util/base64.h"
+#include "insitubatch/util/text.h"
 
 namespace insitubatch {
 namespace {
@@ -32,35 +33,6 @@ Setting Pick(const std::string& option, std::string_view option_name, const EnvL
   return {};
 }
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-Result<std::string> PercentDecode(std::string_view text) {
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out += text[i];
-      continue;
-    }
-    const int hi = i + 2 < text.size() ? HexValue(text[i + 1]) : -1;
-    const int lo = i + 2 < text.size() ? HexValue(text[i + 2]) : -1;
-    if (hi < 0 || lo < 0) return InvalidArgument("the SAS token holds a malformed %-escape");
-    out += static_cast<char>(hi * 16 + lo);
-    i += 2;
-  }
-  return out;
-}
-
-std::string Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return std::string(s);
-}
-
 }  // namespace
 
 std::string AzureCredentialSource::Describe() const {
@@ -78,13 +50,14 @@ std::string AzureCredentialSource::Describe() const {
 }
 
 Result<QueryPairs> ParseSasToken(std::string_view text) {
-  INSITU_ASSIGN_OR_RETURN(std::string decoded, PercentDecode(text));
-  std::string_view rest = decoded;
+  const std::optional<std::string> decoded = PercentDecode(text, /*strict=*/true);
+  if (!decoded) return InvalidArgument("the SAS token holds a malformed %-escape");
+  std::string_view rest = *decoded;
   while (!rest.empty() && rest.front() == '?') rest.remove_prefix(1);
   QueryPairs out;
   while (!rest.empty()) {
     const size_t amp = rest.find('&');
-    const std::string piece = Trim(rest.substr(0, amp));
+    const std::string piece(TrimSpace(rest.substr(0, amp)));
     rest = amp == std::string_view::npos ? std::string_view() : rest.substr(amp + 1);
     if (piece.empty()) continue;
     const size_t eq = piece.find('=');

@@ -4,27 +4,19 @@
 #include <cctype>
 #include <ctime>
 #include <map>
-#include <set>
 #include <utility>
 
 #include "insitubatch/io/aws_sigv4.h"   // CanonicalQueryString, HmacSha256
 #include "insitubatch/io/http_store.h"  // ReadObject
 #include "insitubatch/io/xml_text.h"
 #include "insitubatch/util/base64.h"
+#include "insitubatch/util/text.h"
 
 namespace insitubatch {
 namespace {
 
 constexpr char kEmulatorEndpoint[] = "http://127.0.0.1:10000";
-constexpr uint64_t kMaxListBody = uint64_t{64} << 20;
-constexpr size_t kMaxListPages = 100000;
 constexpr std::string_view kHostSuffixes[] = {".blob.core.windows.net", ".dfs.core.windows.net"};
-
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 Status CheckAccount(const std::string& account, std::string_view url) {
   const bool ok = account.size() >= 3 && account.size() <= 24 &&
@@ -52,7 +44,7 @@ Status CheckContainer(const std::string& container, std::string_view url) {
 
 // "account" of "account.blob.core.windows.net"; "" when the host is no Azure blob host.
 std::string AccountOfHost(std::string_view host) {
-  const std::string lower = Lower(host);
+  const std::string lower = AsciiLower(host);
   for (std::string_view suffix : kHostSuffixes) {
     const size_t dot = lower.find('.');  // the account is the first label, as obstore splits it
     if (dot != std::string::npos && lower.substr(dot) == suffix) return lower.substr(0, dot);
@@ -61,17 +53,15 @@ std::string AccountOfHost(std::string_view host) {
 }
 
 bool Truthy(std::string_view value) {
-  const std::string v = Lower(value);
+  const std::string v = AsciiLower(value);
   return v == "1" || v == "true" || v == "on" || v == "yes" || v == "y";
 }
 
 // "name: value" -> (lower-case name, value without leading blanks).
 std::pair<std::string, std::string> SplitHeader(std::string_view line) {
   const size_t colon = line.find(':');
-  if (colon == std::string_view::npos) return {Lower(line), ""};
-  std::string_view value = line.substr(colon + 1);
-  while (!value.empty() && value.front() == ' ') value.remove_prefix(1);
-  return {Lower(line.substr(0, colon)), std::string(value)};
+  if (colon == std::string_view::npos) return {AsciiLower(line), ""};
+  return {AsciiLower(line.substr(0, colon)), std::string(TrimSpace(line.substr(colon + 1)))};
 }
 
 }  // namespace
@@ -79,7 +69,7 @@ std::pair<std::string, std::string> SplitHeader(std::string_view line) {
 Result<AzureUrl> ParseAzureUrl(std::string_view url) {
   const size_t sep = url.find("://");
   if (sep == std::string_view::npos) return InvalidArgument("Azure URL " + std::string(url) + " has no scheme");
-  const std::string scheme = Lower(url.substr(0, sep));
+  const std::string scheme = AsciiLower(url.substr(0, sep));
   std::string_view rest = url.substr(sep + 3);
   const size_t slash = rest.find('/');
   const std::string authority(rest.substr(0, slash));
@@ -106,7 +96,7 @@ Result<AzureUrl> ParseAzureUrl(std::string_view url) {
   } else if (scheme == "https") {
     out.account = AccountOfHost(authority);
     if (out.account.empty()) {
-      if (Lower(authority).find(".fabric.microsoft.com") != std::string::npos) {
+      if (AsciiLower(authority).find(".fabric.microsoft.com") != std::string::npos) {
         return Unimplemented("Microsoft Fabric (OneLake) URLs are not supported: " + std::string(url));
       }
       return InvalidArgument("an https:// Azure URL must name <account>.blob.core.windows.net, not " +
@@ -158,7 +148,7 @@ std::string AzureStringToSign(std::string_view method, const std::vector<std::st
   for (const auto& [name, value] : x_ms) out += name + ":" + value + "\n";
   out += "/" + std::string(account) + std::string(path);
   std::map<std::string, std::vector<std::string>> params;
-  for (const auto& [name, value] : query) params[Lower(name)].push_back(value);
+  for (const auto& [name, value] : query) params[AsciiLower(name)].push_back(value);
   for (auto& [name, values] : params) {
     std::sort(values.begin(), values.end());
     out += "\n" + name + ":";
@@ -326,13 +316,7 @@ void AzureStore::ReadAsync(std::string key, ByteRange range, ReadCallback done, 
 Result<std::vector<std::string>> AzureStore::List(std::string_view prefix) {
   const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
   const std::string context = "listing " + Describe("");
-  std::vector<std::string> keys;
-  std::set<std::string> seen_markers;
-  std::string marker;
-  for (size_t page_no = 0;; ++page_no) {
-    if (page_no == kMaxListPages) {
-      return IoError(context + ": more than " + std::to_string(kMaxListPages) + " pages");
-    }
+  return CollectListing(context, root, "blob", "NextMarker", [&](const std::string& marker) -> Result<ListPage> {
     QueryPairs query = {{"restype", "container"}, {"comp", "list"}, {"prefix", root + std::string(prefix)}};
     if (!marker.empty()) query.emplace_back("marker", marker);
     HttpRequest request;
@@ -357,22 +341,8 @@ Result<std::vector<std::string>> AzureStore::List(std::string_view prefix) {
     const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
     auto page = ParseAzureListPage(body);
     if (!page.ok()) return page.status().WithContext(context);
-    for (std::string& name : page->names) {
-      if (!name.starts_with(root)) {
-        return IoError(context + ": the reply holds blob \"" + name + "\" outside the requested prefix");
-      }
-      keys.push_back(name.substr(root.size()));
-    }
-    if (page->next_marker.empty()) break;
-    if (!seen_markers.insert(page->next_marker).second) {
-      return IoError(context + ": the server repeated a NextMarker");
-    }
-    marker = std::move(page->next_marker);
-  }
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  std::erase_if(keys, [](const std::string& k) { return k.empty() || k.back() == '/'; });
-  return keys;
+    return ListPage{std::move(page->names), std::move(page->next_marker)};
+  });
 }
 
 }  // namespace insitubatch

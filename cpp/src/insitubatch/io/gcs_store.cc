@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <set>
 #include <utility>
 
 #include "insitubatch/io/aws_sigv4.h"   // CanonicalQueryString
@@ -12,8 +11,6 @@ namespace insitubatch {
 namespace {
 
 constexpr char kGoogleEndpoint[] = "https://storage.googleapis.com";
-constexpr uint64_t kMaxListBody = uint64_t{64} << 20;
-constexpr size_t kMaxListPages = 100000;
 
 }  // namespace
 
@@ -134,13 +131,7 @@ Result<std::vector<std::string>> GcsStore::List(std::string_view prefix) {
   const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
   const std::string list_prefix = root + std::string(prefix);
   const std::string context = "listing " + Describe("");
-  std::vector<std::string> keys;
-  std::set<std::string> seen_tokens;
-  std::string token;
-  for (size_t page_no = 0;; ++page_no) {
-    if (page_no == kMaxListPages) {
-      return IoError(context + ": more than " + std::to_string(kMaxListPages) + " pages");
-    }
+  return CollectListing(context, root, "object", "page token", [&](const std::string& token) -> Result<ListPage> {
     std::vector<std::pair<std::string, std::string>> query = {
         {"prefix", list_prefix}, {"fields", "items(name),nextPageToken"}};
     if (!token.empty()) query.push_back({"pageToken", token});
@@ -155,37 +146,18 @@ Result<std::vector<std::string>> GcsStore::List(std::string_view prefix) {
     if (response.status != 200) {
       const std::string what = DescribeHttpError(response.status, response.error_body);
       const int detail = static_cast<int>(response.status);
-      if (response.status == 404)
-        return NotFound(context + ": " + what).set_detail(detail);
+      if (response.status == 404) return NotFound(context + ": " + what).set_detail(detail);
       std::string message = context + ": " + what;
       if (response.status == 401 || response.status == 403) {
-        message +=
-            "; listing needs storage.objects.list permission (consolidated metadata "
-            "avoids it)";
+        message += "; listing needs storage.objects.list permission (consolidated metadata avoids it)";
       }
       return IoError(std::move(message)).set_detail(detail);
     }
-    const std::string_view body(reinterpret_cast<const char*>(response.body.data()),
-                                response.body.size());
+    const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
     auto page = ParseGcsListPage(body);
     if (!page.ok()) return page.status().WithContext(context);
-    for (std::string& name : page->names) {
-      if (!name.starts_with(root)) {
-        return IoError(context + ": the reply holds object \"" + name +
-                       "\" outside the requested prefix");
-      }
-      keys.push_back(name.substr(root.size()));
-    }
-    if (page->next_page_token.empty()) break;
-    if (!seen_tokens.insert(page->next_page_token).second) {
-      return IoError(context + ": the server repeated a page token");
-    }
-    token = std::move(page->next_page_token);
-  }
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  std::erase_if(keys, [](const std::string& k) { return k.empty() || k.back() == '/'; });
-  return keys;
+    return ListPage{std::move(page->names), std::move(page->next_page_token)};
+  });
 }
 
 }  // namespace insitubatch

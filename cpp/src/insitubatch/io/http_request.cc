@@ -9,6 +9,7 @@
 #include "insitubatch/io/memory_store.h"  // ResolveRange
 #include "insitubatch/io/retry_policy.h"
 #include "insitubatch/io/xml_text.h"
+#include "insitubatch/util/text.h"
 
 namespace insitubatch {
 namespace {
@@ -26,12 +27,6 @@ std::optional<uint64_t> ParseU64(std::string_view text) {
   return v;
 }
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
 // Keeps printable ASCII only and bounds the length: server text goes into our messages.
 std::string Sanitize(std::string_view text, size_t max_len) {
   std::string out;
@@ -43,12 +38,12 @@ std::string Sanitize(std::string_view text, size_t max_len) {
     const auto u = static_cast<unsigned char>(c);
     out.push_back(u >= 0x20 && u < 0x7F ? c : ' ');
   }
-  return std::string(Trim(out));
+  return std::string(TrimSpace(out));
 }
 
 std::string ServiceErrorDetail(std::string_view body) {
   if (body.empty()) return "";
-  std::string_view trimmed = Trim(body);
+  std::string_view trimmed = TrimSpace(body);
   if (trimmed.starts_with("<")) {  // S3 / GCS XML API: <Error><Code>..<Message>..
     const std::string code = XmlFirstText(body, "Code");
     const std::string message = XmlFirstText(body, "Message");
@@ -112,9 +107,9 @@ Result<ContentRange> ParseContentRange(std::string_view value) {
   auto bad = [&]() {
     return InvalidArgument("malformed Content-Range \"" + Sanitize(value, 80) + "\"");
   };
-  std::string_view v = Trim(value);
+  std::string_view v = TrimSpace(value);
   if (!v.starts_with("bytes ")) return bad();
-  v = Trim(v.substr(6));
+  v = TrimSpace(v.substr(6));
   const size_t slash = v.find('/');
   if (slash == std::string_view::npos) return bad();
   const std::string_view span = v.substr(0, slash);

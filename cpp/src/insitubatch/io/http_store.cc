@@ -1,30 +1,15 @@
 #include "insitubatch/io/http_store.h"
+#include "insitubatch/util/text.h"
 
+#include <algorithm>
+#include <set>
 #include <utility>
 
 namespace insitubatch {
 namespace {
 
 // URL userinfo is percent-encoded ("user%40corp:p%3Ass"); curl wants the raw "user:pass".
-std::string DecodeUserinfo(std::string_view text) {
-  auto hex = [](char c) -> int {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-  };
-  std::string out;
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 &&
-        hex(text[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(text[i]);
-    }
-  }
-  return out;
-}
+std::string DecodeUserinfo(std::string_view text) { return *PercentDecode(text, /*strict=*/false); }
 
 }  // namespace
 
@@ -97,6 +82,38 @@ Result<std::vector<std::string>> HttpStore::List(std::string_view prefix) {
 std::string HttpStore::Describe(std::string_view key) const {
   if (key.empty()) return redacted_;
   return redacted_ + "/" + std::string(key);
+}
+
+Result<std::vector<std::string>> CollectListing(const std::string& context, const std::string& root,
+                                                std::string_view item, std::string_view token_noun,
+                                                const ListPageFetch& fetch) {
+  constexpr size_t kMaxListPages = 100000;
+  std::vector<std::string> keys;
+  std::set<std::string> seen_tokens;
+  std::string token;
+  for (size_t page_no = 0;; ++page_no) {
+    if (page_no == kMaxListPages) {
+      return IoError(context + ": more than " + std::to_string(kMaxListPages) + " pages");
+    }
+    INSITU_ASSIGN_OR_RETURN(ListPage page, fetch(token));
+    for (std::string& name : page.names) {
+      if (!name.starts_with(root)) {
+        return IoError(context + ": the reply holds " + std::string(item) + " \"" + name +
+                       "\" outside the requested prefix");
+      }
+      keys.push_back(name.substr(root.size()));
+    }
+    if (page.next.empty()) break;
+    if (!seen_tokens.insert(page.next).second) {
+      return IoError(context + ": the server repeated a " + std::string(token_noun));
+    }
+    token = std::move(page.next);
+  }
+  std::sort(keys.begin(), keys.end());
+  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  // "Directory marker" objects ("a/b/") are not keys a store can read.
+  std::erase_if(keys, [](const std::string& k) { return k.empty() || k.back() == '/'; });
+  return keys;
 }
 
 }  // namespace insitubatch

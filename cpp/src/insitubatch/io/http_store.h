@@ -6,6 +6,7 @@
 // Credentials in the URL (user:password@) become HTTP basic auth and never appear in
 // Describe() or messages; extra headers (e.g. Authorization) are secret likewise.
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,8 +49,27 @@ class HttpStore final : public Store {
   uint64_t max_body_bytes_;
 };
 
-// Shared by the HTTP, S3 and GCS stores: issues `request` (GET, or HEAD for an empty
+// Shared by the HTTP, S3, GCS and Azure stores: issues `request` (GET, or HEAD for an empty
 // range) and maps the response onto a ReadResult.
 void ReadObject(CurlTransport& transport, HttpRequest request, ReadCallback done);
+
+// The bound on one listing reply's body, shared by the bucket stores.
+inline constexpr uint64_t kMaxListBody = uint64_t{64} << 20;
+
+// One page of a paginated listing: the full names it holds, and the token of the next page
+// ("" after the last).
+struct ListPage {
+  std::vector<std::string> names;
+  std::string next;
+};
+using ListPageFetch = std::function<Result<ListPage>(const std::string& token)>;
+
+// Follows a bucket store's listing from token "" page by page (at most 100000 pages; a
+// repeated token is an error), strips `root` from every name (a name outside it is an
+// error) and returns the keys sorted, unique, without "directory marker" names ending in
+// '/'. Messages start with `context` and call a name an `item` and a token a `token_noun`.
+Result<std::vector<std::string>> CollectListing(const std::string& context, const std::string& root,
+                                                std::string_view item, std::string_view token_noun,
+                                                const ListPageFetch& fetch);
 
 }  // namespace insitubatch

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <set>
 #include <utility>
 
 #include "insitubatch/io/http_store.h"  // ReadObject
@@ -11,8 +10,6 @@
 namespace insitubatch {
 namespace {
 
-constexpr uint64_t kMaxListBody = uint64_t{64} << 20;
-constexpr size_t kMaxListPages = 100000;
 
 // A 301/400 from S3 often means "wrong region": say which one the bucket is in.
 std::string RegionHint(const HttpResponse& response, const std::string& region) {
@@ -165,45 +162,20 @@ Result<std::vector<std::string>> S3Store::List(std::string_view prefix) {
   const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
   const std::string list_prefix = root + std::string(prefix);
   const std::string path = endpoint_.bucket_path.empty() ? "/" : endpoint_.bucket_path;
-  std::vector<std::string> keys;
-  std::set<std::string> seen_tokens;
-  std::string token;
-  for (size_t page_no = 0;; ++page_no) {
-    if (page_no == kMaxListPages) {
-      return IoError("listing " + Describe("") + ": more than " +
-                     std::to_string(kMaxListPages) + " pages");
-    }
-    std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"},
-                                                              {"prefix", list_prefix}};
+  const std::string context = "listing " + Describe("");
+  return CollectListing(context, root, "key", "continuation token",
+                        [&](const std::string& token) -> Result<ListPage> {
+    std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"}, {"prefix", list_prefix}};
     if (!token.empty()) query.push_back({"continuation-token", token});
-    HttpRequest request =
-        MakeRequest(path, std::move(query), Describe(""), ByteRange::All());
+    HttpRequest request = MakeRequest(path, std::move(query), Describe(""), ByteRange::All());
     request.max_body_bytes = kMaxListBody;
     INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
     if (response.status != 200) return ListError(response.status, response);
-    const std::string_view body(reinterpret_cast<const char*>(response.body.data()),
-                                response.body.size());
+    const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
     auto page = ParseListObjectsV2(body);
-    if (!page.ok()) return page.status().WithContext("listing " + Describe(""));
-    for (std::string& key : page->keys) {
-      if (!key.starts_with(root)) {
-        return IoError("listing " + Describe("") + ": the reply holds key \"" + key +
-                       "\" outside the requested prefix");
-      }
-      keys.push_back(key.substr(root.size()));
-    }
-    if (!page->truncated) break;
-    if (!seen_tokens.insert(page->next_token).second) {
-      return IoError("listing " + Describe("") +
-                     ": the server repeated a continuation token");
-    }
-    token = std::move(page->next_token);
-  }
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
-  // "Directory marker" objects ("a/b/") are not keys a store can read.
-  std::erase_if(keys, [](const std::string& k) { return k.empty() || k.back() == '/'; });
-  return keys;
+    if (!page.ok()) return page.status().WithContext(context);
+    return ListPage{std::move(page->keys), page->truncated ? std::move(page->next_token) : std::string()};
+  });
 }
 
 }  // namespace insitubatch

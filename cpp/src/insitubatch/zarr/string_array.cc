@@ -5,6 +5,7 @@
 
 #include <cstring>
 
+#include "insitubatch/util/text.h"
 #include "insitubatch/zarr/array.h"
 #include "insitubatch/zarr/codec/registry.h"
 
@@ -20,21 +21,9 @@ uint32_t LoadLe32(const std::byte* p) {
   return v;
 }
 
-// UTF-8 as Python's decoder accepts it: no overlong forms, no surrogates, at most U+10FFFF.
 bool ValidUtf8(std::string_view s) {
   for (size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const int extra = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-    if (extra < 0 || s.size() - i <= static_cast<size_t>(extra)) return false;
-    uint32_t cp = extra == 0 ? c : c & (0x3F >> extra);
-    for (int k = 1; k <= extra; ++k) {
-      const auto cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc >> 6) != 2) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[extra] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += 1 + extra;
+    if (!NextUtf8(s, i)) return false;
   }
   return true;
 }

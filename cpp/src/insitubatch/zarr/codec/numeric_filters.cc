@@ -15,6 +15,7 @@
 
 #include "insitubatch/zarr/codec/builtin_codecs.h"
 #include "insitubatch/zarr/codec/byte_swap.h"
+#include "insitubatch/util/text.h"
 #include "insitubatch/zarr/codec/codec_config.h"
 
 namespace insitubatch::zarr {
@@ -117,6 +118,16 @@ To Convert(From v) {
   }
 }
 
+// Decode() for a filter that knows its decoded size up front: bounded, then DecodeInto.
+Result<Buffer> DecodeSized(const BytesToBytesCodec& codec, ByteSpan in, size_t decoded, size_t max_size) {
+  if (decoded > max_size) {
+    return DataLoss(codec.name() + ": decodes to " + Bytes(decoded) + ", above " + Bytes(max_size));
+  }
+  INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(decoded));
+  INSITU_RETURN_IF_ERROR(codec.DecodeInto(in, out.span()));
+  return out;
+}
+
 enum class Op { kConvert, kDelta, kScaleOffset };
 
 // in (as `from`) -> out (as `to`), element by element.
@@ -146,11 +157,7 @@ class NumericFilter final : public BytesToBytesCodec {
     if (in.size() % from_.size != 0) {
       return DataLoss(name_ + ": " + Bytes(in.size()) + " is not a whole number of " + from_.text + " values");
     }
-    const size_t bytes = in.size() / from_.size * to_.size;
-    if (bytes > max_size) return DataLoss(name_ + ": decodes to " + Bytes(bytes) + ", above " + Bytes(max_size));
-    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(bytes));
-    INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
-    return out;
+    return DecodeSized(*this, in, in.size() / from_.size * to_.size, max_size);
   }
 
   Result<Buffer> Encode(ByteSpan) const override {
@@ -207,10 +214,7 @@ class PackBitsCodec final : public BytesToBytesCodec {
 
   Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
     INSITU_ASSIGN_OR_RETURN(size_t n, Count(in));
-    if (n > max_size) return DataLoss("packbits: decodes to " + Bytes(n) + ", above " + Bytes(max_size));
-    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(n));
-    INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
-    return out;
+    return DecodeSized(*this, in, n, max_size);
   }
 
   Result<Buffer> Encode(ByteSpan) const override {
@@ -260,11 +264,7 @@ class CategorizeCodec final : public BytesToBytesCodec {
   }
 
   Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
-    const size_t n = (in.size() / codes_.size) * width_ * 4;
-    if (n > max_size) return DataLoss("categorize: decodes to " + Bytes(n) + ", above " + Bytes(max_size));
-    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(n));
-    INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
-    return out;
+    return DecodeSized(*this, in, (in.size() / codes_.size) * width_ * 4, max_size);
   }
 
   Result<Buffer> Encode(ByteSpan) const override {
@@ -281,20 +281,11 @@ class CategorizeCodec final : public BytesToBytesCodec {
 Result<std::string> Utf32(std::string_view text, size_t width, bool big) {
   std::string out;
   for (size_t i = 0; i < text.size() && out.size() < width * 4;) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    const int extra = c < 0x80 ? 0 : (c >> 5) == 6 ? 1 : (c >> 4) == 14 ? 2 : (c >> 3) == 30 ? 3 : -1;
-    if (extra < 0 || text.size() - i <= static_cast<size_t>(extra)) return InvalidArgument("a label is not valid UTF-8");
-    uint32_t cp = extra == 0 ? c : c & (0x3F >> extra);
-    for (int k = 1; k <= extra; ++k) {
-      const auto cc = static_cast<unsigned char>(text[i + k]);
-      if ((cc >> 6) != 2) return InvalidArgument("a label is not valid UTF-8");
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    if (cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return InvalidArgument("a label is not valid UTF-8");
-    i += 1 + extra;
-    std::byte unit[4];
-    for (int b = 0; b < 4; ++b) unit[big ? 3 - b : b] = std::byte((cp >> (8 * b)) & 0xFF);
-    out.append(reinterpret_cast<const char*>(unit), 4);
+    const std::optional<uint32_t> cp = NextUtf8(text, i);
+    if (!cp) return InvalidArgument("a label is not valid UTF-8");
+    char unit[4];
+    for (int b = 0; b < 4; ++b) unit[big ? 3 - b : b] = static_cast<char>((*cp >> (8 * b)) & 0xFF);
+    out.append(unit, 4);
   }
   return out;
 }
