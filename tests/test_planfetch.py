@@ -359,3 +359,96 @@ def test_a_full_disk_is_a_clear_error_and_leaves_nothing_partial(tmp_path):
         assert Path(cache.ensure_local(f"file://{src}/small.bin")).read_bytes() == b"y" * 1000  # still usable
     finally:
         subprocess.run(["umount", "-l", str(cache_dir)], capture_output=True)
+
+
+# -- ranks ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("world, remainder", [(1, "drop"), (3, "drop"), (5, "drop"), (5, "pad"), (20, "pad")])
+def test_rank_plans_take_equal_steps_and_cover_the_epoch(world, remainder):
+    base = pf.ShuffleOncePerEpochPlanProvider(100, batch_size=7, seed=4)  # 15 batches, the last short
+    full = base.make_epoch_plan(3)
+    plans = [pf.RankPlanProvider(base, rank=r, world_size=world, remainder=remainder).make_epoch_plan(3)
+             for r in range(world)]
+    steps = {p.num_batches for p in plans}
+    assert steps == {15 // world if remainder == "drop" else -(-15 // world)}
+    rows = [tuple(p.batch(i)) for p in plans for i in range(p.num_batches)]
+    batches = {tuple(b) for b in full}
+    assert set(rows) <= batches
+    if remainder == "drop":
+        assert len(rows) == len(set(rows)) == 15 // world * world  # disjoint; the last batches left out
+        assert set(rows) == {tuple(full.batch(i)) for i in range(15 // world * world)}
+    else:
+        assert set(rows) == batches  # every batch, a few twice
+    assert all(p.keep is None for p in plans)
+
+
+def test_a_shared_cache_plan_keeps_every_local_ranks_batches(monkeypatch):
+    base = pf.ShuffleOncePerEpochPlanProvider(64, batch_size=4, seed=1)
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "2")
+    plans = {r: pf.RankPlanProvider(base, rank=r, world_size=4, shared_cache=True).make_epoch_plan(0)
+             for r in range(4)}
+    for r, plan in plans.items():  # ranks 0, 1 on one host; 2, 3 on the other
+        mates = (0, 1) if r < 2 else (2, 3)
+        assert plan.keep.shape == (4, 8)
+        assert np.array_equal(plan.keep, np.concatenate([plans[m].matrix for m in mates], axis=1))
+    with pytest.raises(InvalidArgumentError, match="does not fit"):
+        pf.RankPlanProvider(base, rank=1, world_size=4, shared_cache=True, local_rank=0, local_world_size=4)
+    monkeypatch.delenv("LOCAL_WORLD_SIZE")
+    with pytest.raises(InvalidArgumentError, match="local_world_size"):
+        pf.RankPlanProvider(base, rank=0, world_size=2, shared_cache=True)
+    with pytest.raises(InvalidArgumentError, match="remainder"):
+        pf.RankPlanProvider(base, rank=0, world_size=2, remainder="wrap")
+    with pytest.raises(InvalidArgumentError, match="together"):
+        pf.RankPlanProvider(base, rank=0)
+    assert pf.node_cache_dir("/nvme", run_id=7) == "/nvme/run_7/node"
+    assert pf.rank_cache_dir("/nvme", run_id=7, rank=3) == "/nvme/run_7/rank_3"
+
+
+RANK_BODY = """
+    import json
+    import planfetch as pf
+    from planfetch_data import image_bytes
+    uris, _ = pf.load_index_csv({index!r}, s3_uri_col="s3_path", class_col="class_id", pack_uris=True)
+    provider = pf.RankPlanProvider(pf.ShuffleOncePerEpochPlanProvider(len(uris), batch_size=7, seed=5),
+                                   shared_cache={shared})
+    cache = pf.SharedDiskCache({cache_dir!r}, download_threads=4, min_age_seconds_before_delete=0)
+    sampler = pf.PlanBatchSampler(provider.make_epoch_plan(0))
+    coordinator = pf.PrefetchCoordinator(cache, uris, batches_ahead=3, batches_back=1, prune_every=2,
+                                         prune_mode="pressure", prune_backend="scan")
+    controller = pf.PrefetchController(provider, sampler, coordinator)
+    seen = []
+    for epoch in range(2):
+        controller.set_epoch(epoch)
+        for i, batch in enumerate(sampler):
+            for s in batch:
+                with open(cache.ensure_local(uris[s]), "rb") as f:
+                    assert f.read() == image_bytes(s)[0], s
+            seen.append([epoch, batch])
+            coordinator.on_batch_yielded(i)
+    print(json.dumps({{"seen": seen, "downloads": cache.stats()["downloads"]}}))
+"""
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_ranks_sharing_a_node_cache_download_each_object_once_per_host(images, tmp_path, shared):
+    import json
+
+    index, proxy = images
+    base = tmp_path / "nvme"
+    procs = []
+    for rank in range(2):
+        cache_dir = pf.node_cache_dir(base, run_id="r") if shared else pf.rank_cache_dir(base, "r", rank)
+        env = {"RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_RANK": str(rank), "LOCAL_WORLD_SIZE": "2"}
+        procs.append(_child(RANK_BODY.format(index=str(index), shared=shared, cache_dir=cache_dir), env))
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    reports = [json.loads(o[0]) for o in outs]
+    for epoch in range(2):  # 14 batches (the last short), 7 steps each: the epoch exactly once
+        steps = [[b for e, b in r["seen"] if e == epoch] for r in reports]
+        assert [len(s) for s in steps] == [7, 7]
+        samples = [s for rank in steps for b in rank for s in b]
+        assert sorted(samples) == list(range(N_IMAGES))
+    got = _object_gets(proxy)
+    if shared:  # epoch 1 finds what either rank fetched in epoch 0
+        assert sum(r["downloads"] for r in reports) == N_IMAGES == len(got) and set(got.values()) == {1}
+    else:  # each rank fetches again what the other had
+        assert sum(got.values()) > N_IMAGES

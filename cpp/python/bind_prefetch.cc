@@ -195,11 +195,19 @@ void BindPrefetch(nb::module_& m) {
           nb::arg("prune_every"), nb::arg("prune_mode"), nb::arg("prune_backend"))
       .def(
           "set_plan",
-          [](Prefetcher& p, nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> plan) {
+          [](Prefetcher& p, nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> plan,
+             std::optional<nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>> keep) {
             std::vector<int64_t> flat(plan.data(), plan.data() + plan.size());
-            ThrowIfError(p.SetPlan(std::move(flat), plan.shape(1)));
+            std::vector<int64_t> kept;
+            size_t keep_width = 0;
+            if (keep) {
+              kept.assign(keep->data(), keep->data() + keep->size());
+              keep_width = keep->shape(1);
+            }
+            ThrowIfError(p.SetPlan(std::move(flat), plan.shape(1), std::move(kept), keep_width));
           },
-          nb::arg("plan"))
+          nb::arg("plan"), nb::arg("keep") = nb::none(),
+          "`keep`: the batches whose files a prune keeps, when other ranks share the directory.")
       .def(
           "prime",
           [](Prefetcher& p, size_t start) {

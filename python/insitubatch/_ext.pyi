@@ -542,7 +542,10 @@ class Prefetcher:
     @staticmethod
     def create(cache: ObjectCache, uris: KeyList, batches_ahead: int, batches_back: int, prune_every: int, prune_mode: str, prune_backend: str) -> Prefetcher: ...
 
-    def set_plan(self, plan: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)]) -> None: ...
+    def set_plan(self, plan: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], keep: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)] | None = None) -> None:
+        """
+        `keep`: the batches whose files a prune keeps, when other ranks share the directory.
+        """
 
     def prime(self, start: int = 0) -> None: ...
 

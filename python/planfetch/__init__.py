@@ -16,6 +16,7 @@ from .cache import (
     assert_rust_backend,
     has_native_backend,
     has_rust_backend,
+    node_cache_dir,
     rank_cache_dir,
 )
 from .index import S3KeyList, load_index_csv, load_index_dataframe
@@ -35,6 +36,7 @@ from .plans import (
     ShuffleOncePerEpochPlanProvider,
     StreamingStratifiedBatchPlanProvider,
 )
+from .ranks import RankPlanProvider
 
 __all__ = [
     "BalancedSubsamplingPlanProvider",
@@ -44,6 +46,7 @@ __all__ = [
     "PrefetchController",
     "PrefetchCoordinator",
     "PrefetchingLoader",
+    "RankPlanProvider",
     "S3KeyList",
     "S3PathDataset",
     "SequentialPlanProvider",
@@ -57,6 +60,7 @@ __all__ = [
     "has_rust_backend",
     "load_index_csv",
     "load_index_dataframe",
+    "node_cache_dir",
     "rank_cache_dir",
 ]
 

@@ -239,19 +239,31 @@ def _ext_python_store(obj):
     return wrap_python_store(obj)
 
 
+def run_dir(base: str | os.PathLike[str], run_id: str | int | None = None) -> str:
+    """``<base>/run_<id>``, ``run_id`` defaulting to ``TORCHELASTIC_RUN_ID`` or "0"."""
+    if run_id is None:
+        run_id = os.environ.get("TORCHELASTIC_RUN_ID", "0")
+    run = str(run_id)
+    if not run or "/" in run or run in (".", ".."):
+        raise InvalidArgumentError(f"run_id must be a plain name, got {run_id!r}")
+    return os.path.join(os.fspath(base), f"run_{run}")
+
+
 def rank_cache_dir(base: str | os.PathLike[str], run_id: str | int | None = None, rank: int | None = None) -> str:
     """``<base>/run_<id>/rank_<rank>``: the seed's rank-specific layout for DDP. ``rank``
     defaults to ``RANK`` (or ``LOCAL_RANK``), ``run_id`` to ``TORCHELASTIC_RUN_ID`` or "0"."""
     if rank is None:
         rank = int(os.environ.get("RANK", os.environ.get("LOCAL_RANK", "0")))
-    if run_id is None:
-        run_id = os.environ.get("TORCHELASTIC_RUN_ID", "0")
     rank = arguments.integer("rank", rank, (0, 2**31 - 1))
-    run = str(run_id)
-    if not run or "/" in run or run in (".", ".."):
-        raise InvalidArgumentError(f"run_id must be a plain name, got {run_id!r}")
-    return os.path.join(os.fspath(base), f"run_{run}", f"rank_{rank}")
+    return os.path.join(run_dir(base, run_id), f"rank_{rank}")
+
+
+def node_cache_dir(base: str | os.PathLike[str], run_id: str | int | None = None) -> str:
+    """``<base>/run_<id>/node``: one directory for all the ranks of a host
+    (``RankPlanProvider(..., shared_cache=True)``), so each object is downloaded once per
+    host."""
+    return os.path.join(run_dir(base, run_id), "node")
 
 
 __all__ = ["SharedDiskCache", "assert_native_backend", "assert_rust_backend", "has_native_backend",
-           "has_rust_backend", "rank_cache_dir"]
+           "has_rust_backend", "node_cache_dir", "rank_cache_dir"]

@@ -98,12 +98,12 @@ class PrefetchCoordinator:
                                                   self.prune_backend)
             self._native_pid = os.getpid()
             if self.plan is not None:
-                self._native.set_plan(self.plan.matrix)
+                self._native.set_plan(self.plan.matrix, self.plan.keep)
         return self._native
 
     def set_plan(self, plan: PlanView) -> None:
         self.plan = _check_plan(plan)
-        self._prefetcher().set_plan(plan.matrix)
+        self._prefetcher().set_plan(plan.matrix, plan.keep)
 
     def prime(self, start: int = 0) -> None:
         """Starts the first ``batches_ahead`` batches' downloads (from ``start``)."""

@@ -24,15 +24,23 @@ def _rng(seed: int, epoch: int, stream: int = 0) -> np.random.Generator:
 
 
 class PlanView:
-    """``[num_batches, batch_size]`` int64 sample indices (``-1`` pads the last batch)."""
+    """``[num_batches, batch_size]`` int64 sample indices (``-1`` pads the last batch).
+    ``keep``: for a rank whose cache directory other ranks share, their batches at the same
+    steps (``[num_batches, k]``, its own included): what the prefetcher's prunes keep."""
 
-    __slots__ = ("matrix",)
+    __slots__ = ("matrix", "keep")
 
-    def __init__(self, matrix: np.ndarray) -> None:
+    def __init__(self, matrix: np.ndarray, keep: np.ndarray | None = None) -> None:
         matrix = np.ascontiguousarray(matrix, dtype=np.int64)
         if matrix.ndim != 2:
             raise InvalidArgumentError(f"a plan is a 2-D [batches, batch_size] matrix, got {matrix.ndim}-D")
+        if keep is not None:
+            keep = np.ascontiguousarray(keep, dtype=np.int64)
+            if keep.ndim != 2 or keep.shape[0] != matrix.shape[0]:
+                raise InvalidArgumentError(
+                    f"a keep plan is [{matrix.shape[0]}, k], one row per batch of the plan; got {keep.shape}")
         self.matrix = matrix
+        self.keep = keep
 
     @classmethod
     def from_flat(cls, flat: np.ndarray, batch_size: int) -> "PlanView":
@@ -76,13 +84,23 @@ class PlanView:
         flat = self.matrix[lo:hi].reshape(-1) if hi > lo else self.matrix[:0].reshape(-1)
         return flat[flat >= 0]
 
-    def shard(self, rank: int, world_size: int) -> "PlanView":
-        """This plan's batches for ``rank`` of ``world_size``: every world_size-th batch,
-        cut so every rank takes the same number of steps (the remainder is dropped)."""
+    def shard(self, rank: int, world_size: int, remainder: str = "drop") -> "PlanView":
+        """This plan's batches for ``rank`` of ``world_size``: every world_size-th batch, so
+        every rank takes the same number of steps. ``remainder``: "drop" leaves out the last
+        ``num_batches % world_size`` batches; "pad" gives the ranks short of a step their
+        own first batch again, so every batch is seen (a few twice)."""
         world_size = arguments.integer("world_size", world_size, (1, 2**31 - 1))
         rank = arguments.integer("rank", rank, (0, world_size - 1))
-        steps = self.num_batches // world_size
-        return PlanView(self.matrix[rank::world_size][:steps])
+        if remainder not in ("drop", "pad"):
+            raise InvalidArgumentError(f'remainder must be "drop" or "pad", got {remainder!r}')
+        own = self.matrix[rank::world_size]
+        if remainder == "drop":
+            return PlanView(own[:self.num_batches // world_size])
+        steps = -(-self.num_batches // world_size)
+        if len(own) < steps:  # fewer batches than ranks: the plan's first ones fill in
+            filler = own if len(own) else self.matrix
+            own = np.concatenate([own, filler[:steps - len(own)]])
+        return PlanView(own)
 
     def __repr__(self) -> str:
         return f"PlanView({self.num_batches} batches x {self.batch_size})"

@@ -155,3 +155,94 @@ def test_a_resumed_epoch_yields_the_rest_of_its_plan_and_primes_there(images, tm
     assert rest == full[3:]
     with pytest.raises(ValueError, match="state_dict"):
         controller.load_state_dict({"epoch": 1})
+
+
+DDP_SCRIPT = r'''
+import json, sys
+import numpy as np
+import torch
+import torch.distributed as dist
+import planfetch as pf
+sys.path.insert(0, sys.argv[3])
+from planfetch_data import decoded
+
+index, out = sys.argv[1], sys.argv[2]
+dist.init_process_group("gloo")
+uris, labels = pf.load_index_csv(index, s3_uri_col="s3_path", class_col="class_id", pack_uris=True)
+cache = pf.SharedDiskCache(pf.node_cache_dir(sys.argv[4], run_id="t"), download_threads=4,
+                           min_age_seconds_before_delete=0)
+provider = pf.RankPlanProvider(pf.ShuffleOncePerEpochPlanProvider(len(uris), batch_size=5, seed=2),
+                               shared_cache=True)
+
+
+def collate(batch):
+    return [torch.from_numpy(np.asarray(b[0]).copy()) for b in batch], torch.tensor([b[1] for b in batch])
+
+
+ds = pf.S3PathDataset(uris, labels, cache=cache)
+loader, controller = pf.build_prefetching_dataloader(
+    dataset=ds, s3_uris=uris, plan_provider=provider, cache=cache, num_workers=2, batches_ahead=6,
+    batches_back=1, prune_every=1, prune_mode="window", prune_backend="scan", collate_fn=collate,
+    multiprocessing_context="fork")
+seen, steps = [], []
+for epoch in range(2):
+    plan = controller.set_epoch(epoch)
+    n = 0
+    for k, (images, ys) in enumerate(loader):
+        idx = plan.batch(k)
+        for i, image in zip(idx, images):
+            assert np.array_equal(image.numpy(), decoded(int(i))), i
+        total = torch.tensor([1.0])
+        dist.all_reduce(total)  # a rank short of a step would hang here
+        assert total.item() == dist.get_world_size()
+        seen.append([epoch, idx.tolist()])
+        n += 1
+    steps.append(n)
+report = {"rank": dist.get_rank(), "steps": steps, "seen": seen}
+gathered = [None] * dist.get_world_size()
+dist.all_gather_object(gathered, report)
+if dist.get_rank() == 0:
+    json.dump(gathered, open(out, "w"))
+dist.destroy_process_group()
+'''
+
+
+@pytest.mark.timeout(300)
+def test_torchrun_ranks_share_one_node_cache_with_equal_steps(images, tmp_path):
+    """Three ranks under torchrun (gloo), one cache directory for the host, window pruning
+    by directory scan: equal steps (an all-reduce per step), exact images, the epoch's
+    samples once across the ranks, and each object fetched at most once per epoch."""
+    import json
+    import os
+    import socket
+    import subprocess
+
+    index, proxy = images
+    script = tmp_path / "ddp.py"
+    script.write_text(DDP_SCRIPT)
+    out = tmp_path / "report.json"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
+    tests = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=3",
+                             "--master_addr=127.0.0.1", f"--master_port={port}", str(script), str(index),
+                             str(out), tests, str(tmp_path / "nvme")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert proc.returncode == 0, stderr[-4000:]
+    reports = json.loads(out.read_text())
+    # 96 images in batches of 5: 20 batches (the last short), 6 steps per rank, 2 dropped.
+    assert [r["steps"] for r in reports] == [[6, 6]] * 3
+    for epoch in range(2):
+        samples = [s for r in reports for e, b in r["seen"] if e == epoch for s in b]
+        assert len(samples) == len(set(samples)) == 18 * 5
+    got = gets(proxy)
+    assert max(got.values()) <= 2 and sum(got.values()) <= 2 * 18 * 5

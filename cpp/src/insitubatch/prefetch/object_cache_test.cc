@@ -153,5 +153,38 @@ TEST(ObjectCacheTest, PrefetcherKeepsTheWindow) {
   EXPECT_FALSE(prefetcher->SetPlan(plan, 7).ok());
 }
 
+TEST(ObjectCacheTest, AKeepPlanKeepsTheNeighboursWindowToo) {
+  // Two ranks share one directory; this rank downloads its own batches (even objects) and
+  // keeps the other's (odd) at the same steps, which a scan prune would otherwise delete.
+  ObjectCacheOptions o;
+  o.min_age_seconds = 0;
+  Fixture f(o);
+  auto uris = std::make_shared<KeyList>("mem://b/");
+  for (int i = 0; i < 16; ++i) {
+    f.Put("s" + std::to_string(i), 10);
+    ASSERT_TRUE(uris->Append("mem://b/s" + std::to_string(i), i).ok());
+  }
+  PrefetchOptions p;
+  p.batches_ahead = 1;
+  p.batches_back = 0;
+  p.prune_every = 1;
+  p.prune_backend = PruneBackend::kScan;
+  auto prefetcher = Prefetcher::Create(f.cache, uris, p).value();
+  std::vector<int64_t> own, keep;
+  for (int b = 0; b < 4; ++b) {
+    own.insert(own.end(), {4 * b, 4 * b + 2});
+    keep.insert(keep.end(), {4 * b, 4 * b + 2, 4 * b + 1, 4 * b + 3});
+  }
+  ASSERT_TRUE(prefetcher->SetPlan(own, 2, keep, 4).ok());
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(f.cache->EnsureLocal(uris->Get(i)).ok());  // both ranks' files
+  ASSERT_TRUE(prefetcher->OnBatchYielded(1).ok());
+  while (f.cache->stats().in_flight + f.cache->stats().queued > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(f.Files(), 4u);  // step 2 of both ranks: nothing of a neighbour's window went
+  for (int i = 8; i < 12; ++i) EXPECT_TRUE(fs::exists(f.cache->LocalPath(uris->Get(i)).value())) << i;
+  std::vector<int64_t> short_keep(keep.begin(), keep.begin() + 8);
+  EXPECT_FALSE(prefetcher->SetPlan(own, 2, short_keep, 4).ok());  // batch counts differ
+  EXPECT_FALSE(prefetcher->SetPlan(own, 2, {0, 99}, 2).ok());
+}
+
 }  // namespace
 }  // namespace insitubatch::prefetch

@@ -11,21 +11,39 @@ Result<std::shared_ptr<Prefetcher>> Prefetcher::Create(std::shared_ptr<ObjectCac
   return std::shared_ptr<Prefetcher>(new Prefetcher(std::move(cache), std::move(uris), options));
 }
 
-Status Prefetcher::SetPlan(std::vector<int64_t> indices, size_t batch_size) {
+namespace {
+
+Status CheckMatrix(const char* what, const std::vector<int64_t>& indices, size_t batch_size, size_t uris) {
   if (batch_size == 0 || indices.size() % batch_size != 0) {
-    return InvalidArgument("a plan is a [batches x batch_size] matrix");
+    return InvalidArgument(std::string("a ") + what + " is a [batches x batch_size] matrix");
   }
-  const int64_t n = static_cast<int64_t>(uris_->size());
+  const int64_t n = static_cast<int64_t>(uris);
   for (size_t k = 0; k < indices.size(); ++k) {
     if (indices[k] >= n) {
-      return InvalidArgument("plan entry " + std::to_string(k) + " is sample " +
-                             std::to_string(indices[k]) + ", but there are " + std::to_string(n) +
-                             " URIs");
+      return InvalidArgument(std::string(what) + " entry " + std::to_string(k) + " is sample " +
+                             std::to_string(indices[k]) + ", but there are " + std::to_string(n) + " URIs");
+    }
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status Prefetcher::SetPlan(std::vector<int64_t> indices, size_t batch_size, std::vector<int64_t> keep,
+                           size_t keep_batch_size) {
+  INSITU_RETURN_IF_ERROR(CheckMatrix("plan", indices, batch_size, uris_->size()));
+  if (!keep.empty() || keep_batch_size != 0) {
+    INSITU_RETURN_IF_ERROR(CheckMatrix("keep plan", keep, keep_batch_size, uris_->size()));
+    if (keep.size() / keep_batch_size != indices.size() / batch_size) {
+      return InvalidArgument("the keep plan has " + std::to_string(keep.size() / keep_batch_size) +
+                             " batches, the plan " + std::to_string(indices.size() / batch_size));
     }
   }
   std::lock_guard lock(mutex_);
   indices_ = std::move(indices);
   batch_size_ = batch_size;
+  keep_ = std::move(keep);
+  keep_batch_size_ = keep_.empty() ? 0 : keep_batch_size;
   stats_.position = -1;
   stats_.scheduled_to = 0;
   return Status::Ok();
@@ -57,9 +75,11 @@ void Prefetcher::Prime(size_t start) {
 std::unordered_set<std::string> Prefetcher::WindowPaths(size_t lo, size_t hi) const {
   std::unordered_set<std::string> keep;
   hi = std::min(hi, batches());
-  for (size_t k = lo * batch_size_; k < hi * batch_size_; ++k) {
-    if (indices_[k] < 0) continue;
-    auto path = cache_->LocalPath(uris_->Get(static_cast<size_t>(indices_[k])));
+  const std::vector<int64_t>& plan = keep_.empty() ? indices_ : keep_;
+  const size_t width = keep_.empty() ? batch_size_ : keep_batch_size_;
+  for (size_t k = lo * width; k < hi * width; ++k) {
+    if (plan[k] < 0) continue;
+    auto path = cache_->LocalPath(uris_->Get(static_cast<size_t>(plan[k])));
     if (path.ok()) keep.insert(std::move(path).value());
   }
   return keep;

@@ -5,7 +5,9 @@
 // training loop reports batches done, keeps the objects of batches [i - back, i + ahead)
 // on disk: it asks the cache to download what enters the window and, every `prune_every`
 // batches, prunes what left it. All of it is index arithmetic in C++; the loop's only cost
-// per batch is one call.
+// per batch is one call. Ranks sharing one cache directory (a node cache under DDP) each
+// download their own batches but keep every sharing rank's window: batch i of the "keep
+// plan" is all of their batch i, so no rank prunes a file a neighbour is about to read.
 
 #include <cstdint>
 #include <memory>
@@ -41,8 +43,11 @@ class Prefetcher {
                                                     PrefetchOptions options);
 
   // A new plan: `indices` row-major [batches x batch_size]; entries < 0 are padding.
-  // Every index must be < the number of URIs.
-  Status SetPlan(std::vector<int64_t> indices, size_t batch_size);
+  // Every index must be < the number of URIs. `keep` (optional, row-major
+  // [batches x keep_batch_size], the same number of batches): what pruning keeps for a
+  // window instead of the plan's own batches.
+  Status SetPlan(std::vector<int64_t> indices, size_t batch_size, std::vector<int64_t> keep = {},
+                 size_t keep_batch_size = 0);
   // Starts the downloads of the first `batches_ahead` batches (from `start`, for a plan
   // resumed mid-epoch). Idempotent; after a pass it starts the next pass over the plan.
   void Prime(size_t start = 0);
@@ -66,6 +71,8 @@ class Prefetcher {
   mutable std::mutex mutex_;
   std::vector<int64_t> indices_;
   size_t batch_size_ = 0;
+  std::vector<int64_t> keep_;  // empty: the plan keeps its own window
+  size_t keep_batch_size_ = 0;
   PrefetchStats stats_;
 };
 
