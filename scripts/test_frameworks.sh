@@ -14,7 +14,7 @@ if [[ ${1:-} != "--no-setup" ]]; then
   scripts/setup.sh
 fi
 
-TORCH_REQS=("torch==2.13.0" "jax" "jaxlib" "pytorch-lightning>=2.4" "torchdata==0.11.0")  # torch 2.13.0's CPU build lies on this machine's disk
+TORCH_REQS=("torch==2.13.0" "jax" "jaxlib" "pytorch-lightning>=2.4" "torchdata==0.11.0" "ray[data]==2.60.0")  # torch 2.13.0's CPU build lies on this machine's disk
 TF_REQS=("tensorflow-cpu>=2.16" "numpy>=1.26" "zarr>=3.1,<4" "numcodecs>=0.16" "crc32c>=2.7"
          "pytest>=8" "pytest-timeout>=2.3")
 PY=.venv/bin/python
@@ -89,6 +89,7 @@ run "$PY" torch tests/frameworks/test_torch.py
 run "$PY" torch tests/frameworks/test_planfetch_torch.py
 run "$PY" pytorch_lightning tests/frameworks/test_lightning.py
 run "$PY" jax tests/frameworks/test_jax.py
+run "$PY" ray tests/frameworks/test_ray.py
 TF_CPP_MIN_LOG_LEVEL=2 run "$TFPY" tensorflow tests/frameworks/test_tf.py
 run "$PY" torch tests/frameworks/test_examples_torch.py
 run "$PY" jax tests/frameworks/test_examples_jax.py

@@ -53,7 +53,7 @@ from .references import reference_store
 
 # Framework adapters load on first use (PEP 562) so `import insitubatch` imports no framework;
 # each adapter imports its framework only when called.
-_LAZY_ADAPTERS = ("as_tf_dataset", "as_torch", "to_global_jax", "to_jax", "to_tf", "to_torch")
+_LAZY_ADAPTERS = ("as_tf_dataset", "as_torch", "read_insitu", "to_global_jax", "to_jax", "to_tf", "to_torch")
 
 
 # The original package exported its Python engine's parts; here the engine is native and
@@ -136,6 +136,7 @@ __all__ = [
     "PassStats",
     "print_debug_info",
     "read_chunk",
+    "read_insitu",
     "reference_store",
     "ReshapingChunkTransform",
     "ResourceExhaustedError",

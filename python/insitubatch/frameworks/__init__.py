@@ -21,6 +21,7 @@ _FRAMEWORKS = {
     "torch": ("PyTorch", "torch"),
     "jax": ("JAX", "jax"),
     "tensorflow": ("TensorFlow", "tf"),
+    "ray": ("Ray Data", "ray"),
 }
 
 # Public adapter -> the submodule that defines it (loaded on first attribute access).
@@ -31,6 +32,7 @@ _ADAPTERS = {
     "to_global_jax": "jax",
     "to_tf": "tf",
     "as_tf_dataset": "tf",
+    "read_insitu": "ray",
 }
 
 
@@ -123,4 +125,4 @@ def __dir__() -> list[str]:
     return sorted([*globals(), *_ADAPTERS])
 
 
-__all__ = ["as_tf_dataset", "as_torch", "to_global_jax", "to_jax", "to_tf", "to_torch"]
+__all__ = ["as_tf_dataset", "as_torch", "read_insitu", "to_global_jax", "to_jax", "to_tf", "to_torch"]
