@@ -59,10 +59,10 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::Submit(Task task) {
-  {
-    std::lock_guard lock(mutex_);
-    queue_.push_back(std::move(task));
-  }
+  // Notified under the lock: a worker may run the task, and its owner destroy the pool,
+  // the moment the lock is released, so nothing here may touch the pool after that.
+  std::lock_guard lock(mutex_);
+  queue_.push_back(std::move(task));
   cv_.notify_one();
 }
 
