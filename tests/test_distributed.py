@@ -127,3 +127,82 @@ def test_resuming_under_another_world_size_sees_no_sample_twice(store_path, size
     assert len(seen) == len(set(seen))  # no sample twice in the epoch, across the changes
     assert states[0]["views"][0]["history"] == [[w, 8] for w in sizes[:-1]]  # 2 steps of 4 rows each
     assert len(seen) >= N - (len(sizes) + 1) * 3 * (SPC + 4)  # only each segment's remainder is dropped
+
+
+RANKS_WORKER = """
+import json, os, sys
+import insitubatch as ib
+store, out, world = sys.argv[1], sys.argv[2], int(sys.argv[3])
+geoms = ib.open_geometries(store, ["x"])
+manifest = ib.split_by_chunk(geoms["x"], fractions=(1.0, 0.0, 0.0))
+ranks = [ib.InSituDataset(store, manifest, geometries=geoms, batch_size=4, block_chunks=2, seed=3, rank=r,
+                          world_size=world) for r in range(world)]
+log = {"steps": [], "states": None, "resumed": []}
+if os.path.exists(out):
+    log = json.load(open(out))
+    for ds in ranks:  # every rank of the new world loads one old rank's state: they stood alike
+        ds.load_state_dict(log["states"][0])
+    log["resumed"].append([world, len(log["steps"])])
+else:
+    for ds in ranks:
+        ds.set_epoch(1)
+its = [iter(ds.train) for ds in ranks]
+paced = os.environ.get("PACED") == "1"  # a step per line on stdin: the test picks the kill
+while True:  # the ranks in lockstep, as a collective per step keeps them
+    if paced:
+        sys.stdin.readline()
+    step = [next(it, None) for it in its]
+    if any(b is None for b in step):
+        assert all(b is None for b in step), "unequal steps"
+        break
+    log["steps"].append([b.sample_indices.tolist() for b in step])
+    log["states"] = [ds.state_dict() for ds in ranks]
+    with open(out + ".tmp", "w") as f:  # a step and the states after it land together
+        json.dump(log, f)
+    os.replace(out + ".tmp", out)
+    print(len(log["steps"]), flush=True)
+print("done", flush=True)
+"""
+
+
+@pytest.mark.parametrize("before, after", [(4, 2), (2, 3)])
+def test_a_job_killed_with_sigkill_resumes_exactly_on_another_world_size(store_path, tmp_path, before, after):
+    """A process running ``before`` ranks is killed at a random step; a new one resumes on
+    ``after`` ranks from the saved state: its steps are exactly those an uninterrupted
+    change of world size at that step yields, and no sample is seen twice in the epoch."""
+    import json
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "ranks.py"
+    script.write_text(RANKS_WORKER)
+    out = tmp_path / "log.json"
+    total = len(run_ranks(store_path, before)[0][0])
+    kill_after = int(np.random.default_rng(int(time.time())).integers(1, total))
+    proc = subprocess.Popen([sys.executable, str(script), store_path, str(out), str(before)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env={**os.environ, "PACED": "1"})
+    for _ in range(kill_after):
+        proc.stdin.write("step\n")
+        proc.stdin.flush()
+        proc.stdout.readline()
+    proc.stdin.write("step\n")  # the next step may be under way when the kill lands
+    proc.stdin.flush()
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    stopped = len(json.loads(out.read_text())["steps"])
+    assert kill_after <= stopped <= kill_after + 1 < total + 1
+    subprocess.run([sys.executable, str(script), store_path, str(out), str(after)], check=True,
+                   capture_output=True, timeout=120)
+    log = json.loads(out.read_text())
+    assert log["resumed"] == [[after, stopped]]
+    # The same change made without a kill, in this process.
+    head = run_ranks(store_path, before, steps=stopped)
+    tail = run_ranks(store_path, after, [state for _, _, state in head])
+    assert [[samples[i] for samples, _, _ in head] for i in range(stopped)] == log["steps"][:stopped]
+    assert [[samples[i] for samples, _, _ in tail] for i in range(len(tail[0][0]))] == log["steps"][stopped:]
+    seen = [i for step in log["steps"] for batch in step for i in batch]
+    assert len(seen) == len(set(seen))
