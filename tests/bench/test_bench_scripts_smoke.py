@@ -44,6 +44,13 @@ def test_eviction_bench(tmp_path):
 
 
 @pytest.mark.timeout(400)
+def test_scaleout_bench(tmp_path):
+    r = _run(tmp_path, "scaleout_bench.py", "--chunks", "32", "--field", "8x8", "--repeats", "1")
+    assert [x["world"] for x in r["ranks"]] == [1, 2] and sum(r["ranks"][1]["decodes_per_rank"]) == 32
+    assert r["resume"]["state_bytes"] < 1024
+
+
+@pytest.mark.timeout(400)
 def test_zarr_store_bench(tmp_path):
     pytest.importorskip("obstore")
     r = _run(tmp_path, "zarr_store_bench.py", "--chunks", "4", "--rounds", "1")
