@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 namespace insitubatch {
@@ -299,166 +300,221 @@ Result<IniFile> ParseIni(std::string_view text, std::string_view where) {
   return out;
 }
 
-Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request,
-                                   const EnvLookup& env) {
-  AwsConfig config;
-  const bool explicit_keys =
-      !request.access_key_id.empty() || !request.secret_access_key.empty();
-  if (explicit_keys &&
-      (request.access_key_id.empty() || request.secret_access_key.empty())) {
-    return InvalidArgument(
-        "S3 credentials: pass both access_key_id and secret_access_key (one is missing)");
+namespace {
+
+using Settings = std::map<std::string, std::string>;
+
+struct WebIdentity {
+  std::string token_file, role_arn, session_name;
+};
+
+// What one credential source found: keys, an ambient source, or a web identity (whose STS
+// endpoint waits for the region); nothing when the source does not apply.
+struct Found {
+  std::optional<AwsCredentials> credentials;
+  std::optional<AmbientCredentialSource> ambient;
+  std::optional<WebIdentity> web_identity;
+  std::string source;
+  bool any() const { return credentials || ambient || web_identity; }
+};
+
+// The shared files and the profile the request or AWS_PROFILE names, read only when a
+// source (or the region) asks; a profile someone named must exist.
+class Profiles {
+ public:
+  Profiles(const AwsConfigRequest& request, const EnvLookup& env) : env_(env) {
+    const std::string from_env =
+        NonEmptyEnv(env, "AWS_PROFILE").value_or(NonEmptyEnv(env, "AWS_DEFAULT_PROFILE").value_or(""));
+    name_ = !request.profile.empty() ? request.profile : (from_env.empty() ? "default" : from_env);
+    named_ = !request.profile.empty() || !from_env.empty();
   }
-  // Files are read only when a profile could matter (credentials or region).
-  std::optional<SharedFiles> files;
-  auto shared = [&]() -> Result<const SharedFiles*> {
-    if (!files) {
-      INSITU_ASSIGN_OR_RETURN(SharedFiles loaded, LoadSharedFiles(env));
-      files = std::move(loaded);
+  const std::string& name() const { return name_; }
+  bool named() const { return named_; }
+
+  Result<const SharedFiles*> Files() {
+    if (!files_) {
+      INSITU_ASSIGN_OR_RETURN(SharedFiles loaded, LoadSharedFiles(env_));
+      files_ = std::move(loaded);
     }
-    return &*files;
-  };
-  const std::string env_profile =
-      NonEmptyEnv(env, "AWS_PROFILE")
-          .value_or(NonEmptyEnv(env, "AWS_DEFAULT_PROFILE").value_or(""));
-  const std::string profile_name = !request.profile.empty()
-                                       ? request.profile
-                                       : (env_profile.empty() ? "default" : env_profile);
-  // A profile someone named (argument or AWS_PROFILE) must exist.
-  const bool profile_named = !request.profile.empty() || !env_profile.empty();
-  auto profile = [&]() -> Result<std::optional<std::map<std::string, std::string>>> {
-    INSITU_ASSIGN_OR_RETURN(const SharedFiles* f, shared());
-    auto p = FindProfile(*f, profile_name);
-    if (!p && profile_named) {
-      return NotFound("AWS profile '" + profile_name + "' is not in " +
-                      f->credentials_path + " or " + f->config_path);
+    return &*files_;
+  }
+
+  Result<std::optional<Settings>> Profile() {
+    INSITU_ASSIGN_OR_RETURN(const SharedFiles* f, Files());
+    auto p = FindProfile(*f, name_);
+    if (!p && named_) {
+      return NotFound("AWS profile '" + name_ + "' is not in " + f->credentials_path + " or " + f->config_path);
     }
     return p;
-  };
-
-  struct WebIdentity {
-    std::string token_file, role_arn, session_name;
-  };
-  std::optional<WebIdentity> web_identity;  // completed once the region is known
-  if (request.need_credentials) {
-    if (explicit_keys) {
-      config.credentials = AwsCredentials{
-          request.access_key_id, request.secret_access_key, request.session_token};
-      config.credentials_source = "arguments";
-    } else if (auto key = NonEmptyEnv(env, "AWS_ACCESS_KEY_ID");
-               request.profile.empty() &&
-               (key || NonEmptyEnv(env, "AWS_SECRET_ACCESS_KEY"))) {
-      auto secret = NonEmptyEnv(env, "AWS_SECRET_ACCESS_KEY");
-      if (!key || !secret) {
-        return InvalidArgument(
-            "S3 credentials: set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (one "
-            "is "
-            "missing from the environment)");
-      }
-      auto token = NonEmptyEnv(env, "AWS_SESSION_TOKEN");
-      if (!token) token = NonEmptyEnv(env, "AWS_SECURITY_TOKEN");
-      config.credentials = AwsCredentials{*key, *secret, token.value_or("")};
-      config.credentials_source = "environment";
-    } else if (auto token_file = NonEmptyEnv(env, "AWS_WEB_IDENTITY_TOKEN_FILE");
-               request.profile.empty() && token_file) {
-      auto role = NonEmptyEnv(env, "AWS_ROLE_ARN");
-      if (!role) {
-        return InvalidArgument(
-            "AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not (web identity "
-            "needs both)");
-      }
-      web_identity = {*token_file, *role, NonEmptyEnv(env, "AWS_ROLE_SESSION_NAME").value_or("")};
-    } else {
-      INSITU_ASSIGN_OR_RETURN(auto p, profile());
-      if (p) {
-        auto setting = [&](const char* key) -> std::string {
-          auto it = p->find(key);
-          return it == p->end() ? "" : it->second;
-        };
-        if (!setting("role_arn").empty() && setting("web_identity_token_file").empty()) {
-          // A role to assume comes before the profile's own keys (botocore's order).
-          INSITU_ASSIGN_OR_RETURN(AmbientCredentialSource role,
-                                  AssumeRoleSource(*p, profile_name, *files, env, 0));
-          config.credentials_source = role.Describe();
-          config.ambient = std::move(role);
-        } else {
-          INSITU_ASSIGN_OR_RETURN(config.credentials,
-                                  CredentialsFromProfile(*p, profile_name, *files));
-        }
-        if (config.ambient) {
-          // resolved above
-        } else if (!config.credentials && !setting("web_identity_token_file").empty()) {
-          if (setting("role_arn").empty()) {
-            return InvalidArgument("AWS profile '" + profile_name +
-                                   "' sets web_identity_token_file without role_arn");
-          }
-          web_identity = {setting("web_identity_token_file"), setting("role_arn"),
-                          setting("role_session_name")};
-        } else if (!config.credentials && !setting("credential_process").empty()) {
-          AmbientCredentialSource source;
-          source.kind = AmbientCredentialSource::Kind::kProcess;
-          source.command = setting("credential_process");
-          source.endpoint = "profile '" + profile_name + "'";
-          config.credentials_source = source.Describe();
-          config.ambient = std::move(source);
-        } else if (!config.credentials && profile_named) {
-          return InvalidArgument(
-              "AWS profile '" + profile_name +
-              "' has no aws_access_key_id / aws_secret_access_key, web identity or "
-              "credential_process (SSO and role-chaining profiles are not supported)");
-        }
-        if (config.credentials)
-          config.credentials_source = "profile '" + profile_name + "'";
-      }
-    }
-    if (!config.credentials && !web_identity && !config.ambient) {
-      // Container, then instance metadata: where code runs inside AWS.
-      INSITU_ASSIGN_OR_RETURN(auto container, ContainerSource(env));
-      if (container) {
-        config.ambient = std::move(*container);
-      } else if (IsTrue(env("AWS_EC2_METADATA_DISABLED"))) {
-        return FailedPrecondition(std::string(kNoAwsCredentials) +
-                                  " (instance metadata is off: AWS_EC2_METADATA_DISABLED)");
-      } else {
-        config.ambient = InstanceMetadataSource(env);
-      }
-      config.credentials_source = config.ambient->Describe();
-    }
   }
 
-  if (!request.region.empty()) {
-    config.region = request.region;
-  } else if (auto r = NonEmptyEnv(env, "AWS_REGION")) {
-    config.region = *r;
-  } else if (auto r2 = NonEmptyEnv(env, "AWS_DEFAULT_REGION")) {
-    config.region = *r2;
+ private:
+  const EnvLookup& env_;
+  std::string name_;
+  bool named_ = false;
+  std::optional<SharedFiles> files_;
+};
+
+// 1. access_key_id + secret_access_key [+ session_token] passed in.
+Result<Found> FromArguments(const AwsConfigRequest& request) {
+  Found found;
+  if (request.access_key_id.empty() && request.secret_access_key.empty()) return found;
+  if (request.access_key_id.empty() || request.secret_access_key.empty()) {
+    return InvalidArgument("S3 credentials: pass both access_key_id and secret_access_key (one is missing)");
+  }
+  found.credentials = AwsCredentials{request.access_key_id, request.secret_access_key, request.session_token};
+  found.source = "arguments";
+  return found;
+}
+
+// 2. AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY [/ AWS_SESSION_TOKEN], unless a profile was
+// passed in.
+Result<Found> FromEnvironmentKeys(const AwsConfigRequest& request, const EnvLookup& env) {
+  Found found;
+  auto key = NonEmptyEnv(env, "AWS_ACCESS_KEY_ID");
+  auto secret = NonEmptyEnv(env, "AWS_SECRET_ACCESS_KEY");
+  if (!request.profile.empty() || (!key && !secret)) return found;
+  if (!key || !secret) {
+    return InvalidArgument(
+        "S3 credentials: set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (one is missing from the "
+        "environment)");
+  }
+  auto token = NonEmptyEnv(env, "AWS_SESSION_TOKEN");
+  if (!token) token = NonEmptyEnv(env, "AWS_SECURITY_TOKEN");
+  found.credentials = AwsCredentials{*key, *secret, token.value_or("")};
+  found.source = "environment";
+  return found;
+}
+
+// 3. AWS_WEB_IDENTITY_TOKEN_FILE + AWS_ROLE_ARN, unless a profile was passed in.
+Result<Found> FromWebIdentityEnvironment(const AwsConfigRequest& request, const EnvLookup& env) {
+  Found found;
+  auto token_file = NonEmptyEnv(env, "AWS_WEB_IDENTITY_TOKEN_FILE");
+  if (!request.profile.empty() || !token_file) return found;
+  auto role = NonEmptyEnv(env, "AWS_ROLE_ARN");
+  if (!role) {
+    return InvalidArgument("AWS_WEB_IDENTITY_TOKEN_FILE is set but AWS_ROLE_ARN is not (web identity needs both)");
+  }
+  found.web_identity = WebIdentity{*token_file, *role, NonEmptyEnv(env, "AWS_ROLE_SESSION_NAME").value_or("")};
+  return found;
+}
+
+// 4. The profile: a role to assume (before its own keys, as botocore), its keys, its web
+// identity, or its credential_process.
+Result<Found> FromProfile(Profiles& profiles, const EnvLookup& env) {
+  Found found;
+  INSITU_ASSIGN_OR_RETURN(auto p, profiles.Profile());
+  if (!p) return found;
+  INSITU_ASSIGN_OR_RETURN(const SharedFiles* files, profiles.Files());
+  const std::string& name = profiles.name();
+  auto setting = [&](const char* key) -> std::string {
+    auto it = p->find(key);
+    return it == p->end() ? "" : it->second;
+  };
+  if (!setting("role_arn").empty() && setting("web_identity_token_file").empty()) {
+    INSITU_ASSIGN_OR_RETURN(AmbientCredentialSource role, AssumeRoleSource(*p, name, *files, env, 0));
+    found.source = role.Describe();
+    found.ambient = std::move(role);
+    return found;
+  }
+  INSITU_ASSIGN_OR_RETURN(found.credentials, CredentialsFromProfile(*p, name, *files));
+  if (found.credentials) {
+    found.source = "profile '" + name + "'";
+  } else if (!setting("web_identity_token_file").empty()) {
+    if (setting("role_arn").empty()) {
+      return InvalidArgument("AWS profile '" + name + "' sets web_identity_token_file without role_arn");
+    }
+    found.web_identity =
+        WebIdentity{setting("web_identity_token_file"), setting("role_arn"), setting("role_session_name")};
+  } else if (!setting("credential_process").empty()) {
+    AmbientCredentialSource source;
+    source.kind = AmbientCredentialSource::Kind::kProcess;
+    source.command = setting("credential_process");
+    source.endpoint = "profile '" + name + "'";
+    found.source = source.Describe();
+    found.ambient = std::move(source);
+  } else if (profiles.named()) {
+    return InvalidArgument("AWS profile '" + name +
+                           "' has no aws_access_key_id / aws_secret_access_key, web identity or "
+                           "credential_process (SSO and role-chaining profiles are not supported)");
+  }
+  return found;
+}
+
+// 5. Where code runs inside AWS: the container's credentials, else instance metadata.
+Result<Found> FromContainerOrInstance(const EnvLookup& env) {
+  Found found;
+  INSITU_ASSIGN_OR_RETURN(auto container, ContainerSource(env));
+  if (container) {
+    found.ambient = std::move(*container);
+  } else if (IsTrue(env("AWS_EC2_METADATA_DISABLED"))) {
+    return FailedPrecondition(std::string(kNoAwsCredentials) + " (instance metadata is off: AWS_EC2_METADATA_DISABLED)");
   } else {
-    INSITU_ASSIGN_OR_RETURN(auto p, profile());
+    found.ambient = InstanceMetadataSource(env);
+  }
+  found.source = found.ambient->Describe();
+  return found;
+}
+
+// Argument, AWS_REGION, AWS_DEFAULT_REGION, the profile's `region`, us-east-1.
+Result<std::string> ResolveRegion(const AwsConfigRequest& request, const EnvLookup& env, Profiles& profiles) {
+  std::string region = request.region;
+  if (region.empty()) region = NonEmptyEnv(env, "AWS_REGION").value_or(NonEmptyEnv(env, "AWS_DEFAULT_REGION").value_or(""));
+  if (region.empty()) {
+    INSITU_ASSIGN_OR_RETURN(auto p, profiles.Profile());
     if (p) {
-      if (auto it = p->find("region"); it != p->end()) config.region = it->second;
+      if (auto it = p->find("region"); it != p->end()) region = it->second;
     }
   }
-  if (config.region.empty()) config.region = "us-east-1";
-  for (char c : config.region) {
+  if (region.empty()) region = "us-east-1";
+  for (char c : region) {
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-') {
-      return InvalidArgument("AWS region \"" + config.region +
-                             "\" is malformed (letters, digits and '-' only)");
+      return InvalidArgument("AWS region \"" + region + "\" is malformed (letters, digits and '-' only)");
     }
   }
+  return region;
+}
+
+}  // namespace
+
+Result<AwsConfig> ResolveAwsConfig(const AwsConfigRequest& request, const EnvLookup& env) {
+  Profiles profiles(request, env);
+  Found found;
+  if (request.need_credentials) {
+    // botocore's order: the first source that finds anything wins.
+    const std::function<Result<Found>()> sources[] = {
+        [&] { return FromArguments(request); },
+        [&] { return FromEnvironmentKeys(request, env); },
+        [&] { return FromWebIdentityEnvironment(request, env); },
+        [&] { return FromProfile(profiles, env); },
+        [&] { return FromContainerOrInstance(env); },
+    };
+    for (const auto& source : sources) {
+      INSITU_ASSIGN_OR_RETURN(found, source());
+      if (found.any()) break;
+    }
+  } else if (Status arguments = FromArguments(request).status(); !arguments.ok()) {
+    return arguments;  // a half-given key pair is refused even when unsigned
+  }
+  AwsConfig config;
+  INSITU_ASSIGN_OR_RETURN(config.region, ResolveRegion(request, env, profiles));
+  config.credentials = std::move(found.credentials);
+  config.ambient = std::move(found.ambient);
+  config.credentials_source = std::move(found.source);
+  // The STS endpoints wait for the region.
   if (config.ambient && config.ambient->kind == AmbientCredentialSource::Kind::kAssumeRole) {
     SetStsEndpoint(*config.ambient, config.region, env);
     config.credentials_source = config.ambient->Describe();
   }
-  if (web_identity) {
+  if (found.web_identity) {
     AmbientCredentialSource source;
     source.kind = AmbientCredentialSource::Kind::kWebIdentity;
     source.endpoint = NonEmptyEnv(env, "AWS_ENDPOINT_URL_STS")
                           .value_or(NonEmptyEnv(env, "AWS_ENDPOINT_URL")
                                         .value_or("https://sts." + config.region + ".amazonaws.com"));
-    source.role_arn = web_identity->role_arn;
-    source.token_file = web_identity->token_file;
-    source.session_name =
-        web_identity->session_name.empty() ? "insitubatch" : web_identity->session_name;
+    source.role_arn = found.web_identity->role_arn;
+    source.token_file = found.web_identity->token_file;
+    source.session_name = found.web_identity->session_name.empty() ? "insitubatch" : found.web_identity->session_name;
     config.credentials_source = source.Describe();
     config.ambient = std::move(source);
   }
