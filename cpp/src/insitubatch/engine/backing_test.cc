@@ -14,13 +14,13 @@ namespace {
 
 namespace fs = std::filesystem;
 using cache::testing::TempDir;
-using testing::CountingStore;
+using testing::FaultStore;
 using testing::IotaValue;
 using testing::WriteIotaArray;
 
 struct Disk {
   std::shared_ptr<MemoryStore> memory = std::make_shared<MemoryStore>();
-  std::shared_ptr<CountingStore> store = std::make_shared<CountingStore>(memory);
+  std::shared_ptr<FaultStore> store = std::make_shared<FaultStore>(memory);
   std::vector<ArraySource> sources;
   TempDir dir;
 

@@ -19,13 +19,13 @@
 
 namespace insitubatch::engine::testing {
 
-// Counts reads per key; keys in `fail_keys` return IoError; `delay` slows every read;
+// Counts reads per key and injects faults: keys in `fail_keys` return IoError; `delay` slows every read;
 // while `stalled`, reads hang (like a server that never answers) until they are cancelled
 // (they end Cancelled) or the stall ends (they complete).
-class CountingStore final : public Store {
+class FaultStore final : public Store {
  public:
-  explicit CountingStore(std::shared_ptr<MemoryStore> inner) : inner_(std::move(inner)) {}
-  ~CountingStore() override {
+  explicit FaultStore(std::shared_ptr<MemoryStore> inner) : inner_(std::move(inner)) {}
+  ~FaultStore() override {
     set_stalled(false);
     if (poller_.joinable()) poller_.join();
   }

@@ -12,13 +12,13 @@
 namespace insitubatch::engine {
 namespace {
 
-using testing::CountingStore;
+using testing::FaultStore;
 using testing::IotaValue;
 using testing::WriteIotaArray;
 
 struct Fixture {
   std::shared_ptr<MemoryStore> memory = std::make_shared<MemoryStore>();
-  std::shared_ptr<CountingStore> store = std::make_shared<CountingStore>(memory);
+  std::shared_ptr<FaultStore> store = std::make_shared<FaultStore>(memory);
   std::vector<ArraySource> sources;
   uint32_t gather_threads = 0;
 
