@@ -1,4 +1,4 @@
-"""pytest fixtures shared by the cloud-store tests (import them into a test module).
+"""pytest fixtures shared by the cloud-store tests (a plugin: tests/conftest.py loads it).
 
 Servers run on 127.0.0.1 for the whole session: a Range HTTP server, moto's S3 server
 (ThreadedMotoServer) holding the demo store uploaded with boto3, and the GCS mimic.
@@ -18,8 +18,7 @@ import pytest
 from cloud_data import make_demo_store
 from servers import AzureMimic, GcsMimic, RangeServer
 
-# Test modules import these fixtures, so pytest sees one definition per module; the
-# services themselves (moto's backend is process-global) must exist once per session.
+# The services (moto's backend is process-global) exist once per session.
 _SESSION: dict[str, object] = {}
 
 

@@ -10,6 +10,10 @@ import pytest
 warnings.filterwarnings("ignore", message=".*Numcodecs codecs are not in the Zarr version 3.*")
 warnings.filterwarnings("ignore", message=".*numcodecs.zarr3 module is deprecated.*")
 
+# The cloud servers' fixtures (moto, GCS and Azure mimics, the HTTP server) and planfetch's
+# images, for every test module that names them.
+pytest_plugins = ("cloud_fixtures", "planfetch_data")
+
 # Framework adapter tests need one framework per process; scripts/test_frameworks.sh runs them.
 # The benchmark suite's smoke test needs torch and the suite's peers (scripts/bench.sh --setup-only).
 collect_ignore = ["frameworks", "bench"]

@@ -14,7 +14,7 @@ import pytest
 
 import insitubatch
 from cloud_data import check_every_chunk
-from cloud_fixtures import BUCKET, aws_env, demo_dirs, moto, moto_auth  # noqa: F401
+from cloud_fixtures import BUCKET
 from servers import FaultProxy
 
 DEMO = f"s3://{BUCKET}/stores/demo.zarr"

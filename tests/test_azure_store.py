@@ -14,7 +14,7 @@ import pytest
 import insitubatch
 from insitubatch import _ext, open_geometries
 from cloud_data import check_dataset_streams_exact, check_every_chunk
-from cloud_fixtures import AZURE_ACCOUNT as ACCOUNT, AZURE_KEY as KEY, demo_dirs  # noqa: F401
+from cloud_fixtures import AZURE_ACCOUNT as ACCOUNT, AZURE_KEY as KEY
 from servers import AzureMimic
 
 pytest.importorskip("azure.storage.blob")

@@ -16,7 +16,7 @@ import pytest
 
 import insitubatch
 from cloud_data import check_every_chunk
-from cloud_fixtures import BUCKET, GCS_TOKEN, aws_env, demo_dirs, gcs  # noqa: F401
+from cloud_fixtures import BUCKET, GCS_TOKEN
 
 cryptography = pytest.importorskip("cryptography")
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402

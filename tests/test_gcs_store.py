@@ -10,7 +10,7 @@ import pytest
 import insitubatch
 from insitubatch import _ext, open_geometries
 from cloud_data import check_dataset_streams_exact, check_every_chunk
-from cloud_fixtures import BUCKET, GCS_TOKEN, aws_env, demo_dirs, gcs  # noqa: F401
+from cloud_fixtures import BUCKET, GCS_TOKEN
 from servers import FaultProxy
 
 FAST = dict(retry_base_delay=0.001, retry_max_delay=0.01)

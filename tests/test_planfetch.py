@@ -16,8 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cloud_fixtures import aws_env, demo_dirs, moto, moto_auth  # noqa: F401 - fixtures
-from planfetch_data import IMAGE_BUCKET, N_CLASSES, N_IMAGES, image_bytes, images, key_of  # noqa: F401 - fixture
+from planfetch_data import IMAGE_BUCKET, N_CLASSES, N_IMAGES, image_bytes, key_of
 
 import planfetch as pf
 from insitubatch import InvalidArgumentError, NotFoundError

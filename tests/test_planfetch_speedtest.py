@@ -11,8 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from cloud_fixtures import aws_env, demo_dirs, moto, moto_auth  # noqa: F401 - fixtures
-from planfetch_data import IMAGE_BUCKET, N_IMAGES, image_bytes, images, key_of  # noqa: F401 - fixture
+from planfetch_data import IMAGE_BUCKET, N_IMAGES, image_bytes, key_of
 
 PLANFETCH = Path(sys.executable).with_name("planfetch")
 

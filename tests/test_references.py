@@ -13,7 +13,7 @@ import pytest
 
 import insitubatch as ib
 from cloud_data import read_whole
-from cloud_fixtures import BUCKET, aws_env, demo_dirs, moto, moto_auth  # noqa: F401
+from cloud_fixtures import BUCKET
 from servers import RangeServer
 
 h5py = pytest.importorskip("h5py")

@@ -12,7 +12,7 @@ import pytest
 import insitubatch
 from insitubatch import _ext, open_geometries
 from cloud_data import check_dataset_streams_exact, check_every_chunk, oracle
-from cloud_fixtures import BUCKET, MANY_KEYS, PUBLIC_BUCKET, aws_env, demo_dirs, moto, moto_auth  # noqa: F401
+from cloud_fixtures import BUCKET, MANY_KEYS, PUBLIC_BUCKET
 from servers import FaultProxy
 
 FAST = dict(retry_base_delay=0.001, retry_max_delay=0.01)

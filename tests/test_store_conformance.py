@@ -12,8 +12,7 @@ import zarr
 import insitubatch
 from insitubatch import InSituDataset, _ext, obstore_store, open_geometries, split_by_chunk
 from cloud_data import ARRAYS, check_dataset_streams_exact, check_every_chunk, oracle
-from cloud_fixtures import (AZURE_ACCOUNT, AZURE_KEY, BUCKET, GCS_TOKEN, aws_env, azure_blob, demo_dirs,  # noqa: F401
-                            gcs, http_server, moto)
+from cloud_fixtures import AZURE_ACCOUNT, AZURE_KEY, BUCKET, GCS_TOKEN
 
 BACKENDS = ["file", "memory", "http", "s3", "gs", "az"]
 

@@ -16,8 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the cloud fixtur
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
-from cloud_fixtures import aws_env, demo_dirs, moto, moto_auth  # noqa: E402,F401 - fixtures
-from planfetch_data import IMAGE_BUCKET, N_CLASSES, N_IMAGES, decoded, images  # noqa: E402,F401 - fixture
+from planfetch_data import IMAGE_BUCKET, N_CLASSES, N_IMAGES, decoded  # noqa: E402
 
 import planfetch as pf  # noqa: E402
 
