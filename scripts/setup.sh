@@ -9,7 +9,7 @@ APT_PACKAGES=(
   libzstd-dev libblosc-dev liblz4-dev libdeflate-dev zlib1g-dev libbz2-dev liblzma-dev
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang-14 libclang-rt-14-dev
+  clang-14 libclang-rt-14-dev clang-format-14
 )
 
 missing=()

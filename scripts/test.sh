@@ -16,6 +16,21 @@ start=$(date +%s)
 stage() { echo "== [$(( $(date +%s) - start )) s] $*"; }
 export CTEST_OUTPUT_ON_FAILURE=1
 
+# The sanitizer builds use clang (its TSan and libFuzzer): the newest installed, unless
+# CLANG / CLANGXX name one.
+find_clang() {  # <clang|clang++>
+  local tool=$1 v
+  for v in "" -19 -18 -17 -16 -15 -14; do
+    if command -v "$tool$v" >/dev/null; then echo "$tool$v"; return; fi
+  done
+  echo "test: no $tool found (setup.sh installs clang-14)" >&2
+  return 1
+}
+CLANG=${CLANG:-$(find_clang clang)}
+CLANGXX=${CLANGXX:-$(find_clang clang++)}
+# Formatting differs between clang-format versions: the tree is formatted with 14's.
+CLANG_FORMAT=${CLANG_FORMAT:-clang-format-14}
+
 run_ctest() {  # <build dir> <cmake args...>
   local dir=$1
   shift
@@ -24,6 +39,9 @@ run_ctest() {  # <build dir> <cmake args...>
   ctest --test-dir "$dir" -j"$JOBS" --timeout 600 --no-tests=error
 }
 
+stage "C++ formatting (.clang-format)"
+git ls-files -z 'cpp/*.cc' 'cpp/*.h' | xargs -0 "$CLANG_FORMAT" --dry-run -Werror
+
 stage "C++ tests (RelWithDebInfo)"
 run_ctest build/cpp -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
@@ -31,13 +49,13 @@ if ((!quick)); then
   stage "C++ tests under AddressSanitizer + UBSan (clang)"
   ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
     run_ctest build/asan -DCMAKE_BUILD_TYPE=Debug -DINSITU_SANITIZE="address;undefined" \
-    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14
+    -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_CXX_COMPILER="$CLANGXX"
 fi
 
 if ((!quick)); then
   stage "engine tests under ThreadSanitizer (clang)"
   cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DINSITU_SANITIZE=thread \
-    -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
+    -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_CXX_COMPILER="$CLANGXX" >/dev/null
   ninja -C build/tsan -j"$JOBS" engine_test util_test
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" build/tsan/cpp/util_test
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" build/tsan/cpp/engine_test

@@ -50,8 +50,7 @@ const std::vector<float>& Field() {
     std::normal_distribution<float> noise(0.0f, 0.3f);
     for (uint64_t i = 0; i < kSide; ++i) {
       for (uint64_t j = 0; j < kSide; ++j) {
-        const float v =
-            280.0f + 15.0f * std::sin(0.01f * i) * std::cos(0.013f * j) + noise(rng);
+        const float v = 280.0f + 15.0f * std::sin(0.01f * i) * std::cos(0.013f * j) + noise(rng);
         f[i * kSide + j] = std::round(v * 64.0f) / 64.0f;
       }
     }
@@ -60,10 +59,7 @@ const std::vector<float>& Field() {
   return field;
 }
 
-ByteSpan FieldBytes() {
-  return {reinterpret_cast<const std::byte*>(Field().data()),
-          Field().size() * sizeof(float)};
-}
+ByteSpan FieldBytes() { return {reinterpret_cast<const std::byte*>(Field().data()), Field().size() * sizeof(float)}; }
 
 struct Case {
   CodecChain chain;
@@ -73,8 +69,7 @@ struct Case {
 Case Prepare(const std::string& codecs_json) {
   const Json codecs = Json::parse(codecs_json);
   std::vector<CodecSpec> specs;
-  for (const Json& c : codecs)
-    specs.push_back({c["name"], c.value("configuration", Json::object())});
+  for (const Json& c : codecs) specs.push_back({c["name"], c.value("configuration", Json::object())});
   auto chain = CodecChain::Build(specs, FieldRepr(), BuiltinCodecRegistry());
   if (!chain.ok()) {
     std::fprintf(stderr, "%s\n", chain.status().ToString().c_str());
@@ -137,14 +132,12 @@ class RawDecoder {
       case kBloscZstd:
         return blosc_decompress_ctx(src, dst, n, 1) == static_cast<int>(n);
       case kGzip:
-        return libdeflate_gzip_decompress(deflate_, src, src_size, dst, n, nullptr) ==
-               LIBDEFLATE_SUCCESS;
+        return libdeflate_gzip_decompress(deflate_, src, src_size, dst, n, nullptr) == LIBDEFLATE_SUCCESS;
       case kZlib:
-        return libdeflate_zlib_decompress(deflate_, src, src_size, dst, n, nullptr) ==
-               LIBDEFLATE_SUCCESS;
+        return libdeflate_zlib_decompress(deflate_, src, src_size, dst, n, nullptr) == LIBDEFLATE_SUCCESS;
       case kLz4:
-        return LZ4_decompress_safe(src + 4, dst, static_cast<int>(src_size - 4),
-                                   static_cast<int>(n)) == static_cast<int>(n);
+        return LZ4_decompress_safe(src + 4, dst, static_cast<int>(src_size - 4), static_cast<int>(n)) ==
+               static_cast<int>(n);
       case kCrc32c: {  // verify, then the copy the bytes codec makes
         uint32_t stored_crc;
         std::memcpy(&stored_crc, src + src_size - 4, 4);
@@ -207,8 +200,7 @@ void BM_Paired(benchmark::State& state) {
       state.SkipWithError("raw decode failed");
     }
     benchmark::ClobberMemory();
-    best_raw =
-        std::min(best_raw, std::chrono::duration<double>(Clock::now() - t0).count());
+    best_raw = std::min(best_raw, std::chrono::duration<double>(Clock::now() - t0).count());
   };
   auto time_pipeline = [&] {
     const auto t0 = Clock::now();
@@ -216,8 +208,7 @@ void BM_Paired(benchmark::State& state) {
       state.SkipWithError("pipeline decode failed");
     }
     benchmark::ClobberMemory();
-    best_pipeline =
-        std::min(best_pipeline, std::chrono::duration<double>(Clock::now() - t0).count());
+    best_pipeline = std::min(best_pipeline, std::chrono::duration<double>(Clock::now() - t0).count());
   };
   for (auto _ : state) {
     if (flip) {
@@ -236,8 +227,7 @@ void BM_Paired(benchmark::State& state) {
   state.counters["pipeline_over_raw"] = best_raw / best_pipeline;
 }
 
-const char* kNames[] = {"zstd", "blosc-lz4-shuffle", "blosc-zstd-shuffle", "gzip", "zlib",
-                        "lz4",  "bytes+crc32c"};
+const char* kNames[] = {"zstd", "blosc-lz4-shuffle", "blosc-zstd-shuffle", "gzip", "zlib", "lz4", "bytes+crc32c"};
 
 }  // namespace
 }  // namespace insitubatch::zarr
@@ -247,8 +237,7 @@ int main(int argc, char** argv) {
   // Raw and pipeline side by side per codec, so drift on a shared machine hits both.
   for (int i = kZstd; i <= kCrc32c; ++i) {
     using Fn = void (*)(benchmark::State&);
-    const std::pair<const char*, Fn> kinds[] = {
-        {"raw", BM_Raw}, {"pipeline", BM_Pipeline}, {"paired", BM_Paired}};
+    const std::pair<const char*, Fn> kinds[] = {{"raw", BM_Raw}, {"pipeline", BM_Pipeline}, {"paired", BM_Paired}};
     for (const auto& [kind, fn] : kinds) {
       benchmark::RegisterBenchmark((std::string(kind) + "/" + kNames[i]).c_str(), fn)
           ->Arg(i)

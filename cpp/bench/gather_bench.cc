@@ -75,16 +75,14 @@ void Run(benchmark::State& state, When when, bool streaming) {
     size_t row = 0, batch = 0;
     auto copy_chunk = [&](const std::byte* chunk) {
       for (size_t s = 0; s < kSamplesPerChunk; ++s) {
-        CopyRun(d.batches[batch % 3].data() + row * kSampleBytes, chunk + s * kSampleBytes,
-                kSampleBytes, streaming);
+        CopyRun(d.batches[batch % 3].data() + row * kSampleBytes, chunk + s * kSampleBytes, kSampleBytes, streaming);
         if (++row == kBatchRows) row = 0, ++batch;
       }
     };
     for (size_t c = 0; c < kChunks + kLag; ++c) {
       if (c < kChunks) {
         std::byte* dst = d.ring[c % kRing].data();
-        const size_t n = ZSTD_decompressDCtx(ctx, dst, kChunkBytes, d.frames[c].data(),
-                                             d.frames[c].size());
+        const size_t n = ZSTD_decompressDCtx(ctx, dst, kChunkBytes, d.frames[c].data(), d.frames[c].size());
         if (ZSTD_isError(n) || n != kChunkBytes) state.SkipWithError("decode failed");
         if (when == When::kAtOnce) copy_chunk(dst);
       }
@@ -97,10 +95,10 @@ void Run(benchmark::State& state, When when, bool streaming) {
 }
 
 BENCHMARK_CAPTURE(Run, Decode, When::kNever, false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Run, Later/plain, When::kLater, false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Run, Later/streaming, When::kLater, true)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Run, AtOnce/plain, When::kAtOnce, false)->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(Run, AtOnce/streaming, When::kAtOnce, true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Run, Later / plain, When::kLater, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Run, Later / streaming, When::kLater, true)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Run, AtOnce / plain, When::kAtOnce, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(Run, AtOnce / streaming, When::kAtOnce, true)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace insitubatch::engine

@@ -19,8 +19,7 @@ namespace insitubatch::zarr::fuzz {
 // Decoded size the seed corpora are built for (cpp/fuzz/make_codec_corpus.py).
 inline constexpr size_t kOutputSize = 4096;
 
-inline std::shared_ptr<const BytesToBytesCodec> MakeCodec(const std::string& name,
-                                                          const Json& config) {
+inline std::shared_ptr<const BytesToBytesCodec> MakeCodec(const std::string& name, const Json& config) {
   ArrayRepr repr;
   repr.dtype = DataType::FromV3Name("float32").value();
   repr.shape = {kOutputSize / 4};
@@ -29,8 +28,7 @@ inline std::shared_ptr<const BytesToBytesCodec> MakeCodec(const std::string& nam
   return std::get<std::shared_ptr<const BytesToBytesCodec>>(*codec);
 }
 
-inline void FuzzBytesToBytes(const BytesToBytesCodec& codec, const uint8_t* data,
-                             size_t size) {
+inline void FuzzBytesToBytes(const BytesToBytesCodec& codec, const uint8_t* data, size_t size) {
   // A private copy, so reads past the input are caught by the sanitizers precisely.
   std::vector<std::byte> input(size);
   if (size != 0) std::memcpy(input.data(), data, size);
@@ -44,8 +42,7 @@ inline void FuzzBytesToBytes(const BytesToBytesCodec& codec, const uint8_t* data
   // which its streaming decoder rightly rejects.
   auto any = codec.Decode(in, 2 * kOutputSize);
   if (into.ok() && any.ok()) {
-    if (any->size() != kOutputSize ||
-        std::memcmp(any->data(), out.data(), kOutputSize) != 0) {
+    if (any->size() != kOutputSize || std::memcmp(any->data(), out.data(), kOutputSize) != 0) {
       __builtin_trap();
     }
   }
@@ -60,16 +57,14 @@ inline void FuzzBytesToBytes(const BytesToBytesCodec& codec, const uint8_t* data
                                   }
                                   next = offset + length;
                                 }};
-  const Status rep = codec.DecodeIntoReporting(
-      in, MutableByteSpan(reported.data(), reported.size()), progress);
+  const Status rep = codec.DecodeIntoReporting(in, MutableByteSpan(reported.data(), reported.size()), progress);
   if (out_of_order || (rep.ok() && next != kOutputSize)) __builtin_trap();
   if (rep.ok() && into.ok() && std::memcmp(reported.data(), out.data(), kOutputSize) != 0) {
     __builtin_trap();
   }
   if (codec.decodes_to_subspan()) {
     auto sub = codec.DecodeSubspan(in);
-    if (sub.ok() &&
-        (sub->data() < in.data() || sub->data() + sub->size() > in.data() + size)) {
+    if (sub.ok() && (sub->data() < in.data() || sub->data() + sub->size() > in.data() + size)) {
       __builtin_trap();
     }
   }

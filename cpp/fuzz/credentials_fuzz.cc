@@ -9,12 +9,12 @@
 #include <cstdint>
 #include <string_view>
 
-#include "insitubatch/io/aws_credential_providers.h"
-#include "insitubatch/io/aws_credentials.h"
-#include "insitubatch/io/azure_credentials.h"
-#include "insitubatch/io/azure_store.h"
-#include "insitubatch/io/gcs_credentials.h"
-#include "insitubatch/io/xml_text.h"
+#include "insitubatch/io/aws/aws_credential_providers.h"
+#include "insitubatch/io/aws/aws_credentials.h"
+#include "insitubatch/io/azure/azure_credentials.h"
+#include "insitubatch/io/azure/azure_store.h"
+#include "insitubatch/io/gcs/gcs_credentials.h"
+#include "insitubatch/io/http/xml_text.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace insitubatch;

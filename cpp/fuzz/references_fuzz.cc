@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "insitubatch/io/memory_store.h"
-#include "insitubatch/io/reference_store.h"
+#include "insitubatch/io/references/reference_store.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace insitubatch;

@@ -50,8 +50,8 @@ const std::vector<CodecChain>& Chains() {
     auto* out = new std::vector<CodecChain>();
     const ArrayRepr repr{{4, 4}, DataType{DataTypeId::kUInt16}, {}};
     for (const char* config : kConfigs) {
-      auto chain = CodecChain::Build({CodecSpec{"sharding_indexed", Json::parse(config)}},
-                                     repr, BuiltinCodecRegistry());
+      auto chain =
+          CodecChain::Build({CodecSpec{"sharding_indexed", Json::parse(config)}}, repr, BuiltinCodecRegistry());
       if (!chain.ok()) std::abort();  // a broken harness, not a finding
       out->push_back(std::move(chain).value());
     }
@@ -65,8 +65,7 @@ const std::vector<CodecChain>& Chains() {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const CodecChain& chain = Chains()[data[0] % kNumConfigs];
-  const std::span<const std::byte> shard(reinterpret_cast<const std::byte*>(data + 1),
-                                         size - 1);
+  const std::span<const std::byte> shard(reinterpret_cast<const std::byte*>(data + 1), size - 1);
   std::vector<std::byte> out(chain.repr().nbytes());
   if (!chain.DecodeInto(shard, out).ok()) return 0;
 

@@ -19,10 +19,8 @@ using namespace insitubatch::zarr;
 constexpr const char* kDtypes[] = {"uint8", "int16", "float32", "float64", "complex128"};
 
 // decoded[d] = swap(encoded[e]) with encoded index e_i = d_{order[i]}.
-std::vector<std::byte> NaiveDecode(const std::vector<std::byte>& encoded,
-                                   const std::vector<uint64_t>& shape,
-                                   const std::vector<size_t>& order, size_t itemsize,
-                                   size_t swap_width) {
+std::vector<std::byte> NaiveDecode(const std::vector<std::byte>& encoded, const std::vector<uint64_t>& shape,
+                                   const std::vector<size_t>& order, size_t itemsize, size_t swap_width) {
   const size_t ndim = shape.size();
   std::vector<uint64_t> enc_shape(ndim), enc_strides(ndim, 1);
   for (size_t i = 0; i < ndim; ++i) enc_shape[i] = shape[order[i]];
@@ -55,8 +53,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < ndim; ++i) repr.shape.push_back(1 + data[1 + i] % 12);
   std::vector<size_t> order(ndim);
   std::iota(order.begin(), order.end(), size_t{0});
-  for (unsigned k = data[1 + ndim]; k > 0; --k)
-    std::next_permutation(order.begin(), order.end());
+  for (unsigned k = data[1 + ndim]; k > 0; --k) std::next_permutation(order.begin(), order.end());
   const uint8_t kind = data[2 + ndim];
   repr.dtype = DataType::FromV3Name(kDtypes[kind % 5]).value();
   const bool big = (kind & 0x80) != 0;
@@ -75,15 +72,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // As-is: decodes only when the size happens to match.
   std::vector<std::byte> raw(payload_size);
   if (payload_size != 0) std::memcpy(raw.data(), payload, payload_size);
-  const insitubatch::Status as_is =
-      chain->DecodeInto(ByteSpan(raw.data(), raw.size()), MutableByteSpan(out));
+  const insitubatch::Status as_is = chain->DecodeInto(ByteSpan(raw.data(), raw.size()), MutableByteSpan(out));
   if (as_is.ok() != (payload_size == nbytes)) __builtin_trap();
   if (payload_size == 0) return 0;
 
   std::vector<std::byte> stored(nbytes);
   for (size_t i = 0; i < nbytes; ++i) stored[i] = std::byte(payload[i % payload_size]);
-  if (!chain->DecodeInto(ByteSpan(stored.data(), stored.size()), MutableByteSpan(out))
-           .ok()) {
+  if (!chain->DecodeInto(ByteSpan(stored.data(), stored.size()), MutableByteSpan(out)).ok()) {
     __builtin_trap();
   }
   const bool native_big = std::endian::native == std::endian::big;
@@ -92,8 +87,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     __builtin_trap();
   }
   auto encoded = chain->Encode(ByteSpan(out.data(), out.size()));
-  if (!encoded.ok() || encoded->size() != nbytes ||
-      std::memcmp(encoded->data(), stored.data(), nbytes) != 0) {
+  if (!encoded.ok() || encoded->size() != nbytes || std::memcmp(encoded->data(), stored.data(), nbytes) != 0) {
     __builtin_trap();
   }
   return 0;

@@ -5,8 +5,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace insitubatch::zarr;
-  static const auto codec =
-      fuzz::MakeCodec("numcodecs.zlib", Json::parse(R"({"level": 1})"));
+  static const auto codec = fuzz::MakeCodec("numcodecs.zlib", Json::parse(R"({"level": 1})"));
   fuzz::FuzzBytesToBytes(*codec, data, size);
   return 0;
 }

@@ -4,8 +4,8 @@
 // store reads at a fixed concurrency (no decode), the ceiling a remote store sets.
 
 #include <nanobind/stl/pair.h>
-#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 #include <zstd.h>
 
@@ -27,8 +27,7 @@ namespace {
 
 // Reads every key once with at most `concurrency` reads in flight; returns wall seconds and
 // the bytes received. The first error is raised after the in-flight reads have drained.
-std::pair<double, uint64_t> ReadAllKeys(Store& store, const std::vector<std::string>& keys,
-                                        size_t concurrency) {
+std::pair<double, uint64_t> ReadAllKeys(Store& store, const std::vector<std::string>& keys, size_t concurrency) {
   std::mutex mu;
   std::condition_variable cv;
   size_t inflight = 0;
@@ -100,8 +99,7 @@ double DecodeAll(const zarr::Array& array, const std::vector<std::vector<uint64_
 void BindBench(nb::module_& m) {
   m.def(
       "decode_throughput",
-      [](const zarr::Array& array, Store& store, const std::vector<std::vector<uint64_t>>& coords,
-         size_t threads) {
+      [](const zarr::Array& array, Store& store, const std::vector<std::vector<uint64_t>>& coords, size_t threads) {
         nb::gil_scoped_release release;
         std::vector<Buffer> stored;
         uint64_t stored_bytes = 0, present = 0;
@@ -121,8 +119,7 @@ void BindBench(nb::module_& m) {
       "read first, untimed), the decoded bytes and the stored bytes.");
   m.def(
       "zstd_decode_ceiling",
-      [](const std::vector<std::string>& files, size_t decoded_size, size_t threads,
-         size_t repeats) {
+      [](const std::vector<std::string>& files, size_t decoded_size, size_t threads, size_t repeats) {
         std::vector<std::string> frames;
         for (const auto& path : files) {
           std::ifstream in(path, std::ios::binary);
@@ -144,16 +141,14 @@ void BindBench(nb::module_& m) {
                 ZSTD_DCtx* ctx = ZSTD_createDCtx();
                 std::vector<char> out(decoded_size);
                 for (size_t i; (i = next.fetch_add(1)) < frames.size();) {
-                  size_t n = ZSTD_decompressDCtx(ctx, out.data(), out.size(), frames[i].data(),
-                                                 frames[i].size());
+                  size_t n = ZSTD_decompressDCtx(ctx, out.data(), out.size(), frames[i].data(), frames[i].size());
                   if (ZSTD_isError(n) || n != decoded_size) failed = true;
                 }
                 ZSTD_freeDCtx(ctx);
               });
             }
             for (auto& t : pool) t.join();
-            const double s =
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             any_failed = any_failed || failed.load();
             if (r == 0 || s < best) best = s;
           }

@@ -24,8 +24,8 @@ void BindBuildInfo(nb::module_& m) {
     d["lz4"] = LZ4_versionString();
     d["libdeflate"] = LIBDEFLATE_VERSION_STRING;
     d["zlib"] = zlibVersion();
-    d["nanobind"] = std::to_string(NB_VERSION_MAJOR) + "." + std::to_string(NB_VERSION_MINOR) +
-                    "." + std::to_string(NB_VERSION_PATCH);
+    d["nanobind"] = std::to_string(NB_VERSION_MAJOR) + "." + std::to_string(NB_VERSION_MINOR) + "." +
+                    std::to_string(NB_VERSION_PATCH);
 #ifdef Py_GIL_DISABLED
     d["free_threading"] = true;
 #else

@@ -12,10 +12,10 @@ namespace insitubatch::python {
 void BindCache(nb::module_& m) {
   m.def("cache_filesystem_type", &cache::FilesystemType, nb::arg("path"),
         "The filesystem type holding `path` (from /proc/self/mountinfo), or ''.");
-  m.def("cache_is_network_filesystem", [](const std::string& t) { return cache::IsNetworkFilesystem(t); },
-        nb::arg("type"));
-  m.def("cache_locks_work", &cache::AdvisoryLocksWork, nb::arg("dir"),
-        "Whether advisory (flock) locks work in `dir`.");
+  m.def(
+      "cache_is_network_filesystem", [](const std::string& t) { return cache::IsNetworkFilesystem(t); },
+      nb::arg("type"));
+  m.def("cache_locks_work", &cache::AdvisoryLocksWork, nb::arg("dir"), "Whether advisory (flock) locks work in `dir`.");
   m.def("cache_lock_holder", &cache::DirLock::DescribeHolder, nb::arg("dir"),
         "What the writer holding `dir` recorded (pid, host, since), or ''.");
 }

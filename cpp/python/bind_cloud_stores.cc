@@ -4,8 +4,8 @@
 
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
-#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -13,10 +13,10 @@
 #include <map>
 
 #include "bindings.h"
-#include "insitubatch/io/azure_store.h"
-#include "insitubatch/io/gcs_store.h"
-#include "insitubatch/io/http_store.h"
-#include "insitubatch/io/s3_store.h"
+#include "insitubatch/io/aws/s3_store.h"
+#include "insitubatch/io/azure/azure_store.h"
+#include "insitubatch/io/gcs/gcs_store.h"
+#include "insitubatch/io/http/http_store.h"
 
 namespace insitubatch::python {
 namespace {
@@ -35,34 +35,29 @@ nb::dict StatsDict(const TransportStats& s) {
 }  // namespace
 
 void BindCloudStores(nb::module_& m) {
-  nb::class_<TransportOptions>(
-      m, "TransportOptions", "Timeouts, retries and TLS settings of the HTTP transport.")
+  nb::class_<TransportOptions>(m, "TransportOptions", "Timeouts, retries and TLS settings of the HTTP transport.")
       .def(nb::init<>())
       .def_rw("io_threads", &TransportOptions::io_threads)
       .def_prop_rw(
           "max_attempts", [](const TransportOptions& o) { return o.retry.max_attempts; },
           [](TransportOptions& o, int v) { o.retry.max_attempts = v; })
       .def_prop_rw(
-          "retry_base_delay_ms",
-          [](const TransportOptions& o) { return o.retry.base_delay.count(); },
+          "retry_base_delay_ms", [](const TransportOptions& o) { return o.retry.base_delay.count(); },
           [](TransportOptions& o, int64_t v) { o.retry.base_delay = milliseconds(v); })
       .def_prop_rw(
-          "retry_max_delay_ms",
-          [](const TransportOptions& o) { return o.retry.max_delay.count(); },
+          "retry_max_delay_ms", [](const TransportOptions& o) { return o.retry.max_delay.count(); },
           [](TransportOptions& o, int64_t v) { o.retry.max_delay = milliseconds(v); })
       .def_prop_rw(
           "retry_deadline_ms", [](const TransportOptions& o) { return o.retry.deadline.count(); },
           [](TransportOptions& o, int64_t v) { o.retry.deadline = milliseconds(v); })
       .def_prop_rw(
-          "connect_retry_deadline_ms",
-          [](const TransportOptions& o) { return o.retry.connect_deadline.count(); },
+          "connect_retry_deadline_ms", [](const TransportOptions& o) { return o.retry.connect_deadline.count(); },
           [](TransportOptions& o, int64_t v) { o.retry.connect_deadline = milliseconds(v); })
       .def_prop_rw(
           "timeout_ms", [](const TransportOptions& o) { return o.timeout.count(); },
           [](TransportOptions& o, int64_t v) { o.timeout = milliseconds(v); })
       .def_prop_rw(
-          "connect_timeout_ms",
-          [](const TransportOptions& o) { return o.connect_timeout.count(); },
+          "connect_timeout_ms", [](const TransportOptions& o) { return o.connect_timeout.count(); },
           [](TransportOptions& o, int64_t v) { o.connect_timeout = milliseconds(v); })
       .def_rw("verify_tls", &TransportOptions::verify_tls)
       .def_rw("ca_file", &TransportOptions::ca_file)
@@ -70,11 +65,8 @@ void BindCloudStores(nb::module_& m) {
       .def("validate", [](const TransportOptions& o) { ThrowIfError(o.Validate()); });
 
   nb::class_<HttpStore, Store>(m, "HttpStore", nb::dynamic_attr(), "A store over plain HTTP(S) (no listing).")
-      .def("transport_stats",
-           [](const HttpStore& s) { return StatsDict(s.transport_stats()); })
-      .def("__repr__", [](const HttpStore& s) {
-        return "<insitubatch.HttpStore " + s.Describe("") + ">";
-      });
+      .def("transport_stats", [](const HttpStore& s) { return StatsDict(s.transport_stats()); })
+      .def("__repr__", [](const HttpStore& s) { return "<insitubatch.HttpStore " + s.Describe("") + ">"; });
 
   nb::class_<S3Store, Store>(m, "S3Store", nb::dynamic_attr(), "An S3 (or S3-compatible) bucket prefix.")
       .def_prop_ro("region", &S3Store::region)
@@ -83,12 +75,10 @@ void BindCloudStores(nb::module_& m) {
       .def_prop_ro("credentials_source", &S3Store::credentials_source,
                    "Where the credentials come from (\"environment\", \"profile 'x'\", \"instance "
                    "metadata (...)\", ...); \"\" when anonymous. Never a key.")
-      .def("transport_stats",
-           [](const S3Store& s) { return StatsDict(s.transport_stats()); })
+      .def("transport_stats", [](const S3Store& s) { return StatsDict(s.transport_stats()); })
       .def("__repr__", [](const S3Store& s) {
-        return "<insitubatch.S3Store " + s.Describe("") + " region=" + s.region() +
-               " endpoint=" + s.endpoint_url() + (s.anonymous() ? " anonymous" : "") +
-               ">";
+        return "<insitubatch.S3Store " + s.Describe("") + " region=" + s.region() + " endpoint=" + s.endpoint_url() +
+               (s.anonymous() ? " anonymous" : "") + ">";
       });
 
   nb::class_<GcsStore, Store>(m, "GcsStore", nb::dynamic_attr(), "A Google Cloud Storage bucket prefix.")
@@ -97,12 +87,10 @@ void BindCloudStores(nb::module_& m) {
       .def_prop_ro("credentials_source", &GcsStore::credentials_source,
                    "Where the token comes from (\"the token argument\", \"service account ... "
                    "(file ...)\", \"the metadata server ...\"); \"\" when anonymous. Never the token.")
-      .def("transport_stats",
-           [](const GcsStore& s) { return StatsDict(s.transport_stats()); })
+      .def("transport_stats", [](const GcsStore& s) { return StatsDict(s.transport_stats()); })
       .def("__repr__", [](const GcsStore& s) {
-        return "<insitubatch.GcsStore " + s.Describe("") +
-               " endpoint=" + s.endpoint_url() + (s.anonymous() ? " anonymous" : "") +
-               ">";
+        return "<insitubatch.GcsStore " + s.Describe("") + " endpoint=" + s.endpoint_url() +
+               (s.anonymous() ? " anonymous" : "") + ">";
       });
 
   nb::class_<AzureStore, Store>(m, "AzureStore", nb::dynamic_attr(), "An Azure Blob Storage container prefix.")
@@ -130,12 +118,17 @@ void BindCloudStores(nb::module_& m) {
         options.use_emulator = use_emulator;
         options.skip_signature = skip_signature;
         AzureCredentialRequest& c = options.credentials;
-        const std::map<std::string, std::string*> fields = {
-            {"token", &c.token}, {"account_key", &c.account_key}, {"sas_key", &c.sas_key},
-            {"client_id", &c.client_id}, {"client_secret", &c.client_secret}, {"tenant_id", &c.tenant_id},
-            {"authority_host", &c.authority_host}, {"federated_token_file", &c.federated_token_file},
-            {"msi_endpoint", &c.msi_endpoint}, {"object_id", &c.object_id},
-            {"msi_resource_id", &c.msi_resource_id}};
+        const std::map<std::string, std::string*> fields = {{"token", &c.token},
+                                                            {"account_key", &c.account_key},
+                                                            {"sas_key", &c.sas_key},
+                                                            {"client_id", &c.client_id},
+                                                            {"client_secret", &c.client_secret},
+                                                            {"tenant_id", &c.tenant_id},
+                                                            {"authority_host", &c.authority_host},
+                                                            {"federated_token_file", &c.federated_token_file},
+                                                            {"msi_endpoint", &c.msi_endpoint},
+                                                            {"object_id", &c.object_id},
+                                                            {"msi_resource_id", &c.msi_resource_id}};
         for (const auto& [name, value] : credentials) {
           auto field = fields.find(name);
           if (field == fields.end()) ThrowIfError(InvalidArgument("unknown Azure credential option " + name));
@@ -169,8 +162,7 @@ void BindCloudStores(nb::module_& m) {
         HttpStoreOptions options;
         options.transport = transport;
         options.transport.follow_redirects = true;
-        for (const auto& [name, value] : headers)
-          options.headers.push_back(name + ": " + value);
+        for (const auto& [name, value] : headers) options.headers.push_back(name + ": " + value);
         return ValueOrThrow(HttpStore::Open(url, std::move(options)));
       },
       nb::arg("url"), nb::arg("transport"), nb::arg("headers"),
@@ -178,11 +170,9 @@ void BindCloudStores(nb::module_& m) {
 
   m.def(
       "open_s3_store",
-      [](const std::string& url, const TransportOptions& transport,
-         const std::string& region, const std::string& endpoint,
-         std::optional<bool> virtual_hosted_style, bool skip_signature,
-         bool request_payer, const std::string& access_key_id,
-         const std::string& secret_access_key, const std::string& session_token,
+      [](const std::string& url, const TransportOptions& transport, const std::string& region,
+         const std::string& endpoint, std::optional<bool> virtual_hosted_style, bool skip_signature, bool request_payer,
+         const std::string& access_key_id, const std::string& secret_access_key, const std::string& session_token,
          const std::string& profile) -> std::shared_ptr<Store> {
         S3StoreOptions options;
         options.transport = transport;
@@ -202,18 +192,15 @@ void BindCloudStores(nb::module_& m) {
         }();
         return ValueOrThrow(std::move(opened));
       },
-      nb::arg("url"), nb::arg("transport"), nb::arg("region") = "",
-      nb::arg("endpoint") = "", nb::arg("virtual_hosted_style") = nb::none(),
-      nb::arg("skip_signature") = false, nb::arg("request_payer") = false,
-      nb::arg("access_key_id") = "", nb::arg("secret_access_key") = "",
-      nb::arg("session_token") = "", nb::arg("profile") = "",
-      "An S3 store at s3://bucket/prefix (use insitubatch.store() for checked options).");
+      nb::arg("url"), nb::arg("transport"), nb::arg("region") = "", nb::arg("endpoint") = "",
+      nb::arg("virtual_hosted_style") = nb::none(), nb::arg("skip_signature") = false, nb::arg("request_payer") = false,
+      nb::arg("access_key_id") = "", nb::arg("secret_access_key") = "", nb::arg("session_token") = "",
+      nb::arg("profile") = "", "An S3 store at s3://bucket/prefix (use insitubatch.store() for checked options).");
 
   m.def(
       "open_gcs_store",
-      [](const std::string& url, const TransportOptions& transport,
-         const std::string& endpoint, bool skip_signature, const std::string& token,
-         const std::string& service_account_key,
+      [](const std::string& url, const TransportOptions& transport, const std::string& endpoint, bool skip_signature,
+         const std::string& token, const std::string& service_account_key,
          const std::string& service_account_path) -> std::shared_ptr<Store> {
         GcsStoreOptions options;
         options.transport = transport;
@@ -229,9 +216,8 @@ void BindCloudStores(nb::module_& m) {
         }();
         return ValueOrThrow(std::move(opened));
       },
-      nb::arg("url"), nb::arg("transport"), nb::arg("endpoint") = "",
-      nb::arg("skip_signature") = false, nb::arg("token") = "",
-      nb::arg("service_account_key") = "", nb::arg("service_account_path") = "",
+      nb::arg("url"), nb::arg("transport"), nb::arg("endpoint") = "", nb::arg("skip_signature") = false,
+      nb::arg("token") = "", nb::arg("service_account_key") = "", nb::arg("service_account_path") = "",
       "A GCS store at gs://bucket/prefix (use insitubatch.store() for checked options).");
 }
 

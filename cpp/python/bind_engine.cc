@@ -35,9 +35,7 @@ class FunctionRegistrar final : public HostRegistrar {
   using UnregisterFn = int (*)(void*);
   FunctionRegistrar(RegisterFn register_fn, UnregisterFn unregister_fn)
       : register_(register_fn), unregister_(unregister_fn) {}
-  bool Register(std::byte* data, size_t size) override {
-    return register_(data, size, kPortable) == 0;
-  }
+  bool Register(std::byte* data, size_t size) override { return register_(data, size, kPortable) == 0; }
   void Unregister(std::byte* data) override { unregister_(data); }
 
  private:
@@ -183,13 +181,12 @@ void BindEngine(nb::module_& m) {
               const auto& source = pass.sources()[pass.labels()[l].source];
               std::vector<uint64_t> shape{batch->rows};
               for (uint64_t e : source.resident.field_shape) shape.push_back(e);
-              arrays.append(SharedToNumpy(std::move(batch->arrays[l]), shape,
-                                          source.resident.dtype));
+              arrays.append(SharedToNumpy(std::move(batch->arrays[l]), shape, source.resident.dtype));
             }
             auto anchors = ValueOrThrow(Buffer::Allocate(batch->rows * sizeof(int64_t)));
             std::memcpy(anchors.data(), batch->anchors.data(), batch->rows * sizeof(int64_t));
-            nb::object indices = BufferToNumpy(std::move(anchors), {batch->rows},
-                                               zarr::DataType{zarr::DataTypeId::kInt64});
+            nb::object indices =
+                BufferToNumpy(std::move(anchors), {batch->rows}, zarr::DataType{zarr::DataTypeId::kInt64});
             return nb::make_tuple(arrays, indices);
           },
           "The next batch as ([arrays per label], sample_indices), or None at the end.")
@@ -210,30 +207,25 @@ void BindEngine(nb::module_& m) {
   nb::class_<EngineHandle>(m, "Engine", "The dataset-owned engine: pool, decode pool, IO budget.")
       .def(
           "__init__",
-          [](EngineHandle* self, std::vector<std::shared_ptr<const zarr::Array>> arrays,
-             std::vector<int> sample_axes, uint64_t budget_bytes, uint32_t max_inflight,
-             uint32_t decode_threads, const std::string& on_bad_chunk, nb::list transforms,
-             uint32_t gather_threads, uint64_t pass_floor_bytes, bool auto_budget,
-             uint64_t max_auto_budget_bytes, std::optional<std::string> cache_dir, bool persist,
-             bool readonly_cache, bool reset_stale_cache, std::vector<std::string> fingerprints,
-             const std::string& eviction) {
+          [](EngineHandle* self, std::vector<std::shared_ptr<const zarr::Array>> arrays, std::vector<int> sample_axes,
+             uint64_t budget_bytes, uint32_t max_inflight, uint32_t decode_threads, const std::string& on_bad_chunk,
+             nb::list transforms, uint32_t gather_threads, uint64_t pass_floor_bytes, bool auto_budget,
+             uint64_t max_auto_budget_bytes, std::optional<std::string> cache_dir, bool persist, bool readonly_cache,
+             bool reset_stale_cache, std::vector<std::string> fingerprints, const std::string& eviction) {
             if (eviction != "lru" && eviction != "next_use") {
-              ThrowIfError(InvalidArgument("eviction must be \"next_use\" or \"lru\", got \"" +
-                                           eviction + "\""));
+              ThrowIfError(InvalidArgument("eviction must be \"next_use\" or \"lru\", got \"" + eviction + "\""));
             }
-            if (arrays.size() != sample_axes.size() ||
-                (transforms.size() != 0 && transforms.size() != arrays.size())) {
+            if (arrays.size() != sample_axes.size() || (transforms.size() != 0 && transforms.size() != arrays.size())) {
               ThrowIfError(InvalidArgument("one sample axis per array is required"));
             }
             if (on_bad_chunk != "raise" && on_bad_chunk != "nan") {
-              ThrowIfError(InvalidArgument("on_bad_chunk must be \"raise\" or \"nan\", got \"" +
-                                           on_bad_chunk + "\""));
+              ThrowIfError(InvalidArgument("on_bad_chunk must be \"raise\" or \"nan\", got \"" + on_bad_chunk + "\""));
             }
             std::vector<engine::ArraySource> sources;
             for (size_t i = 0; i < arrays.size(); ++i) {
               auto transform = transforms.size() ? TransformFromSpec(transforms[i]) : nullptr;
-              sources.push_back(ValueOrThrow(
-                  engine::ArraySource::Create(arrays[i], sample_axes[i], std::move(transform))));
+              sources.push_back(
+                  ValueOrThrow(engine::ArraySource::Create(arrays[i], sample_axes[i], std::move(transform))));
             }
             engine::EngineConfig config;
             if (cache_dir) {
@@ -242,8 +234,8 @@ void BindEngine(nb::module_& m) {
               }
               std::vector<engine::CachedArray> cached;
               for (size_t i = 0; i < sources.size(); ++i) {
-                cached.push_back({sources[i].path(), fingerprints.empty() ? "" : fingerprints[i],
-                                  sources[i].resident, sources[i].spc});
+                cached.push_back({sources[i].path(), fingerprints.empty() ? "" : fingerprints[i], sources[i].resident,
+                                  sources[i].spc});
               }
               nb::gil_scoped_release release;  // file work, and perhaps a reset
               config.backing = ValueOrThrow(engine::DiskBacking::Open(
@@ -257,25 +249,21 @@ void BindEngine(nb::module_& m) {
             config.pass_floor_bytes = pass_floor_bytes;
             config.auto_budget = auto_budget;
             config.max_auto_budget_bytes = max_auto_budget_bytes;
-            config.on_bad_chunk =
-                on_bad_chunk == "nan" ? engine::OnBadChunk::kNan : engine::OnBadChunk::kRaise;
+            config.on_bad_chunk = on_bad_chunk == "nan" ? engine::OnBadChunk::kNan : engine::OnBadChunk::kRaise;
             new (self) EngineHandle{ValueOrThrow(Engine::Create(std::move(sources), config))};
           },
-          nb::arg("arrays"), nb::arg("sample_axes"), nb::arg("budget_bytes"),
-          nb::arg("max_inflight"), nb::arg("decode_threads"), nb::arg("on_bad_chunk"),
-          nb::arg("transforms") = nb::list(), nb::arg("gather_threads") = 0,
-          nb::arg("pass_floor_bytes") = 0, nb::arg("auto_budget") = false,
-          nb::arg("max_auto_budget_bytes") = 0, nb::arg("cache_dir") = nb::none(),
-          nb::arg("persist") = false, nb::arg("readonly_cache") = false,
-          nb::arg("reset_stale_cache") = false,
+          nb::arg("arrays"), nb::arg("sample_axes"), nb::arg("budget_bytes"), nb::arg("max_inflight"),
+          nb::arg("decode_threads"), nb::arg("on_bad_chunk"), nb::arg("transforms") = nb::list(),
+          nb::arg("gather_threads") = 0, nb::arg("pass_floor_bytes") = 0, nb::arg("auto_budget") = false,
+          nb::arg("max_auto_budget_bytes") = 0, nb::arg("cache_dir") = nb::none(), nb::arg("persist") = false,
+          nb::arg("readonly_cache") = false, nb::arg("reset_stale_cache") = false,
           nb::arg("fingerprints") = std::vector<std::string>(), nb::arg("eviction") = "lru")
       .def(
           "start_pass",
-          [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows,
-             const Int64Array& block_start, int64_t ref_spc, int64_t batch_size,
-             uint32_t prefetch_depth,
-             const std::vector<std::tuple<std::string, uint32_t, int64_t>>& labels,
-             std::optional<Int64Array> next_rows, std::optional<Int64Array> next_block_start) {
+          [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows, const Int64Array& block_start,
+             int64_t ref_spc, int64_t batch_size, uint32_t prefetch_depth,
+             const std::vector<std::tuple<std::string, uint32_t, int64_t>>& labels, std::optional<Int64Array> next_rows,
+             std::optional<Int64Array> next_block_start) {
             engine::PassSpec spec;
             spec.split = std::move(split);
             spec.epoch = epoch;
@@ -293,46 +281,48 @@ void BindEngine(nb::module_& m) {
             nb::gil_scoped_release release;
             return new PassHandle{ValueOrThrow(h.engine->StartPass(std::move(spec)))};
           },
-          nb::arg("split"), nb::arg("epoch"), nb::arg("rows"), nb::arg("block_start"),
-          nb::arg("ref_spc"), nb::arg("batch_size"), nb::arg("prefetch_depth"), nb::arg("labels"),
-          nb::arg("next_rows") = nb::none(), nb::arg("next_block_start") = nb::none(),
-          nb::rv_policy::take_ownership)
+          nb::arg("split"), nb::arg("epoch"), nb::arg("rows"), nb::arg("block_start"), nb::arg("ref_spc"),
+          nb::arg("batch_size"), nb::arg("prefetch_depth"), nb::arg("labels"), nb::arg("next_rows") = nb::none(),
+          nb::arg("next_block_start") = nb::none(), nb::rv_policy::take_ownership)
       .def_prop_ro("budget_bytes", [](const EngineHandle& h) { return h.engine->pool().budget_bytes(); })
-      .def("cache_counters",
+      .def(
+          "cache_counters",
+          [](const EngineHandle& h) {
+            nb::dict d;
+            auto* disk = dynamic_cast<engine::DiskBacking*>(h.engine->pool().backing().get());
+            d["backing"] = h.engine->pool().backing()->Describe();
+            if (disk != nullptr) {
+              const auto c = disk->counters();
+              d["revived"] = c.revived;
+              d["revive_missing"] = c.revive_missing;
+              d["revive_mismatch"] = c.revive_mismatch;
+              d["files_written"] = c.files_written;
+              d["bytes_written"] = c.bytes_written;
+              d["logged_entries"] = disk->logged_entries();
+              d["logged_bytes"] = disk->logged_bytes();
+            }
+            return d;
+          },
+          "The disk tier's counters (revivals, files written, what the log holds).")
+      .def_prop_ro(
+          "budget_grown", [](const EngineHandle& h) { return h.engine->budget_grown(); },
+          "The budget the last start_pass grew the automatic budget to (0: unchanged).")
+      .def("pool_state",
            [](const EngineHandle& h) {
              nb::dict d;
-             auto* disk = dynamic_cast<engine::DiskBacking*>(h.engine->pool().backing().get());
-             d["backing"] = h.engine->pool().backing()->Describe();
-             if (disk != nullptr) {
-               const auto c = disk->counters();
-               d["revived"] = c.revived;
-               d["revive_missing"] = c.revive_missing;
-               d["revive_mismatch"] = c.revive_mismatch;
-               d["files_written"] = c.files_written;
-               d["bytes_written"] = c.bytes_written;
-               d["logged_entries"] = disk->logged_entries();
-               d["logged_bytes"] = disk->logged_bytes();
-             }
+             auto c = h.engine->pool().counters();
+             d["resident_bytes"] = c.resident_bytes;
+             d["resident_slots"] = c.resident_slots;
+             d["evictions"] = c.evictions;
+             d["pinned_slots"] = h.engine->pool().CountPinned();
+             d["filling_slots"] = h.engine->pool().CountSlots(engine::SlotState::kFilling);
+             d["live_passes"] = h.engine->live_passes();
+             const auto buffers = h.engine->buffers().stats();
+             d["batch_buffer_allocations"] = buffers.allocations;
+             d["batch_locked_bytes"] = buffers.locked_bytes;
+             d["batch_unlocked_takes"] = buffers.unlocked_takes;
              return d;
-           },
-           "The disk tier's counters (revivals, files written, what the log holds).")
-      .def_prop_ro("budget_grown", [](const EngineHandle& h) { return h.engine->budget_grown(); },
-                   "The budget the last start_pass grew the automatic budget to (0: unchanged).")
-      .def("pool_state", [](const EngineHandle& h) {
-        nb::dict d;
-        auto c = h.engine->pool().counters();
-        d["resident_bytes"] = c.resident_bytes;
-        d["resident_slots"] = c.resident_slots;
-        d["evictions"] = c.evictions;
-        d["pinned_slots"] = h.engine->pool().CountPinned();
-        d["filling_slots"] = h.engine->pool().CountSlots(engine::SlotState::kFilling);
-        d["live_passes"] = h.engine->live_passes();
-        const auto buffers = h.engine->buffers().stats();
-        d["batch_buffer_allocations"] = buffers.allocations;
-        d["batch_locked_bytes"] = buffers.locked_bytes;
-        d["batch_unlocked_takes"] = buffers.unlocked_takes;
-        return d;
-      })
+           })
       .def(
           "lock_batch_pages",
           [](EngineHandle& h, uintptr_t register_fn, uintptr_t unregister_fn, uint64_t budget_bytes) {
@@ -340,9 +330,8 @@ void BindEngine(nb::module_& m) {
               ThrowIfError(InvalidArgument("lock_batch_pages: both function addresses are required"));
             }
             h.engine->buffers().LockPages(
-                std::make_shared<FunctionRegistrar>(
-                    reinterpret_cast<FunctionRegistrar::RegisterFn>(register_fn),
-                    reinterpret_cast<FunctionRegistrar::UnregisterFn>(unregister_fn)),
+                std::make_shared<FunctionRegistrar>(reinterpret_cast<FunctionRegistrar::RegisterFn>(register_fn),
+                                                    reinterpret_cast<FunctionRegistrar::UnregisterFn>(unregister_fn)),
                 budget_bytes);
           },
           nb::arg("register_fn"), nb::arg("unregister_fn"), nb::arg("budget_bytes"),
@@ -355,11 +344,13 @@ void BindEngine(nb::module_& m) {
             return h.engine->buffers().IsLocked(reinterpret_cast<const std::byte*>(address));
           },
           nb::arg("address"), "Whether the batch buffer starting at `address` is page-locked.")
-      .def("clear_cache", [](EngineHandle& h) { return h.engine->pool().EvictUnpinned(); },
-           "Drops every resident chunk no pass holds; returns how many.")
+      .def(
+          "clear_cache", [](EngineHandle& h) { return h.engine->pool().EvictUnpinned(); },
+          "Drops every resident chunk no pass holds; returns how many.")
       .def_prop_ro("decode_threads", [](const EngineHandle& h) { return h.engine->config().decode_threads; })
-      .def_prop_ro("gather_threads", [](const EngineHandle& h) { return h.engine->gather_threads(); },
-                   "Threads that gather each batch (the producer and its helpers), resolved.");
+      .def_prop_ro(
+          "gather_threads", [](const EngineHandle& h) { return h.engine->gather_threads(); },
+          "Threads that gather each batch (the producer and its helpers), resolved.");
 }
 
 }  // namespace insitubatch::python

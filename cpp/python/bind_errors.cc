@@ -10,16 +10,26 @@ namespace {
 
 const char* ClassNameFor(StatusCode code) {
   switch (code) {
-    case StatusCode::kInvalidArgument: return "InvalidArgumentError";
-    case StatusCode::kNotFound: return "NotFoundError";
-    case StatusCode::kIoError: return "StoreError";
-    case StatusCode::kDataLoss: return "CorruptChunkError";
-    case StatusCode::kResourceExhausted: return "ResourceExhaustedError";
-    case StatusCode::kCancelled: return "CancelledError";
-    case StatusCode::kUnimplemented: return "UnsupportedError";
-    case StatusCode::kFailedPrecondition: return "FailedPreconditionError";
-    case StatusCode::kLocked: return "CacheLockedError";
-    case StatusCode::kOk: break;
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgumentError";
+    case StatusCode::kNotFound:
+      return "NotFoundError";
+    case StatusCode::kIoError:
+      return "StoreError";
+    case StatusCode::kDataLoss:
+      return "CorruptChunkError";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhaustedError";
+    case StatusCode::kCancelled:
+      return "CancelledError";
+    case StatusCode::kUnimplemented:
+      return "UnsupportedError";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPreconditionError";
+    case StatusCode::kLocked:
+      return "CacheLockedError";
+    case StatusCode::kOk:
+      break;
   }
   return "InSituError";
 }

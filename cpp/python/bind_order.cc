@@ -21,21 +21,16 @@ using ChunkIds = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::devic
 using Rows = nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu>;
 
 // A numpy int64 array of `shape` viewing `values`; the capsule owns the vector.
-nb::object VectorToNumpy(std::vector<int64_t> values,
-                         std::initializer_list<size_t> shape) {
+nb::object VectorToNumpy(std::vector<int64_t> values, std::initializer_list<size_t> shape) {
   // Reserving keeps the data pointer non-null, even for an empty array.
   if (values.capacity() == 0) values.reserve(1);
   auto* owned = new std::vector<int64_t>(std::move(values));
-  nb::capsule owner(
-      owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
-  nb::ndarray<nb::numpy, int64_t> array(owned->data(), shape.size(), shape.begin(),
-                                        owner);
+  nb::capsule owner(owned, [](void* p) noexcept { delete static_cast<std::vector<int64_t>*>(p); });
+  nb::ndarray<nb::numpy, int64_t> array(owned->data(), shape.size(), shape.begin(), owner);
   return nb::cast(array, nb::rv_policy::reference);
 }
 
-std::span<const int64_t> AsSpan(const ChunkIds& ids) {
-  return {ids.data(), ids.shape(0)};
-}
+std::span<const int64_t> AsSpan(const ChunkIds& ids) { return {ids.data(), ids.shape(0)}; }
 
 // (rows (N, 2) [chunk, within], block_start (n_blocks + 1,)).
 std::pair<nb::object, nb::object> OrderToNumpy(engine::EpochOrder order) {
@@ -46,8 +41,7 @@ std::pair<nb::object, nb::object> OrderToNumpy(engine::EpochOrder order) {
     rows[2 * r + 1] = order.within[r];
   }
   const size_t blocks = order.block_start.size();
-  return {VectorToNumpy(std::move(rows), {n, 2}),
-          VectorToNumpy(std::move(order.block_start), {blocks})};
+  return {VectorToNumpy(std::move(rows), {n, 2}), VectorToNumpy(std::move(order.block_start), {blocks})};
 }
 
 }  // namespace
@@ -63,15 +57,12 @@ void BindOrder(nb::module_& m) {
 
   m.def(
       "sequential_order",
-      [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples,
-         int64_t block_chunks) {
-        ThrowIfError(
-            engine::CheckOrderArgs(AsSpan(chunk_ids), spc, n_samples, block_chunks));
+      [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks) {
+        ThrowIfError(engine::CheckOrderArgs(AsSpan(chunk_ids), spc, n_samples, block_chunks));
         engine::EpochOrder order;
         {
           nb::gil_scoped_release release;
-          order =
-              engine::SequentialOrder(AsSpan(chunk_ids), spc, n_samples, block_chunks);
+          order = engine::SequentialOrder(AsSpan(chunk_ids), spc, n_samples, block_chunks);
         }
         return OrderToNumpy(std::move(order));
       },
@@ -82,10 +73,9 @@ void BindOrder(nb::module_& m) {
       "shuffle_quality",
       [](const Rows& rows, int64_t spc) {
         if (rows.shape(1) != 2) {
-          throw StatusException{
-              InvalidArgument("shuffle_quality: rows must have shape (N, 2), got (" +
-                              std::to_string(rows.shape(0)) + ", " +
-                              std::to_string(rows.shape(1)) + ")")};
+          throw StatusException{InvalidArgument("shuffle_quality: rows must have shape (N, 2), got (" +
+                                                std::to_string(rows.shape(0)) + ", " + std::to_string(rows.shape(1)) +
+                                                ")")};
         }
         std::span<const int64_t> pairs(rows.data(), 2 * rows.shape(0));
         nb::gil_scoped_release release;

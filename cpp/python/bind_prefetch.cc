@@ -74,19 +74,19 @@ void BindPrefetch(nb::module_& m) {
       .def("suffix", [](const KeyList& l, int64_t i) { return l.Suffix(Index(l, i)); })
       .def_prop_ro("prefix", &KeyList::prefix)
       .def_prop_ro("memory_bytes", &KeyList::memory_bytes)
-      .def("serialize", [](const KeyList& l) {
-        const std::string bytes = l.Serialize();
-        return nb::bytes(bytes.data(), bytes.size());
-      })
-      .def_static("deserialize", [](nb::bytes b) {
-        return ValueOrThrow(KeyList::Deserialize(std::string_view(b.c_str(), b.size())));
-      })
+      .def("serialize",
+           [](const KeyList& l) {
+             const std::string bytes = l.Serialize();
+             return nb::bytes(bytes.data(), bytes.size());
+           })
+      .def_static("deserialize",
+                  [](nb::bytes b) { return ValueOrThrow(KeyList::Deserialize(std::string_view(b.c_str(), b.size()))); })
       .def("__eq__", [](const KeyList& a, const KeyList& b) { return a == b; });
 
   m.def(
       "read_csv_index",
-      [](const std::string& path, const std::string& uri_column, const std::string& label_column,
-         bool pack, std::optional<std::string> prefix) {
+      [](const std::string& path, const std::string& uri_column, const std::string& label_column, bool pack,
+         std::optional<std::string> prefix) {
         prefetch::CsvIndexOptions options{uri_column, label_column, pack, std::move(prefix), path};
         Result<prefetch::CsvIndex> index = [&]() -> Result<prefetch::CsvIndex> {
           GilRelease release;
@@ -104,8 +104,7 @@ void BindPrefetch(nb::module_& m) {
         }
         return nb::make_tuple(uris, Labels(out));
       },
-      nb::arg("path"), nb::arg("uri_column"), nb::arg("label_column"), nb::arg("pack"),
-      nb::arg("prefix") = nb::none(),
+      nb::arg("path"), nb::arg("uri_column"), nb::arg("label_column"), nb::arg("pack"), nb::arg("prefix") = nb::none(),
       "(URIs as a KeyList or list, labels as int64 array, list of str, or None).");
   m.def("bucket_prefix", [](std::string_view uri) { return ValueOrThrow(prefetch::BucketPrefix(uri)); });
 
@@ -186,13 +185,13 @@ void BindPrefetch(nb::module_& m) {
   nb::class_<Prefetcher>(m, "Prefetcher", "A plan's sliding window of downloads (planfetch).")
       .def_static(
           "create",
-          [](std::shared_ptr<ObjectCache> cache, std::shared_ptr<KeyList> uris, size_t ahead,
-             size_t back, size_t prune_every, const std::string& mode, const std::string& backend) {
-            return ValueOrThrow(Prefetcher::Create(
-                std::move(cache), std::move(uris), {ahead, back, prune_every, Mode(mode), Backend(backend)}));
+          [](std::shared_ptr<ObjectCache> cache, std::shared_ptr<KeyList> uris, size_t ahead, size_t back,
+             size_t prune_every, const std::string& mode, const std::string& backend) {
+            return ValueOrThrow(Prefetcher::Create(std::move(cache), std::move(uris),
+                                                   {ahead, back, prune_every, Mode(mode), Backend(backend)}));
           },
-          nb::arg("cache"), nb::arg("uris"), nb::arg("batches_ahead"), nb::arg("batches_back"),
-          nb::arg("prune_every"), nb::arg("prune_mode"), nb::arg("prune_backend"))
+          nb::arg("cache"), nb::arg("uris"), nb::arg("batches_ahead"), nb::arg("batches_back"), nb::arg("prune_every"),
+          nb::arg("prune_mode"), nb::arg("prune_backend"))
       .def(
           "set_plan",
           [](Prefetcher& p, nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> plan,

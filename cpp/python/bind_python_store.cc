@@ -12,8 +12,8 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
-#include <initializer_list>
 #include <atomic>
+#include <initializer_list>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -34,9 +34,7 @@ std::atomic<bool> g_bridge_closed{false};
 
 // Whether this thread may take the GIL to start work. A thread that takes the GIL while
 // the interpreter finalizes is terminated in place, so such reads end Cancelled instead.
-bool BridgeUsable() {
-  return !g_bridge_closed.load(std::memory_order_acquire) && !InterpreterGone();
-}
+bool BridgeUsable() { return !g_bridge_closed.load(std::memory_order_acquire) && !InterpreterGone(); }
 
 Status BridgeClosed(const std::string& where) {
   return Cancelled("reading " + where + ": the Python store bridge is shut down (interpreter exiting)");
@@ -72,8 +70,8 @@ class BridgeRead {
 
   // A read Python dropped without an outcome (its task was destroyed) still ends.
   ~BridgeRead() {
-    if (done_) Complete(Cancelled("reading " + where_ + range_.Describe() +
-                                  ": the read was dropped before it finished"));
+    if (done_)
+      Complete(Cancelled("reading " + where_ + range_.Describe() + ": the read was dropped before it finished"));
   }
 
   // Runs the callback once; later outcomes are ignored. Called with or without the GIL.
@@ -101,8 +99,7 @@ class BridgeRead {
     Result<ReadResult> result = [&]() -> Result<ReadResult> {
       // The exported view pins the object, so the copy needs no GIL.
       nb::gil_scoped_release release;
-      return CopyChecked(std::span(static_cast<const std::byte*>(view.buf),
-                                   static_cast<size_t>(view.len)));
+      return CopyChecked(std::span(static_cast<const std::byte*>(view.buf), static_cast<size_t>(view.len)));
     }();
     PyBuffer_Release(&view);
     Complete(std::move(result));
@@ -111,18 +108,14 @@ class BridgeRead {
   void Missing() { Complete(ReadResult::Missing()); }
   // Whoever started the read gave up on it: the bridge cancels its coroutine.
   bool CancelRequested() const { return IsCancelled(cancel_); }
-  void Fail(const std::string& why) {
-    Complete(IoError("reading " + where_ + range_.Describe() + ": " + why));
-  }
-  void Cancel(const std::string& why) {
-    Complete(Cancelled("reading " + where_ + range_.Describe() + ": " + why));
-  }
+  void Fail(const std::string& why) { Complete(IoError("reading " + where_ + range_.Describe() + ": " + why)); }
+  void Cancel(const std::string& why) { Complete(Cancelled("reading " + where_ + range_.Describe() + ": " + why)); }
 
  private:
   Result<ReadResult> CopyChecked(std::span<const std::byte> bytes) const {
     auto wrong_size = [&](const char* what) {
-      return DataLoss("reading " + where_ + range_.Describe() + ": the store returned " +
-                      std::to_string(bytes.size()) + " bytes, " + what);
+      return DataLoss("reading " + where_ + range_.Describe() + ": the store returned " + std::to_string(bytes.size()) +
+                      " bytes, " + what);
     };
     switch (range_.kind) {
       case ByteRange::Kind::kAll:
@@ -196,8 +189,7 @@ class PythonStore final : public Store {
   }
 
   using Store::ReadAsync;
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
-                 CancelRef cancel) override {
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override {
     if (Status status = ValidateKey(key); !status.ok()) {
       done(std::move(status));
       return;
@@ -278,16 +270,13 @@ void BindPythonStore(nb::module_& m) {
   nb::class_<PythonStore, Store>(m, "PythonStore", nb::dynamic_attr(),
                                  "A native Store over a zarr-python Store object.")
       .def_prop_ro("python_store", &PythonStore::python_store)
-      .def("__repr__", [](const PythonStore& s) {
-        return "<insitubatch.PythonStore " + s.Describe("") + ">";
-      });
+      .def("__repr__", [](const PythonStore& s) { return "<insitubatch.PythonStore " + s.Describe("") + ">"; });
 
   m.def(
       "open_python_store",
-      [](nb::object store, std::string location, nb::object submit,
-         nb::object list_keys) -> std::shared_ptr<Store> {
-        return std::make_shared<PythonStore>(std::move(store), std::move(location),
-                                             std::move(submit), std::move(list_keys));
+      [](nb::object store, std::string location, nb::object submit, nb::object list_keys) -> std::shared_ptr<Store> {
+        return std::make_shared<PythonStore>(std::move(store), std::move(location), std::move(submit),
+                                             std::move(list_keys));
       },
       nb::arg("store"), nb::arg("location"), nb::arg("submit"), nb::arg("list_keys"),
       "Wraps a zarr-python Store (use insitubatch.bridge.wrap_python_store).");

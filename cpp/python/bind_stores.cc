@@ -1,26 +1,25 @@
 // Store bindings: the opaque Store handle every other entry point accepts, and the local
 // constructors (file paths / file:// URLs, in-memory).
 
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/shared_ptr.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/string_view.h>
+#include <nanobind/stl/vector.h>
+
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
 #include <utility>
 
-#include <nanobind/stl/optional.h>
-#include <nanobind/stl/shared_ptr.h>
-#include <nanobind/stl/string.h>
-#include <nanobind/stl/string_view.h>
-#include <nanobind/stl/vector.h>
-
 #include "bindings.h"
-#include <nanobind/stl/map.h>
-#include <nanobind/stl/pair.h>
-
 #include "insitubatch/io/counting_store.h"
 #include "insitubatch/io/file_store.h"
 #include "insitubatch/io/memory_store.h"
-#include "insitubatch/io/reference_store.h"
+#include "insitubatch/io/references/reference_store.h"
 
 namespace insitubatch::python {
 namespace {
@@ -48,8 +47,7 @@ Result<ReadResult> ReadInterruptibly(Store& store, std::string key, ByteRange ra
         CancelRef(state, &state->cancel));
     std::unique_lock lock(state->mutex);
     while (!state->result) {
-      if (state->cv.wait_for(lock, std::chrono::milliseconds(50)) == std::cv_status::timeout &&
-          !state->result) {
+      if (state->cv.wait_for(lock, std::chrono::milliseconds(50)) == std::cv_status::timeout && !state->result) {
         lock.unlock();
         interrupted = SignalRaised();
         lock.lock();
@@ -71,8 +69,8 @@ void BindStores(nb::module_& m) {
   nb::class_<Store>(m, "Store", nb::dynamic_attr(), "A key -> bytes store (file, memory, HTTP, S3, ...).")
       .def(
           "read",
-          [](Store& store, std::string key, std::optional<uint64_t> offset,
-             std::optional<uint64_t> length, std::optional<uint64_t> suffix) -> nb::object {
+          [](Store& store, std::string key, std::optional<uint64_t> offset, std::optional<uint64_t> length,
+             std::optional<uint64_t> suffix) -> nb::object {
             ByteRange range = ByteRange::All();
             if (suffix) {
               range = ByteRange::Suffix(*suffix);
@@ -97,14 +95,10 @@ void BindStores(nb::module_& m) {
             return ValueOrThrow(store.List(prefix));
           },
           nb::arg("prefix") = "", "Every key under `prefix`, sorted.")
-      .def("describe", &Store::Describe, nb::arg("key") = "",
-           "Where `key` lives, as a path or URL.")
-      .def("__repr__", [](const Store& store) {
-        return "<insitubatch.Store " + store.Describe("") + ">";
-      });
+      .def("describe", &Store::Describe, nb::arg("key") = "", "Where `key` lives, as a path or URL.")
+      .def("__repr__", [](const Store& store) { return "<insitubatch.Store " + store.Describe("") + ">"; });
 
-  nb::class_<FileStore, Store>(m, "FileStore", nb::dynamic_attr())
-      .def_prop_ro("root", &FileStore::root);
+  nb::class_<FileStore, Store>(m, "FileStore", nb::dynamic_attr()).def_prop_ro("root", &FileStore::root);
 
   nb::class_<MemoryStore, Store>(m, "MemoryStore", nb::dynamic_attr())
       .def("__init__", [](MemoryStore* self) { new (self) MemoryStore(); })
@@ -117,13 +111,11 @@ void BindStores(nb::module_& m) {
           nb::arg("key"), nb::arg("value"))
       .def("erase", &MemoryStore::Erase, nb::arg("key"));
 
-  nb::class_<CountingStore, Store>(m, "CountingStore", nb::dynamic_attr(),
-                                   "Wraps a store and counts reads per key.")
-      .def("__init__",
-           [](CountingStore* self, std::shared_ptr<Store> inner) {
-             new (self) CountingStore(std::move(inner));
-           },
-           nb::arg("inner"))
+  nb::class_<CountingStore, Store>(m, "CountingStore", nb::dynamic_attr(), "Wraps a store and counts reads per key.")
+      .def(
+          "__init__",
+          [](CountingStore* self, std::shared_ptr<Store> inner) { new (self) CountingStore(std::move(inner)); },
+          nb::arg("inner"))
       .def("reads", &CountingStore::reads, "Reads per key since the last reset.")
       .def_prop_ro("total_reads", &CountingStore::total_reads)
       .def("reset", &CountingStore::Reset);
@@ -162,8 +154,7 @@ void BindStores(nb::module_& m) {
            "A key whose reference points to target URL number `target`.")
       .def("__len__", &ReferenceSet::size);
 
-  nb::class_<ReferenceStore, Store>(m, "ReferenceStore", nb::dynamic_attr(),
-                                    "A read-only store over a ReferenceSet.")
+  nb::class_<ReferenceStore, Store>(m, "ReferenceStore", nb::dynamic_attr(), "A read-only store over a ReferenceSet.")
       .def_prop_ro("name", &ReferenceStore::name)
       .def_prop_ro("reference_count", [](const ReferenceStore& s) { return s.references().size(); })
       .def_prop_ro("target_reads", &ReferenceStore::target_reads,
@@ -176,8 +167,8 @@ void BindStores(nb::module_& m) {
         resolved.reserve(targets.size());
         for (auto& [store, key] : targets) resolved.push_back({std::move(store), std::move(key)});
         // The set moves into the store: `refs` is left empty.
-        return ValueOrThrow(ReferenceStore::Open(std::exchange(refs, ReferenceSet()), std::move(resolved),
-                                                 std::move(name)));
+        return ValueOrThrow(
+            ReferenceStore::Open(std::exchange(refs, ReferenceSet()), std::move(resolved), std::move(name)));
       },
       nb::arg("refs"), nb::arg("targets"), nb::arg("name"),
       "A store over `refs` (which it takes over, leaving it empty); targets[i] = (store, key) serves "
@@ -185,9 +176,7 @@ void BindStores(nb::module_& m) {
 
   m.def(
       "open_file_store",
-      [](const std::string& root) -> std::shared_ptr<Store> {
-        return ValueOrThrow(FileStore::Open(root));
-      },
+      [](const std::string& root) -> std::shared_ptr<Store> { return ValueOrThrow(FileStore::Open(root)); },
       nb::arg("root"), "A store over a local directory (a path or a file:// URL).");
 }
 

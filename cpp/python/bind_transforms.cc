@@ -2,13 +2,14 @@
 // the GIL held only for the call, or one of the engine's native ones (standard scaler,
 // cast, scale-offset: engine/native_transforms.h), which never take it.
 
+#include "bind_transforms.h"
+
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
 
-#include "bind_transforms.h"
 #include "insitubatch/engine/native_transforms.h"
 
 namespace insitubatch::python {
@@ -65,8 +66,9 @@ class PyChunkTransform final : public ChunkTransform {
       bool matches = out.dtype() == ToDlpackDtype(out_dtype_) && out.ndim() == want.size();
       for (size_t i = 0; matches && i < want.size(); ++i) matches = out.shape(i) == want[i];
       if (!matches) {
-        return InvalidArgument("chunk transform returned an array that does not match its "
-                               "declared output");
+        return InvalidArgument(
+            "chunk transform returned an array that does not match its "
+            "declared output");
       }
       if (out.nbytes() != output.size()) return InvalidArgument("chunk transform output size");
       std::memcpy(output.data(), out.data(), output.size());

@@ -12,7 +12,6 @@ namespace insitubatch::python {
 std::shared_ptr<const engine::ChunkTransform> TransformFromSpec(nb::handle spec);
 
 // A numpy array viewing a shared buffer (the array keeps the buffer alive).
-nb::object SharedToNumpy(std::shared_ptr<Buffer> buffer, const std::vector<uint64_t>& shape,
-                         zarr::DataType dtype);
+nb::object SharedToNumpy(std::shared_ptr<Buffer> buffer, const std::vector<uint64_t>& shape, zarr::DataType dtype);
 
 }  // namespace insitubatch::python

@@ -52,8 +52,7 @@ nb::dict MetadataToDict(const zarr::ArrayMetadata& meta) {
     const auto& fill = meta.fill_value.record;
     d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(fill.data()), fill.size());
   } else {
-    d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(meta.fill_value.data()),
-                                meta.dtype.itemsize());
+    d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(meta.fill_value.data()), meta.dtype.itemsize());
   }
   return d;
 }
@@ -80,11 +79,9 @@ void BindZarr(nb::module_& m) {
               buffer = ValueOrThrow(Buffer::Allocate(array.chunk_bytes()));
               ThrowIfError(array.ReadChunk(coords, buffer.span()));
             }
-            return BufferToNumpy(std::move(buffer), array.metadata().chunk_shape,
-                                 array.metadata().dtype);
+            return BufferToNumpy(std::move(buffer), array.metadata().chunk_shape, array.metadata().dtype);
           },
-          nb::arg("coords"),
-          "The decoded stored chunk at `coords` (full chunk shape; fill value if absent).")
+          nb::arg("coords"), "The decoded stored chunk at `coords` (full chunk shape; fill value if absent).")
       .def(
           "read_string_chunk",
           [](const Array& array, const std::vector<uint64_t>& coords) {
@@ -120,9 +117,7 @@ void BindZarr(nb::module_& m) {
            [](const Hierarchy& h, const std::string& path) {
              return MetadataToDict(ValueOrThrow(h.ArrayMetadataAt(path)));
            })
-      .def("open_array", [](const Hierarchy& h, const std::string& path) {
-        return ValueOrThrow(h.OpenArray(path));
-      });
+      .def("open_array", [](const Hierarchy& h, const std::string& path) { return ValueOrThrow(h.OpenArray(path)); });
 
   m.def(
       "open_hierarchy",

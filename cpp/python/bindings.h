@@ -50,8 +50,7 @@ inline bool InterpreterGone() {
 // Python's main thread (the one that finalizes), recorded at import.
 inline unsigned long g_main_thread = 0;
 inline void RecordMainThread() {
-  g_main_thread = nb::cast<unsigned long>(
-      nb::module_::import_("threading").attr("main_thread")().attr("ident"));
+  g_main_thread = nb::cast<unsigned long>(nb::module_::import_("threading").attr("main_thread")().attr("ident"));
 }
 
 // Set by an atexit hook (lifecycle.py), before finalization begins: from then on a thread
@@ -99,8 +98,7 @@ std::vector<size_t> NumpyDims(const std::vector<uint64_t>& shape, zarr::DataType
 
 // A numpy array viewing `buffer` with `shape`; the array owns the buffer (freed when the
 // last Python reference goes), so no copy is made.
-nb::object BufferToNumpy(Buffer buffer, const std::vector<uint64_t>& shape,
-                         zarr::DataType dtype);
+nb::object BufferToNumpy(Buffer buffer, const std::vector<uint64_t>& shape, zarr::DataType dtype);
 
 void BindErrors(nb::module_& m);
 void BindStores(nb::module_& m);

@@ -8,8 +8,9 @@ NB_MODULE(_ext, m) {
   // worth a warning to a user: the process is ending.
   nanobind::set_leak_warnings(false);
   insitubatch::python::RecordMainThread();
-  m.def("_mark_exiting", [] { insitubatch::python::g_exiting = true; },
-        "From now on threads other than the main one never wait for the GIL (atexit).");
+  m.def(
+      "_mark_exiting", [] { insitubatch::python::g_exiting = true; },
+      "From now on threads other than the main one never wait for the GIL (atexit).");
   insitubatch::python::BindErrors(m);
   insitubatch::python::BindStores(m);
   insitubatch::python::BindCloudStores(m);

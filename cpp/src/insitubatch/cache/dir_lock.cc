@@ -7,9 +7,8 @@
 #include <cerrno>
 #include <chrono>
 #include <ctime>
-#include <system_error>
-
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "insitubatch/cache/files.h"
 
@@ -59,25 +58,22 @@ Result<DirLock> DirLock::Writer(const std::string& dir) {
     ::close(fd);
     if (err == EWOULDBLOCK) {
       const std::string holder = DescribeHolder(dir);
-      return Locked(
-          "the cache directory " + dir + " is being written by another process (" +
-          (holder.empty() ? "holder unknown" : holder) +
-          "). One writer per cache_dir: use readonly_cache=True to read it alongside the "
-          "writer, or a directory of your own. `fuser -v " + path + "` or `lsof " + path +
-          "` shows the holder. Do not delete the lock file: the lock is the kernel's and "
-          "ends with the holder's process (there are no stale locks), and a new file would "
-          "let the next two writers lock different inodes");
+      return Locked("the cache directory " + dir + " is being written by another process (" +
+                    (holder.empty() ? "holder unknown" : holder) +
+                    "). One writer per cache_dir: use readonly_cache=True to read it alongside the "
+                    "writer, or a directory of your own. `fuser -v " +
+                    path + "` or `lsof " + path +
+                    "` shows the holder. Do not delete the lock file: the lock is the kernel's and "
+                    "ends with the holder's process (there are no stale locks), and a new file would "
+                    "let the next two writers lock different inodes");
     }
-    return IoError("cannot lock " + path + ": " + ErrnoText(err) +
-                   " (advisory locks may not work on this filesystem)")
+    return IoError("cannot lock " + path + ": " + ErrnoText(err) + " (advisory locks may not work on this filesystem)")
         .set_detail(err);
   }
   // A hint for the next contender's message (the lock, not this text, is what excludes).
-  const std::string holder = nlohmann::json{{"pid", static_cast<int64_t>(::getpid())},
-                                            {"host", HostName()},
-                                            {"since", UtcNow()}}
-                                 .dump() +
-                             "\n";
+  const std::string holder =
+      nlohmann::json{{"pid", static_cast<int64_t>(::getpid())}, {"host", HostName()}, {"since", UtcNow()}}.dump() +
+      "\n";
   if (::ftruncate(fd, 0) == 0) {
     [[maybe_unused]] const ssize_t n = ::pwrite(fd, holder.data(), holder.size(), 0);
   }
@@ -91,8 +87,8 @@ Result<DirLock> DirLock::Reader(const std::string& dir) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return Locked("the cache directory " + dir + " is being reset by its writer (" +
-                    DescribeHolder(dir) + "): open it again once the writer has rebuilt it");
+      return Locked("the cache directory " + dir + " is being reset by its writer (" + DescribeHolder(dir) +
+                    "): open it again once the writer has rebuilt it");
     }
     return IoError("cannot lock " + path + ": " + ErrnoText(err)).set_detail(err);
   }

@@ -41,8 +41,7 @@ class DirLock {
   static std::string DescribeHolder(const std::string& dir);
 
  private:
-  DirLock(std::string dir, int fd, int readers_fd)
-      : dir_(std::move(dir)), fd_(fd), readers_fd_(readers_fd) {}
+  DirLock(std::string dir, int fd, int readers_fd) : dir_(std::move(dir)), fd_(fd), readers_fd_(readers_fd) {}
   std::string dir_;
   int fd_ = -1;
   int readers_fd_ = -1;

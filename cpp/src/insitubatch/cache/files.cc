@@ -25,8 +25,7 @@ std::string ErrnoText(int err) { return std::error_code(err, std::generic_catego
 Status FileError(const std::string& what, const std::string& path, int err) {
   std::string message = what + " " + path + ": " + ErrnoText(err);
   if (err == ENOSPC || err == EDQUOT) {
-    return ResourceExhausted(message + " (the disk holding the cache directory is full)")
-        .set_detail(err);
+    return ResourceExhausted(message + " (the disk holding the cache directory is full)").set_detail(err);
   }
   return IoError(message).set_detail(err);
 }
@@ -41,8 +40,8 @@ std::atomic<uint64_t> g_temp_counter{0};
 
 Status CheckBasename(std::string_view name, std::string_view what) {
   auto bad = [&](const char* why) {
-    return InvalidArgument(std::string(what) + ": file name \"" + std::string(name.substr(0, 200)) +
-                    "\" " + why + " (the cache directory is corrupt or was tampered with)");
+    return InvalidArgument(std::string(what) + ": file name \"" + std::string(name.substr(0, 200)) + "\" " + why +
+                           " (the cache directory is corrupt or was tampered with)");
   };
   if (name.empty()) return bad("is empty");
   if (name == "." || name == "..") return bad("is not a file name");
@@ -58,13 +57,11 @@ FileMapping::~FileMapping() {
   if (!remove_path_.empty()) ::unlink(remove_path_.c_str());
 }
 
-Buffer FileMapping::Borrow(const std::shared_ptr<FileMapping>& mapping, uint64_t offset,
-                           uint64_t length) {
+Buffer FileMapping::Borrow(const std::shared_ptr<FileMapping>& mapping, uint64_t offset, uint64_t length) {
   return Buffer::Borrow(mapping->data_ + offset, length, mapping);
 }
 
-Result<PendingFile> PendingFile::Create(const std::string& dir, const std::string& name,
-                                        uint64_t reserve) {
+Result<PendingFile> PendingFile::Create(const std::string& dir, const std::string& name, uint64_t reserve) {
   INSITU_RETURN_IF_ERROR(CheckBasename(name, "cache file"));
   const std::string final_path = Join(dir, name);
   const std::string temp = final_path + "." + std::to_string(::getpid()) + "." +
@@ -111,8 +108,7 @@ Result<std::shared_ptr<FileMapping>> PendingFile::Map(bool remove_with_mapping) 
 Status PendingFile::Write(uint64_t offset, std::span<const std::byte> bytes) {
   size_t done = 0;
   while (done < bytes.size()) {
-    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done,
-                               static_cast<off_t>(offset + done));
+    const ssize_t n = ::pwrite(fd_, bytes.data() + done, bytes.size() - done, static_cast<off_t>(offset + done));
     if (n < 0) {
       if (errno == EINTR) continue;
       return FileError("cannot write", temp_, errno);
@@ -179,7 +175,7 @@ Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
     if (out.size() > max_bytes) {
       ::close(fd);
       return InvalidArgument(path + " is larger than " + std::to_string(max_bytes) +
-                      " bytes: not a file this cache wrote");
+                             " bytes: not a file this cache wrote");
     }
   }
   ::close(fd);
@@ -207,8 +203,7 @@ size_t SweepTempFiles(const std::string& dir) {
   return removed;
 }
 
-size_t SweepUnlisted(const std::string& dir, std::string_view suffix,
-                     const std::unordered_set<std::string>& keep) {
+size_t SweepUnlisted(const std::string& dir, std::string_view suffix, const std::unordered_set<std::string>& keep) {
   DIR* d = ::opendir(dir.c_str());
   if (d == nullptr) return 0;
   size_t removed = 0;
@@ -238,8 +233,7 @@ std::string FilesystemType(const std::string& path) {
     std::string type;
     tail >> type;
     const bool prefix = target == mount_point ||
-                        (target.starts_with(mount_point) &&
-                         (mount_point == "/" || target[mount_point.size()] == '/'));
+                        (target.starts_with(mount_point) && (mount_point == "/" || target[mount_point.size()] == '/'));
     if (prefix && mount_point.size() >= best) {
       best = mount_point.size();
       best_type = type;
@@ -250,8 +244,8 @@ std::string FilesystemType(const std::string& path) {
 
 bool IsNetworkFilesystem(std::string_view type) {
   static constexpr std::string_view kNetwork[] = {
-      "nfs", "nfs4", "cifs", "smb3", "smbfs", "fuse.sshfs", "fuse.s3fs", "fuse.gcsfuse",
-      "fuse.rclone", "9p", "lustre", "ceph", "fuse.ceph", "glusterfs", "fuse.glusterfs", "afs"};
+      "nfs",         "nfs4", "cifs",   "smb3", "smbfs",     "fuse.sshfs", "fuse.s3fs",      "fuse.gcsfuse",
+      "fuse.rclone", "9p",   "lustre", "ceph", "fuse.ceph", "glusterfs",  "fuse.glusterfs", "afs"};
   for (std::string_view t : kNetwork) {
     if (type == t) return true;
   }

@@ -42,8 +42,7 @@ class FileMapping {
   std::byte* data() const { return data_; }
   uint64_t size() const { return size_; }
   // A Buffer over [offset, offset + length) that keeps this mapping alive.
-  static Buffer Borrow(const std::shared_ptr<FileMapping>& mapping, uint64_t offset,
-                       uint64_t length);
+  static Buffer Borrow(const std::shared_ptr<FileMapping>& mapping, uint64_t offset, uint64_t length);
 
  private:
   friend class PendingFile;
@@ -59,8 +58,7 @@ class FileMapping {
 // (renamed to `name`, replacing any earlier file of that name) or removed.
 class PendingFile {
  public:
-  static Result<PendingFile> Create(const std::string& dir, const std::string& name,
-                                    uint64_t reserve = 0);
+  static Result<PendingFile> Create(const std::string& dir, const std::string& name, uint64_t reserve = 0);
   PendingFile(PendingFile&& other) noexcept;
   PendingFile& operator=(PendingFile&&) = delete;
   ~PendingFile();  // removes the temp file unless committed
@@ -100,8 +98,7 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents);
 size_t SweepTempFiles(const std::string& dir);
 // Removes the files of `dir` whose names end with `suffix` and are not in `keep` (a writer's
 // files a crash left unlogged between their commit and their log entry); returns how many.
-size_t SweepUnlisted(const std::string& dir, std::string_view suffix,
-                     const std::unordered_set<std::string>& keep);
+size_t SweepUnlisted(const std::string& dir, std::string_view suffix, const std::unordered_set<std::string>& keep);
 
 // The filesystem type holding `path` ("ext4", "nfs4", "fuse.s3fs", ...; "" if unknown),
 // from /proc/self/mountinfo (the longest mount point that prefixes the resolved path).

@@ -4,9 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <system_error>
-
 #include <nlohmann/json.hpp>
+#include <system_error>
 
 #include "insitubatch/cache/files.h"
 
@@ -19,9 +18,9 @@ constexpr size_t kMaxFieldBytes = 4096;
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 Status Corrupt(std::string_view where, size_t line, const std::string& why) {
-  return InvalidArgument("cache log " + std::string(where) + " line " + std::to_string(line) + ": " +
-                  why + ". The cache directory is corrupt or was tampered with: delete it "
-                  "(reset_stale_cache does not repair corruption)");
+  return InvalidArgument("cache log " + std::string(where) + " line " + std::to_string(line) + ": " + why +
+                         ". The cache directory is corrupt or was tampered with: delete it "
+                         "(reset_stale_cache does not repair corruption)");
 }
 
 Result<LogEntry> ParseEntry(std::string_view line, std::string_view where, size_t number) {
@@ -54,15 +53,11 @@ Result<LogEntry> ParseEntry(std::string_view line, std::string_view where, size_
 }  // namespace
 
 std::string LogHeader() {
-  return nlohmann::json{{"format", "insitubatch-cache"}, {"format_version", kLogFormatVersion}}
-             .dump() +
-         "\n";
+  return nlohmann::json{{"format", "insitubatch-cache"}, {"format_version", kLogFormatVersion}}.dump() + "\n";
 }
 
 std::string LogLine(const LogEntry& e) {
-  return nlohmann::json{{"key", e.key}, {"file", e.file}, {"bytes", e.bytes}, {"tag", e.tag}}
-             .dump() +
-         "\n";
+  return nlohmann::json{{"key", e.key}, {"file", e.file}, {"bytes", e.bytes}, {"tag", e.tag}}.dump() + "\n";
 }
 
 Result<LogContents> ParseLog(std::string_view text, std::string_view where) {
@@ -85,8 +80,7 @@ Result<LogContents> ParseLog(std::string_view text, std::string_view where) {
         return Corrupt(where, number, "the header is unreadable");
       }
       auto version = j.find("format_version");
-      if (version == j.end() || !version->is_number_integer() ||
-          version->get<int64_t>() != kLogFormatVersion) {
+      if (version == j.end() || !version->is_number_integer() || version->get<int64_t>() != kLogFormatVersion) {
         return Corrupt(where, number, "format_version is not " + std::to_string(kLogFormatVersion));
       }
       header_seen = true;

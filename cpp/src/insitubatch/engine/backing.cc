@@ -16,8 +16,8 @@ constexpr size_t kHeaderBytes = 4096;  // the data starts on a page: map it as i
 std::string Sanitize(const std::string& path) {
   std::string out;
   for (char c : path) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                    c == '_' || c == '.' || c == '-';
+    const bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
     out += ok ? c : '_';
   }
   return out.substr(0, 120);
@@ -53,8 +53,7 @@ std::vector<std::string> StaleArrays(const std::vector<cache::LogEntry>& entries
   return {stale.begin(), stale.end()};
 }
 
-Result<std::shared_ptr<DiskBacking>> DiskBacking::Open(DiskCacheOptions options,
-                                                       std::vector<CachedArray> arrays) {
+Result<std::shared_ptr<DiskBacking>> DiskBacking::Open(DiskCacheOptions options, std::vector<CachedArray> arrays) {
   if (options.dir.empty()) return InvalidArgument("cache_dir is empty");
   while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
   struct stat st;
@@ -65,29 +64,24 @@ Result<std::shared_ptr<DiskBacking>> DiskBacking::Open(DiskCacheOptions options,
     }
     if (::mkdir(options.dir.c_str(), 0755) != 0 && errno != EEXIST) {
       const int err = errno;
-      return IoError("cannot create the cache directory " + options.dir + ": " +
-                     std::strerror(err))
-          .set_detail(err);
+      return IoError("cannot create the cache directory " + options.dir + ": " + std::strerror(err)).set_detail(err);
     }
   }
-  INSITU_ASSIGN_OR_RETURN(cache::DirLock lock, options.read_only
-                                                   ? cache::DirLock::Reader(options.dir)
-                                                   : cache::DirLock::Writer(options.dir));
+  INSITU_ASSIGN_OR_RETURN(cache::DirLock lock, options.read_only ? cache::DirLock::Reader(options.dir)
+                                                                 : cache::DirLock::Writer(options.dir));
   if (!options.read_only) cache::SweepTempFiles(options.dir);
   std::optional<cache::CacheLog> log;
   if (options.persist || options.read_only) {
-    INSITU_ASSIGN_OR_RETURN(cache::CacheLog opened,
-                            cache::CacheLog::Open(options.dir, !options.read_only));
+    INSITU_ASSIGN_OR_RETURN(cache::CacheLog opened, cache::CacheLog::Open(options.dir, !options.read_only));
     log.emplace(std::move(opened));
     const std::vector<std::string> stale = StaleArrays(log->entries(), arrays);
     if (!stale.empty()) {
       std::string names;
       for (const std::string& s : stale) names += (names.empty() ? "'" : ", '") + s + "'";
       if (!options.reset_stale || options.read_only) {
-        return InvalidArgument(
-            "persist: the cache at " + options.dir + " is stale for " + names +
-            " (the chunk transforms scoped to them changed since their entries were written). "
-            "This is not corruption: pass reset_stale_cache=True to rebuild just those arrays");
+        return InvalidArgument("persist: the cache at " + options.dir + " is stale for " + names +
+                               " (the chunk transforms scoped to them changed since their entries were written). "
+                               "This is not corruption: pass reset_stale_cache=True to rebuild just those arrays");
       }
       INSITU_RETURN_IF_ERROR(lock.ExcludeReaders());
       std::vector<cache::LogEntry> keep;
@@ -113,8 +107,8 @@ Result<std::shared_ptr<DiskBacking>> DiskBacking::Open(DiskCacheOptions options,
       new DiskBacking(std::move(options), std::move(arrays), std::move(lock), std::move(log)));
 }
 
-DiskBacking::DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arrays,
-                         cache::DirLock lock, std::optional<cache::CacheLog> log)
+DiskBacking::DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arrays, cache::DirLock lock,
+                         std::optional<cache::CacheLog> log)
     : options_(std::move(options)),
       arrays_(std::move(arrays)),
       lock_(std::move(lock)),
@@ -144,8 +138,8 @@ std::string DiskBacking::Header(uint32_t source) const {
   std::string shape = "(" + std::to_string(a.resident.tiles) + ", " + std::to_string(a.spc);
   for (uint64_t e : a.resident.tile_shape) shape += ", " + std::to_string(e);
   shape += ")";
-  std::string dict = "{'descr': '" + a.resident.dtype.numpy_typestr() +
-                     "', 'fortran_order': False, 'shape': " + shape + ", }";
+  std::string dict =
+      "{'descr': '" + a.resident.dtype.numpy_typestr() + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // magic (6) + version (2) + length (2), then the dict padded with spaces to end in '\n'.
   const size_t length = kHeaderBytes - 10;
   dict.resize(length - 1, ' ');

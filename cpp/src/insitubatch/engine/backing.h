@@ -91,8 +91,7 @@ class DiskBacking final : public SlotBacking {
   // checks every array's entries against its fingerprint -- stale arrays are an error
   // naming them unless reset_stale, which deletes exactly their entries -- and sweeps
   // the temp files a killed writer left.
-  static Result<std::shared_ptr<DiskBacking>> Open(DiskCacheOptions options,
-                                                   std::vector<CachedArray> arrays);
+  static Result<std::shared_ptr<DiskBacking>> Open(DiskCacheOptions options, std::vector<CachedArray> arrays);
 
   Result<Buffer> Allocate(SlotKey key, uint64_t bytes, bool resident) override;
   std::optional<Buffer> Revive(SlotKey key, uint64_t bytes) override;

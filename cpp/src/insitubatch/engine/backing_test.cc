@@ -33,8 +33,7 @@ struct Disk {
     return {{"t2m", fingerprint, sources[0].resident, sources[0].spc}};
   }
 
-  Result<std::shared_ptr<Engine>> MakeEngine(DiskCacheOptions options,
-                                             const std::string& fingerprint = "src:v1") {
+  Result<std::shared_ptr<Engine>> MakeEngine(DiskCacheOptions options, const std::string& fingerprint = "src:v1") {
     options.dir = dir.path();
     INSITU_ASSIGN_OR_RETURN(auto backing, DiskBacking::Open(options, Arrays(fingerprint)));
     EngineConfig config;
@@ -144,8 +143,7 @@ TEST(DiskBackingTest, ReadOnlyMissesStaleArraysAndWrongShapes) {
   // A changed transform makes the array stale: an error naming it, unless reset.
   auto stale = d.MakeEngine({.persist = true}, "src:v2");
   ASSERT_FALSE(stale.ok());
-  EXPECT_NE(stale.status().message().find("stale for 't2m'"), std::string::npos)
-      << stale.status().message();
+  EXPECT_NE(stale.status().message().find("stale for 't2m'"), std::string::npos) << stale.status().message();
   EXPECT_NE(stale.status().message().find("reset_stale_cache=True"), std::string::npos);
   {
     auto reset = d.MakeEngine({.persist = true, .reset_stale = true}, "src:v2");

@@ -36,10 +36,9 @@ uint64_t Engine::Distance(SlotKey key) const {
 
 Status Engine::StartThreads() {
   INSITU_ASSIGN_OR_RETURN(decode_pool_, ThreadPool::Create(config_.decode_threads, "insitu-decode"));
-  const size_t gather =
-      config_.gather_threads != 0
-          ? config_.gather_threads
-          : (decode_pool_->size() + kDecodeThreadsPerGatherThread - 1) / kDecodeThreadsPerGatherThread;
+  const size_t gather = config_.gather_threads != 0 ? config_.gather_threads
+                                                    : (decode_pool_->size() + kDecodeThreadsPerGatherThread - 1) /
+                                                          kDecodeThreadsPerGatherThread;
   if (gather > 1) {
     INSITU_ASSIGN_OR_RETURN(gather_helpers_, ThreadPool::Create(gather - 1, "insitu-gather"));
   }
@@ -65,23 +64,22 @@ Engine::~Engine() {
   gather_helpers_.reset();
 }
 
-Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources,
-                                               EngineConfig config) {
+Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources, EngineConfig config) {
   if (sources.empty()) return InvalidArgument("the engine needs at least one array");
   if (config.max_inflight == 0) return InvalidArgument("max_inflight must be >= 1");
   if (config.decode_threads > kMaxDecodeThreads) {
-    return InvalidArgument("decode_threads must be <= " + std::to_string(kMaxDecodeThreads) +
-                           ", got " + std::to_string(config.decode_threads));
+    return InvalidArgument("decode_threads must be <= " + std::to_string(kMaxDecodeThreads) + ", got " +
+                           std::to_string(config.decode_threads));
   }
   if (config.gather_threads > kMaxGatherThreads) {
-    return InvalidArgument("gather_threads must be <= " + std::to_string(kMaxGatherThreads) +
-                           ", got " + std::to_string(config.gather_threads));
+    return InvalidArgument("gather_threads must be <= " + std::to_string(kMaxGatherThreads) + ", got " +
+                           std::to_string(config.gather_threads));
   }
   for (const ArraySource& s : sources) {
     if (s.n_samples != sources[0].n_samples) {
-      return InvalidArgument("All variables must share the same sample-axis length; got '" +
-                             sources[0].path() + "' with " + std::to_string(sources[0].n_samples) +
-                             " and '" + s.path() + "' with " + std::to_string(s.n_samples));
+      return InvalidArgument("All variables must share the same sample-axis length; got '" + sources[0].path() +
+                             "' with " + std::to_string(sources[0].n_samples) + " and '" + s.path() + "' with " +
+                             std::to_string(s.n_samples));
     }
   }
   if (config.auto_budget && config.max_auto_budget_bytes == 0) {
@@ -95,8 +93,7 @@ Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources,
 Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
   if (fork_.forked()) return FailedPrecondition(std::string("the engine ") + kOpenedBeforeFork);
   if (spec.prefetch_depth == 0) spec.prefetch_depth = 1;
-  INSITU_ASSIGN_OR_RETURN(PassPlan plan,
-                          BuildPlan(spec.order, spec.ref_spc, spec.batch_size, spec.labels, sources_));
+  INSITU_ASSIGN_OR_RETURN(PassPlan plan, BuildPlan(spec.order, spec.ref_spc, spec.batch_size, spec.labels, sources_));
   spec.order = EpochOrder{};  // the plan holds the (edge-trimmed) order now
   std::lock_guard start_lock(start_mutex_);
   budget_grown_ = 0;
@@ -109,16 +106,15 @@ Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
       pool_.GrowBudget(need);
       budget_grown_ = need;
     } else {
-      const std::string why =
-          config_.auto_budget
-              ? "the automatic budget may grow to " + Bytes(config_.max_auto_budget_bytes) +
-                    " (half the machine's memory)"
-              : "cache_budget_bytes is " + Bytes(budget);
-      return ResourceExhausted(
-          std::to_string(passes) + " concurrent iterations over this dataset need " +
-          Bytes(need) + " of residency (" + std::to_string(passes) + " x the working-set floor of " +
-          Bytes(floor) + ") but " + why + ": pass cache_budget_bytes >= describe(iterations=" +
-          std::to_string(passes) + ")['memory']['residency_bytes'], or iterate fewer views at once");
+      const std::string why = config_.auto_budget
+                                  ? "the automatic budget may grow to " + Bytes(config_.max_auto_budget_bytes) +
+                                        " (half the machine's memory)"
+                                  : "cache_budget_bytes is " + Bytes(budget);
+      return ResourceExhausted(std::to_string(passes) + " concurrent iterations over this dataset need " + Bytes(need) +
+                               " of residency (" + std::to_string(passes) + " x the working-set floor of " +
+                               Bytes(floor) + ") but " + why +
+                               ": pass cache_budget_bytes >= describe(iterations=" + std::to_string(passes) +
+                               ")['memory']['residency_bytes'], or iterate fewer views at once");
     }
   }
   std::optional<EpochOrder> next_order = std::move(spec.next_order);

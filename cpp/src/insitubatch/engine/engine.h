@@ -34,9 +34,9 @@ namespace insitubatch::engine {
 enum class OnBadChunk { kRaise, kNan };
 
 struct EngineConfig {
-  uint64_t budget_bytes = 0;   // residency budget; 0 = unbounded
-  uint32_t max_inflight = 32;  // stored-chunk reads from request to decoded tile
-  uint32_t decode_threads = 0; // 0 = hardware threads
+  uint64_t budget_bytes = 0;    // residency budget; 0 = unbounded
+  uint32_t max_inflight = 32;   // stored-chunk reads from request to decoded tile
+  uint32_t decode_threads = 0;  // 0 = hardware threads
   // Threads that gather one batch together (the producer and gather_threads - 1 helpers);
   // 0 = one per kDecodeThreadsPerGatherThread decode threads. One thread copies batches
   // about ten times faster than one thread decodes zstd, so a lone producer would cap a
@@ -90,8 +90,7 @@ inline constexpr uint64_t kMinGatherPartBytes = uint64_t{256} << 10;
 
 class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
  public:
-  static Result<std::shared_ptr<Engine>> Create(std::vector<ArraySource> sources,
-                                                EngineConfig config);
+  static Result<std::shared_ptr<Engine>> Create(std::vector<ArraySource> sources, EngineConfig config);
   // Cancels the reads still in flight (no pass is alive by then) and waits for them.
   ~Engine();
 
@@ -165,7 +164,7 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   std::condition_variable reads_cv_;
   std::deque<TileRead> queued_reads_;
   uint32_t inflight_ = 0;
-  size_t outstanding_ = 0;  // queued + in flight (the destructor waits for zero)
+  size_t outstanding_ = 0;      // queued + in flight (the destructor waits for zero)
   size_t issuers_waiting_ = 0;  // threads in WaitForReadRoom (else decode threads issue)
   std::atomic<size_t> live_passes_{0};
   std::atomic<uint64_t> budget_grown_{0};
@@ -212,8 +211,7 @@ class Pass {
   // Gathers `anchors` of `label` into `out`, split among the engine's gather helpers and
   // this thread; returns the seconds this thread then waited for the helpers.
   double GatherRows(const Label& label, std::span<const int64_t> anchors,
-                    const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out,
-                    bool streaming);
+                    const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming);
 
   std::shared_ptr<Engine> engine_;
   PassSpec spec_;

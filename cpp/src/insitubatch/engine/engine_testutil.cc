@@ -6,18 +6,16 @@
 
 namespace insitubatch::engine::testing {
 
-float IotaValue(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& index,
-                float base) {
+float IotaValue(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& index, float base) {
   uint64_t linear = 0;
   for (size_t i = 0; i < shape.size(); ++i) linear = linear * shape[i] + index[i];
   return base + static_cast<float>(linear);
 }
 
 std::shared_ptr<const zarr::Array> WriteIotaArray(const std::shared_ptr<MemoryStore>& memory,
-                                                  const std::shared_ptr<Store>& read_through,
-                                                  const std::string& path,
-                                                  std::vector<uint64_t> shape,
-                                                  std::vector<uint64_t> chunks, float base) {
+                                                  const std::shared_ptr<Store>& read_through, const std::string& path,
+                                                  std::vector<uint64_t> shape, std::vector<uint64_t> chunks,
+                                                  float base) {
   zarr::ArrayMetadata meta;
   meta.zarr_format = 3;
   meta.shape = shape;
@@ -44,11 +42,8 @@ std::shared_ptr<const zarr::Array> WriteIotaArray(const std::shared_ptr<MemorySt
         local[i] = 0;
       }
     }
-    auto encoded = array->codecs()
-                       .Encode(std::as_bytes(std::span(chunk.data(), chunk.size())))
-                       .value();
-    memory->Set(array->ChunkKey(coords),
-                std::string(reinterpret_cast<const char*>(encoded.data()), encoded.size()));
+    auto encoded = array->codecs().Encode(std::as_bytes(std::span(chunk.data(), chunk.size()))).value();
+    memory->Set(array->ChunkKey(coords), std::string(reinterpret_cast<const char*>(encoded.data()), encoded.size()));
     bool wrapped = true;
     for (size_t i = nd; i-- > 0;) {
       if (++coords[i] < grid[i]) {

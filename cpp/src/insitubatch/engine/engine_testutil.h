@@ -31,8 +31,7 @@ class FaultStore final : public Store {
   }
 
   using Store::ReadAsync;
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
-                 CancelRef cancel) override {
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override {
     {
       std::lock_guard lock(mutex_);
       ++reads_[key];
@@ -53,8 +52,7 @@ class FaultStore final : public Store {
     }
     if (delay_.count() > 0) {
       // Complete on a separate thread, like a network store would.
-      std::thread([this, key = std::move(key), range, done = std::move(done),
-                   cancel = std::move(cancel)]() mutable {
+      std::thread([this, key = std::move(key), range, done = std::move(done), cancel = std::move(cancel)]() mutable {
         std::this_thread::sleep_for(delay_);
         inner_->ReadAsync(std::move(key), range, std::move(done), std::move(cancel));
       }).detach();
@@ -62,12 +60,8 @@ class FaultStore final : public Store {
     }
     inner_->ReadAsync(std::move(key), range, std::move(done), std::move(cancel));
   }
-  Result<std::vector<std::string>> List(std::string_view prefix) override {
-    return inner_->List(prefix);
-  }
-  std::string Describe(std::string_view key) const override {
-    return "counting://" + std::string(key);
-  }
+  Result<std::vector<std::string>> List(std::string_view prefix) override { return inner_->List(prefix); }
+  std::string Describe(std::string_view key) const override { return "counting://" + std::string(key); }
 
   std::map<std::string, int> reads() const {
     std::lock_guard lock(mutex_);
@@ -143,10 +137,9 @@ class FaultStore final : public Store {
 // A float32 array at `path` whose element i (C order over `shape`) equals `base + i`,
 // chunked by `chunks`, stored zstd-compressed. Returns the opened zarr::Array.
 std::shared_ptr<const zarr::Array> WriteIotaArray(const std::shared_ptr<MemoryStore>& memory,
-                                                  const std::shared_ptr<Store>& read_through,
-                                                  const std::string& path,
-                                                  std::vector<uint64_t> shape,
-                                                  std::vector<uint64_t> chunks, float base = 0);
+                                                  const std::shared_ptr<Store>& read_through, const std::string& path,
+                                                  std::vector<uint64_t> shape, std::vector<uint64_t> chunks,
+                                                  float base = 0);
 
 // The value WriteIotaArray stored at `index` (physical coordinates).
 float IotaValue(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& index, float base);

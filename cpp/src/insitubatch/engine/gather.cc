@@ -60,9 +60,8 @@ void CopyRun(std::byte* dst, const std::byte* src, size_t n, bool streaming) {
   std::memcpy(dst, src, n);
 }
 
-void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src,
-             const int64_t* src_strides, const uint64_t* extents, size_t ndim, size_t itemsize,
-             bool streaming) {
+void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src, const int64_t* src_strides,
+             const uint64_t* extents, size_t ndim, size_t itemsize, bool streaming) {
   if (ndim == 0) {
     std::memcpy(dst, src, itemsize);
     return;
@@ -99,18 +98,15 @@ void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src,
   }
 }
 
-void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label,
-                 std::span<const int64_t> anchors,
-                 const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out,
-                 bool streaming) {
+void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label, std::span<const int64_t> anchors,
+                 const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming) {
   const size_t nd = layout.field_shape.size();
   const size_t itemsize = layout.itemsize();
   const uint64_t sample_bytes = layout.sample_bytes();
   const uint64_t tile_sample_bytes = layout.tile_bytes / static_cast<uint64_t>(spc);
   // One tile covering the whole field: each sample is one contiguous copy.
   bool whole_field = layout.tiles == 1;
-  for (size_t i = 0; i < nd && whole_field; ++i)
-    whole_field = layout.tile_shape[i] == layout.field_shape[i];
+  for (size_t i = 0; i < nd && whole_field; ++i) whole_field = layout.tile_shape[i] == layout.field_shape[i];
 
   // Byte strides of a sample in the batch (dst) and of a sample inside a tile (src).
   std::vector<int64_t> dst_strides(nd), src_strides(nd);
@@ -152,8 +148,8 @@ void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label,
         dst_offset += static_cast<int64_t>(start) * dst_strides[i];
       }
       const std::byte* src = slot_data + tile * layout.tile_bytes + within * tile_sample_bytes;
-      CopyBox(dst_sample + dst_offset, dst_strides.data(), src, src_strides.data(), extents.data(),
-              nd, itemsize, streaming);
+      CopyBox(dst_sample + dst_offset, dst_strides.data(), src, src_strides.data(), extents.data(), nd, itemsize,
+              streaming);
       for (size_t i = nd; i-- > 0;) {  // next tile, row-major over inner_grid
         if (++tile_index[i] < layout.grid[i]) break;
         tile_index[i] = 0;

@@ -24,10 +24,8 @@ inline constexpr uint64_t kStreamingBatchBytes = uint64_t{4} << 20;
 // reading slots laid out as `layout` with `spc` samples per outer chunk. `slot_for(key)`
 // returns the slot holding `key` (the caller pinned it, or owns it while assembling).
 // `streaming`: write long runs with CopyRun's streaming stores.
-void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label,
-                 std::span<const int64_t> anchors,
-                 const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out,
-                 bool streaming = false);
+void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label, std::span<const int64_t> anchors,
+                 const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming = false);
 
 // memcpy of one contiguous run. With `streaming`, runs of at least 1 KiB bypass the caches
 // (AVX2 non-temporal stores, then a store fence) where the CPU has AVX2; plain memcpy
@@ -36,8 +34,7 @@ void CopyRun(std::byte* dst, const std::byte* src, size_t n, bool streaming);
 
 // Copies an N-d box: `extents` elements per axis, between arrays with the given byte
 // strides; the innermost axis must be contiguous (stride == itemsize) on both sides.
-void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src,
-             const int64_t* src_strides, const uint64_t* extents, size_t ndim, size_t itemsize,
-             bool streaming = false);
+void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src, const int64_t* src_strides,
+             const uint64_t* extents, size_t ndim, size_t itemsize, bool streaming = false);
 
 }  // namespace insitubatch::engine

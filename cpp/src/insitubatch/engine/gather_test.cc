@@ -14,8 +14,8 @@ TEST(CopyBoxTest, ClippedTwoDimensionalBox) {
   const int64_t src_strides[2] = {5 * 4, 4};
   const int64_t dst_strides[2] = {4 * 4, 4};
   const uint64_t extents[2] = {2, 3};
-  CopyBox(reinterpret_cast<std::byte*>(dst.data() + 1), dst_strides,
-          reinterpret_cast<const std::byte*>(src.data() + 6), src_strides, extents, 2, 4);
+  CopyBox(reinterpret_cast<std::byte*>(dst.data() + 1), dst_strides, reinterpret_cast<const std::byte*>(src.data() + 6),
+          src_strides, extents, 2, 4);
   EXPECT_EQ(dst, (std::vector<int32_t>{-1, 6, 7, 8, -1, 11, 12, 13, -1, -1, -1, -1}));
 }
 
@@ -24,8 +24,8 @@ TEST(CopyBoxTest, MergesContiguousAxes) {
   std::iota(src.begin(), src.end(), 0);
   const int64_t strides[3] = {12, 4, 1};
   const uint64_t extents[3] = {2, 3, 4};
-  CopyBox(reinterpret_cast<std::byte*>(dst.data()), strides,
-          reinterpret_cast<const std::byte*>(src.data()), strides, extents, 3, 1);
+  CopyBox(reinterpret_cast<std::byte*>(dst.data()), strides, reinterpret_cast<const std::byte*>(src.data()), strides,
+          extents, 3, 1);
   EXPECT_EQ(dst, src);
 }
 
@@ -33,8 +33,8 @@ TEST(CopyBoxTest, EmptyExtentCopiesNothing) {
   std::vector<uint8_t> src(4, 1), dst(4, 0);
   const int64_t strides[1] = {1};
   const uint64_t extents[1] = {0};
-  CopyBox(reinterpret_cast<std::byte*>(dst.data()), strides,
-          reinterpret_cast<const std::byte*>(src.data()), strides, extents, 1, 1);
+  CopyBox(reinterpret_cast<std::byte*>(dst.data()), strides, reinterpret_cast<const std::byte*>(src.data()), strides,
+          extents, 1, 1);
   EXPECT_EQ(dst, (std::vector<uint8_t>(4, 0)));
 }
 
@@ -69,10 +69,8 @@ TEST(CopyBoxTest, StreamingBoxMatchesPlainBox) {
   std::iota(src.begin(), src.end(), 0);
   std::vector<int32_t> plain(3 * 5 * 512, -1), streamed(3 * 5 * 512, -2);
   const auto* from = reinterpret_cast<const std::byte*>(src.data() + 600 + 17);
-  CopyBox(reinterpret_cast<std::byte*>(plain.data()), dst_strides, from, src_strides, extents, 3,
-          4, false);
-  CopyBox(reinterpret_cast<std::byte*>(streamed.data()), dst_strides, from, src_strides, extents,
-          3, 4, true);
+  CopyBox(reinterpret_cast<std::byte*>(plain.data()), dst_strides, from, src_strides, extents, 3, 4, false);
+  CopyBox(reinterpret_cast<std::byte*>(streamed.data()), dst_strides, from, src_strides, extents, 3, 4, true);
   EXPECT_EQ(plain, streamed);
   EXPECT_EQ(plain[0], 617);
 }

@@ -56,8 +56,8 @@ void FillBadTile(const zarr::Array& array, std::span<std::byte> tile) {
 }
 
 // Physical chunk (C order, sample axis `axis`) -> sample-first tile.
-void MoveSampleAxisToFront(const std::byte* src, std::byte* dst,
-                           const std::vector<uint64_t>& chunk_shape, int axis, size_t itemsize) {
+void MoveSampleAxisToFront(const std::byte* src, std::byte* dst, const std::vector<uint64_t>& chunk_shape, int axis,
+                           size_t itemsize) {
   uint64_t pre = 1;
   uint64_t post = itemsize;
   for (int i = 0; i < axis; ++i) pre *= chunk_shape[i];
@@ -81,8 +81,7 @@ bool Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> 
   // Without a chunk transform (or with one fused into decode) the tiles decode straight
   // into the slot's final memory; otherwise into scratch the transform reads.
   const bool resident = source.transform == nullptr || source.transform_in_decode;
-  Result<bool> prepared =
-      pool_.Prepare(slot, source.resident.bytes(), source.stored.bytes(), resident);
+  Result<bool> prepared = pool_.Prepare(slot, source.resident.bytes(), source.stored.bytes(), resident);
   if (!prepared.ok()) return false;  // the slot failed with the backing's error
   if (*prepared) return true;        // revived from the cache directory
   {
@@ -121,8 +120,7 @@ void Engine::IssueReads() {
     {
       std::lock_guard lock(read.stats->mutex);
       read.stats->inflight_peak = std::max<uint64_t>(read.stats->inflight_peak, inflight);
-      read.stats->decode_queue_peak =
-          std::max<uint64_t>(read.stats->decode_queue_peak, decode_pool_->queued());
+      read.stats->decode_queue_peak = std::max<uint64_t>(read.stats->decode_queue_peak, decode_pool_->queued());
     }
     StartRead(std::move(read));
   }
@@ -142,8 +140,7 @@ void Engine::ExpectBlockReads(const std::vector<SlotKey>& block) {
 
 void Engine::StartRead(TileRead read) {
   const ArraySource& source = sources_[read.slot->key.source];
-  const std::string key =
-      source.array->ChunkKey(source.PhysicalCoords(read.slot->key.chunk, read.tile));
+  const std::string key = source.array->ChunkKey(source.PhysicalCoords(read.slot->key.chunk, read.tile));
   const auto t0 = std::chrono::steady_clock::now();
   // The slot's flag, kept alive by the slot (which the read holds).
   CancelRef cancel(read.slot, &read.slot->cancel);
@@ -159,9 +156,8 @@ void Engine::StartRead(TileRead read) {
         // IO threads never decode: hand the bytes to the decode pool. (std::function needs
         // a copyable task, so the move-only result rides in a holder.)
         auto result = std::make_shared<Result<ReadResult>>(std::move(bytes));
-        self->decode_pool_->Submit([self, holder, result, waited] {
-          self->DecodeTile(std::move(*holder), std::move(*result), waited);
-        });
+        self->decode_pool_->Submit(
+            [self, holder, result, waited] { self->DecodeTile(std::move(*holder), std::move(*result), waited); });
       },
       std::move(cancel));
 }
@@ -183,31 +179,32 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
   } else if (!bytes->found) {
     retry = std::move(bytes->retry);
     array.FillChunk(dst);
-  } else try {
-    retry = std::move(bytes->retry);
-    stored_bytes = bytes->data.size();
-    if (source.transform_in_decode) {
-      const size_t itemsize = source.stored.itemsize();
-      const zarr::DecodeProgress progress{itemsize, [&](size_t offset, size_t length) {
-        source.transform->ApplyToRun(dst.subspan(offset, length), offset / itemsize);
-      }};
-      status = array.DecodeChunk(bytes->data.span(), coords, dst, &progress);
-      transformed = status.ok();
-    } else if (source.sample_axis == 0) {
-      status = array.DecodeChunk(bytes->data.span(), coords, dst);
-    } else {
-      auto physical = pool_.TakeBuffer(tile_bytes);
-      status = physical.ok() ? array.DecodeChunk(bytes->data.span(), coords, physical->span())
-                             : physical.status();
-      if (status.ok()) {
-        MoveSampleAxisToFront(physical->data(), dst.data(), array.metadata().chunk_shape,
-                              source.sample_axis, source.stored.itemsize());
+  } else
+    try {
+      retry = std::move(bytes->retry);
+      stored_bytes = bytes->data.size();
+      if (source.transform_in_decode) {
+        const size_t itemsize = source.stored.itemsize();
+        const zarr::DecodeProgress progress{itemsize, [&](size_t offset, size_t length) {
+                                              source.transform->ApplyToRun(dst.subspan(offset, length),
+                                                                           offset / itemsize);
+                                            }};
+        status = array.DecodeChunk(bytes->data.span(), coords, dst, &progress);
+        transformed = status.ok();
+      } else if (source.sample_axis == 0) {
+        status = array.DecodeChunk(bytes->data.span(), coords, dst);
+      } else {
+        auto physical = pool_.TakeBuffer(tile_bytes);
+        status = physical.ok() ? array.DecodeChunk(bytes->data.span(), coords, physical->span()) : physical.status();
+        if (status.ok()) {
+          MoveSampleAxisToFront(physical->data(), dst.data(), array.metadata().chunk_shape, source.sample_axis,
+                                source.stored.itemsize());
+        }
       }
+      bytes->data = Buffer();          // the stored bytes are no longer needed
+    } catch (const std::bad_alloc&) {  // the read must still end: never let it out
+      status = ResourceExhausted("out of memory decoding " + zarr::DescribeChunk(array.path(), coords));
     }
-    bytes->data = Buffer();  // the stored bytes are no longer needed
-  } catch (const std::bad_alloc&) {  // the read must still end: never let it out
-    status = ResourceExhausted("out of memory decoding " + zarr::DescribeChunk(array.path(), coords));
-  }
   const bool cancelled = slot->cancel.cancelled() || status.code() == StatusCode::kCancelled;
   LoadStats& stats = *read.stats;
   auto account = [&] {
@@ -296,12 +293,12 @@ void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, Load
     if (source.stored.tiles == 1 && source.stored.tile_shape == source.stored.field_shape) {
       data = std::make_shared<Buffer>(std::move(slot->data));
     } else {
-      INSITU_ASSIGN_OR_RETURN(Buffer assembled,
-                              pool_.TakeBuffer(samples * source.stored.sample_bytes()));
+      INSITU_ASSIGN_OR_RETURN(Buffer assembled, pool_.TakeBuffer(samples * source.stored.sample_bytes()));
       std::vector<int64_t> anchors(samples);
       for (uint64_t i = 0; i < samples; ++i) anchors[i] = first + static_cast<int64_t>(i);
-      GatherLabel(source.stored, source.spc, Label{"", slot->key.source, 0}, anchors,
-                  [&](SlotKey) -> const Slot& { return *slot; }, assembled.data());
+      GatherLabel(
+          source.stored, source.spc, Label{"", slot->key.source, 0}, anchors,
+          [&](SlotKey) -> const Slot& { return *slot; }, assembled.data());
       data = std::make_shared<Buffer>(std::move(assembled));
     }
     ChunkTransformInput input;
@@ -318,18 +315,16 @@ void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, Load
       return std::move(*input.data);
     }
     INSITU_ASSIGN_OR_RETURN(Buffer output, pool_.TakeBuffer(source.resident.bytes()));
-    INSITU_RETURN_IF_ERROR(
-        source.transform->Apply(input, std::span<std::byte>(output.data(), out_bytes)));
+    INSITU_RETURN_IF_ERROR(source.transform->Apply(input, std::span<std::byte>(output.data(), out_bytes)));
     return output;
   };
   Result<Buffer> output = run();
   if (output.ok()) {
     pool_.Publish(slot, Status::Ok(), std::move(output).value());
   } else {
-    pool_.Publish(slot,
-                  output.status().WithContext("chunk_transform on '" + source.path() + "' chunk " +
-                                              std::to_string(chunk)),
-                  Buffer());
+    pool_.Publish(
+        slot, output.status().WithContext("chunk_transform on '" + source.path() + "' chunk " + std::to_string(chunk)),
+        Buffer());
   }
   std::lock_guard lock(stats.mutex);
   stats.assemble_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

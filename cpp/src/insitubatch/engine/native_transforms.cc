@@ -13,8 +13,8 @@ namespace {
 // converted to the chunk's type once, here, not per chunk.
 class ScaleTransform final : public ChunkTransform {
  public:
-  ScaleTransform(const std::vector<double>& mean, const std::vector<double>& scale,
-                 std::vector<uint64_t> field, zarr::DataType dtype)
+  ScaleTransform(const std::vector<double>& mean, const std::vector<double>& scale, std::vector<uint64_t> field,
+                 zarr::DataType dtype)
       : field_(std::move(field)), dtype_(dtype) {
     field_elements_ = 1;
     for (uint64_t e : field_) field_elements_ *= e;
@@ -26,17 +26,15 @@ class ScaleTransform final : public ChunkTransform {
   }
 
   Status Apply(const ChunkTransformInput& in, std::span<std::byte> output) const override {
-    if (in.layout->dtype.id != dtype_.id ||
-        output.size() != in.samples * field_elements_ * dtype_.itemsize()) {
+    if (in.layout->dtype.id != dtype_.id || output.size() != in.samples * field_elements_ * dtype_.itemsize()) {
       return InvalidArgument("standard scaler: unexpected chunk layout");
     }
     const size_t count = in.samples * field_elements_;
     if (dtype_.id == zarr::DataTypeId::kFloat32) {
-      Run(stats32_, reinterpret_cast<const float*>(in.data->data()),
-              reinterpret_cast<float*>(output.data()), count, 0);
+      Run(stats32_, reinterpret_cast<const float*>(in.data->data()), reinterpret_cast<float*>(output.data()), count, 0);
     } else {
-      Run(stats64_, reinterpret_cast<const double*>(in.data->data()),
-              reinterpret_cast<double*>(output.data()), count, 0);
+      Run(stats64_, reinterpret_cast<const double*>(in.data->data()), reinterpret_cast<double*>(output.data()), count,
+          0);
     }
     return Status::Ok();
   }
@@ -94,17 +92,38 @@ template <typename Fn>
 bool WithNumericType(zarr::DataTypeId id, Fn&& fn) {
   using Id = zarr::DataTypeId;
   switch (id) {
-    case Id::kInt8: fn(int8_t{}); return true;
-    case Id::kInt16: fn(int16_t{}); return true;
-    case Id::kInt32: fn(int32_t{}); return true;
-    case Id::kInt64: fn(int64_t{}); return true;
-    case Id::kUInt8: fn(uint8_t{}); return true;
-    case Id::kUInt16: fn(uint16_t{}); return true;
-    case Id::kUInt32: fn(uint32_t{}); return true;
-    case Id::kUInt64: fn(uint64_t{}); return true;
-    case Id::kFloat32: fn(float{}); return true;
-    case Id::kFloat64: fn(double{}); return true;
-    default: return false;
+    case Id::kInt8:
+      fn(int8_t{});
+      return true;
+    case Id::kInt16:
+      fn(int16_t{});
+      return true;
+    case Id::kInt32:
+      fn(int32_t{});
+      return true;
+    case Id::kInt64:
+      fn(int64_t{});
+      return true;
+    case Id::kUInt8:
+      fn(uint8_t{});
+      return true;
+    case Id::kUInt16:
+      fn(uint16_t{});
+      return true;
+    case Id::kUInt32:
+      fn(uint32_t{});
+      return true;
+    case Id::kUInt64:
+      fn(uint64_t{});
+      return true;
+    case Id::kFloat32:
+      fn(float{});
+      return true;
+    case Id::kFloat64:
+      fn(double{});
+      return true;
+    default:
+      return false;
   }
 }
 
@@ -115,10 +134,9 @@ bool WithNumericType(zarr::DataTypeId id, Fn&& fn) {
 // numpy's do (the build uses -ffp-contract=off).
 class AffineCastTransform final : public ChunkTransform {
  public:
-  AffineCastTransform(zarr::DataType in, zarr::DataType out, bool affine, double scale,
-                      double offset, std::vector<uint64_t> field)
-      : in_(in), out_(out), affine_(affine), scale_(scale), offset_(offset),
-        field_(std::move(field)) {
+  AffineCastTransform(zarr::DataType in, zarr::DataType out, bool affine, double scale, double offset,
+                      std::vector<uint64_t> field)
+      : in_(in), out_(out), affine_(affine), scale_(scale), offset_(offset), field_(std::move(field)) {
     field_elements_ = 1;
     for (uint64_t e : field_) field_elements_ *= e;
   }
@@ -171,10 +189,8 @@ class AffineCastTransform final : public ChunkTransform {
 
 }  // namespace
 
-Result<std::shared_ptr<const ChunkTransform>> MakeStandardScaler(std::vector<double> mean,
-                                                                 std::vector<double> scale,
-                                                                 std::vector<uint64_t> field,
-                                                                 zarr::DataType dtype) {
+Result<std::shared_ptr<const ChunkTransform>> MakeStandardScaler(std::vector<double> mean, std::vector<double> scale,
+                                                                 std::vector<uint64_t> field, zarr::DataType dtype) {
   uint64_t n = 1;
   for (uint64_t e : field) n *= e;
   const bool uniform = mean.size() == 1 && scale.size() == 1;
@@ -186,15 +202,13 @@ Result<std::shared_ptr<const ChunkTransform>> MakeStandardScaler(std::vector<dou
   if (dtype.id != zarr::DataTypeId::kFloat32 && dtype.id != zarr::DataTypeId::kFloat64) {
     return InvalidArgument("standard scaler: float32 or float64 data, got " + std::string(dtype.name()));
   }
-  return std::shared_ptr<const ChunkTransform>(
-      std::make_shared<ScaleTransform>(mean, scale, std::move(field), dtype));
+  return std::shared_ptr<const ChunkTransform>(std::make_shared<ScaleTransform>(mean, scale, std::move(field), dtype));
 }
 
 namespace {
 
 Result<std::shared_ptr<const ChunkTransform>> MakeAffineCast(zarr::DataType in, zarr::DataType out, bool affine,
-                                                             double scale, double offset,
-                                                             std::vector<uint64_t> field) {
+                                                             double scale, double offset, std::vector<uint64_t> field) {
   const bool numeric = WithNumericType(in.id, [](auto) {}) && WithNumericType(out.id, [](auto) {});
   if (!numeric || (affine && !out.is_float())) {
     return InvalidArgument(std::string(affine ? "scale-offset" : "cast") + ": no native conversion from " +
@@ -211,9 +225,8 @@ Result<std::shared_ptr<const ChunkTransform>> MakeCast(zarr::DataType in, zarr::
   return MakeAffineCast(in, out, false, 1.0, 0.0, std::move(field));
 }
 
-Result<std::shared_ptr<const ChunkTransform>> MakeScaleOffset(zarr::DataType in, zarr::DataType out,
-                                                              double scale, double offset,
-                                                              std::vector<uint64_t> field) {
+Result<std::shared_ptr<const ChunkTransform>> MakeScaleOffset(zarr::DataType in, zarr::DataType out, double scale,
+                                                              double offset, std::vector<uint64_t> field) {
   return MakeAffineCast(in, out, true, scale, offset, std::move(field));
 }
 

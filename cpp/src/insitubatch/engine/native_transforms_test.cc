@@ -37,16 +37,14 @@ TEST(NativeTransformsTest, AScalerWithOneNumberPerFieldStandardisesEveryElement)
   auto t = MakeStandardScaler({2.0}, {0.5}, {3}, DataType{DataTypeId::kFloat32}).value();
   EXPECT_TRUE(t->in_place() && t->fuses_into_decode());
   const std::vector<float> x = {2, 4, 6, 0, -2, 10};
-  EXPECT_EQ((Apply<float>(*t, x, 2, {3}, DataType{DataTypeId::kFloat32})),
-            (std::vector<float>{0, 1, 2, -1, -2, 4}));
+  EXPECT_EQ((Apply<float>(*t, x, 2, {3}, DataType{DataTypeId::kFloat32})), (std::vector<float>{0, 1, 2, -1, -2, 4}));
 }
 
 TEST(NativeTransformsTest, PerElementStatisticsRepeatEveryFieldEvenFromMidChunkRuns) {
   // Two field elements with their own statistics; a fused run may start on the second.
   auto t = MakeStandardScaler({1.0, 10.0}, {1.0, 0.1}, {2}, DataType{DataTypeId::kFloat64}).value();
   const std::vector<double> x = {1, 10, 3, 30, 5, 50};
-  EXPECT_EQ((Apply<double>(*t, x, 3, {2}, DataType{DataTypeId::kFloat64})),
-            (std::vector<double>{0, 0, 2, 2, 4, 4}));
+  EXPECT_EQ((Apply<double>(*t, x, 3, {2}, DataType{DataTypeId::kFloat64})), (std::vector<double>{0, 0, 2, 2, 4, 4}));
   std::vector<double> run = {30, 5, 50};  // elements 3, 4, 5 of the chunk
   t->ApplyToRun(std::as_writable_bytes(std::span(run)), 3);
   EXPECT_EQ(run, (std::vector<double>{2, 4, 4}));

@@ -94,29 +94,23 @@ uint64_t Rng::Below(uint64_t bound) {
   return static_cast<uint64_t>(m >> 64);
 }
 
-Status CheckOrderArgs(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples,
-                      int64_t block_chunks) {
+Status CheckOrderArgs(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks) {
   if (spc < 1) {
-    return InvalidArgument("epoch order: samples per chunk must be >= 1, got " +
-                           std::to_string(spc));
+    return InvalidArgument("epoch order: samples per chunk must be >= 1, got " + std::to_string(spc));
   }
   if (n_samples < 0) {
-    return InvalidArgument("epoch order: n_samples must be >= 0, got " +
-                           std::to_string(n_samples));
+    return InvalidArgument("epoch order: n_samples must be >= 0, got " + std::to_string(n_samples));
   }
   if (block_chunks < 1) {
-    return InvalidArgument("epoch order: block_chunks must be >= 1, got " +
-                           std::to_string(block_chunks));
+    return InvalidArgument("epoch order: block_chunks must be >= 1, got " + std::to_string(block_chunks));
   }
   const int64_t n_chunks = n_samples / spc + (n_samples % spc != 0 ? 1 : 0);
   std::unordered_set<int64_t> seen;
   seen.reserve(chunk_ids.size());
   for (int64_t c : chunk_ids) {
     if (c < 0 || c >= n_chunks) {
-      return InvalidArgument("epoch order: chunk id " + std::to_string(c) +
-                             " is outside the anchor grid [0, " +
-                             std::to_string(n_chunks) + ") of " +
-                             std::to_string(n_samples) + " samples at " +
+      return InvalidArgument("epoch order: chunk id " + std::to_string(c) + " is outside the anchor grid [0, " +
+                             std::to_string(n_chunks) + ") of " + std::to_string(n_samples) + " samples at " +
                              std::to_string(spc) + " per chunk");
     }
     if (!seen.insert(c).second) {
@@ -127,8 +121,7 @@ Status CheckOrderArgs(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n
   return Status::Ok();
 }
 
-std::vector<int64_t> ChunkPermutation(std::span<const int64_t> chunk_ids, uint64_t seed,
-                                      uint64_t epoch) {
+std::vector<int64_t> ChunkPermutation(std::span<const int64_t> chunk_ids, uint64_t seed, uint64_t epoch) {
   std::vector<int64_t> perm(chunk_ids.begin(), chunk_ids.end());
   Rng rng(seed, epoch);
   for (size_t i = perm.size(); i > 1; --i) {  // Fisher-Yates
@@ -137,9 +130,8 @@ std::vector<int64_t> ChunkPermutation(std::span<const int64_t> chunk_ids, uint64
   return perm;
 }
 
-EpochOrder BlockShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc,
-                              int64_t n_samples, int64_t block_chunks, uint64_t seed,
-                              uint64_t epoch) {
+EpochOrder BlockShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks,
+                              uint64_t seed, uint64_t epoch) {
   const std::vector<int64_t> perm = ChunkPermutation(chunk_ids, seed, epoch);
   const size_t per_block = static_cast<size_t>(std::max<int64_t>(block_chunks, 1));
   const size_t total = static_cast<size_t>(TotalRows(perm, spc, n_samples));
@@ -174,8 +166,7 @@ EpochOrder BlockShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc,
   return order;
 }
 
-EpochOrder SequentialOrder(std::span<const int64_t> chunk_ids, int64_t spc,
-                           int64_t n_samples, int64_t block_chunks) {
+EpochOrder SequentialOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks) {
   const size_t per_block = static_cast<size_t>(std::max<int64_t>(block_chunks, 1));
   const size_t total = static_cast<size_t>(TotalRows(chunk_ids, spc, n_samples));
 
@@ -223,9 +214,8 @@ double ShuffleQuality(const EpochOrder& order, int64_t spc) {
 }
 
 double ShuffleQuality(std::span<const int64_t> chunk_within_pairs, int64_t spc) {
-  return Quality(chunk_within_pairs.size() / 2, [&](size_t i) {
-    return chunk_within_pairs[2 * i] * spc + chunk_within_pairs[2 * i + 1];
-  });
+  return Quality(chunk_within_pairs.size() / 2,
+                 [&](size_t i) { return chunk_within_pairs[2 * i] * spc + chunk_within_pairs[2 * i + 1]; });
 }
 
 }  // namespace insitubatch::engine

@@ -49,24 +49,20 @@ inline constexpr uint64_t kRowShuffleStream = 7919;
 // distinct ids on the anchor grid [0, ceil(n_samples / spc)). The order builders below
 // assume these (they drop rows of off-grid ids rather than fail); callers that take ids
 // from users (the Python binding) check first.
-Status CheckOrderArgs(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples,
-                      int64_t block_chunks);
+Status CheckOrderArgs(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks);
 
 // A permutation of `chunk_ids` keyed by (seed, epoch).
-std::vector<int64_t> ChunkPermutation(std::span<const int64_t> chunk_ids, uint64_t seed,
-                                      uint64_t epoch);
+std::vector<int64_t> ChunkPermutation(std::span<const int64_t> chunk_ids, uint64_t seed, uint64_t epoch);
 
 // Two-level block-local shuffle: permute the chunks, cut the permutation into
 // blocks of `block_chunks` chunks, and shuffle each block's rows with a second RNG stream
 // shared across blocks. A short final chunk (n_samples not a multiple of spc) contributes
 // only its real rows.
-EpochOrder BlockShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc,
-                              int64_t n_samples, int64_t block_chunks, uint64_t seed,
-                              uint64_t epoch);
+EpochOrder BlockShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks,
+                              uint64_t seed, uint64_t epoch);
 
 // Chunks in the given order, `within` ascending; blocks of `block_chunks` chunks.
-EpochOrder SequentialOrder(std::span<const int64_t> chunk_ids, int64_t spc,
-                           int64_t n_samples, int64_t block_chunks);
+EpochOrder SequentialOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks);
 
 // Removes rows whose anchor lies outside [lo, hi) (windowed edge anchors), keeping
 // block boundaries consistent (a block may become empty).

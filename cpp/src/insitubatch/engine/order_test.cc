@@ -43,8 +43,7 @@ TEST(RngTest, SameKeySameStream) {
 
 TEST(RngTest, DifferentKeysDifferentStreams) {
   // Includes swapped (seed, epoch) pairs, which a naive seed ^ epoch key would collide.
-  const uint64_t keys[][3] = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0},
-                              {0, 0, 1}, {1, 2, 0}, {2, 1, 0}};
+  const uint64_t keys[][3] = {{0, 0, 0}, {1, 0, 0}, {0, 1, 0}, {0, 0, 1}, {1, 2, 0}, {2, 1, 0}};
   std::set<uint64_t> firsts;
   for (const auto& k : keys) firsts.insert(Rng(k[0], k[1], k[2]).Next());
   EXPECT_EQ(firsts.size(), std::size(keys));
@@ -62,8 +61,7 @@ TEST(RngTest, StreamIsPinned) {
 
 TEST(RngTest, BelowNeverReachesBound) {
   Rng rng(7, 0);
-  const uint64_t bounds[] = {2,    3, 7, 10, 1000, (1ULL << 32) + 1, (1ULL << 63) + 1,
-                             ~0ULL};
+  const uint64_t bounds[] = {2, 3, 7, 10, 1000, (1ULL << 32) + 1, (1ULL << 63) + 1, ~0ULL};
   for (uint64_t bound : bounds) {
     for (int i = 0; i < 10000; ++i) ASSERT_LT(rng.Below(bound), bound) << bound;
   }
@@ -167,15 +165,13 @@ TEST(BlockShuffledOrderTest, BlocksDrawOnlyFromTheirChunks) {
   auto perm = ChunkPermutation(ids, 11, 4);
   ASSERT_EQ(order.blocks(), 4u);  // ceil(10 / 3)
   for (size_t b = 0; b < order.blocks(); ++b) {
-    std::set<int64_t> expected(perm.begin() + 3 * b,
-                               perm.begin() + std::min<size_t>(3 * b + 3, 10));
+    std::set<int64_t> expected(perm.begin() + 3 * b, perm.begin() + std::min<size_t>(3 * b + 3, 10));
     std::set<int64_t> seen;
     for (int64_t r = order.block_start[b]; r < order.block_start[b + 1]; ++r) {
       seen.insert(order.chunk[r]);
     }
     EXPECT_EQ(seen, expected) << "block " << b;
-    EXPECT_EQ(order.block_start[b + 1] - order.block_start[b],
-              static_cast<int64_t>(expected.size()) * spc);
+    EXPECT_EQ(order.block_start[b + 1] - order.block_start[b], static_cast<int64_t>(expected.size()) * spc);
   }
 }
 
@@ -285,9 +281,7 @@ TEST(ShuffleQualityTest, BoundsAndDegenerateCases) {
   // Sequential: every gap is 1, so q = 1 / (n / 3).
   EXPECT_DOUBLE_EQ(ShuffleQuality(SequentialOrder(Iota(4), 8, 32, 1), 8), 3.0 / 32.0);
   // Sparse ranks saturate at 1.
-  EXPECT_EQ(
-      ShuffleQuality(SequentialOrder(std::vector<int64_t>{0, 50, 99}, 1, 100, 1), 1),
-      1.0);
+  EXPECT_EQ(ShuffleQuality(SequentialOrder(std::vector<int64_t>{0, 50, 99}, 1, 100, 1), 1), 1.0);
 }
 
 TEST(ShuffleQualityTest, PairsOverloadMatches) {
@@ -312,8 +306,7 @@ TEST(CheckOrderArgsTest, AcceptsValidAndRejectsBad) {
   EXPECT_EQ(CheckOrderArgs(ids, 8, 37, 0).code(), StatusCode::kInvalidArgument);
   Status off_grid = CheckOrderArgs(std::vector<int64_t>{0, 5}, 8, 37, 2);
   EXPECT_EQ(off_grid.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(off_grid.message().find("chunk id 5 is outside the anchor grid [0, 5)"),
-            std::string::npos)
+  EXPECT_NE(off_grid.message().find("chunk id 5 is outside the anchor grid [0, 5)"), std::string::npos)
       << off_grid.message();
   EXPECT_FALSE(CheckOrderArgs(std::vector<int64_t>{-1}, 8, 37, 2).ok());
   Status dup = CheckOrderArgs(std::vector<int64_t>{1, 2, 1}, 8, 37, 2);

@@ -55,8 +55,7 @@ Status Pass::Start() {
   size_t next = 0;
   return StartThreads(2, "insitu-pass", [&] {
     std::thread& t = *threads[next];
-    t = next++ == 0 ? std::thread([this] { RunScheduler(); })
-                    : std::thread([this] { RunProducer(); });
+    t = next++ == 0 ? std::thread([this] { RunScheduler(); }) : std::thread([this] { RunProducer(); });
     return t.native_handle();
   });
 }
@@ -117,15 +116,14 @@ void Pass::ScheduleBlocks() {
       engine_->WaitForReadRoom(cancelled);
       std::shared_ptr<Slot> slot;
       const auto t0 = std::chrono::steady_clock::now();
-      auto acquired = engine_->pool().Acquire(
-          owner_, key, source.slot_bytes(), static_cast<uint32_t>(source.stored.tiles),
-          /*deferred=*/source.transform != nullptr, cancelled, stalled, &slot);
+      auto acquired =
+          engine_->pool().Acquire(owner_, key, source.slot_bytes(), static_cast<uint32_t>(source.stored.tiles),
+                                  /*deferred=*/source.transform != nullptr, cancelled, stalled, &slot);
       const double waited = SecondsSince(t0);
       if (!acquired.ok()) {
         Status status = acquired.status();
         if (status.code() == StatusCode::kResourceExhausted && engine_->live_passes() > 1) {
-          status = ResourceExhausted(status.message() + " (" +
-                                     std::to_string(engine_->live_passes()) +
+          status = ResourceExhausted(status.message() + " (" + std::to_string(engine_->live_passes()) +
                                      " iterations share the pool)");
         }
         {
@@ -150,8 +148,7 @@ void Pass::ScheduleBlocks() {
         stats_.revived += revived ? 1 : 0;
         const PoolCounters counters = engine_->pool().counters();
         stats_.depths.resident_peak = std::max(stats_.depths.resident_peak, counters.resident_slots);
-        stats_.depths.resident_peak_bytes =
-            std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
+        stats_.depths.resident_peak_bytes = std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
       }
     }
     {
@@ -177,8 +174,7 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
       const ArraySource& s = engine_->sources_[key.source];
       return slot.status().WithContext("split '" + spec_.split + "', array '" + s.path() + "'");
     }
-    if (!(*slot)->bad.empty() &&
-        std::find(bad_served_.begin(), bad_served_.end(), key) == bad_served_.end()) {
+    if (!(*slot)->bad.empty() && std::find(bad_served_.begin(), bad_served_.end(), key) == bad_served_.end()) {
       bad_served_.push_back(key);
       std::lock_guard lock(stats_mutex_);
       for (const BadChunk& bad : (*slot)->bad) stats_.bad_chunks.push_back(bad);
@@ -212,16 +208,14 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
 }
 
 double Pass::GatherRows(const Label& label, std::span<const int64_t> anchors,
-                        const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out,
-                        bool streaming) {
+                        const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming) {
   const ArraySource& source = engine_->sources_[label.source];
   const uint64_t sample_bytes = source.resident.sample_bytes();
   ThreadPool* helpers = engine_->gather_helpers_.get();
   const uint64_t by_size = anchors.size() * sample_bytes / kMinGatherPartBytes;
-  const size_t parts = helpers == nullptr
-                           ? 1
-                           : static_cast<size_t>(std::min<uint64_t>(
-                                 {helpers->size() + 1, anchors.size(), std::max<uint64_t>(1, by_size)}));
+  const size_t parts = helpers == nullptr ? 1
+                                          : static_cast<size_t>(std::min<uint64_t>(
+                                                {helpers->size() + 1, anchors.size(), std::max<uint64_t>(1, by_size)}));
   auto gather_part = [&](size_t part) {
     const size_t begin = anchors.size() * part / parts;
     const size_t end = anchors.size() * (part + 1) / parts;
@@ -259,8 +253,7 @@ void Pass::ProduceBatches() {
     {
       std::unique_lock lock(progress_mutex_);
       producer_waiting_ = true;
-      while (blocks_scheduled_ <= plan_.batch_last_block[k] && scheduler_error_.ok() &&
-             !cancelled_.load()) {
+      while (blocks_scheduled_ <= plan_.batch_last_block[k] && scheduler_error_.ok() && !cancelled_.load()) {
         progress_cv_.wait_for(lock, std::chrono::milliseconds(50));
       }
       producer_waiting_ = false;

@@ -22,8 +22,8 @@ struct Fixture {
   std::vector<ArraySource> sources;
   uint32_t gather_threads = 0;
 
-  void Add(const std::string& path, std::vector<uint64_t> shape, std::vector<uint64_t> chunks,
-           int sample_axis = 0, float base = 0) {
+  void Add(const std::string& path, std::vector<uint64_t> shape, std::vector<uint64_t> chunks, int sample_axis = 0,
+           float base = 0) {
     auto array = WriteIotaArray(memory, store, path, std::move(shape), std::move(chunks), base);
     sources.push_back(ArraySource::Create(array, sample_axis).value());
   }
@@ -125,10 +125,7 @@ TEST(PassTest, BatchesGatheredByHelperThreadsAreExact) {
   auto engine = f.MakeEngine();
   EXPECT_EQ(engine->gather_threads(), 3u);
   auto order = BlockShuffledOrder(Iota(10), 4, 40, 3, /*seed=*/2, /*epoch=*/0);
-  auto pass = engine
-                  ->StartPass(Spec(order, 4, 9,
-                                   {{"whole", 0, 0}, {"tiled", 1, 0}, {"next", 0, 2}}))
-                  .value();
+  auto pass = engine->StartPass(Spec(order, 4, 9, {{"whole", 0, 0}, {"tiled", 1, 0}, {"next", 0, 2}})).value();
   auto anchors = DrainAndCheck(*pass, f.sources, {0, 0.5f});
   std::sort(anchors.begin(), anchors.end());
   EXPECT_EQ(anchors, Iota(38));  // anchors 38 and 39 have no sample 2 ahead
@@ -182,8 +179,7 @@ TEST(PassTest, WindowDropsEdgeAnchorsAndDecodesOnce) {
   f.Add("t2m", {40, 3}, {8, 3});
   auto engine = f.MakeEngine();
   auto order = SequentialOrder(Iota(5), 8, 40, 2);
-  auto pass =
-      engine->StartPass(Spec(order, 8, 7, {{"x", 0, 0}, {"y", 0, 1}, {"prev", 0, -2}})).value();
+  auto pass = engine->StartPass(Spec(order, 8, 7, {{"x", 0, 0}, {"y", 0, 1}, {"prev", 0, -2}})).value();
   auto anchors = DrainAndCheck(*pass, f.sources);
   std::vector<int64_t> expect(37);
   std::iota(expect.begin(), expect.end(), 2);
@@ -238,8 +234,7 @@ TEST(PassTest, OnBadChunkNanFillsAndRecords) {
   f.Add("t2m", {16, 4}, {4, 4});
   f.store->Fail("t2m/c/2/0");
   auto engine = f.MakeEngine(0, 4, OnBadChunk::kNan);
-  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(4), 4, 16, 4), 4, 16, {{"t2m", 0, 0}}))
-                  .value();
+  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(4), 4, 16, 4), 4, 16, {{"t2m", 0, 0}})).value();
   auto next = pass->Next();
   ASSERT_TRUE(next.ok() && next->has_value());
   const auto* v = reinterpret_cast<const float*>((*next)->arrays[0]->data());
@@ -292,11 +287,8 @@ TEST(PassTest, ConcurrentPassesShareOnePool) {
   Fixture f;
   f.Add("t2m", {48, 4}, {4, 4});
   auto engine = f.MakeEngine();
-  auto train = engine->StartPass(Spec(BlockShuffledOrder(Iota(12), 4, 48, 4, 1, 0), 4, 8,
-                                      {{"t2m", 0, 0}}))
-                   .value();
-  auto all = engine->StartPass(Spec(SequentialOrder(Iota(12), 4, 48, 4), 4, 8, {{"t2m", 0, 0}}))
-                 .value();
+  auto train = engine->StartPass(Spec(BlockShuffledOrder(Iota(12), 4, 48, 4, 1, 0), 4, 8, {{"t2m", 0, 0}})).value();
+  auto all = engine->StartPass(Spec(SequentialOrder(Iota(12), 4, 48, 4), 4, 8, {{"t2m", 0, 0}})).value();
   size_t rows = 0;
   for (;;) {
     auto a = train->Next();
@@ -317,8 +309,7 @@ TEST(PassTest, CloseIsPromptWhileTheStoreStalls) {
   f.Add("t2m", {64, 4}, {2, 4});
   auto engine = f.MakeEngine();
   f.store->set_stalled(true);
-  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(32), 2, 64, 4), 2, 4, {{"t2m", 0, 0}}))
-                  .value();
+  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(32), 2, 64, 4), 2, 4, {{"t2m", 0, 0}})).value();
   while (f.store->held() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   const auto t0 = std::chrono::steady_clock::now();
   pass->Close("closed by the test");
@@ -331,13 +322,11 @@ TEST(PassTest, CloseIsPromptWhileTheStoreStalls) {
   EXPECT_EQ(engine->pool().CountSlots(SlotState::kFilling), 0u);
   while (f.store->held() != 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   f.store->set_stalled(false);
-  auto again = engine->StartPass(Spec(SequentialOrder(Iota(32), 2, 64, 4), 2, 4, {{"t2m", 0, 0}}))
-                   .value();
+  auto again = engine->StartPass(Spec(SequentialOrder(Iota(32), 2, 64, 4), 2, 4, {{"t2m", 0, 0}})).value();
   EXPECT_EQ(DrainAndCheck(*again, f.sources).size(), 64u);
   again->Close();
   f.store->set_stalled(true);
-  auto stuck = engine->StartPass(Spec(SequentialOrder(Iota(32), 2, 64, 4), 2, 4, {{"t2m", 0, 0}}))
-                   .value();
+  auto stuck = engine->StartPass(Spec(SequentialOrder(Iota(32), 2, 64, 4), 2, 4, {{"t2m", 0, 0}})).value();
   engine->pool().EvictUnpinned();
   stuck.reset();  // closes it
   const auto t1 = std::chrono::steady_clock::now();
@@ -400,8 +389,7 @@ TEST(PassTest, ConcurrentPassesGrowTheAutomaticBudgetOrFailAtOnce) {
   auto two = fixed->StartPass(Spec(order, 4, 8, {{"t2m", 0, 0}}));
   ASSERT_FALSE(two.ok());
   EXPECT_EQ(two.status().code(), StatusCode::kResourceExhausted);
-  EXPECT_NE(two.status().message().find("describe(iterations=2)"), std::string::npos)
-      << two.status().message();
+  EXPECT_NE(two.status().message().find("describe(iterations=2)"), std::string::npos) << two.status().message();
   EXPECT_EQ(DrainAndCheck(*one, f.sources).size(), 64u);
 }
 
@@ -465,8 +453,7 @@ TEST(PassTest, BatchBuffersAreRecycled) {
   f.Add("t2m", {64, 4}, {4, 4});
   auto engine = f.MakeEngine();
   for (int epoch = 0; epoch < 5; ++epoch) {
-    auto pass = engine->StartPass(Spec(SequentialOrder(Iota(16), 4, 64, 4), 4, 8, {{"t2m", 0, 0}}))
-                    .value();
+    auto pass = engine->StartPass(Spec(SequentialOrder(Iota(16), 4, 64, 4), 4, 8, {{"t2m", 0, 0}})).value();
     DrainAndCheck(*pass, f.sources);
   }
   // 40 batches gathered; only as many buffers as were alive at once were allocated.
@@ -509,8 +496,7 @@ class ChunkTransformTest : public ::testing::TestWithParam<std::vector<uint64_t>
 
 // Ragged tiles (assembled first) and one whole-field tile (handed over without a copy).
 INSTANTIATE_TEST_SUITE_P(Layouts, ChunkTransformTest,
-                         ::testing::Values(std::vector<uint64_t>{4, 2, 3},
-                                           std::vector<uint64_t>{4, 5, 4}));
+                         ::testing::Values(std::vector<uint64_t>{4, 2, 3}, std::vector<uint64_t>{4, 5, 4}));
 
 TEST_P(ChunkTransformTest, RunsOncePerChunkAndReshapes) {
   Fixture f;
@@ -546,11 +532,9 @@ TEST_P(ChunkTransformTest, RunsOncePerChunkAndReshapes) {
 TEST(PassTest, FailingChunkTransformRaisesWithContext) {
   Fixture f;
   auto array = WriteIotaArray(f.memory, f.store, "t2m", {8, 5, 4}, {4, 5, 4});
-  f.sources.push_back(
-      ArraySource::Create(array, 0, std::make_shared<MeanLastAxis>(5, 4, /*fail=*/true)).value());
+  f.sources.push_back(ArraySource::Create(array, 0, std::make_shared<MeanLastAxis>(5, 4, /*fail=*/true)).value());
   auto engine = f.MakeEngine();
-  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(2), 4, 8, 2), 4, 4, {{"t2m", 0, 0}}))
-                  .value();
+  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(2), 4, 8, 2), 4, 4, {{"t2m", 0, 0}})).value();
   auto next = pass->Next();
   ASSERT_FALSE(next.ok());
   EXPECT_NE(next.status().message().find("chunk_transform on 't2m' chunk 0"), std::string::npos)

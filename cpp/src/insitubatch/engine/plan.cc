@@ -12,8 +12,7 @@ void SortUnique(std::vector<SlotKey>& keys) {
 
 }  // namespace
 
-Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size,
-                           const std::vector<Label>& labels,
+Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size, const std::vector<Label>& labels,
                            const std::vector<ArraySource>& sources) {
   if (batch_size < 1) return InvalidArgument("batch_size must be >= 1");
   if (ref_spc < 1) return InvalidArgument("sample_chunk_size must be >= 1");
@@ -48,8 +47,7 @@ Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size
     auto& reads = plan.block_reads[b];
     // Rows of one anchor chunk form runs; consecutive duplicates are skipped cheaply and
     // the final sort-unique makes the set exact.
-    for (auto r = static_cast<size_t>(order.block_start[b]);
-         r < static_cast<size_t>(order.block_start[b + 1]); ++r) {
+    for (auto r = static_cast<size_t>(order.block_start[b]); r < static_cast<size_t>(order.block_start[b + 1]); ++r) {
       block_of_row[r] = b;
       for (const Label& l : labels) {
         SlotKey k = key_of(r, l);

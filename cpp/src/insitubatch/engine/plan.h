@@ -22,18 +22,17 @@ struct PassPlan {
   int64_t ref_spc = 1;
   int64_t batch_size = 1;
 
-  std::vector<std::vector<SlotKey>> block_reads;          // sorted, unique per block
-  std::vector<std::vector<SlotKey>> batch_needs;          // what each batch gathers from
-  std::vector<size_t> batch_last_block;                   // last block a batch's rows touch
-  std::vector<std::vector<size_t>> release_after_batch;   // blocks drained by batch k
+  std::vector<std::vector<SlotKey>> block_reads;         // sorted, unique per block
+  std::vector<std::vector<SlotKey>> batch_needs;         // what each batch gathers from
+  std::vector<size_t> batch_last_block;                  // last block a batch's rows touch
+  std::vector<std::vector<size_t>> release_after_batch;  // blocks drained by batch k
 
   size_t batches() const { return batch_needs.size(); }
   size_t blocks() const { return block_reads.size(); }
   size_t rows() const { return order.rows(); }
 };
 
-Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size,
-                           const std::vector<Label>& labels,
+Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size, const std::vector<Label>& labels,
                            const std::vector<ArraySource>& sources);
 
 }  // namespace insitubatch::engine

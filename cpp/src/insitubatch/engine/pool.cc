@@ -20,8 +20,7 @@ constexpr auto kPollInterval = std::chrono::milliseconds(50);
 
 ChunkPool::ChunkPool(uint64_t budget_bytes, std::shared_ptr<SlotBacking> backing)
     : budget_(budget_bytes),
-      slot_buffers_(BufferRecycler::Create(budget_bytes == 0 ? kMaxIdleSlotBytesUnbounded
-                                                              : budget_bytes)),
+      slot_buffers_(BufferRecycler::Create(budget_bytes == 0 ? kMaxIdleSlotBytesUnbounded : budget_bytes)),
       backing_(backing ? std::move(backing) : std::make_shared<HeapBacking>(slot_buffers_)),
       backing_completes_(backing_->completes()) {}
 
@@ -59,9 +58,7 @@ void ChunkPool::PinLocked(Slot& slot, OwnerId owner) {
   ++slot.total_pins;
 }
 
-bool ChunkPool::HasRoomLocked(uint64_t charge) const {
-  return budget_ == 0 || resident_bytes_ + charge <= budget_;
-}
+bool ChunkPool::HasRoomLocked(uint64_t charge) const { return budget_ == 0 || resident_bytes_ + charge <= budget_; }
 
 void ChunkPool::TouchLocked(Slot& slot) {
   if (slot.in_lru) {
@@ -111,28 +108,24 @@ bool ChunkPool::EvictForLocked(uint64_t charge) {
   return HasRoomLocked(charge);
 }
 
-Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles,
-                                    bool deferred,
-                                    const std::function<bool()>& cancelled,
-                                    const std::function<bool()>& stalled,
+Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles, bool deferred,
+                                    const std::function<bool()>& cancelled, const std::function<bool()>& stalled,
                                     std::shared_ptr<Slot>* out) {
   std::vector<std::shared_ptr<Slot>> dead;  // evicted slots, freed after the lock
   std::unique_lock lock(mutex_);
-  Result<Acquired> result = AcquireLocked(lock, owner, key, charge, tiles, deferred, cancelled,
-                                          stalled, out);
+  Result<Acquired> result = AcquireLocked(lock, owner, key, charge, tiles, deferred, cancelled, stalled, out);
   dead = TakeGraveyard();
   lock.unlock();
   return result;
 }
 
-Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, OwnerId owner,
-                                          SlotKey key, uint64_t charge, uint32_t tiles,
-                                          bool deferred, const std::function<bool()>& cancelled,
-                                          const std::function<bool()>& stalled,
+Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, OwnerId owner, SlotKey key,
+                                          uint64_t charge, uint32_t tiles, bool deferred,
+                                          const std::function<bool()>& cancelled, const std::function<bool()>& stalled,
                                           std::shared_ptr<Slot>* out) {
   if (budget_ != 0 && charge > budget_) {
-    return ResourceExhausted("one outer chunk needs " + std::to_string(charge) +
-                             " bytes but the residency budget is " + std::to_string(budget_));
+    return ResourceExhausted("one outer chunk needs " + std::to_string(charge) + " bytes but the residency budget is " +
+                             std::to_string(budget_));
   }
   for (;;) {
     auto found = owners_.find(owner);
@@ -140,8 +133,8 @@ Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, Ow
     Owner& who = found->second;
     auto it = slots_.find(key);
     // A NaN-filled slot nobody holds is not data: read it again rather than serve it.
-    if (it != slots_.end() && it->second->state == SlotState::kReady &&
-        !it->second->bad.empty() && it->second->total_pins == 0) {
+    if (it != slots_.end() && it->second->state == SlotState::kReady && !it->second->bad.empty() &&
+        it->second->total_pins == 0) {
       RemoveLocked(it);
       it = slots_.end();
     }
@@ -155,16 +148,16 @@ Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, Ow
     if (it != slots_.end()) RemoveLocked(it);  // FAILED: refetch
     // Within the owner's quota (an owner with nothing pinned may always take one slot),
     // then within the budget.
-    const bool within_quota =
-        who.quota == 0 || who.pinned == 0 || who.pinned + charge <= who.quota;
+    const bool within_quota = who.quota == 0 || who.pinned == 0 || who.pinned + charge <= who.quota;
     if (within_quota && EvictForLocked(charge)) break;
     // Parked: everything resident is pinned or filling. A release or completion wakes us.
     if (cancelled()) return Cancelled("pass closed while waiting for residency budget");
     if (stalled()) {
       return ResourceExhausted(
           "residency budget exhausted: every resident chunk is pinned and no pass can release "
-          "one (budget " + std::to_string(budget_) + " bytes, " +
-          std::to_string(resident_bytes_) + " resident). Concurrent iterations over one "
+          "one (budget " +
+          std::to_string(budget_) + " bytes, " + std::to_string(resident_bytes_) +
+          " resident). Concurrent iterations over one "
           "dataset need describe(iterations=N) worth of cache_budget_bytes");
     }
     cv_.wait_for(lock, kPollInterval);
@@ -183,8 +176,8 @@ Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, Ow
   return Acquired::kAdmitted;
 }
 
-Result<bool> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes,
-                                uint64_t bytes, bool resident) {
+Result<bool> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes, uint64_t bytes,
+                                bool resident) {
   if (std::optional<Buffer> revived = backing_->Revive(slot->key, resident_bytes)) {
     {
       std::lock_guard lock(mutex_);
@@ -208,8 +201,7 @@ Result<bool> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resi
   return false;
 }
 
-bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status,
-                         const BadChunk* bad) {
+bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status, const BadChunk* bad) {
   bool caller_publishes = false;
   {
     std::lock_guard lock(mutex_);
@@ -261,8 +253,7 @@ void ChunkPool::Publish(const std::shared_ptr<Slot>& slot, const Status& status,
   cv_.notify_all();
 }
 
-Result<std::shared_ptr<Slot>> ChunkPool::WaitReady(SlotKey key,
-                                                   const std::function<bool()>& cancelled) {
+Result<std::shared_ptr<Slot>> ChunkPool::WaitReady(SlotKey key, const std::function<bool()>& cancelled) {
   std::unique_lock lock(mutex_);
   for (;;) {
     auto it = slots_.find(key);

@@ -49,9 +49,7 @@ struct SlotKey {
 };
 
 struct SlotKeyHash {
-  size_t operator()(const SlotKey& k) const {
-    return std::hash<int64_t>()(k.chunk * 1000003 + k.source);
-  }
+  size_t operator()(const SlotKey& k) const { return std::hash<int64_t>()(k.chunk * 1000003 + k.source); }
 };
 
 enum class SlotState { kFilling, kReady, kFailed };
@@ -63,7 +61,7 @@ struct Slot {
   Buffer data;
   uint64_t charge = 0;
   uint32_t pending_tiles = 0;
-  OwnerId filler = 0;  // the pass that admitted it (drops it if abandoned)
+  OwnerId filler = 0;     // the pass that admitted it (drops it if abandoned)
   bool deferred = false;  // completes through Publish() (a chunk transform runs first)
   Status error;
   // Raised when the slot is abandoned (it lost its last pin while FILLING) or the engine
@@ -119,26 +117,22 @@ class ChunkPool {
   // and, unless the slot was revived, delivers every tile. Waits while the budget is full
   // of pinned or filling slots; gives up with Cancelled when `cancelled()` turns true, and
   // with ResourceExhausted when `stalled()` says no release can ever come.
-  Result<Acquired> Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles,
-                           bool deferred,
-                           const std::function<bool()>& cancelled,
-                           const std::function<bool()>& stalled,
+  Result<Acquired> Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles, bool deferred,
+                           const std::function<bool()>& cancelled, const std::function<bool()>& stalled,
                            std::shared_ptr<Slot>* slot);
 
   // Gives an admitted slot its memory: the backing's revival of an earlier run's slot
   // (then it is READY at once and Prepare returns true) or `bytes` to decode into
   // (`resident`: they become the slot's data; otherwise scratch for a chunk transform). A
   // backing that cannot supply either fails the slot with its error. Call without locks.
-  Result<bool> Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes,
-                       uint64_t bytes, bool resident);
+  Result<bool> Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes, uint64_t bytes, bool resident);
 
   // Marks one tile of `slot` delivered; an error marks the slot FAILED (first error wins);
   // `bad` records a tile the NaN policy filled in. Returns true when this was the last
   // tile and the caller must finish the slot -- a deferred slot (a chunk transform runs
   // first) or one whose backing keeps files -- with Publish(); the slot stays FILLING (so
   // nobody reads or evicts it) until then.
-  bool TileDone(const std::shared_ptr<Slot>& slot, const Status& status,
-                const BadChunk* bad = nullptr);
+  bool TileDone(const std::shared_ptr<Slot>& slot, const Status& status, const BadChunk* bad = nullptr);
   // Completes a slot: READY with `data` as its memory (made durable by the backing first,
   // unless it holds NaN stand-ins), or FAILED with `status`.
   void Publish(const std::shared_ptr<Slot>& slot, const Status& status, Buffer data);
@@ -184,9 +178,8 @@ class ChunkPool {
     uint64_t quota = 0;   // 0 = none
     uint64_t pinned = 0;  // bytes of the slots it pins (each counted once)
   };
-  Result<Acquired> AcquireLocked(std::unique_lock<std::mutex>& lock, OwnerId owner, SlotKey key,
-                                 uint64_t charge, uint32_t tiles, bool deferred,
-                                 const std::function<bool()>& cancelled,
+  Result<Acquired> AcquireLocked(std::unique_lock<std::mutex>& lock, OwnerId owner, SlotKey key, uint64_t charge,
+                                 uint32_t tiles, bool deferred, const std::function<bool()>& cancelled,
                                  const std::function<bool()>& stalled, std::shared_ptr<Slot>* out);
   bool HasRoomLocked(uint64_t charge) const;
   bool EvictForLocked(uint64_t charge);
@@ -215,7 +208,7 @@ class ChunkPool {
   std::condition_variable cv_;
   SlotMap slots_;
   std::unordered_map<OwnerId, Owner> owners_;  // registered and not yet released
-  std::list<SlotKey> lru_;  // READY unpinned slots, least recently used first
+  std::list<SlotKey> lru_;                     // READY unpinned slots, least recently used first
   uint64_t resident_bytes_ = 0;
   uint64_t evictions_ = 0;
   OwnerId next_owner_ = 1;

@@ -53,10 +53,12 @@ TEST(ChunkPoolTest, EvictsLeastRecentlyUsedUnpinnedOnly) {
   Admit(pool, a, 0, 100, Acquired::kHit);  // chunk 0 survived
   // Everything pinned now: a third admission parks; cancelled gives up.
   std::shared_ptr<Slot> slot;
-  auto r = pool.Acquire(a, {0, 9}, 100, 1, false, [] { return true; }, kNever, &slot);
+  auto r = pool.Acquire(
+      a, {0, 9}, 100, 1, false, [] { return true; }, kNever, &slot);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kCancelled);
-  r = pool.Acquire(a, {0, 9}, 100, 1, false, kNever, [] { return true; }, &slot);
+  r = pool.Acquire(
+      a, {0, 9}, 100, 1, false, kNever, [] { return true; }, &slot);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kResourceExhausted);
 }
@@ -147,7 +149,7 @@ TEST(ChunkPoolTest, FillingSlotNobodyPinsIsAbandonedAndItsReadsCancelled) {
   auto shared = Admit(pool, a, 1);
   Admit(pool, b, 1, 100, Acquired::kInFlight);
   pool.ReleaseOwner(a);
-  EXPECT_TRUE(alone->cancel.cancelled());   // nobody needs it: its reads stop
+  EXPECT_TRUE(alone->cancel.cancelled());    // nobody needs it: its reads stop
   EXPECT_FALSE(shared->cancel.cancelled());  // b still waits for it
   EXPECT_EQ(pool.counters().resident_slots, 1u);
   pool.TileDone(alone, Cancelled("cancelled"));  // the late read is harmless
@@ -170,7 +172,8 @@ TEST(ChunkPoolTest, AnOwnersQuotaParksItRunningAhead) {
   Admit(pool, a, 1);
   std::shared_ptr<Slot> slot;
   // Room in the budget, none in a's quota: a parks (here: gives up as stalled).
-  auto over = pool.Acquire(a, {0, 2}, 100, 1, false, kNever, [] { return true; }, &slot);
+  auto over = pool.Acquire(
+      a, {0, 2}, 100, 1, false, kNever, [] { return true; }, &slot);
   ASSERT_FALSE(over.ok());
   EXPECT_EQ(over.status().code(), StatusCode::kResourceExhausted);
   Admit(pool, b, 2);  // b's quota is its own

@@ -22,8 +22,8 @@ Result<SlotLayout> StoredLayout(const ArrayShape& array) {
     return InvalidArgument("chunks and shape differ in rank");
   }
   if (array.sample_axis < 0 || array.sample_axis >= ndim) {
-    return InvalidArgument("sample_axis " + std::to_string(array.sample_axis) +
-                           " out of range for a " + std::to_string(ndim) + "-D array");
+    return InvalidArgument("sample_axis " + std::to_string(array.sample_axis) + " out of range for a " +
+                           std::to_string(ndim) + "-D array");
   }
   SlotLayout stored;
   stored.dtype = array.dtype;
@@ -70,8 +70,7 @@ uint64_t WorkingSetFloor(const std::vector<FloorLabel>& labels, const FloorConfi
   const uint64_t block_chunks = static_cast<uint64_t>(std::max<int64_t>(0, config.block_chunks));
   const uint64_t n_train = static_cast<uint64_t>(std::max<int64_t>(0, config.n_train_chunks));
   const uint64_t blocks = config.reread_spill ? 3 : 2;
-  const bool uniform = std::all_of(labels.begin(), labels.end(),
-                                   [&](const FloorLabel& l) { return l.spc == ref_spc; });
+  const bool uniform = std::all_of(labels.begin(), labels.end(), [&](const FloorLabel& l) { return l.spc == ref_spc; });
   if (uniform) {
     uint64_t per_anchor = 0;
     int64_t min_offset = labels[0].offset;
@@ -83,15 +82,13 @@ uint64_t WorkingSetFloor(const std::vector<FloorLabel>& labels, const FloorConfi
       max_offset = std::max(max_offset, l.offset);
     }
     uint64_t floor = blocks * block_chunks * per_anchor;
-    const bool windowed = std::any_of(labels.begin(), labels.end(),
-                                      [](const FloorLabel& l) { return l.offset != 0; });
+    const bool windowed = std::any_of(labels.begin(), labels.end(), [](const FloorLabel& l) { return l.offset != 0; });
     if (windowed && config.shuffle && !config.reread_spill) {
       std::map<std::string, uint64_t> per_path;  // labels aliasing one array share its slots
       for (const FloorLabel& l : labels) per_path[l.path] = std::max(per_path[l.path], l.slot_bytes);
       uint64_t paths = 0;
       for (const auto& [path, bytes] : per_path) paths += bytes;
-      const uint64_t reach = CeilDiv(static_cast<uint64_t>(max_offset - min_offset),
-                                     static_cast<uint64_t>(ref_spc));
+      const uint64_t reach = CeilDiv(static_cast<uint64_t>(max_offset - min_offset), static_cast<uint64_t>(ref_spc));
       floor = std::max(floor, (n_train + reach) * paths);
     }
     return floor;
@@ -112,8 +109,7 @@ uint64_t WorkingSetFloor(const std::vector<FloorLabel>& labels, const FloorConfi
   return floor;
 }
 
-int64_t ResolveBlockChunks(int64_t requested, int64_t batch_size, int64_t ref_spc,
-                           int64_t n_chunks) {
+int64_t ResolveBlockChunks(int64_t requested, int64_t batch_size, int64_t ref_spc, int64_t n_chunks) {
   const int64_t spc = std::max<int64_t>(1, ref_spc);
   const int64_t need = (batch_size + spc - 1) / spc;
   return std::max<int64_t>({1, requested, std::min(need, n_chunks)});
@@ -127,8 +123,7 @@ AnchorRange ValidAnchorRange(const std::vector<int64_t>& offsets, int64_t n_samp
   return {lo, hi};
 }
 
-uint64_t PassRows(const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_samples,
-                  AnchorRange valid) {
+uint64_t PassRows(const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_samples, AnchorRange valid) {
   uint64_t rows = 0;
   for (int64_t c : chunk_ids) {
     const int64_t start = std::max(c * spc, valid.lo);

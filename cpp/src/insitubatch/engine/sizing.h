@@ -22,11 +22,11 @@ struct SlotLayout {
   std::vector<uint64_t> tile_shape;   // per-sample extents of one tile
   std::vector<uint64_t> grid;         // tiles per field axis
   uint64_t tiles = 1;
-  uint64_t tile_bytes = 0;            // spc x prod(tile_shape) x itemsize
+  uint64_t tile_bytes = 0;  // spc x prod(tile_shape) x itemsize
   zarr::DataType dtype;
   size_t itemsize() const { return dtype.itemsize(); }
   uint64_t bytes() const { return tiles * tile_bytes; }
-  uint64_t sample_bytes() const;      // prod(field_shape) x itemsize
+  uint64_t sample_bytes() const;  // prod(field_shape) x itemsize
 };
 
 // One array as stored: its physical shape and (stored) chunk shape, the sample axis.
@@ -61,11 +61,11 @@ struct FloorLabel {
 };
 
 struct FloorConfig {
-  int64_t block_chunks = 1;    // resolved (ResolveBlockChunks)
-  int64_t ref_spc = 1;         // the anchor grid's samples per chunk
+  int64_t block_chunks = 1;  // resolved (ResolveBlockChunks)
+  int64_t ref_spc = 1;       // the anchor grid's samples per chunk
   bool shuffle = true;
   int64_t n_train_chunks = 0;
-  bool reread_spill = false;   // blocks release what they drained and re-read it later
+  bool reread_spill = false;  // blocks release what they drained and re-read it later
 };
 
 // The residency floor: the smallest budget one pass can always progress in, and the
@@ -79,8 +79,7 @@ struct FloorConfig {
 uint64_t WorkingSetFloor(const std::vector<FloorLabel>& labels, const FloorConfig& config);
 
 // block_chunks widened so one batch fits in one block (never narrowed), at least 1.
-int64_t ResolveBlockChunks(int64_t requested, int64_t batch_size, int64_t ref_spc,
-                           int64_t n_chunks);
+int64_t ResolveBlockChunks(int64_t requested, int64_t batch_size, int64_t ref_spc, int64_t n_chunks);
 
 // Valid anchors [lo, hi): every anchor + offset lies inside [0, n_samples); empty (lo ==
 // hi) when the window is wider than the array.
@@ -91,7 +90,6 @@ struct AnchorRange {
 AnchorRange ValidAnchorRange(const std::vector<int64_t>& offsets, int64_t n_samples);
 
 // Rows one pass over `chunk_ids` yields: their samples inside `valid`.
-uint64_t PassRows(const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_samples,
-                  AnchorRange valid);
+uint64_t PassRows(const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_samples, AnchorRange valid);
 
 }  // namespace insitubatch::engine

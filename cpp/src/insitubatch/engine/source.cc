@@ -4,8 +4,7 @@
 
 namespace insitubatch::engine {
 
-Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array,
-                                        int sample_axis,
+Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array, int sample_axis,
                                         std::shared_ptr<const ChunkTransform> transform) {
   const zarr::ArrayMetadata& meta = array->metadata();
   auto stored = StoredLayout({meta.shape, meta.chunk_shape, sample_axis, meta.dtype});
@@ -22,9 +21,9 @@ Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array
     s.transform = std::move(transform);
     const SlotLayout& in = s.stored;
     const SlotLayout& out = s.resident;
-    s.transform_in_decode = s.transform->fuses_into_decode() && sample_axis == 0 &&
-                            in.tiles == 1 && in.tile_shape == in.field_shape &&
-                            out.field_shape == in.field_shape && out.dtype.id == in.dtype.id;
+    s.transform_in_decode = s.transform->fuses_into_decode() && sample_axis == 0 && in.tiles == 1 &&
+                            in.tile_shape == in.field_shape && out.field_shape == in.field_shape &&
+                            out.dtype.id == in.dtype.id;
   }
   return s;
 }

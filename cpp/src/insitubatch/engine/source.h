@@ -53,8 +53,8 @@ struct ArraySource {
   int64_t n_samples = 0;
   int64_t spc = 1;  // samples per stored chunk along the sample axis
 
-  SlotLayout stored;    // decoded stored chunks (tiles kept whole: edge padding included)
-  SlotLayout resident;  // what the slot holds once READY (== stored without a transform)
+  SlotLayout stored;                                // decoded stored chunks (tiles kept whole: edge padding included)
+  SlotLayout resident;                              // what the slot holds once READY (== stored without a transform)
   std::shared_ptr<const ChunkTransform> transform;  // optional
   // The transform runs inside decode (ChunkTransform::fuses_into_decode): set when it can
   // and each outer chunk is one whole-field tile stored sample-first in the output layout.

@@ -30,9 +30,9 @@ struct Depths {
   uint64_t decode_queue_peak = 0;
   uint64_t decode_threads = 0;
   uint64_t gather_threads = 0;  // the producer and its gather helpers
-  uint64_t resident_peak = 0;        // slots
+  uint64_t resident_peak = 0;   // slots
   uint64_t resident_peak_bytes = 0;
-  uint64_t budget_bytes = 0;         // 0 = unbounded
+  uint64_t budget_bytes = 0;  // 0 = unbounded
 };
 
 struct BadChunk {
@@ -44,8 +44,8 @@ struct BadChunk {
 // Transient store failures retried on the way to a pass's bytes.
 struct RetryStats {
   uint64_t retries = 0;
-  double backoff_s = 0;    // wall time spent waiting between attempts
-  std::string last_error;  // the last failure that was retried ("" if none)
+  double backoff_s = 0;          // wall time spent waiting between attempts
+  std::string last_error;        // the last failure that was retried ("" if none)
   uint64_t corrupt_rereads = 0;  // chunks read a second time after their bytes failed to decode
 };
 
@@ -75,10 +75,10 @@ struct PassStats {
   uint64_t revived = 0;       // hits served from a persisted cache_dir (no fetch, no decode)
   uint64_t evictions = 0;
   uint64_t tiles_read = 0;
-  uint64_t bytes_read = 0;    // stored (compressed) bytes fetched
+  uint64_t bytes_read = 0;           // stored (compressed) bytes fetched
   std::vector<BadChunk> bad_chunks;  // tiles served as NaN (or fill value) in this pass
   RetryStats retry;
-  bool finished = false;      // false for an abandoned (closed early) pass
+  bool finished = false;  // false for an abandoned (closed early) pass
   double wall_s = 0;
   StageTimes times;
   Depths depths;

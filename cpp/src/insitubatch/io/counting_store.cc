@@ -2,8 +2,7 @@
 
 namespace insitubatch {
 
-void CountingStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
-                 CancelRef cancel) {
+void CountingStore::ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) {
   {
     std::lock_guard lock(mutex_);
     ++reads_[key];

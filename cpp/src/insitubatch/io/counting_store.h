@@ -18,11 +18,8 @@ class CountingStore final : public Store {
   explicit CountingStore(std::shared_ptr<Store> inner) : inner_(std::move(inner)) {}
 
   using Store::ReadAsync;
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
-                 CancelRef cancel) override;
-  Result<std::vector<std::string>> List(std::string_view prefix) override {
-    return inner_->List(prefix);
-  }
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
+  Result<std::vector<std::string>> List(std::string_view prefix) override { return inner_->List(prefix); }
   std::string Describe(std::string_view key) const override { return inner_->Describe(key); }
 
   std::map<std::string, uint64_t> reads() const;

@@ -6,12 +6,12 @@
 #include <fstream>
 #include <sstream>
 
-#include "insitubatch/io/http_request.h"
+#include "insitubatch/io/http/http_request.h"
 
 namespace insitubatch {
 
 namespace {
-constexpr size_t kMaxReplyBytes = 64 << 10;       // credential documents are small
+constexpr size_t kMaxReplyBytes = 64 << 10;  // credential documents are small
 constexpr size_t kMaxCredentialFileBytes = 1 << 20;
 }  // namespace
 
@@ -29,9 +29,8 @@ Result<std::shared_ptr<CurlTransport>> MakeCredentialTransport(bool link_local) 
   return CurlTransport::Create(options);
 }
 
-Result<HttpResponse> CredentialExchange(CurlTransport& transport, std::string method,
-                                        std::string url, std::vector<std::string> headers,
-                                        const std::string& where, std::string body) {
+Result<HttpResponse> CredentialExchange(CurlTransport& transport, std::string method, std::string url,
+                                        std::vector<std::string> headers, const std::string& where, std::string body) {
   HttpRequest request;
   request.method = std::move(method);
   request.body = std::move(body);
@@ -64,8 +63,7 @@ Status CheckBearerToken(const std::string& token, std::string_view where) {
   if (token.empty()) return InvalidArgument(std::string(where) + ": the access token is empty");
   for (char c : token) {
     if (static_cast<unsigned char>(c) < 0x21 || static_cast<unsigned char>(c) > 0x7E) {
-      return InvalidArgument(std::string(where) +
-                             ": the access token holds whitespace or control characters");
+      return InvalidArgument(std::string(where) + ": the access token holds whitespace or control characters");
     }
   }
   return Status::Ok();

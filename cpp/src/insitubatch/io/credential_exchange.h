@@ -13,7 +13,7 @@
 #include <utility>
 #include <vector>
 
-#include "insitubatch/io/curl_transport.h"
+#include "insitubatch/io/http/curl_transport.h"
 #include "insitubatch/io/refreshing.h"
 #include "insitubatch/util/result.h"
 
@@ -24,9 +24,9 @@ namespace insitubatch {
 Result<std::shared_ptr<CurlTransport>> MakeCredentialTransport(bool link_local);
 
 // One request; non-2xx replies come back for the caller to explain.
-Result<HttpResponse> CredentialExchange(CurlTransport& transport, std::string method,
-                                        std::string url, std::vector<std::string> headers,
-                                        const std::string& where, std::string body = "");
+Result<HttpResponse> CredentialExchange(CurlTransport& transport, std::string method, std::string url,
+                                        std::vector<std::string> headers, const std::string& where,
+                                        std::string body = "");
 
 std::string ResponseText(const HttpResponse& response);
 

@@ -19,9 +19,7 @@ namespace {
 
 constexpr size_t kDefaultIoThreads = 8;
 
-std::string ErrnoText(int err) {
-  return std::error_code(err, std::generic_category()).message();
-}
+std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 // Closes a file descriptor on every return path.
 class FdCloser {
@@ -42,8 +40,7 @@ Result<std::string> LocalPathFromUrl(const std::string& url) {
   if (scheme_end == std::string::npos) return url;  // a plain path
   const std::string scheme = url.substr(0, scheme_end);
   if (scheme != "file") {
-    return InvalidArgument("not a local path: \"" + url + "\" (scheme \"" + scheme +
-                           "\" is not file://)");
+    return InvalidArgument("not a local path: \"" + url + "\" (scheme \"" + scheme + "\" is not file://)");
   }
   std::string rest = url.substr(scheme_end + 3);
   // file:///abs/path has an empty authority; accept "localhost" as the same thing.
@@ -54,8 +51,7 @@ Result<std::string> LocalPathFromUrl(const std::string& url) {
   return rest;
 }
 
-Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root,
-                                                   size_t io_threads) {
+Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root, size_t io_threads) {
   INSITU_ASSIGN_OR_RETURN(std::string path, LocalPathFromUrl(root));
   if (path.empty()) return InvalidArgument("file store root is empty");
   struct stat st;
@@ -64,8 +60,7 @@ Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root,
     if (err == ENOENT || err == ENOTDIR) {
       return NotFound("file store root \"" + path + "\" does not exist");
     }
-    return IoError("cannot open file store root \"" + path + "\": " + ErrnoText(err))
-        .set_detail(err);
+    return IoError("cannot open file store root \"" + path + "\": " + ErrnoText(err)).set_detail(err);
   }
   if (!S_ISDIR(st.st_mode)) {
     return InvalidArgument("file store root \"" + path + "\" is not a directory");
@@ -78,9 +73,7 @@ Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root,
 }
 
 FileStore::FileStore(std::string root, std::unique_ptr<ThreadPool> pool)
-    : root_(std::move(root)),
-      pool_(std::move(pool)),
-      read_buffers_(BufferRecycler::Create(kMaxIdleReadBufferBytes)) {}
+    : root_(std::move(root)), pool_(std::move(pool)), read_buffers_(BufferRecycler::Create(kMaxIdleReadBufferBytes)) {}
 
 // Drains queued reads (their callbacks still run) before the root string goes away.
 FileStore::~FileStore() { pool_.reset(); }
@@ -90,8 +83,7 @@ std::string FileStore::Describe(std::string_view key) const {
   return root_ == "/" ? root_ + std::string(key) : root_ + "/" + std::string(key);
 }
 
-void FileStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
-                 CancelRef cancel) {
+void FileStore::ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) {
   if (Status valid = ValidateKey(key); !valid.ok()) {
     done(std::move(valid));
     return;
@@ -100,8 +92,7 @@ void FileStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
     done(FailedPrecondition("reading " + Describe(key) + ": the store " + kOpenedBeforeFork));
     return;
   }
-  pool_->Submit([this, key = std::move(key), range, done = std::move(done),
-                 cancel = std::move(cancel)]() {
+  pool_->Submit([this, key = std::move(key), range, done = std::move(done), cancel = std::move(cancel)]() {
     if (IsCancelled(cancel)) {
       done(Cancelled("reading " + Describe(key) + range.Describe() + ": cancelled"));
       return;
@@ -116,9 +107,7 @@ Result<ReadResult> FileStore::ReadNow(const std::string& key, ByteRange range) c
   INSITU_RETURN_IF_ERROR(ValidateKey(key));
   const std::string path = Describe(key);
   auto io_error = [&](const char* what, int err) {
-    return IoError(std::string(what) + " " + path + range.Describe() + ": " +
-                   ErrnoText(err))
-        .set_detail(err);
+    return IoError(std::string(what) + " " + path + range.Describe() + ": " + ErrnoText(err)).set_detail(err);
   };
 
   int fd;
@@ -151,16 +140,14 @@ Result<ReadResult> FileStore::ReadNow(const std::string& key, ByteRange range) c
   uint64_t done = 0;
   while (done < length) {
     const size_t want = static_cast<size_t>(std::min<uint64_t>(length - done, 1u << 30));
-    const ssize_t got =
-        ::pread(fd, data.data() + done, want, static_cast<off_t>(resolved->begin + done));
+    const ssize_t got = ::pread(fd, data.data() + done, want, static_cast<off_t>(resolved->begin + done));
     if (got < 0) {
       if (errno == EINTR) continue;
       return io_error("cannot read", errno);
     }
     if (got == 0) {  // the file shrank after fstat
-      return DataLoss("reading " + path + range.Describe() + ": expected " +
-                      std::to_string(length) + " bytes, the file ended after " +
-                      std::to_string(done));
+      return DataLoss("reading " + path + range.Describe() + ": expected " + std::to_string(length) +
+                      " bytes, the file ended after " + std::to_string(done));
     }
     done += static_cast<uint64_t>(got);
   }
@@ -175,8 +162,7 @@ Result<std::vector<std::string>> FileStore::List(std::string_view prefix) {
   // Walk only the directory the prefix names ("a/b/c" -> "a/b"); its text is validated
   // like a key so a prefix cannot walk outside the root.
   const size_t slash = prefix.rfind('/');
-  const std::string dir =
-      slash == std::string_view::npos ? "" : std::string(prefix.substr(0, slash));
+  const std::string dir = slash == std::string_view::npos ? "" : std::string(prefix.substr(0, slash));
   if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
   const fs::path base = dir.empty() ? fs::path(root_) : fs::path(root_) / dir;
 
@@ -192,8 +178,7 @@ Result<std::vector<std::string>> FileStore::List(std::string_view prefix) {
     if (key.starts_with(prefix)) keys.push_back(std::move(key));
   }
   if (ec) {
-    return IoError("listing " + base.string() + ": " + ec.message())
-        .set_detail(ec.value());
+    return IoError("listing " + base.string() + ": " + ec.message()).set_detail(ec.value());
   }
   std::sort(keys.begin(), keys.end());
   return keys;

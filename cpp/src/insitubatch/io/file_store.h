@@ -19,8 +19,7 @@ class FileStore final : public Store {
   ~FileStore() override;
 
   using Store::ReadAsync;
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
-                 CancelRef cancel) override;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 

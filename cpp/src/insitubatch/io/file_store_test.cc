@@ -56,8 +56,7 @@ TEST(LocalPathFromUrlTest, OtherSchemesAreInvalid) {
     EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
     EXPECT_THAT(r.status().message(), HasSubstr(url));
   }
-  EXPECT_EQ(LocalPathFromUrl("file://otherhost/x").status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(LocalPathFromUrl("file://otherhost/x").status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST_F(FileStoreTest, OpenErrors) {
@@ -105,10 +104,9 @@ TEST_F(FileStoreTest, TruncatedRangeNamesPathAndRange) {
   auto r = store->Read("c/1/0", ByteRange::Suffix(116));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(r.status().message(),
-            "reading " + root_ +
-                "/c/1/0: object is 100 bytes, range [last 116 bytes] "
-                "runs past its end");
+  EXPECT_EQ(r.status().message(), "reading " + root_ +
+                                      "/c/1/0: object is 100 bytes, range [last 116 bytes] "
+                                      "runs past its end");
 }
 
 TEST_F(FileStoreTest, DirectoriesAndPathsThroughFilesAreMissing) {
@@ -165,10 +163,9 @@ TEST_F(FileStoreTest, DestructionRunsQueuedCallbacks) {
     auto store = FileStore::Open(root_, 2);
     ASSERT_TRUE(store.ok());
     for (int n = 0; n < 500; ++n) {
-      (*store)->ReadAsync("c/" + std::to_string(n % 32), ByteRange::Range(n % 900, 100),
-                          [&](Result<ReadResult> r) {
-                            if (r.ok() && r->found && r->data.size() == 100) completed++;
-                          });
+      (*store)->ReadAsync("c/" + std::to_string(n % 32), ByteRange::Range(n % 900, 100), [&](Result<ReadResult> r) {
+        if (r.ok() && r->found && r->data.size() == 100) completed++;
+      });
     }
   }
   EXPECT_EQ(completed.load(), 500);

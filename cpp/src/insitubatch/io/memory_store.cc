@@ -7,8 +7,7 @@ namespace insitubatch {
 
 Result<ResolvedRange> ResolveRange(ByteRange range, uint64_t size) {
   auto past_end = [&]() {
-    return DataLoss("object is " + std::to_string(size) + " bytes, range" +
-                    range.Describe() + " runs past its end");
+    return DataLoss("object is " + std::to_string(size) + " bytes, range" + range.Describe() + " runs past its end");
   };
   switch (range.kind) {
     case ByteRange::Kind::kAll:
@@ -36,8 +35,7 @@ void MemoryStore::Erase(const std::string& key) {
   objects_.erase(key);
 }
 
-void MemoryStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
-                 CancelRef cancel) {
+void MemoryStore::ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) {
   // Build the result under the lock, run the callback outside it (it may call back in).
   auto read = [&]() -> Result<ReadResult> {
     // Same key rules as the file store, so tests on memory catch keys that disk rejects.
@@ -64,15 +62,12 @@ void MemoryStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
 Result<std::vector<std::string>> MemoryStore::List(std::string_view prefix) {
   std::lock_guard lock(mutex_);
   std::vector<std::string> keys;
-  for (auto it = objects_.lower_bound(prefix);
-       it != objects_.end() && it->first.starts_with(prefix); ++it) {
+  for (auto it = objects_.lower_bound(prefix); it != objects_.end() && it->first.starts_with(prefix); ++it) {
     keys.push_back(it->first);
   }
   return keys;  // std::map order is sorted order
 }
 
-std::string MemoryStore::Describe(std::string_view key) const {
-  return "memory://" + std::string(key);
-}
+std::string MemoryStore::Describe(std::string_view key) const { return "memory://" + std::string(key); }
 
 }  // namespace insitubatch

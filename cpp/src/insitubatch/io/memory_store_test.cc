@@ -42,13 +42,11 @@ TEST(ResolveRangeTest, PastTheEndIsDataLoss) {
   auto r = ResolveRange(ByteRange::Range(8, 3), 10);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
-  EXPECT_EQ(r.status().message(),
-            "object is 10 bytes, range [bytes 8-10] runs past its end");
+  EXPECT_EQ(r.status().message(), "object is 10 bytes, range [bytes 8-10] runs past its end");
 
   auto suffix = ResolveRange(ByteRange::Suffix(11), 10);
   ASSERT_FALSE(suffix.ok());
-  EXPECT_EQ(suffix.status().message(),
-            "object is 10 bytes, range [last 11 bytes] runs past its end");
+  EXPECT_EQ(suffix.status().message(), "object is 10 bytes, range [last 11 bytes] runs past its end");
 
   // offset + length overflows uint64: must not wrap around into a "valid" range.
   auto wrap = ResolveRange(ByteRange::Range(5, ~0ull - 2), 10);
@@ -65,8 +63,7 @@ TEST(MemoryStoreTest, ReadCompletesInline) {
   store.ReadAsync("k", ByteRange::Suffix(3), [&](Result<ReadResult> r) {
     called = true;
     ASSERT_TRUE(r.ok());
-    EXPECT_EQ(std::string(reinterpret_cast<const char*>(r->data.data()), r->data.size()),
-              "lue");
+    EXPECT_EQ(std::string(reinterpret_cast<const char*>(r->data.data()), r->data.size()), "lue");
   });
   EXPECT_TRUE(called);  // before ReadAsync returned
 }
@@ -77,8 +74,7 @@ TEST(MemoryStoreTest, CallbackMayReenterTheStore) {
   bool inner_done = false;
   store.ReadAsync("a", ByteRange::All(), [&](Result<ReadResult>) {
     store.Set("b", "2");  // would deadlock if the callback ran under the lock
-    store.ReadAsync("b", ByteRange::All(),
-                    [&](Result<ReadResult> r) { inner_done = r.ok(); });
+    store.ReadAsync("b", ByteRange::All(), [&](Result<ReadResult> r) { inner_done = r.ok(); });
   });
   EXPECT_TRUE(inner_done);
 }
@@ -119,8 +115,7 @@ TEST(MemoryStoreTest, ConcurrentWritersAndReaders) {
         store.Set(key, std::string(i % 10 + 1, 'x'));
         auto r = store.Read(key);
         // Only this thread writes `key`, so the read sees this write.
-        EXPECT_TRUE(r.ok() && r->found &&
-                    r->data.size() == static_cast<size_t>(i % 10 + 1));
+        EXPECT_TRUE(r.ok() && r->found && r->data.size() == static_cast<size_t>(i % 10 + 1));
         if (i % 3 == 0) (void)store.List("t");
       }
     });
@@ -128,8 +123,7 @@ TEST(MemoryStoreTest, ConcurrentWritersAndReaders) {
   for (auto& th : threads) th.join();
   auto keys = store.List("t2/");
   ASSERT_TRUE(keys.ok());
-  EXPECT_THAT(*keys, ElementsAre("t2/0", "t2/1", "t2/2", "t2/3", "t2/4", "t2/5", "t2/6",
-                                 "t2/7", "t2/8", "t2/9"));
+  EXPECT_THAT(*keys, ElementsAre("t2/0", "t2/1", "t2/2", "t2/3", "t2/4", "t2/5", "t2/6", "t2/7", "t2/8", "t2/9"));
 }
 
 }  // namespace

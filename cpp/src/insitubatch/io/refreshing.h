@@ -32,8 +32,8 @@ class Refreshing {
   using Clock = std::function<SystemTime()>;
   static constexpr std::chrono::minutes kRefreshMargin{5};
 
-  Refreshing(std::string source, Fetch fetch,
-             Clock clock = [] { return std::chrono::system_clock::now(); })
+  Refreshing(
+      std::string source, Fetch fetch, Clock clock = [] { return std::chrono::system_clock::now(); })
       : source_(std::move(source)), fetch_(std::move(fetch)), clock_(std::move(clock)) {}
 
   Result<T> Get() {

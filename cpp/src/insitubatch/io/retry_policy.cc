@@ -10,26 +10,22 @@ namespace insitubatch {
 Status RetryPolicy::Validate() const {
   using std::chrono::minutes;
   if (max_attempts < 1 || max_attempts > 100) {
-    return InvalidArgument("retry policy: max_attempts must be in [1, 100], got " +
-                           std::to_string(max_attempts));
+    return InvalidArgument("retry policy: max_attempts must be in [1, 100], got " + std::to_string(max_attempts));
   }
   if (base_delay.count() < 0 || max_delay.count() < 0) {
     return InvalidArgument("retry policy: delays must not be negative");
   }
   if (base_delay > max_delay) {
-    return InvalidArgument(
-        "retry policy: base_delay (" + std::to_string(base_delay.count()) +
-        " ms) exceeds max_delay (" + std::to_string(max_delay.count()) + " ms)");
+    return InvalidArgument("retry policy: base_delay (" + std::to_string(base_delay.count()) +
+                           " ms) exceeds max_delay (" + std::to_string(max_delay.count()) + " ms)");
   }
   if (max_delay > minutes(10)) {
     return InvalidArgument("retry policy: max_delay must be at most 10 minutes, got " +
                            std::to_string(max_delay.count()) + " ms");
   }
-  for (auto [name, window] : {std::pair{"deadline", deadline},
-                              std::pair{"connect_deadline", connect_deadline}}) {
+  for (auto [name, window] : {std::pair{"deadline", deadline}, std::pair{"connect_deadline", connect_deadline}}) {
     if (window.count() <= 0 || window > minutes(60)) {
-      return InvalidArgument(std::string("retry policy: ") + name +
-                             " must be positive and at most an hour, got " +
+      return InvalidArgument(std::string("retry policy: ") + name + " must be positive and at most an hour, got " +
                              std::to_string(window.count()) + " ms");
     }
   }
@@ -49,8 +45,7 @@ std::chrono::milliseconds RetryPolicy::BackoffCap(int attempt) const {
 std::chrono::milliseconds RetryPolicy::Backoff(int attempt, uint64_t random) const {
   const int64_t cap = BackoffCap(attempt).count();
   if (cap <= 0) return std::chrono::milliseconds(0);
-  return std::chrono::milliseconds(
-      static_cast<int64_t>(random % static_cast<uint64_t>(cap + 1)));
+  return std::chrono::milliseconds(static_cast<int64_t>(random % static_cast<uint64_t>(cap + 1)));
 }
 
 uint64_t JitterRandom() {
@@ -62,9 +57,7 @@ uint64_t JitterRandom() {
   return engine();
 }
 
-bool IsRetryableHttpStatus(long status) {
-  return status == 408 || status == 429 || (status >= 500 && status <= 599);
-}
+bool IsRetryableHttpStatus(long status) { return status == 408 || status == 429 || (status >= 500 && status <= 599); }
 
 std::string HttpReasonPhrase(long status) {
   switch (status) {

@@ -56,14 +56,12 @@ TEST(RetryPolicyTest, ValidateRejectsNonsense) {
   EXPECT_FALSE((RetryPolicy{101, milliseconds(1), milliseconds(2)}).Validate().ok());
   EXPECT_FALSE((RetryPolicy{3, milliseconds(5), milliseconds(2)}).Validate().ok());
   EXPECT_FALSE((RetryPolicy{3, milliseconds(-1), milliseconds(2)}).Validate().ok());
-  EXPECT_FALSE(
-      (RetryPolicy{3, milliseconds(1), milliseconds(11 * 60 * 1000)}).Validate().ok());
+  EXPECT_FALSE((RetryPolicy{3, milliseconds(1), milliseconds(11 * 60 * 1000)}).Validate().ok());
   EXPECT_TRUE(RetryPolicy{}.Validate().ok());
 }
 
 TEST(RetryPolicyTest, RetryableStatuses) {
-  for (long s : {408L, 429L, 500L, 502L, 503L, 504L, 599L})
-    EXPECT_TRUE(IsRetryableHttpStatus(s)) << s;
+  for (long s : {408L, 429L, 500L, 502L, 503L, 504L, 599L}) EXPECT_TRUE(IsRetryableHttpStatus(s)) << s;
   for (long s : {200L, 206L, 301L, 400L, 401L, 403L, 404L, 416L, 600L}) {
     EXPECT_FALSE(IsRetryableHttpStatus(s)) << s;
   }

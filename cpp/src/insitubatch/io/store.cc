@@ -6,12 +6,13 @@ namespace insitubatch {
 
 std::string ByteRange::Describe() const {
   switch (kind) {
-    case Kind::kAll: return "";
+    case Kind::kAll:
+      return "";
     case Kind::kRange:
       if (length == 0) return " [bytes " + std::to_string(offset) + ", empty]";
-      return " [bytes " + std::to_string(offset) + "-" +
-             std::to_string(offset + length - 1) + "]";
-    case Kind::kSuffix: return " [last " + std::to_string(length) + " bytes]";
+      return " [bytes " + std::to_string(offset) + "-" + std::to_string(offset + length - 1) + "]";
+    case Kind::kSuffix:
+      return " [last " + std::to_string(length) + " bytes]";
   }
   return "";
 }
@@ -19,15 +20,12 @@ std::string ByteRange::Describe() const {
 Result<ReadResult> Store::Read(std::string key, ByteRange range) {
   std::promise<Result<ReadResult>> promise;
   auto future = promise.get_future();
-  ReadAsync(std::move(key), range,
-            [&promise](Result<ReadResult> r) { promise.set_value(std::move(r)); });
+  ReadAsync(std::move(key), range, [&promise](Result<ReadResult> r) { promise.set_value(std::move(r)); });
   return future.get();
 }
 
 Status ValidateKey(std::string_view key) {
-  auto bad = [&](const char* why) {
-    return InvalidArgument("invalid store key \"" + std::string(key) + "\": " + why);
-  };
+  auto bad = [&](const char* why) { return InvalidArgument("invalid store key \"" + std::string(key) + "\": " + why); };
   if (key.empty()) return bad("empty");
   if (key.front() == '/') return bad("absolute path");
   if (key.find('\0') != std::string_view::npos) return bad("contains NUL");

@@ -25,9 +25,7 @@ struct ByteRange {
   uint64_t length = 0;  // kRange: byte count; kSuffix: the last `length` bytes
 
   static ByteRange All() { return {}; }
-  static ByteRange Range(uint64_t offset, uint64_t length) {
-    return {Kind::kRange, offset, length};
-  }
+  static ByteRange Range(uint64_t offset, uint64_t length) { return {Kind::kRange, offset, length}; }
   static ByteRange Suffix(uint64_t length) { return {Kind::kSuffix, 0, length}; }
 
   // "" for kAll, " [bytes 10-19]" or " [last 16 bytes]" otherwise; used in error context.
@@ -60,8 +58,7 @@ class Store {
   // extends past the end of the object is an error (DataLoss: the object is truncated).
   // Once `cancel` is raised the read ends soon with Cancelled (whatever it was waiting on:
   // a queue, a backoff, a stalled server), unless its bytes were already in hand.
-  virtual void ReadAsync(std::string key, ByteRange range, ReadCallback done,
-                         CancelRef cancel) = 0;
+  virtual void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) = 0;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done) {
     ReadAsync(std::move(key), range, std::move(done), nullptr);
   }

@@ -24,9 +24,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string AsString(const Buffer& b) {
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
+std::string AsString(const Buffer& b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
 
 TEST(ByteRangeTest, Describe) {
   EXPECT_EQ(ByteRange::All().Describe(), "");
@@ -42,8 +40,7 @@ TEST(ValidateKeyTest, AcceptsZarrKeys) {
 }
 
 TEST(ValidateKeyTest, RejectsTraversal) {
-  for (const char* key : {"", "../x", "/etc/passwd", "a/../../b", "a//b", "..", ".",
-                          "a/.", "a/", "a\\..\\b"}) {
+  for (const char* key : {"", "../x", "/etc/passwd", "a/../../b", "a//b", "..", ".", "a/.", "a/", "a\\..\\b"}) {
     Status s = ValidateKey(key);
     EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << key;
     EXPECT_THAT(s.message(), HasSubstr("invalid store key")) << key;
@@ -54,14 +51,11 @@ TEST(ValidateKeyTest, RejectsTraversal) {
 // One fixture per backend: `Put` writes an object the way that backend stores it.
 struct Backend {
   std::string name;
-  std::function<std::shared_ptr<Store>(
-      const std::vector<std::pair<std::string, std::string>>&)>
-      make;
+  std::function<std::shared_ptr<Store>(const std::vector<std::pair<std::string, std::string>>&)> make;
 };
 
 std::string MakeTempDir() {
-  std::string tmpl =
-      (std::filesystem::temp_directory_path() / "insitu_store_XXXXXX").string();
+  std::string tmpl = (std::filesystem::temp_directory_path() / "insitu_store_XXXXXX").string();
   char* dir = ::mkdtemp(tmpl.data());
   return dir == nullptr ? std::string() : std::string(dir);
 }
@@ -96,8 +90,7 @@ Backend FileBackend() {
 
 class StoreConformanceTest : public ::testing::TestWithParam<Backend> {
  protected:
-  std::shared_ptr<Store> Make(
-      const std::vector<std::pair<std::string, std::string>>& objects) {
+  std::shared_ptr<Store> Make(const std::vector<std::pair<std::string, std::string>>& objects) {
     return GetParam().make(objects);
   }
 };
@@ -155,10 +148,9 @@ TEST_P(StoreConformanceTest, RangePastEndIsDataLoss) {
     ByteRange range;
     const char* text;
   };
-  for (const Case& c : {Case{ByteRange::Range(8, 3), "[bytes 8-10]"},
-                        Case{ByteRange::Range(11, 0), "[bytes 11, empty]"},
-                        Case{ByteRange::Range(~0ull - 1, 4), "runs past its end"},
-                        Case{ByteRange::Suffix(11), "[last 11 bytes]"}}) {
+  for (const Case& c :
+       {Case{ByteRange::Range(8, 3), "[bytes 8-10]"}, Case{ByteRange::Range(11, 0), "[bytes 11, empty]"},
+        Case{ByteRange::Range(~0ull - 1, 4), "runs past its end"}, Case{ByteRange::Suffix(11), "[last 11 bytes]"}}) {
     auto r = store->Read("obj", c.range);
     ASSERT_FALSE(r.ok()) << c.text;
     EXPECT_EQ(r.status().code(), StatusCode::kDataLoss);
@@ -187,8 +179,8 @@ TEST_P(StoreConformanceTest, ListIsSortedAndPrefixed) {
                      {"u/.zattrs", "{}"}});
   auto all = store->List("");
   ASSERT_TRUE(all.ok()) << all.status().ToString();
-  EXPECT_THAT(*all, ElementsAre("t2m/c/0/0", "t2m/c/1/0", "t2m/c/10/0", "t2m/zarr.json",
-                                "t2mx/.zarray", "u/.zattrs", "zarr.json"));
+  EXPECT_THAT(*all, ElementsAre("t2m/c/0/0", "t2m/c/1/0", "t2m/c/10/0", "t2m/zarr.json", "t2mx/.zarray", "u/.zattrs",
+                                "zarr.json"));
   auto t2m = store->List("t2m/");
   ASSERT_TRUE(t2m.ok());
   EXPECT_THAT(*t2m, ElementsAre("t2m/c/0/0", "t2m/c/1/0", "t2m/c/10/0", "t2m/zarr.json"));
@@ -206,8 +198,7 @@ TEST_P(StoreConformanceTest, ListIsSortedAndPrefixed) {
 TEST_P(StoreConformanceTest, ManyConcurrentReadsAllComplete) {
   std::vector<std::pair<std::string, std::string>> objects;
   for (int i = 0; i < 64; ++i) {
-    objects.push_back({"c/" + std::to_string(i),
-                       std::string(100 + i, static_cast<char>('a' + i % 26))});
+    objects.push_back({"c/" + std::to_string(i), std::string(100 + i, static_cast<char>('a' + i % 26))});
   }
   auto store = Make(objects);
   constexpr int kReads = 2000;
@@ -217,12 +208,10 @@ TEST_P(StoreConformanceTest, ManyConcurrentReadsAllComplete) {
   for (int n = 0; n < kReads; ++n) {
     const int i = n % 64;
     const bool missing = n % 7 == 0;
-    const std::string key =
-        missing ? "c/missing" + std::to_string(i) : "c/" + std::to_string(i);
+    const std::string key = missing ? "c/missing" + std::to_string(i) : "c/" + std::to_string(i);
     store->ReadAsync(key, ByteRange::Range(i, 50), [&, i, missing](Result<ReadResult> r) {
       const bool good = r.ok() && r->found != missing &&
-                        (missing || AsString(r->data) ==
-                                        std::string(50, static_cast<char>('a' + i % 26)));
+                        (missing || AsString(r->data) == std::string(50, static_cast<char>('a' + i % 26)));
       if (!good) bad.fetch_add(1);
       if (remaining.fetch_sub(1) == 1) all_done.set_value();
     });
@@ -231,8 +220,7 @@ TEST_P(StoreConformanceTest, ManyConcurrentReadsAllComplete) {
   EXPECT_EQ(bad.load(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreConformanceTest,
-                         ::testing::Values(MemoryBackend(), FileBackend()),
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformanceTest, ::testing::Values(MemoryBackend(), FileBackend()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

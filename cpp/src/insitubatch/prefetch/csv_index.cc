@@ -22,8 +22,8 @@ class CsvReader {
     ++line_;
     record_line_ = line_;
     std::string field;
-    bool quoted = false;     // inside quotes
-    bool was_quoted = false; // this field began with a quote
+    bool quoted = false;      // inside quotes
+    bool was_quoted = false;  // this field began with a quote
     for (;;) {
       if (pos_ >= text_.size()) {
         if (quoted) return Error("a quoted field is not closed");
@@ -150,9 +150,10 @@ Result<CsvIndex> ParseCsvIndex(std::string_view text, const CsvIndexOptions& opt
         prefix_known = true;
       }
       if (Status s = out.packed.Append(uri, out.rows); !s.ok()) {
-        return InvalidArgument(options.where + " line " + std::to_string(reader.line()) + ", " +
-                               s.message() + (options.prefix ? "" : " (inferred from the first URI: "
-                                                                    "every URI must be in one bucket)"));
+        return InvalidArgument(options.where + " line " + std::to_string(reader.line()) + ", " + s.message() +
+                               (options.prefix ? ""
+                                               : " (inferred from the first URI: "
+                                                 "every URI must be in one bucket)"));
       }
     } else {
       out.uris.push_back(std::move(uri));

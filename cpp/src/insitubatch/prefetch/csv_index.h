@@ -31,9 +31,9 @@ struct CsvIndex {
   KeyList packed;                 // pack: the URIs
   std::vector<std::string> uris;  // not pack: the URIs
   bool has_labels = false;
-  bool int_labels = true;               // every label parses as a (64-bit) integer
-  std::vector<int64_t> labels;          // int_labels
-  std::vector<std::string> text_labels; // otherwise
+  bool int_labels = true;                // every label parses as a (64-bit) integer
+  std::vector<int64_t> labels;           // int_labels
+  std::vector<std::string> text_labels;  // otherwise
 };
 
 Result<CsvIndex> ParseCsvIndex(std::string_view text, const CsvIndexOptions& options);

@@ -113,8 +113,8 @@ std::string KeyList::Suffix(size_t i) const {
 std::string KeyList::Get(size_t i) const { return prefix_ + Suffix(i); }
 
 size_t KeyList::memory_bytes() const {
-  return data_.capacity() + block_offsets_.capacity() * sizeof(uint64_t) + prefix_.capacity() +
-         open_.capacity() + last_.capacity() + sizeof(*this);
+  return data_.capacity() + block_offsets_.capacity() * sizeof(uint64_t) + prefix_.capacity() + open_.capacity() +
+         last_.capacity() + sizeof(*this);
 }
 
 std::string KeyList::Serialize() const {

@@ -82,16 +82,14 @@ struct ObjectCache::Download {
 Result<std::shared_ptr<ObjectCache>> ObjectCache::Open(ObjectCacheOptions options) {
   if (options.dir.empty()) return InvalidArgument("cache_dir is empty");
   if (options.download_threads == 0 || options.download_threads > 4096) {
-    return InvalidArgument("download_threads must be in [1, 4096], got " +
-                           std::to_string(options.download_threads));
+    return InvalidArgument("download_threads must be in [1, 4096], got " + std::to_string(options.download_threads));
   }
   if (!(options.min_age_seconds >= 0)) return InvalidArgument("min_age_seconds_before_delete must be >= 0");
   while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
   std::error_code ec;
   std::filesystem::create_directories(options.dir, ec);
   if (ec || !std::filesystem::is_directory(options.dir)) {
-    return IoError("cannot create the cache directory " + options.dir + ": " +
-                   (ec ? ec.message() : "not a directory"));
+    return IoError("cannot create the cache directory " + options.dir + ": " + (ec ? ec.message() : "not a directory"));
   }
   if (::access(options.dir.c_str(), W_OK) != 0) {
     return FileError("cannot write the cache directory", options.dir, errno);
@@ -141,8 +139,7 @@ void ObjectCache::RegisterStore(std::string prefix, std::shared_ptr<Store> store
 
 bool ObjectCache::HasStoreFor(std::string_view uri) const {
   std::lock_guard lock(mutex_);
-  return std::any_of(stores_.begin(), stores_.end(),
-                     [&](const auto& s) { return uri.starts_with(s.first); });
+  return std::any_of(stores_.begin(), stores_.end(), [&](const auto& s) { return uri.starts_with(s.first); });
 }
 
 Result<std::string> ObjectCache::LocalPath(std::string_view uri) const {
@@ -298,7 +295,8 @@ void ObjectCache::Finish(std::shared_ptr<Download> d, Result<ReadResult> bytes) 
     }
     done += static_cast<size_t>(n);
   }
-  if (::rename(temp.c_str(), d->path.c_str()) != 0) return fail(FileError("cannot rename " + temp + " to", d->path, errno));
+  if (::rename(temp.c_str(), d->path.c_str()) != 0)
+    return fail(FileError("cannot rename " + temp + " to", d->path, errno));
   ::close(d->fd);  // releases the lock: processes waiting find the file
   d->fd = -1;
   {
@@ -338,8 +336,7 @@ void ObjectCache::Account(const std::string& path, uint64_t bytes) {
   it->second.last_access = std::chrono::steady_clock::now();
 }
 
-Result<std::string> ObjectCache::EnsureLocal(std::string_view uri,
-                                             const std::function<Status()>& interrupted) {
+Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::function<Status()>& interrupted) {
   if (fork_.forked()) {
     return FailedPrecondition("this cache was opened before fork(): open it again in the child");
   }
@@ -394,8 +391,8 @@ Result<PruneResult> ObjectCache::Prune(PruneMode mode, PruneBackend backend,
   struct Candidate {
     std::string path;
     uint64_t bytes;
-    double age_s;     // since the file was written (or last touched)
-    double idle_s;    // since this process last used it (meta), else age
+    double age_s;   // since the file was written (or last touched)
+    double idle_s;  // since this process last used it (meta), else age
   };
   std::vector<Candidate> candidates;
   const auto now = std::chrono::steady_clock::now();
@@ -412,8 +409,8 @@ Result<PruneResult> ObjectCache::Prune(PruneMode mode, PruneBackend backend,
         if (files_.erase(path)) bytes_ -= info.bytes;
         continue;
       }
-      candidates.push_back({path, info.bytes, AgeSeconds(st),
-                            std::chrono::duration<double>(now - info.last_access).count()});
+      candidates.push_back(
+          {path, info.bytes, AgeSeconds(st), std::chrono::duration<double>(now - info.last_access).count()});
     }
   } else {
     std::error_code ec;

@@ -53,13 +53,13 @@ struct PruneResult {
 };
 
 struct ObjectCacheStats {
-  uint64_t downloads = 0;          // objects this process downloaded
+  uint64_t downloads = 0;  // objects this process downloaded
   uint64_t bytes_downloaded = 0;
-  uint64_t hits = 0;               // EnsureLocal served by a file already there
-  uint64_t waited_elsewhere = 0;   // objects another process was downloading
+  uint64_t hits = 0;              // EnsureLocal served by a file already there
+  uint64_t waited_elsewhere = 0;  // objects another process was downloading
   uint64_t failures = 0;
-  uint64_t retries = 0;            // transient store failures retried
-  uint64_t files = 0;              // files this process accounts for (meta)
+  uint64_t retries = 0;  // transient store failures retried
+  uint64_t files = 0;    // files this process accounts for (meta)
   uint64_t bytes = 0;
   uint64_t in_flight = 0;
   uint64_t queued = 0;
@@ -88,8 +88,7 @@ class ObjectCache {
   // Starts the downloads of those not on disk or under way; never waits.
   void Prefetch(const std::vector<std::string>& uris);
   // Deletes files as `mode` says; `keep` are local paths never deleted (the window).
-  Result<PruneResult> Prune(PruneMode mode, PruneBackend backend,
-                            const std::unordered_set<std::string>& keep);
+  Result<PruneResult> Prune(PruneMode mode, PruneBackend backend, const std::unordered_set<std::string>& keep);
 
   ObjectCacheStats stats() const;
   const ObjectCacheOptions& options() const { return options_; }
@@ -100,8 +99,8 @@ class ObjectCache {
 
   // The download for `path`, started (queued) if none is under way; null if on disk.
   std::shared_ptr<Download> Start(std::string_view uri, const std::string& path);
-  void Pump();                                   // starts queued downloads within the limit
-  void Begin(std::shared_ptr<Download> d);       // on a pool thread: lock, then read
+  void Pump();                                                         // starts queued downloads within the limit
+  void Begin(std::shared_ptr<Download> d);                             // on a pool thread: lock, then read
   void Finish(std::shared_ptr<Download> d, Result<ReadResult> bytes);  // on a pool thread
   void Done(const std::shared_ptr<Download>& d, Status status, bool elsewhere);
   void Account(const std::string& path, uint64_t bytes);
@@ -114,7 +113,7 @@ class ObjectCache {
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::vector<std::pair<std::string, std::shared_ptr<Store>>> stores_;  // longest prefix first
+  std::vector<std::pair<std::string, std::shared_ptr<Store>>> stores_;    // longest prefix first
   std::unordered_map<std::string, std::shared_ptr<Download>> downloads_;  // path -> under way
   std::deque<std::shared_ptr<Download>> queue_;
   size_t in_flight_ = 0;

@@ -61,8 +61,8 @@ TEST(ObjectCacheTest, OneDownloadServesEveryCaller) {
 
 TEST(ObjectCacheTest, NoUriEscapesTheDirectoryAndMissingObjectsLeaveNothing) {
   Fixture f;
-  for (const char* uri : {"mem://b/../../etc/passwd", "mem://b/./x", "mem://b//x", "mem://../x/y",
-                          "mem://b/%41", "mem://b/x.insitu-dl"}) {
+  for (const char* uri : {"mem://b/../../etc/passwd", "mem://b/./x", "mem://b//x", "mem://../x/y", "mem://b/%41",
+                          "mem://b/x.insitu-dl"}) {
     auto path = f.cache->LocalPath(uri);
     ASSERT_TRUE(path.ok()) << uri;
     const fs::path p = fs::weakly_canonical(*path);
@@ -134,7 +134,8 @@ TEST(ObjectCacheTest, PrefetcherKeepsTheWindow) {
   for (size_t b = 0; b < 10; ++b) {
     for (int k = 0; k < 4; ++k) ASSERT_TRUE(f.cache->EnsureLocal(uris->Get(plan[b * 4 + k])).ok());
     ASSERT_TRUE(prefetcher->OnBatchYielded(b).ok());
-    while (f.cache->stats().in_flight + f.cache->stats().queued > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    while (f.cache->stats().in_flight + f.cache->stats().queued > 0)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
     // On disk: batches [b + 1 - back, b + 1 + ahead), as far as the plan goes.
     const size_t lo = b, hi = std::min<size_t>(10, b + 3);
     EXPECT_EQ(f.Files(), (hi - lo) * 4) << "after batch " << b;
@@ -146,7 +147,8 @@ TEST(ObjectCacheTest, PrefetcherKeepsTheWindow) {
   prefetcher->Prime();
   prefetcher->Prime();
   EXPECT_EQ(prefetcher->stats().requested, requested + 8);
-  while (f.cache->stats().in_flight + f.cache->stats().queued > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (f.cache->stats().in_flight + f.cache->stats().queued > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   for (int k = 0; k < 8; ++k) EXPECT_TRUE(std::filesystem::exists(f.cache->LocalPath(uris->Get(plan[k])).value()));
   std::vector<int64_t> bad = {0, 1, 2, 99};
   EXPECT_FALSE(prefetcher->SetPlan(bad, 2).ok());
@@ -178,7 +180,8 @@ TEST(ObjectCacheTest, AKeepPlanKeepsTheNeighboursWindowToo) {
   ASSERT_TRUE(prefetcher->SetPlan(own, 2, keep, 4).ok());
   for (int i = 0; i < 16; ++i) ASSERT_TRUE(f.cache->EnsureLocal(uris->Get(i)).ok());  // both ranks' files
   ASSERT_TRUE(prefetcher->OnBatchYielded(1).ok());
-  while (f.cache->stats().in_flight + f.cache->stats().queued > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  while (f.cache->stats().in_flight + f.cache->stats().queued > 0)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   EXPECT_EQ(f.Files(), 4u);  // step 2 of both ranks: nothing of a neighbour's window went
   for (int i = 8; i < 12; ++i) EXPECT_TRUE(fs::exists(f.cache->LocalPath(uris->Get(i)).value())) << i;
   std::vector<int64_t> short_keep(keep.begin(), keep.begin() + 8);

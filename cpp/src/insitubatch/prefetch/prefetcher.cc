@@ -5,8 +5,7 @@
 namespace insitubatch::prefetch {
 
 Result<std::shared_ptr<Prefetcher>> Prefetcher::Create(std::shared_ptr<ObjectCache> cache,
-                                                       std::shared_ptr<const KeyList> uris,
-                                                       PrefetchOptions options) {
+                                                       std::shared_ptr<const KeyList> uris, PrefetchOptions options) {
   if (!cache || !uris) return InvalidArgument("a prefetcher needs a cache and its URIs");
   return std::shared_ptr<Prefetcher>(new Prefetcher(std::move(cache), std::move(uris), options));
 }

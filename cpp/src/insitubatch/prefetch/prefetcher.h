@@ -32,15 +32,14 @@ struct PrefetchStats {
   uint64_t prunes = 0;
   uint64_t pruned_files = 0;
   uint64_t pruned_bytes = 0;
-  int64_t position = -1;   // the last batch reported done
+  int64_t position = -1;      // the last batch reported done
   uint64_t scheduled_to = 0;  // batches [0, scheduled_to) were handed to the cache
 };
 
 class Prefetcher {
  public:
   static Result<std::shared_ptr<Prefetcher>> Create(std::shared_ptr<ObjectCache> cache,
-                                                    std::shared_ptr<const KeyList> uris,
-                                                    PrefetchOptions options);
+                                                    std::shared_ptr<const KeyList> uris, PrefetchOptions options);
 
   // A new plan: `indices` row-major [batches x batch_size]; entries < 0 are padding.
   // Every index must be < the number of URIs. `keep` (optional, row-major
@@ -60,8 +59,7 @@ class Prefetcher {
   size_t batches() const { return batch_size_ == 0 ? 0 : indices_.size() / batch_size_; }
 
  private:
-  Prefetcher(std::shared_ptr<ObjectCache> cache, std::shared_ptr<const KeyList> uris,
-             PrefetchOptions options)
+  Prefetcher(std::shared_ptr<ObjectCache> cache, std::shared_ptr<const KeyList> uris, PrefetchOptions options)
       : cache_(std::move(cache)), uris_(std::move(uris)), options_(options) {}
   void ScheduleTo(size_t end);  // under mutex_
 

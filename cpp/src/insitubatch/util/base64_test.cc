@@ -6,10 +6,17 @@ namespace insitubatch {
 namespace {
 
 TEST(Base64Test, DecodesTheRfcVectorsWithAndWithoutPadding) {
-  const std::pair<std::string, std::string> vectors[] = {
-      {"", ""},         {"Zg==", "f"},     {"Zm8=", "fo"},     {"Zm9v", "foo"},
-      {"Zm9vYg==", "foob"}, {"Zm9vYmE=", "fooba"}, {"Zm9vYmFy", "foobar"}, {"Zg", "f"},
-      {"Zm8", "fo"},    {"AAAAAAAA", std::string(6, '\0')}, {"+/+/", "\xfb\xff\xbf"}};
+  const std::pair<std::string, std::string> vectors[] = {{"", ""},
+                                                         {"Zg==", "f"},
+                                                         {"Zm8=", "fo"},
+                                                         {"Zm9v", "foo"},
+                                                         {"Zm9vYg==", "foob"},
+                                                         {"Zm9vYmE=", "fooba"},
+                                                         {"Zm9vYmFy", "foobar"},
+                                                         {"Zg", "f"},
+                                                         {"Zm8", "fo"},
+                                                         {"AAAAAAAA", std::string(6, '\0')},
+                                                         {"+/+/", "\xfb\xff\xbf"}};
   for (const auto& [text, want] : vectors) {
     auto got = DecodeBase64(text);
     ASSERT_TRUE(got.ok()) << text << ": " << got.status().ToString();

@@ -15,9 +15,7 @@ std::byte* AllocateAligned(size_t size) {
       ::operator new[](size == 0 ? 1 : size, std::align_val_t{kBufferAlignment}, std::nothrow));
 }
 
-void FreeAligned(std::byte* data) {
-  ::operator delete[](data, std::align_val_t{kBufferAlignment});
-}
+void FreeAligned(std::byte* data) { ::operator delete[](data, std::align_val_t{kBufferAlignment}); }
 
 // Recycled buffers own whole pages: page-locking registers page ranges, and two buffers
 // sharing a page could not both be locked (the second range would overlap the first).
@@ -26,8 +24,7 @@ constexpr size_t kPageSize = 4096;
 size_t PageRound(size_t size) { return (size + kPageSize - 1) / kPageSize * kPageSize; }
 
 std::byte* AllocatePages(size_t size) {
-  return static_cast<std::byte*>(
-      ::operator new[](PageRound(size), std::align_val_t{kPageSize}, std::nothrow));
+  return static_cast<std::byte*>(::operator new[](PageRound(size), std::align_val_t{kPageSize}, std::nothrow));
 }
 
 void FreePages(std::byte* data) { ::operator delete[](data, std::align_val_t{kPageSize}); }

@@ -12,7 +12,7 @@ namespace insitubatch {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : value_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : value_(std::move(value)) {}         // NOLINT(google-explicit-constructor)
   Result(Status status) : status_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!status_.ok() && "Result constructed from an OK status without a value");
     if (status_.ok()) status_ = Status(StatusCode::kFailedPrecondition, "Result without value");

@@ -4,16 +4,26 @@ namespace insitubatch {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kInvalidArgument: return "InvalidArgument";
-    case StatusCode::kNotFound: return "NotFound";
-    case StatusCode::kIoError: return "IoError";
-    case StatusCode::kDataLoss: return "DataLoss";
-    case StatusCode::kResourceExhausted: return "ResourceExhausted";
-    case StatusCode::kCancelled: return "Cancelled";
-    case StatusCode::kUnimplemented: return "Unimplemented";
-    case StatusCode::kFailedPrecondition: return "FailedPrecondition";
-    case StatusCode::kLocked: return "Locked";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kInvalidArgument:
+      return "InvalidArgument";
+    case StatusCode::kNotFound:
+      return "NotFound";
+    case StatusCode::kIoError:
+      return "IoError";
+    case StatusCode::kDataLoss:
+      return "DataLoss";
+    case StatusCode::kResourceExhausted:
+      return "ResourceExhausted";
+    case StatusCode::kCancelled:
+      return "Cancelled";
+    case StatusCode::kUnimplemented:
+      return "Unimplemented";
+    case StatusCode::kFailedPrecondition:
+      return "FailedPrecondition";
+    case StatusCode::kLocked:
+      return "Locked";
   }
   return "Unknown";
 }
@@ -35,14 +45,10 @@ Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, st
 Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
 Status IoError(std::string m) { return {StatusCode::kIoError, std::move(m)}; }
 Status DataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
-Status ResourceExhausted(std::string m) {
-  return {StatusCode::kResourceExhausted, std::move(m)};
-}
+Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
 Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
 Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
-Status FailedPrecondition(std::string m) {
-  return {StatusCode::kFailedPrecondition, std::move(m)};
-}
+Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 Status Locked(std::string m) { return {StatusCode::kLocked, std::move(m)}; }
 
 }  // namespace insitubatch

@@ -71,10 +71,10 @@ Status Locked(std::string message);
 #define INSITU_CONCAT_INNER_(a, b) a##b
 #define INSITU_CONCAT_(a, b) INSITU_CONCAT_INNER_(a, b)
 
-#define INSITU_RETURN_IF_ERROR(expr)                         \
-  do {                                                       \
-    ::insitubatch::Status insitu_status_ = (expr);           \
-    if (!insitu_status_.ok()) return insitu_status_;         \
+#define INSITU_RETURN_IF_ERROR(expr)                 \
+  do {                                               \
+    ::insitubatch::Status insitu_status_ = (expr);   \
+    if (!insitu_status_.ok()) return insitu_status_; \
   } while (false)
 
 #define INSITU_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

@@ -32,13 +32,13 @@ Status StartThreads(size_t count, const std::string& name,
       pthread_setname_np(handle, name.substr(0, 15).c_str());
 #endif
     } catch (const std::system_error& e) {
-      return ResourceExhausted("could not start thread " + std::to_string(i + 1) + " of " +
-                               std::to_string(count) + " (" + name + "): " + e.what() +
+      return ResourceExhausted("could not start thread " + std::to_string(i + 1) + " of " + std::to_string(count) +
+                               " (" + name + "): " + e.what() +
                                "; the process is at its thread limit (see ulimit -u) or out "
                                "of memory: ask for fewer threads");
     } catch (const std::bad_alloc&) {
-      return ResourceExhausted("out of memory starting thread " + std::to_string(i + 1) +
-                               " of " + std::to_string(count) + " (" + name + ")");
+      return ResourceExhausted("out of memory starting thread " + std::to_string(i + 1) + " of " +
+                               std::to_string(count) + " (" + name + ")");
     }
   }
   return Status::Ok();

@@ -5,8 +5,8 @@
 #include <atomic>
 #include <set>
 #include <system_error>
-#include <vector>
 #include <thread>
+#include <vector>
 
 namespace insitubatch {
 namespace {

@@ -18,31 +18,24 @@ std::string CoordsText(const std::vector<uint64_t>& coords) {
   return out + "]";
 }
 
-std::string DescribeArray(const std::string& path) {
-  return path.empty() ? "root array" : "array '" + path + "'";
-}
+std::string DescribeArray(const std::string& path) { return path.empty() ? "root array" : "array '" + path + "'"; }
 
 }  // namespace
 
-std::string DescribeChunk(const std::string& array_path,
-                          const std::vector<uint64_t>& coords) {
+std::string DescribeChunk(const std::string& array_path, const std::vector<uint64_t>& coords) {
   return (array_path.empty() ? "chunk" : array_path) + " " + CoordsText(coords);
 }
 
-Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store,
-                                                   std::string path,
+Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store, std::string path,
                                                    ArrayMetadata metadata) {
   const std::string what = DescribeArray(path);
   if (store == nullptr) return InvalidArgument(what + ": no store");
   if (metadata.chunk_shape.size() != metadata.shape.size()) {
     return InvalidArgument(what + ": chunk shape " + CoordsText(metadata.chunk_shape) +
-                           " does not match the rank of shape " +
-                           CoordsText(metadata.shape));
+                           " does not match the rank of shape " + CoordsText(metadata.shape));
   }
-  if (std::find(metadata.chunk_shape.begin(), metadata.chunk_shape.end(), 0u) !=
-      metadata.chunk_shape.end()) {
-    return InvalidArgument(what + ": chunk shape " + CoordsText(metadata.chunk_shape) +
-                           " has a zero extent");
+  if (std::find(metadata.chunk_shape.begin(), metadata.chunk_shape.end(), 0u) != metadata.chunk_shape.end()) {
+    return InvalidArgument(what + ": chunk shape " + CoordsText(metadata.chunk_shape) + " has a zero extent");
   }
   std::shared_ptr<Array> array(new Array());
   array->store_ = std::move(store);
@@ -63,15 +56,13 @@ Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store,
 Status Array::ValidateChunkCoords(const std::vector<uint64_t>& coords) const {
   const std::vector<uint64_t> grid = metadata_.grid_shape();
   if (coords.size() != grid.size()) {
-    return InvalidArgument(DescribeArray(path_) + ": chunk coordinates " +
-                           CoordsText(coords) + " have " + std::to_string(coords.size()) +
-                           " dimensions, the array has " + std::to_string(grid.size()));
+    return InvalidArgument(DescribeArray(path_) + ": chunk coordinates " + CoordsText(coords) + " have " +
+                           std::to_string(coords.size()) + " dimensions, the array has " + std::to_string(grid.size()));
   }
   for (size_t d = 0; d < grid.size(); ++d) {
     if (coords[d] >= grid[d]) {
-      return InvalidArgument(DescribeArray(path_) + ": chunk coordinates " +
-                             CoordsText(coords) + " are outside the chunk grid " +
-                             CoordsText(grid));
+      return InvalidArgument(DescribeArray(path_) + ": chunk coordinates " + CoordsText(coords) +
+                             " are outside the chunk grid " + CoordsText(grid));
     }
   }
   return Status::Ok();
@@ -82,23 +73,21 @@ std::string Array::ChunkKey(const std::vector<uint64_t>& coords) const {
   return path_.empty() ? key : path_ + "/" + key;
 }
 
-Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords,
-                          MutableByteSpan out, const DecodeProgress* progress) const {
+Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords, MutableByteSpan out,
+                          const DecodeProgress* progress) const {
   if (metadata_.dtype.is_variable()) {
     return FailedPrecondition(DescribeChunk(path_, coords) +
                               ": variable-length strings have no fixed-size form (ReadStringChunk reads them)");
   }
   Status s = chain_.DecodeInto(stored, out, progress);
   if (s.ok()) return s;
-  return s.WithContext(DescribeChunk(path_, coords) + " (" +
-                       store_->Describe(ChunkKey(coords)) + ")");
+  return s.WithContext(DescribeChunk(path_, coords) + " (" + store_->Describe(ChunkKey(coords)) + ")");
 }
 
 void Array::FillChunk(MutableByteSpan out) const {
   const size_t itemsize = metadata_.dtype.itemsize();
   const std::byte* fill = metadata_.fill_value.data();
-  if (std::all_of(fill, fill + itemsize,
-                  [](std::byte b) { return b == std::byte{0}; })) {
+  if (std::all_of(fill, fill + itemsize, [](std::byte b) { return b == std::byte{0}; })) {
     std::memset(out.data(), 0, out.size());
     return;
   }
@@ -116,9 +105,8 @@ void Array::FillChunk(MutableByteSpan out) const {
 Status Array::ReadChunk(const std::vector<uint64_t>& coords, MutableByteSpan out) const {
   INSITU_RETURN_IF_ERROR(ValidateChunkCoords(coords));
   if (out.size() != chunk_bytes()) {
-    return InvalidArgument(DescribeChunk(path_, coords) + ": output buffer holds " +
-                           std::to_string(out.size()) + " bytes, the chunk needs " +
-                           std::to_string(chunk_bytes()));
+    return InvalidArgument(DescribeChunk(path_, coords) + ": output buffer holds " + std::to_string(out.size()) +
+                           " bytes, the chunk needs " + std::to_string(chunk_bytes()));
   }
   auto read = store_->Read(ChunkKey(coords));
   if (!read.ok()) return read.status().WithContext(DescribeChunk(path_, coords));

@@ -19,8 +19,7 @@ class Array {
  public:
   // Binds `metadata` to `store`; `path` is the array's key prefix ("" for a root array,
   // "group/t2m" otherwise). Unsupported codecs fail here, naming the codec and array.
-  static Result<std::shared_ptr<const Array>> Create(std::shared_ptr<Store> store,
-                                                     std::string path,
+  static Result<std::shared_ptr<const Array>> Create(std::shared_ptr<Store> store, std::string path,
                                                      ArrayMetadata metadata);
 
   const ArrayMetadata& metadata() const { return metadata_; }
@@ -50,8 +49,7 @@ class Array {
   // Blocking. (string_array.cc)
   Result<std::vector<std::string>> ReadStringChunk(const std::vector<uint64_t>& coords) const;
   // The items of one stored string chunk (the bytes codecs undone, then vlen-utf8's layout).
-  Result<std::vector<std::string>> DecodeStringChunk(ByteSpan stored,
-                                                     const std::vector<uint64_t>& coords) const;
+  Result<std::vector<std::string>> DecodeStringChunk(ByteSpan stored, const std::vector<uint64_t>& coords) const;
 
  private:
   Array() = default;

@@ -26,9 +26,7 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-std::string AsString(const Buffer& b) {
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
+std::string AsString(const Buffer& b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
 
 template <typename T>
 FillValue FillOf(T value) {
@@ -60,12 +58,8 @@ std::string Chunk16(uint16_t first, size_t n) {
   return out;
 }
 
-MutableByteSpan Span(std::string& s) {
-  return {reinterpret_cast<std::byte*>(s.data()), s.size()};
-}
-ByteSpan Span(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
+MutableByteSpan Span(std::string& s) { return {reinterpret_cast<std::byte*>(s.data()), s.size()}; }
+ByteSpan Span(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
 
 class MemoryArrayTest : public ::testing::Test {
  protected:
@@ -98,9 +92,8 @@ TEST_F(MemoryArrayTest, ReadsStoredChunk) {
 TEST_F(MemoryArrayTest, MissingChunkIsFillValue) {
   std::string out(16, '\x55');
   ASSERT_TRUE(array_->ReadChunk({2, 1}, Span(out)).ok());  // the ragged corner chunk
-  EXPECT_EQ(out, std::string("\x03\x00", 2) + std::string("\x03\x00", 2) +
-                     std::string("\x03\x00", 2) + std::string("\x03\x00", 2) +
-                     std::string("\x03\x00", 2) + std::string("\x03\x00", 2) +
+  EXPECT_EQ(out, std::string("\x03\x00", 2) + std::string("\x03\x00", 2) + std::string("\x03\x00", 2) +
+                     std::string("\x03\x00", 2) + std::string("\x03\x00", 2) + std::string("\x03\x00", 2) +
                      std::string("\x03\x00", 2) + std::string("\x03\x00", 2));
 }
 
@@ -108,8 +101,7 @@ TEST_F(MemoryArrayTest, BadCoordinates) {
   std::string out(16, '\0');
   Status outside = array_->ReadChunk({3, 0}, Span(out));
   EXPECT_EQ(outside.code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(outside.message(),
-            "array 't2m': chunk coordinates [3, 0] are outside the chunk grid [3, 2]");
+  EXPECT_EQ(outside.message(), "array 't2m': chunk coordinates [3, 0] are outside the chunk grid [3, 2]");
   Status rank = array_->ReadChunk({0}, Span(out));
   EXPECT_EQ(rank.code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(rank.message(), HasSubstr("have 1 dimensions, the array has 2"));
@@ -133,8 +125,7 @@ TEST_F(MemoryArrayTest, CorruptChunkNamesArrayCoordsAndLocation) {
 
 TEST_F(MemoryArrayTest, StoreErrorsNameTheChunk) {
   auto store = std::make_shared<MemoryStore>();
-  auto array =
-      Array::Create(store, "a/../b", SmallMetadata());  // a key the store rejects
+  auto array = Array::Create(store, "a/../b", SmallMetadata());  // a key the store rejects
   ASSERT_TRUE(array.ok());
   std::string out(16, '\0');
   Status s = (*array)->ReadChunk({0, 0}, Span(out));
@@ -169,16 +160,14 @@ TEST(ArrayTest, CreateRejectsUnsupportedCodecsAndBadShapes) {
   auto delta = Array::Create(store, "t2m", m);
   ASSERT_FALSE(delta.ok());
   EXPECT_EQ(delta.status().code(), StatusCode::kUnimplemented);
-  EXPECT_EQ(delta.status().message(),
-            "array 't2m': codec \"numcodecs.jenkins_lookup3\" is not supported");
+  EXPECT_EQ(delta.status().message(), "array 't2m': codec \"numcodecs.jenkins_lookup3\" is not supported");
 
   m = SmallMetadata();
   m.chunk_shape = {2};
   EXPECT_EQ(Array::Create(store, "t2m", m).status().code(), StatusCode::kInvalidArgument);
   m.chunk_shape = {2, 0};
   EXPECT_EQ(Array::Create(store, "t2m", m).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(Array::Create(nullptr, "t2m", SmallMetadata()).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(Array::Create(nullptr, "t2m", SmallMetadata()).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(ArrayTest, FillChunkWritesEveryElement) {
@@ -228,11 +217,9 @@ TEST(ArrayTest, ReadsZarrPythonShardedStores) {
     ASSERT_TRUE(array.ok()) << array.status().ToString();
     for (const Json& shard : c["shards"]) {
       std::string out((*array)->chunk_bytes(), '\xAA');
-      Status s =
-          (*array)->ReadChunk(shard["coords"].get<std::vector<uint64_t>>(), Span(out));
+      Status s = (*array)->ReadChunk(shard["coords"].get<std::vector<uint64_t>>(), Span(out));
       ASSERT_TRUE(s.ok()) << s.ToString();
-      EXPECT_EQ(out, ReadFile(dir + shard["expected"].get<std::string>()))
-          << shard["key"];
+      EXPECT_EQ(out, ReadFile(dir + shard["expected"].get<std::string>())) << shard["key"];
       missing += shard["present"].get<bool>() ? 0 : 1;
     }
   }

@@ -42,9 +42,7 @@ const DataTypeInfo& Info(DataTypeId id) { return kDataTypes[static_cast<size_t>(
 
 }  // namespace
 
-size_t DataType::itemsize() const {
-  return id == DataTypeId::kStructured ? record_size : Info(id).itemsize;
-}
+size_t DataType::itemsize() const { return id == DataTypeId::kStructured ? record_size : Info(id).itemsize; }
 size_t DataType::component_size() const {
   if (id == DataTypeId::kStructured) return 1;  // opaque bytes: never swapped as a whole
   return is_complex() ? itemsize() / 2 : itemsize();
@@ -63,7 +61,8 @@ std::string DataType::numpy_typestr() const {
   if (is_time()) {
     const char order = std::endian::native == std::endian::little ? '<' : '>';
     const std::string scale = time_scale == 1 ? "" : std::to_string(time_scale);
-    return std::string{order, info.kind} + "8[" + scale + std::string(time_unit.data(), strnlen(time_unit.data(), 3)) + "]";
+    return std::string{order, info.kind} + "8[" + scale + std::string(time_unit.data(), strnlen(time_unit.data(), 3)) +
+           "]";
   }
   char order = info.itemsize == 1 ? '|' : (std::endian::native == std::endian::little ? '<' : '>');
   return std::string{order, info.kind} + std::to_string(info.itemsize);
@@ -97,9 +96,7 @@ Result<DataType> DataType::FromV3Name(std::string_view name) {
 }
 
 Result<V2DataType> ParseV2TypeString(std::string_view typestr) {
-  auto unsupported = [&] {
-    return Unimplemented("v2 dtype \"" + std::string(typestr) + "\" is not supported");
-  };
+  auto unsupported = [&] { return Unimplemented("v2 dtype \"" + std::string(typestr) + "\" is not supported"); };
   if (typestr == "|O") {  // numpy objects: strings, as the array's vlen filter says
     DataType dtype{DataTypeId::kString};
     dtype.text_kind = 'U';
@@ -117,8 +114,8 @@ Result<V2DataType> ParseV2TypeString(std::string_view typestr) {
     while (digits < inside.size() && digits < 10 && inside[digits] >= '0' && inside[digits] <= '9') {
       scale = scale * 10 + static_cast<uint64_t>(inside[digits++] - '0');
     }
-    auto time = DataType::Time(kind == 'M' ? DataTypeId::kDateTime64 : DataTypeId::kTimeDelta64,
-                               inside.substr(digits), digits ? scale : 1);
+    auto time = DataType::Time(kind == 'M' ? DataTypeId::kDateTime64 : DataTypeId::kTimeDelta64, inside.substr(digits),
+                               digits ? scale : 1);
     if (!time.ok() || order == '|') return unsupported();
     V2DataType out{*time, order == '>'};
     if (order == '=') out.big_endian = std::endian::native == std::endian::big;

@@ -49,17 +49,17 @@ enum class DataTypeId {
 
 struct DataType {
   DataTypeId id = DataTypeId::kUInt8;
-  uint32_t record_size = 0;  // bytes of one record; kStructured only
-  char text_kind = 0;        // kStructured: 'S' (bytes) or 'U' (UTF-32 text), 0 for a record;
-                             // kString: 'U' (UTF-8 strings) or 'S' (bytes objects)
-  uint32_t time_scale = 0;   // kDateTime64 / kTimeDelta64: the multiple (10 in "10s")
+  uint32_t record_size = 0;         // bytes of one record; kStructured only
+  char text_kind = 0;               // kStructured: 'S' (bytes) or 'U' (UTF-32 text), 0 for a record;
+                                    // kString: 'U' (UTF-8 strings) or 'S' (bytes objects)
+  uint32_t time_scale = 0;          // kDateTime64 / kTimeDelta64: the multiple (10 in "10s")
   std::array<char, 3> time_unit{};  // "ns", "s", "D", ... (NUL-padded)
 
   size_t itemsize() const;
   // Bytes of the scalar component that endianness swaps (complex64 -> 4; a record: 1).
   size_t component_size() const;
-  bool is_float() const;    // float16/32/64
-  bool is_complex() const;  // complex64/128
+  bool is_float() const;          // float16/32/64
+  bool is_complex() const;        // complex64/128
   std::string_view name() const;  // v3 name, e.g. "float32"
   // NumPy typestring in native byte order, e.g. "<f4" on little-endian hosts.
   std::string numpy_typestr() const;

@@ -51,8 +51,7 @@ TEST(DataTypeTest, EveryV3NameRoundTripsWithItsProperties) {
 }
 
 TEST(DataTypeTest, UnknownV3NamesAreUnimplemented) {
-  for (const char* name :
-       {"float128", "bytes", "datetime64", "", "Float32", "int"}) {
+  for (const char* name : {"float128", "bytes", "datetime64", "", "Float32", "int"}) {
     auto dtype = DataType::FromV3Name(name);
     ASSERT_FALSE(dtype.ok()) << name;
     EXPECT_EQ(dtype.status().code(), StatusCode::kUnimplemented);
@@ -77,10 +76,9 @@ TEST(DataTypeTest, V2TypestringsMapToTypesAndByteOrder) {
 }
 
 TEST(DataTypeTest, DatetimeAndTimedeltaTypestringsKeepUnitAndScale) {
-  for (auto [typestr, id, unit, scale, big] :
-       {std::tuple{"<M8[ns]", DataTypeId::kDateTime64, "ns", 1u, false},
-        std::tuple{">m8[10s]", DataTypeId::kTimeDelta64, "s", 10u, true},
-        std::tuple{"<M8[D]", DataTypeId::kDateTime64, "D", 1u, false}}) {
+  for (auto [typestr, id, unit, scale, big] : {std::tuple{"<M8[ns]", DataTypeId::kDateTime64, "ns", 1u, false},
+                                               std::tuple{">m8[10s]", DataTypeId::kTimeDelta64, "s", 10u, true},
+                                               std::tuple{"<M8[D]", DataTypeId::kDateTime64, "D", 1u, false}}) {
     auto parsed = ParseV2TypeString(typestr);
     ASSERT_TRUE(parsed.ok()) << typestr << ": " << parsed.status().ToString();
     EXPECT_EQ(parsed->dtype.id, id);
@@ -96,8 +94,8 @@ TEST(DataTypeTest, DatetimeAndTimedeltaTypestringsKeepUnitAndScale) {
 }
 
 TEST(DataTypeTest, FixedWidthTextIsOpaqueItemsOfItsWidth) {
-  for (auto [typestr, bytes, kind] : {std::tuple{"|S10", 10u, 'S'}, std::tuple{"<U5", 20u, 'U'},
-                                      std::tuple{">U1", 4u, 'U'}}) {
+  for (auto [typestr, bytes, kind] :
+       {std::tuple{"|S10", 10u, 'S'}, std::tuple{"<U5", 20u, 'U'}, std::tuple{">U1", 4u, 'U'}}) {
     auto parsed = ParseV2TypeString(typestr);
     ASSERT_TRUE(parsed.ok()) << typestr;
     EXPECT_EQ(parsed->dtype.id, DataTypeId::kStructured) << typestr;
@@ -117,9 +115,18 @@ TEST(DataTypeTest, AVoidTypestringIsAnOpaqueRecord) {
 }
 
 TEST(DataTypeTest, UnsupportedV2TypestringsAreUnimplemented) {
-  for (const char* typestr :
-       {"", "<", "<f", "f4", "<f3", "<f16", "<x4", "<i16", "<O", "<S10", "|U5", "|S0", "<M8[xs]", "|M8[ns]",
-        "<M8[0s]", "<M8[]", "<m8", "<V8", "|V0", "<f4 ", "*f4", "<f99999999999999999999999", "<b2"}) {
+  for (const char* typestr : {"",        "<",
+                              "<f",      "f4",
+                              "<f3",     "<f16",
+                              "<x4",     "<i16",
+                              "<O",      "<S10",
+                              "|U5",     "|S0",
+                              "<M8[xs]", "|M8[ns]",
+                              "<M8[0s]", "<M8[]",
+                              "<m8",     "<V8",
+                              "|V0",     "<f4 ",
+                              "*f4",     "<f99999999999999999999999",
+                              "<b2"}) {
     auto parsed = ParseV2TypeString(typestr);
     ASSERT_FALSE(parsed.ok()) << typestr;
     EXPECT_EQ(parsed.status().code(), StatusCode::kUnimplemented) << typestr;

@@ -20,13 +20,11 @@ using internal_metadata::Abbrev;
 enum class Convention { kV2, kV3 };
 
 Status OutOfRange(const Json& value, DataType dtype) {
-  return InvalidArgument("fill_value " + Abbrev(value) + " is out of range for " +
-                         std::string(dtype.name()));
+  return InvalidArgument("fill_value " + Abbrev(value) + " is out of range for " + std::string(dtype.name()));
 }
 
 Status Invalid(const Json& value, DataType dtype) {
-  return InvalidArgument("fill_value " + Abbrev(value) + " is not a valid " +
-                         std::string(dtype.name()) + " value");
+  return InvalidArgument("fill_value " + Abbrev(value) + " is not a valid " + std::string(dtype.name()) + " value");
 }
 
 // Writes the low `size` bytes of `bits` as a native-endian integer of that size.
@@ -78,13 +76,11 @@ uint16_t DoubleToHalfBits(double value) {
     ++half_exponent;
   }
   if (half_exponent >= 31) return sign | 0x7c00;
-  return sign | static_cast<uint16_t>(half_exponent << 10) |
-         static_cast<uint16_t>(rounded & 0x3ff);
+  return sign | static_cast<uint16_t>(half_exponent << 10) | static_cast<uint16_t>(rounded & 0x3ff);
 }
 
 // Bits of a float component of `size` bytes (2, 4 or 8).
-Result<uint64_t> FloatComponentBits(const Json& value, size_t size, DataType dtype,
-                                    Convention convention) {
+Result<uint64_t> FloatComponentBits(const Json& value, size_t size, DataType dtype, Convention convention) {
   double number = 0;
   if (value.is_string()) {
     const std::string text = value.get<std::string>();
@@ -93,13 +89,10 @@ Result<uint64_t> FloatComponentBits(const Json& value, size_t size, DataType dty
     }
     if (text == "Infinity" || text == "-Infinity") {
       const uint64_t sign = text[0] == '-' ? uint64_t{1} << (size * 8 - 1) : 0;
-      return sign | (size == 2   ? 0x7c00
-                     : size == 4 ? 0x7f800000
-                                 : uint64_t{0x7ff0000000000000});
+      return sign | (size == 2 ? 0x7c00 : size == 4 ? 0x7f800000 : uint64_t{0x7ff0000000000000});
     }
     // v3 only: the exact bit pattern, big-endian hex with 2 digits per byte.
-    if (convention == Convention::kV3 && text.size() == 2 + 2 * size &&
-        text.starts_with("0x")) {
+    if (convention == Convention::kV3 && text.size() == 2 + 2 * size && text.starts_with("0x")) {
       uint64_t bits = 0;
       for (char c : std::string_view(text).substr(2)) {
         int digit = -1;
@@ -140,13 +133,11 @@ Result<uint64_t> FloatComponentBits(const Json& value, size_t size, DataType dty
 // Two's complement bits of an integer fill value, range-checked for `dtype`.
 Result<uint64_t> IntegerBits(const Json& value, DataType dtype) {
   const size_t bits = dtype.itemsize() * 8;
-  const bool is_signed = dtype.id == DataTypeId::kInt8 ||
-                         dtype.id == DataTypeId::kInt16 ||
+  const bool is_signed = dtype.id == DataTypeId::kInt8 || dtype.id == DataTypeId::kInt16 ||
                          dtype.id == DataTypeId::kInt32 || dtype.id == DataTypeId::kInt64;
-  const uint64_t max = is_signed ? (uint64_t{1} << (bits - 1)) - 1
-                                 : (bits == 64 ? UINT64_MAX : (uint64_t{1} << bits) - 1);
-  const int64_t min =
-      is_signed ? (bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1))) : 0;
+  const uint64_t max =
+      is_signed ? (uint64_t{1} << (bits - 1)) - 1 : (bits == 64 ? UINT64_MAX : (uint64_t{1} << bits) - 1);
+  const int64_t min = is_signed ? (bits == 64 ? INT64_MIN : -(int64_t{1} << (bits - 1))) : 0;
   if (const std::optional<uint64_t> v = internal_metadata::NonNegativeInteger(value)) {
     if (*v > max) return OutOfRange(value, dtype);
     return *v;
@@ -164,8 +155,7 @@ Result<uint64_t> IntegerBits(const Json& value, DataType dtype) {
         (v >= 0 && static_cast<uint64_t>(v) > max)) {
       return OutOfRange(value, dtype);
     }
-    return v < 0 ? static_cast<uint64_t>(static_cast<int64_t>(v))
-                 : static_cast<uint64_t>(v);
+    return v < 0 ? static_cast<uint64_t>(static_cast<int64_t>(v)) : static_cast<uint64_t>(v);
   }
   return Invalid(value, dtype);
 }
@@ -189,13 +179,12 @@ Result<FillValue> ParseRecordFill(const Json& value, DataType dtype) {
     return fill;
   }
   if (!value.is_string()) {
-    return InvalidArgument("fill_value " + Abbrev(value) +
-                           " for a structured data type must be base64 of one record");
+    return InvalidArgument("fill_value " + Abbrev(value) + " for a structured data type must be base64 of one record");
   }
   auto bytes = DecodeBase64(value.get<std::string>());
   if (!bytes.ok() || bytes->size() != dtype.itemsize()) {
-    return InvalidArgument("fill_value " + Abbrev(value) + " is not base64 of one " +
-                           std::to_string(dtype.itemsize()) + "-byte record");
+    return InvalidArgument("fill_value " + Abbrev(value) + " is not base64 of one " + std::to_string(dtype.itemsize()) +
+                           "-byte record");
   }
   std::memcpy(fill.record.data(), bytes->data(), bytes->size());
   return fill;
@@ -254,8 +243,7 @@ Result<FillValue> Parse(const Json& value, DataType dtype, Convention convention
     if (value.is_null() || (convention == Convention::kV2 && value == Json(0))) return fill;
     return InvalidArgument("fill_value " + Abbrev(value) + " is not a string");
   }
-  if (convention == Convention::kV2 && value.is_null())
-    return fill;  // v2: null reads as 0
+  if (convention == Convention::kV2 && value.is_null()) return fill;  // v2: null reads as 0
   if (dtype.id == DataTypeId::kBool) {
     bool flag = false;
     if (value.is_boolean()) {
@@ -271,13 +259,12 @@ Result<FillValue> Parse(const Json& value, DataType dtype, Convention convention
   }
   if (dtype.is_complex()) {
     if (!value.is_array() || value.size() != 2) {
-      return InvalidArgument("fill_value " + Abbrev(value) + " for " +
-                             std::string(dtype.name()) + " must be a [real, imag] pair");
+      return InvalidArgument("fill_value " + Abbrev(value) + " for " + std::string(dtype.name()) +
+                             " must be a [real, imag] pair");
     }
     const size_t part = dtype.component_size();
     for (size_t i = 0; i < 2; ++i) {
-      INSITU_ASSIGN_OR_RETURN(uint64_t bits,
-                              FloatComponentBits(value[i], part, dtype, convention));
+      INSITU_ASSIGN_OR_RETURN(uint64_t bits, FloatComponentBits(value[i], part, dtype, convention));
       StoreBits(bits, part, fill.bytes.data() + i * part);
     }
     return fill;
@@ -286,8 +273,7 @@ Result<FillValue> Parse(const Json& value, DataType dtype, Convention convention
   if (dtype.id == DataTypeId::kBFloat16) {
     INSITU_ASSIGN_OR_RETURN(bits, BFloat16Bits(value, dtype, convention));
   } else if (dtype.is_float()) {
-    INSITU_ASSIGN_OR_RETURN(
-        bits, FloatComponentBits(value, dtype.itemsize(), dtype, convention));
+    INSITU_ASSIGN_OR_RETURN(bits, FloatComponentBits(value, dtype.itemsize(), dtype, convention));
   } else {
     INSITU_ASSIGN_OR_RETURN(bits, IntegerBits(value, dtype));
   }

@@ -74,29 +74,21 @@ TEST(FillValueTest, FloatSpecialsAndHexPatterns) {
   EXPECT_EQ(V3<uint32_t>("0xDEADBEEF", DataTypeId::kFloat32), 0xdeadbeefu);
   EXPECT_EQ(V3<uint64_t>("NaN", DataTypeId::kFloat64), 0x7ff8000000000000u);
   EXPECT_EQ(V3<uint64_t>("Infinity", DataTypeId::kFloat64), 0x7ff0000000000000u);
-  EXPECT_EQ(V3<uint64_t>("0x7ff8000000000001", DataTypeId::kFloat64),
-            0x7ff8000000000001u);
+  EXPECT_EQ(V3<uint64_t>("0x7ff8000000000001", DataTypeId::kFloat64), 0x7ff8000000000001u);
   EXPECT_EQ(V3<double>(-1.25, DataTypeId::kFloat64), -1.25);
   EXPECT_EQ(V3<float>(1e-3, DataTypeId::kFloat32), 1e-3f);
-  EXPECT_EQ(V3<double>(18446744073709551615ull, DataTypeId::kFloat64),
-            18446744073709551615.0);
+  EXPECT_EQ(V3<double>(18446744073709551615ull, DataTypeId::kFloat64), 18446744073709551615.0);
 }
 
 TEST(FillValueTest, MalformedFloats) {
   const std::vector<std::pair<Json, DataTypeId>> bad = {
-      {"nan", DataTypeId::kFloat32},
-      {"inf", DataTypeId::kFloat32},
+      {"nan", DataTypeId::kFloat32},          {"inf", DataTypeId::kFloat32},
       {"0x7fc0", DataTypeId::kFloat32},  // wrong width
-      {"0x7fc0000000", DataTypeId::kFloat32},
-      {"0x7fg00000", DataTypeId::kFloat32},
-      {"1.5", DataTypeId::kFloat64},
-      {true, DataTypeId::kFloat64},
-      {nullptr, DataTypeId::kFloat64},
-      {Json::array({1.0}), DataTypeId::kFloat64},
-      {1e39, DataTypeId::kFloat32},
-      {65520.0, DataTypeId::kFloat16},
-      {-1e5, DataTypeId::kFloat16},
-      {std::numeric_limits<double>::infinity(), DataTypeId::kFloat64},
+      {"0x7fc0000000", DataTypeId::kFloat32}, {"0x7fg00000", DataTypeId::kFloat32},
+      {"1.5", DataTypeId::kFloat64},          {true, DataTypeId::kFloat64},
+      {nullptr, DataTypeId::kFloat64},        {Json::array({1.0}), DataTypeId::kFloat64},
+      {1e39, DataTypeId::kFloat32},           {65520.0, DataTypeId::kFloat16},
+      {-1e5, DataTypeId::kFloat16},           {std::numeric_limits<double>::infinity(), DataTypeId::kFloat64},
   };
   for (const auto& [json, id] : bad) {
     auto fill = ParseFillValueV3(json, Type(id));
@@ -140,11 +132,9 @@ TEST(FillValueTest, IntegerRangesAreCheckedPerType) {
   for (const auto& [json, id] : out_of_range) {
     auto fill = ParseFillValueV3(json, Type(id));
     ASSERT_FALSE(fill.ok()) << json << " " << Type(id).name();
-    EXPECT_THAT(fill.status().message(),
-                HasSubstr("out of range for " + std::string(Type(id).name())));
+    EXPECT_THAT(fill.status().message(), HasSubstr("out of range for " + std::string(Type(id).name())));
   }
-  for (const Json& json :
-       {Json(1.5), Json("1"), Json(true), Json("NaN"), Json(nullptr)}) {
+  for (const Json& json : {Json(1.5), Json("1"), Json(true), Json("NaN"), Json(nullptr)}) {
     auto fill = ParseFillValueV3(json, Type(DataTypeId::kInt32));
     ASSERT_FALSE(fill.ok()) << json;
     EXPECT_THAT(fill.status().message(), HasSubstr("not a valid int32"));
@@ -156,19 +146,17 @@ TEST(FillValueTest, BoolAndComplex) {
   EXPECT_EQ(V3<uint8_t>(false, DataTypeId::kBool), 0);
   EXPECT_FALSE(ParseFillValueV3(1, Type(DataTypeId::kBool)).ok());
 
-  auto c64 =
-      ParseFillValueV3(Json::array({1.5, "-Infinity"}), Type(DataTypeId::kComplex64));
+  auto c64 = ParseFillValueV3(Json::array({1.5, "-Infinity"}), Type(DataTypeId::kComplex64));
   ASSERT_TRUE(c64.ok()) << c64.status().ToString();
   EXPECT_EQ(As<float>(*c64, 0), 1.5f);
   EXPECT_EQ(As<uint32_t>(*c64, 4), 0xff800000u);
-  auto c128 = ParseFillValueV3(Json::array({"0x7ff8000000000001", -2}),
-                               Type(DataTypeId::kComplex128));
+  auto c128 = ParseFillValueV3(Json::array({"0x7ff8000000000001", -2}), Type(DataTypeId::kComplex128));
   ASSERT_TRUE(c128.ok()) << c128.status().ToString();
   EXPECT_EQ(As<uint64_t>(*c128, 0), 0x7ff8000000000001u);
   EXPECT_EQ(As<double>(*c128, 8), -2.0);
 
-  for (const Json& json : {Json(1.0), Json::array({1.0}), Json::array({1.0, 2.0, 3.0}),
-                           Json::array({1.0, "x"}), Json::array({1e39, 0})}) {
+  for (const Json& json :
+       {Json(1.0), Json::array({1.0}), Json::array({1.0, 2.0, 3.0}), Json::array({1.0, "x"}), Json::array({1e39, 0})}) {
     auto fill = ParseFillValueV3(json, Type(DataTypeId::kComplex64));
     EXPECT_FALSE(fill.ok()) << json;
   }
@@ -196,8 +184,7 @@ TEST(FillValueTest, V2Conventions) {
   EXPECT_EQ(As<int16_t>(*number), -3);
 
   EXPECT_FALSE(ParseFillValueV2(2, Type(DataTypeId::kBool)).ok());
-  EXPECT_FALSE(
-      ParseFillValueV2("0x7fc00000", Type(DataTypeId::kFloat32)).ok());  // v3 only
+  EXPECT_FALSE(ParseFillValueV2("0x7fc00000", Type(DataTypeId::kFloat32)).ok());  // v3 only
   EXPECT_FALSE(ParseFillValueV2("NaN", Type(DataTypeId::kInt32)).ok());
   EXPECT_FALSE(ParseFillValueV3(nullptr, Type(DataTypeId::kInt32)).ok());  // v3: no null
 }

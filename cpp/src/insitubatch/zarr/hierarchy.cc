@@ -22,8 +22,7 @@ using internal_metadata::RequireString;
 constexpr size_t kMaxInflightReads = 32;
 
 // Reads every key concurrently (bounded); nullopt for a missing key.
-Result<std::vector<std::optional<std::string>>> ReadAll(
-    Store& store, const std::vector<std::string>& keys) {
+Result<std::vector<std::optional<std::string>>> ReadAll(Store& store, const std::vector<std::string>& keys) {
   std::mutex mutex;
   std::condition_variable done;
   size_t pending = 0;
@@ -48,8 +47,7 @@ Result<std::vector<std::optional<std::string>>> ReadAll(
   std::vector<std::optional<std::string>> texts(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) {
     Result<ReadResult>& result = *results[i];
-    if (!result.ok())
-      return result.status().WithContext("reading " + store.Describe(keys[i]));
+    if (!result.ok()) return result.status().WithContext("reading " + store.Describe(keys[i]));
     if (!result->found) continue;
     const Buffer& data = result->data;
     texts[i].emplace(reinterpret_cast<const char*>(data.data()), data.size());
@@ -73,8 +71,7 @@ std::pair<std::string_view, std::string_view> SplitLeaf(std::string_view key) {
 }
 
 Status BadNodeKey(std::string_view key, const Status& cause, std::string_view where) {
-  return Error(StatusCode::kInvalidArgument, where,
-               "metadata key \"" + std::string(key) + "\": " + cause.message());
+  return Error(StatusCode::kInvalidArgument, where, "metadata key \"" + std::string(key) + "\": " + cause.message());
 }
 
 }  // namespace
@@ -109,11 +106,9 @@ class HierarchyBuilder {
       : store_(store), nodes_(nodes), arrays_(arrays) {}
 
   // A v3 node document (root, listed, or a consolidated entry).
-  Status AddV3Node(const std::string& path, const Json& document,
-                   std::string_view where) {
+  Status AddV3Node(const std::string& path, const Json& document, std::string_view where) {
     INSITU_RETURN_IF_ERROR(CheckObject(document, "node metadata", where));
-    INSITU_ASSIGN_OR_RETURN(std::string node_type,
-                            RequireString(document, "node_type", where));
+    INSITU_ASSIGN_OR_RETURN(std::string node_type, RequireString(document, "node_type", where));
     if (node_type == "array") {
       nodes_[path] = NodeKind::kArray;
       arrays_.insert_or_assign(path, ParseArrayMetadataV3(document, where));
@@ -133,15 +128,12 @@ class HierarchyBuilder {
       return Error(StatusCode::kUnimplemented, where,
                    "consolidated_metadata kind " + Abbrev(*kind) + " is not supported");
     }
-    INSITU_ASSIGN_OR_RETURN(const Json* metadata,
-                            Require(consolidated, "metadata", where));
+    INSITU_ASSIGN_OR_RETURN(const Json* metadata, Require(consolidated, "metadata", where));
     INSITU_RETURN_IF_ERROR(CheckObject(*metadata, "consolidated \"metadata\"", where));
     for (const auto& [path, document] : metadata->items()) {
-      Status valid =
-          path.empty() ? InvalidArgument("empty node path") : ValidateNodePath(path);
+      Status valid = path.empty() ? InvalidArgument("empty node path") : ValidateNodePath(path);
       if (!valid.ok()) return BadNodeKey(path, valid, where);
-      const std::string entry_where =
-          std::string(where) + " (consolidated entry \"" + path + "\")";
+      const std::string entry_where = std::string(where) + " (consolidated entry \"" + path + "\")";
       INSITU_RETURN_IF_ERROR(AddV3Node(path, document, entry_where));
     }
     return Status::Ok();
@@ -172,8 +164,7 @@ class HierarchyBuilder {
   // `.zmetadata`: {"metadata": {"a/.zarray": {...}, "a/.zattrs": {...}, ...}}.
   Status AddV2Consolidated(const Json& zmetadata, std::string_view where) {
     INSITU_RETURN_IF_ERROR(CheckObject(zmetadata, ".zmetadata", where));
-    if (const Json* format = Find(zmetadata, "zarr_consolidated_format");
-        format && *format != Json(1)) {
+    if (const Json* format = Find(zmetadata, "zarr_consolidated_format"); format && *format != Json(1)) {
       return Error(StatusCode::kUnimplemented, where,
                    "zarr_consolidated_format " + Abbrev(*format) + " is not supported");
     }
@@ -187,9 +178,7 @@ class HierarchyBuilder {
       if (!valid.ok()) return BadNodeKey(key, valid, where);
       if (path.empty()) continue;  // the root, already read from its own documents
       V2Node& node = found[std::string(path)];
-      (leaf == ".zarray"   ? node.zarray
-       : leaf == ".zgroup" ? node.zgroup
-                           : node.zattrs) = &document;
+      (leaf == ".zarray" ? node.zarray : leaf == ".zgroup" ? node.zgroup : node.zattrs) = &document;
     }
     for (const auto& [path, node] : found) {
       const std::string entry_where = std::string(where) + " (entry \"" + path + "\")";
@@ -213,9 +202,7 @@ class HierarchyBuilder {
       Status valid = ValidateNodePath(path);
       if (!valid.ok()) return BadNodeKey(key, valid, store_.Describe(""));
       Listed& entry = listed[std::string(path)];
-      (leaf == ".zarray"   ? entry.zarray
-       : leaf == ".zgroup" ? entry.zgroup
-                           : entry.zattrs) = true;
+      (leaf == ".zarray" ? entry.zarray : leaf == ".zgroup" ? entry.zgroup : entry.zattrs) = true;
     }
     std::vector<std::string> array_paths, documents;
     for (const auto& [path, entry] : listed) {
@@ -239,8 +226,7 @@ class HierarchyBuilder {
       std::optional<std::string> zattrs;
       if (!documents[2 * i + 1].empty()) zattrs = texts[next++];
       if (listed[path].zgroup) {
-        return Error(StatusCode::kInvalidArgument, store_.Describe(path),
-                     "both .zarray and .zgroup are present");
+        return Error(StatusCode::kInvalidArgument, store_.Describe(path), "both .zarray and .zgroup are present");
       }
       if (!zarray) continue;  // removed since the listing
       INSITU_RETURN_IF_ERROR(AddV2Array(path, *zarray, zattrs));
@@ -258,8 +244,7 @@ class HierarchyBuilder {
       INSITU_ASSIGN_OR_RETURN(Json zarray, ParseJson(zarray_text, where));
       Json zattrs;
       if (zattrs_text) {
-        INSITU_ASSIGN_OR_RETURN(
-            zattrs, ParseJson(*zattrs_text, store_.Describe(prefix + ".zattrs")));
+        INSITU_ASSIGN_OR_RETURN(zattrs, ParseJson(*zattrs_text, store_.Describe(prefix + ".zattrs")));
       }
       return ParseArrayMetadataV2(zarray, zattrs, where);
     }());
@@ -275,15 +260,13 @@ class HierarchyBuilder {
 
   Status AddV2Node(const std::string& path, const V2Node& node, std::string_view where) {
     if (node.zarray != nullptr && node.zgroup != nullptr) {
-      return Error(StatusCode::kInvalidArgument, where,
-                   "both .zarray and .zgroup are present");
+      return Error(StatusCode::kInvalidArgument, where, "both .zarray and .zgroup are present");
     }
     if (node.zarray != nullptr) {
       const Json null_value;
       nodes_[path] = NodeKind::kArray;
-      arrays_.insert_or_assign(
-          path, ParseArrayMetadataV2(*node.zarray, node.zattrs ? *node.zattrs : null_value,
-                                     where));
+      arrays_.insert_or_assign(path,
+                               ParseArrayMetadataV2(*node.zarray, node.zattrs ? *node.zattrs : null_value, where));
     } else if (node.zgroup != nullptr) {
       INSITU_RETURN_IF_ERROR(CheckObject(*node.zgroup, ".zgroup", where));
       nodes_[path] = NodeKind::kGroup;
@@ -294,8 +277,7 @@ class HierarchyBuilder {
   Result<std::vector<std::string>> ListAll() {
     auto keys = store_.List("");
     if (!keys.ok()) {
-      return keys.status().WithContext("listing " + store_.Describe("") +
-                                       " (no consolidated metadata)");
+      return keys.status().WithContext("listing " + store_.Describe("") + " (no consolidated metadata)");
     }
     return keys;
   }
@@ -338,16 +320,14 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
   const std::optional<std::string>& zgroup = texts[1];
   const std::optional<std::string>& zattrs = texts[2];
   if (zarray && zgroup) {
-    return Error(StatusCode::kInvalidArgument, s.Describe(""),
-                 "both .zarray and .zgroup are present at the root");
+    return Error(StatusCode::kInvalidArgument, s.Describe(""), "both .zarray and .zgroup are present at the root");
   }
   if (zarray) {
     INSITU_RETURN_IF_ERROR(builder.AddV2Array("", *zarray, zattrs));
     return std::move(h).RootArrayChecked();
   }
   if (!zgroup) {
-    return NotFound("no zarr metadata (zarr.json, .zgroup or .zarray) at the root of " +
-                    s.Describe(""));
+    return NotFound("no zarr metadata (zarr.json, .zgroup or .zarray) at the root of " + s.Describe(""));
   }
   INSITU_ASSIGN_OR_RETURN(Json group, ParseJson(*zgroup, s.Describe(".zgroup")));
   INSITU_RETURN_IF_ERROR(CheckObject(group, ".zgroup", s.Describe(".zgroup")));
@@ -355,8 +335,7 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
   INSITU_ASSIGN_OR_RETURN(std::optional<Json> zmetadata, ReadJson(s, ".zmetadata"));
   if (zmetadata) {
     h.consolidated_ = true;
-    INSITU_RETURN_IF_ERROR(
-        builder.AddV2Consolidated(*zmetadata, s.Describe(".zmetadata")));
+    INSITU_RETURN_IF_ERROR(builder.AddV2Consolidated(*zmetadata, s.Describe(".zmetadata")));
   } else {
     INSITU_RETURN_IF_ERROR(builder.DiscoverV2());
   }
@@ -380,8 +359,7 @@ Result<NodeKind> Hierarchy::Kind(std::string_view path) const {
   INSITU_RETURN_IF_ERROR(ValidateNodePath(path));
   auto it = nodes_.find(path);
   if (it == nodes_.end()) {
-    return NotFound("no array or group at '" + std::string(path) + "' in " +
-                    store_->Describe(""));
+    return NotFound("no array or group at '" + std::string(path) + "' in " + store_->Describe(""));
   }
   return it->second;
 }

@@ -46,7 +46,7 @@ class Hierarchy {
   std::shared_ptr<Store> store_;
   int zarr_format_ = 3;
   bool consolidated_ = false;
-  std::map<std::string, NodeKind, std::less<>> nodes_;               // path -> kind
+  std::map<std::string, NodeKind, std::less<>> nodes_;                        // path -> kind
   std::map<std::string, Result<ArrayMetadata>, std::less<>> array_metadata_;  // arrays only
 };
 

@@ -21,8 +21,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-const std::string kHierarchyDir =
-    std::string(INSITU_TESTDATA_DIR) + "/metadata/hierarchies/";
+const std::string kHierarchyDir = std::string(INSITU_TESTDATA_DIR) + "/metadata/hierarchies/";
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -33,9 +32,7 @@ std::string ReadFile(const std::string& path) {
 
 const Json& Expected() {
   static const Json expected = [] {
-    auto parsed =
-        ParseJson(ReadFile(std::string(INSITU_TESTDATA_DIR) + "/metadata/expected.json"),
-                  "expected.json");
+    auto parsed = ParseJson(ReadFile(std::string(INSITU_TESTDATA_DIR) + "/metadata/expected.json"), "expected.json");
     return parsed.ok() ? (*parsed)["hierarchies"] : Json::object();
   }();
   return expected;
@@ -47,8 +44,7 @@ std::shared_ptr<MemoryStore> LoadStore(const std::string& name) {
   const Json& keys = Expected()[name]["keys"];
   EXPECT_FALSE(keys.empty()) << name;
   for (const Json& key : keys) {
-    store->Set(key.get<std::string>(),
-               ReadFile(kHierarchyDir + name + "/" + key.get<std::string>()));
+    store->Set(key.get<std::string>(), ReadFile(kHierarchyDir + name + "/" + key.get<std::string>()));
   }
   return store;
 }
@@ -81,8 +77,7 @@ TEST_P(ZarrPythonHierarchyTest, FindsEveryNode) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, ZarrPythonHierarchyTest,
-                         testing::Values("v2_plain", "v2_consolidated", "v3_plain",
-                                         "v3_consolidated", "v2_root_array",
+                         testing::Values("v2_plain", "v2_consolidated", "v3_plain", "v3_consolidated", "v2_root_array",
                                          "v3_root_array"));
 
 class NestedHierarchyTest : public testing::TestWithParam<std::string> {};
@@ -135,8 +130,7 @@ TEST_P(NestedHierarchyTest, GroupsAndMissingPathsAreClearErrors) {
   for (const char* bad : {"../a", "a/../temp", "/temp", "a//x", "a/x/", "a\\x"}) {
     auto kind = hierarchy->Kind(bad);
     EXPECT_EQ(kind.status().code(), StatusCode::kInvalidArgument) << bad;
-    EXPECT_EQ(hierarchy->OpenArray(bad).status().code(), StatusCode::kInvalidArgument)
-        << bad;
+    EXPECT_EQ(hierarchy->OpenArray(bad).status().code(), StatusCode::kInvalidArgument) << bad;
   }
 }
 
@@ -151,8 +145,7 @@ TEST_P(NestedHierarchyTest, OpenArrayBindsMetadata) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, NestedHierarchyTest,
-                         testing::Values("v2_plain", "v2_consolidated", "v3_plain",
-                                         "v3_consolidated"));
+                         testing::Values("v2_plain", "v2_consolidated", "v3_plain", "v3_consolidated"));
 
 TEST(HierarchyTest, RootArray) {
   for (const char* name : {"v2_root_array", "v3_root_array"}) {
@@ -178,8 +171,7 @@ TEST(HierarchyTest, ConsolidatedMetadataIsUsedWithoutChildDocuments) {
       auto r = full->Read(root);
       ASSERT_TRUE(r.ok());
       if (r->found) {
-        store->Set(root, std::string(reinterpret_cast<const char*>(r->data.data()),
-                                     r->data.size()));
+        store->Set(root, std::string(reinterpret_cast<const char*>(r->data.data()), r->data.size()));
       }
     }
     auto hierarchy = Hierarchy::Open(store);
@@ -192,8 +184,7 @@ TEST(HierarchyTest, ConsolidatedMetadataIsUsedWithoutChildDocuments) {
 // ---------------------------------------------------------------------------------------
 // Hand-built stores for the error paths.
 
-constexpr char kGroupV3[] =
-    R"({"zarr_format": 3, "node_type": "group", "attributes": {}})";
+constexpr char kGroupV3[] = R"({"zarr_format": 3, "node_type": "group", "attributes": {}})";
 constexpr char kArrayV3[] = R"({"zarr_format": 3, "node_type": "array", "shape": [4],
   "data_type": "uint8", "fill_value": 0, "codecs": [{"name": "bytes"}],
   "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
@@ -238,12 +229,9 @@ TEST(HierarchyTest, CorruptRootDocuments) {
   const std::vector<Case> cases = {
       {"zarr.json", "{\"zarr_format\": 3, \"node_type\": ", StatusCode::kDataLoss,
        "memory://zarr.json: not valid JSON"},
-      {"zarr.json", "[]", StatusCode::kInvalidArgument,
-       "zarr.json must be a JSON object"},
-      {"zarr.json", R"({"zarr_format": 2, "node_type": "group"})",
-       StatusCode::kInvalidArgument, "expected 3"},
-      {"zarr.json", R"({"zarr_format": 3, "node_type": "folder"})",
-       StatusCode::kInvalidArgument, "node_type must be"},
+      {"zarr.json", "[]", StatusCode::kInvalidArgument, "zarr.json must be a JSON object"},
+      {"zarr.json", R"({"zarr_format": 2, "node_type": "group"})", StatusCode::kInvalidArgument, "expected 3"},
+      {"zarr.json", R"({"zarr_format": 3, "node_type": "folder"})", StatusCode::kInvalidArgument, "node_type must be"},
       {".zgroup", "{", StatusCode::kDataLoss, "memory://.zgroup"},
       {".zarray", R"({"zarr_format": 2})", StatusCode::kInvalidArgument,
        "memory://.zarray: missing required field \"shape\""},
@@ -295,17 +283,16 @@ TEST(HierarchyTest, MalformedConsolidatedMetadata) {
     std::string substring;
   };
   const std::vector<Case> cases = {
-      {R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": 5})",
-       StatusCode::kInvalidArgument, "\"consolidated_metadata\" must be a JSON object"},
+      {R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": 5})", StatusCode::kInvalidArgument,
+       "\"consolidated_metadata\" must be a JSON object"},
       {R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": {"kind": "x",
         "metadata": {}}})",
        StatusCode::kUnimplemented, "kind \"x\""},
       {R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": {"kind": "inline"}})",
        StatusCode::kInvalidArgument, "\"metadata\""},
-      {Consolidated(R"("arr": {"zarr_format": 3, "node_type": "array", "shape": [-1]})"),
-       StatusCode::kInvalidArgument, "(consolidated entry \"arr\")"},
-      {Consolidated(R"("arr": [])"), StatusCode::kInvalidArgument,
-       "consolidated entry \"arr\""},
+      {Consolidated(R"("arr": {"zarr_format": 3, "node_type": "array", "shape": [-1]})"), StatusCode::kInvalidArgument,
+       "(consolidated entry \"arr\")"},
+      {Consolidated(R"("arr": [])"), StatusCode::kInvalidArgument, "consolidated entry \"arr\""},
   };
   for (const Case& c : cases) {
     auto store = std::make_shared<MemoryStore>();
@@ -324,9 +311,7 @@ TEST(HierarchyTest, MalformedConsolidatedMetadata) {
 
 TEST(HierarchyTest, NullConsolidatedMetadataFallsBackToListing) {
   auto store = std::make_shared<MemoryStore>();
-  store->Set(
-      "zarr.json",
-      R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": null})");
+  store->Set("zarr.json", R"({"zarr_format": 3, "node_type": "group", "consolidated_metadata": null})");
   store->Set("g/zarr.json", kGroupV3);
   store->Set("g/arr/zarr.json", kArrayV3);
   store->Set("g/arr/c/0", "chunk bytes");
@@ -413,8 +398,7 @@ class WrappedStore : public Store {
   }
 
   using Store::ReadAsync;
-  void ReadAsync(std::string key, ByteRange range, ReadCallback done,
-                 CancelRef cancel) override {
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override {
     ++reads_;
     std::lock_guard lock(mutex_);
     threads_.emplace_back([this, key = std::move(key), range, done = std::move(done)] {
@@ -426,9 +410,7 @@ class WrappedStore : public Store {
     if (fail_list_) return Unimplemented("this store cannot list");
     return inner_->List(prefix);
   }
-  std::string Describe(std::string_view key) const override {
-    return "wrapped://" + std::string(key);
-  }
+  std::string Describe(std::string_view key) const override { return "wrapped://" + std::string(key); }
   int reads() const { return reads_; }
 
  private:
@@ -464,8 +446,7 @@ TEST(HierarchyTest, ManyArraysReadConcurrentlyFromAnAsyncStore) {
         inner->Set(path + "/zarr.json", kArrayV3);
       } else {
         inner->Set(path + "/.zarray", kArrayV2);
-        if (i % 2 == 0)
-          inner->Set(path + "/.zattrs", R"({"i": )" + std::to_string(i) + "}");
+        if (i % 2 == 0) inner->Set(path + "/.zattrs", R"({"i": )" + std::to_string(i) + "}");
       }
     }
     std::sort(expected.begin(), expected.end());
@@ -484,8 +465,7 @@ TEST(ValidateNodePathTest, AcceptsRelativePathsOnly) {
   for (const char* ok : {"", "a", "a/b", "a.b/c-d_e", "...", "a/.zarr"}) {
     EXPECT_TRUE(ValidateNodePath(ok).ok()) << ok;
   }
-  for (const char* bad :
-       {"/", "/a", "a/", "a//b", "..", "a/..", "../a", ".", "a/./b", "a\\b"}) {
+  for (const char* bad : {"/", "/a", "a/", "a//b", "..", "a/..", "../a", ".", "a/./b", "a\\b"}) {
     Status status = ValidateNodePath(bad);
     EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << bad;
     EXPECT_THAT(status.message(), HasSubstr("\"" + std::string(bad) + "\"")) << bad;

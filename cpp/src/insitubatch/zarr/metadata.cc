@@ -59,12 +59,10 @@ const Json* Find(const Json& object, std::string_view key) {
   return it == object.end() ? nullptr : &*it;
 }
 
-Result<const Json*> Require(const Json& object, std::string_view key,
-                            std::string_view where) {
+Result<const Json*> Require(const Json& object, std::string_view key, std::string_view where) {
   const Json* value = Find(object, key);
   if (value == nullptr) {
-    return Error(StatusCode::kInvalidArgument, where,
-                 "missing required field \"" + std::string(key) + "\"");
+    return Error(StatusCode::kInvalidArgument, where, "missing required field \"" + std::string(key) + "\"");
   }
   return value;
 }
@@ -72,12 +70,10 @@ Result<const Json*> Require(const Json& object, std::string_view key,
 Status CheckObject(const Json& document, std::string_view what, std::string_view where) {
   if (document.is_object()) return Status::Ok();
   return Error(StatusCode::kInvalidArgument, where,
-               std::string(what) + " must be a JSON object, got " +
-                   std::string(TypeName(document)));
+               std::string(what) + " must be a JSON object, got " + std::string(TypeName(document)));
 }
 
-Result<std::string> RequireString(const Json& object, std::string_view key,
-                                  std::string_view where) {
+Result<std::string> RequireString(const Json& object, std::string_view key, std::string_view where) {
   INSITU_ASSIGN_OR_RETURN(const Json* value, Require(object, key, where));
   if (!value->is_string()) {
     return Error(StatusCode::kInvalidArgument, where,
@@ -91,32 +87,29 @@ Status CheckZarrFormat(const Json& document, int expected, std::string_view wher
   if (format->is_string() && format->get<std::string>().find("purl.org/zarr/spec") != std::string::npos) {
     // zarr-python 2.11-2.18's experimental v3 (zarr_version=3): meta/root/*.array.json.
     return Error(StatusCode::kUnimplemented, where,
-                 "\"zarr_format\" " + Abbrev(*format) + " is the pre-1.0 draft of Zarr v3, which neither this"
-                 " reader nor zarr-python 3 reads; rewrite the store as Zarr v2 or v3 with zarr-python 2.18");
+                 "\"zarr_format\" " + Abbrev(*format) +
+                     " is the pre-1.0 draft of Zarr v3, which neither this"
+                     " reader nor zarr-python 3 reads; rewrite the store as Zarr v2 or v3 with zarr-python 2.18");
   }
   if (!format->is_number_integer()) {
-    return Error(StatusCode::kInvalidArgument, where,
-                 "\"zarr_format\" must be an integer, got " + Abbrev(*format));
+    return Error(StatusCode::kInvalidArgument, where, "\"zarr_format\" must be an integer, got " + Abbrev(*format));
   }
   if (format->get<int64_t>() != expected) {
     return Error(StatusCode::kInvalidArgument, where,
-                 "\"zarr_format\" is " + Abbrev(*format) + ", expected " +
-                     std::to_string(expected));
+                 "\"zarr_format\" is " + Abbrev(*format) + ", expected " + std::to_string(expected));
   }
   return Status::Ok();
 }
 
-Result<std::vector<uint64_t>> ParseExtents(const Json& value, std::string_view field,
-                                           uint64_t min_value, std::string_view where) {
+Result<std::vector<uint64_t>> ParseExtents(const Json& value, std::string_view field, uint64_t min_value,
+                                           std::string_view where) {
   const std::string name = "\"" + std::string(field) + "\"";
   if (!value.is_array()) {
-    return Error(StatusCode::kInvalidArgument, where,
-                 name + " must be an array of integers, got " + Abbrev(value));
+    return Error(StatusCode::kInvalidArgument, where, name + " must be an array of integers, got " + Abbrev(value));
   }
   if (value.size() > kMaxRank) {
     return Error(StatusCode::kInvalidArgument, where,
-                 name + " has " + std::to_string(value.size()) +
-                     " dimensions, more than " + std::to_string(kMaxRank));
+                 name + " has " + std::to_string(value.size()) + " dimensions, more than " + std::to_string(kMaxRank));
   }
   std::vector<uint64_t> extents;
   extents.reserve(value.size());
@@ -125,8 +118,8 @@ Result<std::vector<uint64_t>> ParseExtents(const Json& value, std::string_view f
     const std::optional<uint64_t> extent = NonNegativeInteger(item);
     if (!extent || *extent < min_value) {
       return Error(StatusCode::kInvalidArgument, where,
-                   name + "[" + std::to_string(i) + "] must be an integer >= " +
-                       std::to_string(min_value) + ", got " + Abbrev(item));
+                   name + "[" + std::to_string(i) + "] must be an integer >= " + std::to_string(min_value) + ", got " +
+                       Abbrev(item));
     }
     extents.push_back(*extent);
   }
@@ -142,22 +135,19 @@ std::string FormatShape(const std::vector<uint64_t>& shape) {
   return out + "]";
 }
 
-Status ValidateChunking(const std::vector<uint64_t>& shape,
-                        const std::vector<uint64_t>& chunk_shape, DataType dtype,
+Status ValidateChunking(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& chunk_shape, DataType dtype,
                         std::string_view where) {
   if (shape.size() != chunk_shape.size()) {
     return Error(StatusCode::kInvalidArgument, where,
-                 "chunk shape " + FormatShape(chunk_shape) + " has rank " +
-                     std::to_string(chunk_shape.size()) + " but shape " +
-                     FormatShape(shape) + " has rank " + std::to_string(shape.size()));
+                 "chunk shape " + FormatShape(chunk_shape) + " has rank " + std::to_string(chunk_shape.size()) +
+                     " but shape " + FormatShape(shape) + " has rank " + std::to_string(shape.size()));
   }
   // The element count of the whole array must be representable (chunk counts, sizes and
   // offsets derive from it).
   uint64_t elements = 1;
   for (uint64_t extent : shape) {
     if (extent != 0 && elements > UINT64_MAX / extent) {
-      return Error(StatusCode::kInvalidArgument, where,
-                   "shape " + FormatShape(shape) + " has more than 2^64 elements");
+      return Error(StatusCode::kInvalidArgument, where, "shape " + FormatShape(shape) + " has more than 2^64 elements");
     }
     elements *= extent;
   }
@@ -165,8 +155,7 @@ Status ValidateChunking(const std::vector<uint64_t>& shape,
   for (uint64_t extent : chunk_shape) {
     if (chunk_bytes > kMaxChunkBytes / extent) {
       return Error(StatusCode::kInvalidArgument, where,
-                   "chunk shape " + FormatShape(chunk_shape) + " of " +
-                       std::string(dtype.name()) +
+                   "chunk shape " + FormatShape(chunk_shape) + " of " + std::string(dtype.name()) +
                        " exceeds the 1 TiB limit for one chunk");
     }
     chunk_bytes *= extent;
@@ -206,8 +195,7 @@ Result<DataType> ParseDataTypeV3(const Json& value, std::string_view where) {
     if (name == nullptr) name = &value;
   }
   if (!name->is_string()) {
-    return Error(StatusCode::kInvalidArgument, where,
-                 "\"data_type\" must be a data type name, got " + Abbrev(value));
+    return Error(StatusCode::kInvalidArgument, where, "\"data_type\" must be a data type name, got " + Abbrev(value));
   }
   if (*name == Json("numpy.datetime64") || *name == Json("numpy.timedelta64")) {
     // zarr-python 3: {"name": "numpy.datetime64", "configuration": {"unit": "ns", "scale_factor": 1}}
@@ -250,18 +238,15 @@ Result<std::vector<uint64_t>> ParseChunkGrid(const Json& grid, std::string_view 
   INSITU_RETURN_IF_ERROR(CheckObject(grid, "\"chunk_grid\"", where));
   INSITU_ASSIGN_OR_RETURN(std::string name, RequireString(grid, "name", where));
   if (name != "regular") {
-    return Error(StatusCode::kUnimplemented, where,
-                 "chunk_grid \"" + name + "\" is not supported (only \"regular\")");
+    return Error(StatusCode::kUnimplemented, where, "chunk_grid \"" + name + "\" is not supported (only \"regular\")");
   }
   INSITU_ASSIGN_OR_RETURN(const Json* config, Require(grid, "configuration", where));
   INSITU_RETURN_IF_ERROR(CheckObject(*config, "\"chunk_grid\" configuration", where));
-  INSITU_ASSIGN_OR_RETURN(const Json* chunk_shape,
-                          Require(*config, "chunk_shape", where));
+  INSITU_ASSIGN_OR_RETURN(const Json* chunk_shape, Require(*config, "chunk_shape", where));
   return internal_metadata::ParseExtents(*chunk_shape, "chunk_shape", 1, where);
 }
 
-Result<ChunkKeyEncoding> ParseChunkKeyEncoding(const Json& value,
-                                               std::string_view where) {
+Result<ChunkKeyEncoding> ParseChunkKeyEncoding(const Json& value, std::string_view where) {
   INSITU_RETURN_IF_ERROR(CheckObject(value, "\"chunk_key_encoding\"", where));
   INSITU_ASSIGN_OR_RETURN(std::string name, RequireString(value, "name", where));
   ChunkKeyEncoding encoding;
@@ -270,19 +255,16 @@ Result<ChunkKeyEncoding> ParseChunkKeyEncoding(const Json& value,
   } else if (name == "v2") {
     encoding = {ChunkKeyEncoding::Kind::kV2, '.'};
   } else {
-    return Error(StatusCode::kUnimplemented, where,
-                 "chunk_key_encoding \"" + name + "\" is not supported");
+    return Error(StatusCode::kUnimplemented, where, "chunk_key_encoding \"" + name + "\" is not supported");
   }
   const Json* config = Find(value, "configuration");
   if (config == nullptr || config->is_null()) return encoding;
-  INSITU_RETURN_IF_ERROR(
-      CheckObject(*config, "\"chunk_key_encoding\" configuration", where));
+  INSITU_RETURN_IF_ERROR(CheckObject(*config, "\"chunk_key_encoding\" configuration", where));
   const Json* separator = Find(*config, "separator");
   if (separator == nullptr) return encoding;
   if (!separator->is_string() || (*separator != Json("/") && *separator != Json("."))) {
-    return Error(
-        StatusCode::kInvalidArgument, where,
-        "chunk_key_encoding separator must be \"/\" or \".\", got " + Abbrev(*separator));
+    return Error(StatusCode::kInvalidArgument, where,
+                 "chunk_key_encoding separator must be \"/\" or \".\", got " + Abbrev(*separator));
   }
   encoding.separator = separator->get<std::string>()[0];
   return encoding;
@@ -290,8 +272,7 @@ Result<ChunkKeyEncoding> ParseChunkKeyEncoding(const Json& value,
 
 Result<std::vector<CodecSpec>> ParseCodecs(const Json& value, std::string_view where) {
   if (!value.is_array() || value.empty()) {
-    return Error(StatusCode::kInvalidArgument, where,
-                 "\"codecs\" must be a non-empty array, got " + Abbrev(value));
+    return Error(StatusCode::kInvalidArgument, where, "\"codecs\" must be a non-empty array, got " + Abbrev(value));
   }
   std::vector<CodecSpec> codecs;
   for (size_t i = 0; i < value.size(); ++i) {
@@ -303,22 +284,19 @@ Result<std::vector<CodecSpec>> ParseCodecs(const Json& value, std::string_view w
     } else if (item.is_object()) {
       const Json* name = Find(item, "name");
       if (name == nullptr || !name->is_string()) {
-        return Error(StatusCode::kInvalidArgument, where,
-                     field + " needs a string \"name\", got " + Abbrev(item));
+        return Error(StatusCode::kInvalidArgument, where, field + " needs a string \"name\", got " + Abbrev(item));
       }
       spec.name = name->get<std::string>();
       const Json* config = Find(item, "configuration");
       if (config != nullptr && !config->is_null()) {
         if (!config->is_object()) {
           return Error(StatusCode::kInvalidArgument, where,
-                       field + " (" + spec.name +
-                           ") configuration must be an object, got " + Abbrev(*config));
+                       field + " (" + spec.name + ") configuration must be an object, got " + Abbrev(*config));
         }
         spec.configuration = *config;
       }
     } else {
-      return Error(StatusCode::kInvalidArgument, where,
-                   field + " must be an object or a name, got " + Abbrev(item));
+      return Error(StatusCode::kInvalidArgument, where, field + " must be an object or a name, got " + Abbrev(item));
     }
     codecs.push_back(std::move(spec));
   }
@@ -328,17 +306,14 @@ Result<std::vector<CodecSpec>> ParseCodecs(const Json& value, std::string_view w
 Result<ArrayMetadata> ParseV3(const Json& document, std::string_view where) {
   INSITU_RETURN_IF_ERROR(CheckObject(document, "zarr.json", where));
   INSITU_RETURN_IF_ERROR(internal_metadata::CheckZarrFormat(document, 3, where));
-  INSITU_ASSIGN_OR_RETURN(std::string node_type,
-                          RequireString(document, "node_type", where));
+  INSITU_ASSIGN_OR_RETURN(std::string node_type, RequireString(document, "node_type", where));
   if (node_type != "array") {
-    return Error(StatusCode::kInvalidArgument, where,
-                 "node_type is \"" + node_type + "\", not \"array\"");
+    return Error(StatusCode::kInvalidArgument, where, "node_type is \"" + node_type + "\", not \"array\"");
   }
   ArrayMetadata md;
   md.zarr_format = 3;
   INSITU_ASSIGN_OR_RETURN(const Json* shape, Require(document, "shape", where));
-  INSITU_ASSIGN_OR_RETURN(md.shape,
-                          internal_metadata::ParseExtents(*shape, "shape", 0, where));
+  INSITU_ASSIGN_OR_RETURN(md.shape, internal_metadata::ParseExtents(*shape, "shape", 0, where));
   INSITU_ASSIGN_OR_RETURN(const Json* data_type, Require(document, "data_type", where));
   if (const Json* name = data_type->is_object() ? Find(*data_type, "name") : nullptr;
       name != nullptr && *name == Json("structured")) {
@@ -357,12 +332,9 @@ Result<ArrayMetadata> ParseV3(const Json& document, std::string_view where) {
   }
   INSITU_ASSIGN_OR_RETURN(const Json* grid, Require(document, "chunk_grid", where));
   INSITU_ASSIGN_OR_RETURN(md.chunk_shape, ParseChunkGrid(*grid, where));
-  INSITU_RETURN_IF_ERROR(
-      internal_metadata::ValidateChunking(md.shape, md.chunk_shape, md.dtype, where));
-  INSITU_ASSIGN_OR_RETURN(const Json* key_encoding,
-                          Require(document, "chunk_key_encoding", where));
-  INSITU_ASSIGN_OR_RETURN(md.chunk_key_encoding,
-                          ParseChunkKeyEncoding(*key_encoding, where));
+  INSITU_RETURN_IF_ERROR(internal_metadata::ValidateChunking(md.shape, md.chunk_shape, md.dtype, where));
+  INSITU_ASSIGN_OR_RETURN(const Json* key_encoding, Require(document, "chunk_key_encoding", where));
+  INSITU_ASSIGN_OR_RETURN(md.chunk_key_encoding, ParseChunkKeyEncoding(*key_encoding, where));
   INSITU_ASSIGN_OR_RETURN(const Json* fill, Require(document, "fill_value", where));
   auto fill_value = ParseFillValueV3(*fill, md.dtype);
   if (!fill_value.ok()) {
@@ -379,22 +351,20 @@ Result<ArrayMetadata> ParseV3(const Json& document, std::string_view where) {
   }
   if (const Json* transformers = Find(document, "storage_transformers")) {
     if (!transformers->is_array()) {
-      return Error(
-          StatusCode::kInvalidArgument, where,
-          "\"storage_transformers\" must be an array, got " + Abbrev(*transformers));
+      return Error(StatusCode::kInvalidArgument, where,
+                   "\"storage_transformers\" must be an array, got " + Abbrev(*transformers));
     }
     if (!transformers->empty()) {
-      return Error(
-          StatusCode::kUnimplemented, where,
-          "storage transformer " + Abbrev((*transformers)[0]) + " is not supported");
+      return Error(StatusCode::kUnimplemented, where,
+                   "storage transformer " + Abbrev((*transformers)[0]) + " is not supported");
     }
   }
   // dimension_names carry no meaning for reading; they tell coordinates from variables.
   if (const Json* names = Find(document, "dimension_names"); names && !names->is_null()) {
     if (!names->is_array() || names->size() != md.shape.size()) {
       return Error(StatusCode::kInvalidArgument, where,
-                   "\"dimension_names\" must be an array of " +
-                       std::to_string(md.shape.size()) + " names, got " + Abbrev(*names));
+                   "\"dimension_names\" must be an array of " + std::to_string(md.shape.size()) + " names, got " +
+                       Abbrev(*names));
     }
     for (const Json& name : *names) {
       if (!name.is_null() && !name.is_string()) {
@@ -436,8 +406,7 @@ uint64_t ArrayMetadata::chunk_elements() const {
 std::vector<uint64_t> ArrayMetadata::grid_shape() const {
   std::vector<uint64_t> grid(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
-    const uint64_t chunk =
-        i < chunk_shape.size() && chunk_shape[i] != 0 ? chunk_shape[i] : 1;
+    const uint64_t chunk = i < chunk_shape.size() && chunk_shape[i] != 0 ? chunk_shape[i] : 1;
     grid[i] = shape[i] / chunk + (shape[i] % chunk != 0 ? 1 : 0);
   }
   return grid;
@@ -446,8 +415,7 @@ std::vector<uint64_t> ArrayMetadata::grid_shape() const {
 Result<Json> ParseJson(std::string_view text, std::string_view where) {
   if (text.size() > kMaxJsonBytes) {
     return Error(StatusCode::kInvalidArgument, where,
-                 "metadata document is " + std::to_string(text.size()) +
-                     " bytes, above the 64 MiB limit");
+                 "metadata document is " + std::to_string(text.size()) + " bytes, above the 64 MiB limit");
   }
   INSITU_RETURN_IF_ERROR(CheckNesting(text, where));
   try {
@@ -455,14 +423,12 @@ Result<Json> ParseJson(std::string_view text, std::string_view where) {
   } catch (const Json::exception& e) {
     // what() reads "[json.exception.parse_error.101] parse error at line 1, ...".
     std::string_view message = e.what();
-    if (auto end = message.find("] ");
-        message.starts_with("[json.") && end != message.npos) {
+    if (auto end = message.find("] "); message.starts_with("[json.") && end != message.npos) {
       message.remove_prefix(end + 2);
     }
     return Error(StatusCode::kDataLoss, where, "not valid JSON: " + std::string(message));
   } catch (const std::exception& e) {
-    return Error(StatusCode::kResourceExhausted, where,
-                 std::string("parsing JSON failed: ") + e.what());
+    return Error(StatusCode::kResourceExhausted, where, std::string("parsing JSON failed: ") + e.what());
   }
 }
 
@@ -471,8 +437,7 @@ Result<ArrayMetadata> ParseArrayMetadataV3(const Json& document, std::string_vie
   try {
     return ParseV3(document, where);
   } catch (const std::exception& e) {
-    return Error(StatusCode::kInvalidArgument, where,
-                 std::string("malformed array metadata: ") + e.what());
+    return Error(StatusCode::kInvalidArgument, where, std::string("malformed array metadata: ") + e.what());
   }
 }
 

@@ -8,11 +8,10 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "insitubatch/util/result.h"
 #include "insitubatch/zarr/dtype.h"
@@ -44,7 +43,7 @@ struct FillValue {
 };
 
 struct ArrayMetadata {
-  int zarr_format = 3;            // the format on disk (2 or 3)
+  int zarr_format = 3;  // the format on disk (2 or 3)
   std::vector<uint64_t> shape;
   std::vector<uint64_t> chunk_shape;  // the stored chunk: on a sharded array, the shard
   DataType dtype;
@@ -70,8 +69,7 @@ struct ArrayMetadata {
 // Parses a v3 `zarr.json` whose node_type is "array". Errors name `where` (a path).
 Result<ArrayMetadata> ParseArrayMetadataV3(const Json& document, std::string_view where);
 // Parses a v2 `.zarray` (plus optional `.zattrs`) into the normalized form.
-Result<ArrayMetadata> ParseArrayMetadataV2(const Json& zarray, const Json& zattrs,
-                                           std::string_view where);
+Result<ArrayMetadata> ParseArrayMetadataV2(const Json& zarray, const Json& zattrs, std::string_view where);
 // Parses JSON text, naming `where` on a syntax error (DataLoss: the document is corrupt).
 Result<Json> ParseJson(std::string_view text, std::string_view where);
 

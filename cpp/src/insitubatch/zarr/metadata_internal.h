@@ -33,26 +33,23 @@ std::optional<uint64_t> NonNegativeInteger(const Json& value);
 // The member `key` of object `object`, nullptr when absent.
 const Json* Find(const Json& object, std::string_view key);
 // Like Find, but a missing member is InvalidArgument naming `key` and `where`.
-Result<const Json*> Require(const Json& object, std::string_view key,
-                            std::string_view where);
+Result<const Json*> Require(const Json& object, std::string_view key, std::string_view where);
 
 // InvalidArgument unless `document` is a JSON object.
 Status CheckObject(const Json& document, std::string_view what, std::string_view where);
 
 // The string member `key` (InvalidArgument when it is not a string).
-Result<std::string> RequireString(const Json& object, std::string_view key,
-                                  std::string_view where);
+Result<std::string> RequireString(const Json& object, std::string_view key, std::string_view where);
 
 // The integer member `zarr_format`, which must equal `expected`.
 Status CheckZarrFormat(const Json& document, int expected, std::string_view where);
 
 // An array of integers >= `min_value` (shape: 0, chunk shape: 1), at most kMaxRank long.
-Result<std::vector<uint64_t>> ParseExtents(const Json& value, std::string_view field,
-                                           uint64_t min_value, std::string_view where);
+Result<std::vector<uint64_t>> ParseExtents(const Json& value, std::string_view field, uint64_t min_value,
+                                           std::string_view where);
 
 // Rank agreement, no element-count overflow, and a decoded chunk within kMaxChunkBytes.
-Status ValidateChunking(const std::vector<uint64_t>& shape,
-                        const std::vector<uint64_t>& chunk_shape, DataType dtype,
+Status ValidateChunking(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& chunk_shape, DataType dtype,
                         std::string_view where);
 
 // "[10, 7]" for messages.

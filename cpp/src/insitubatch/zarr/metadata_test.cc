@@ -91,32 +91,25 @@ TEST_P(ZarrPythonDocumentTest, ParsesExactlyWhatZarrPythonReports) {
   EXPECT_EQ(md.chunk_shape, expected["chunk_shape"].get<std::vector<uint64_t>>());
   EXPECT_EQ(md.dtype.name(), expected["dtype"].get<std::string>());
 
-  const std::vector<std::byte> fill =
-      ExpectedFillBytes(expected["fill_hex"].get<std::string>(), md.dtype);
+  const std::vector<std::byte> fill = ExpectedFillBytes(expected["fill_hex"].get<std::string>(), md.dtype);
   ASSERT_EQ(fill.size(), md.dtype.itemsize());
-  EXPECT_EQ(std::vector<std::byte>(md.fill_value.bytes.begin(),
-                                   md.fill_value.bytes.begin() + fill.size()),
-            fill);
+  EXPECT_EQ(std::vector<std::byte>(md.fill_value.bytes.begin(), md.fill_value.bytes.begin() + fill.size()), fill);
   for (size_t i = fill.size(); i < md.fill_value.bytes.size(); ++i) {
     EXPECT_EQ(md.fill_value.bytes[i], std::byte{0}) << "padding byte " << i;
   }
 
   const Json& encoding = expected["chunk_key_encoding"];
-  EXPECT_EQ(md.chunk_key_encoding.kind, encoding["name"] == "v2"
-                                            ? ChunkKeyEncoding::Kind::kV2
-                                            : ChunkKeyEncoding::Kind::kDefault);
-  EXPECT_EQ(std::string(1, md.chunk_key_encoding.separator),
-            encoding["configuration"]["separator"].get<std::string>());
-  EXPECT_EQ(
-      md.chunk_key_encoding.Key(expected["chunk_coords"].get<std::vector<uint64_t>>()),
-      expected["chunk_key"].get<std::string>());
+  EXPECT_EQ(md.chunk_key_encoding.kind,
+            encoding["name"] == "v2" ? ChunkKeyEncoding::Kind::kV2 : ChunkKeyEncoding::Kind::kDefault);
+  EXPECT_EQ(std::string(1, md.chunk_key_encoding.separator), encoding["configuration"]["separator"].get<std::string>());
+  EXPECT_EQ(md.chunk_key_encoding.Key(expected["chunk_coords"].get<std::vector<uint64_t>>()),
+            expected["chunk_key"].get<std::string>());
 
   const Json& codecs = expected["codecs"];
   ASSERT_EQ(md.codecs.size(), codecs.size());
   for (size_t i = 0; i < codecs.size(); ++i) {
     EXPECT_EQ(md.codecs[i].name, codecs[i]["name"].get<std::string>()) << "codec " << i;
-    EXPECT_EQ(md.codecs[i].configuration,
-              codecs[i].value("configuration", Json::object()))
+    EXPECT_EQ(md.codecs[i].configuration, codecs[i].value("configuration", Json::object()))
         << "codec " << i << " (" << md.codecs[i].name << ")";
   }
   EXPECT_EQ(md.attributes, expected["attributes"]);
@@ -132,8 +125,7 @@ TEST_P(ZarrPythonDocumentTest, ParsesExactlyWhatZarrPythonReports) {
   EXPECT_EQ(md.grid_shape(), grid);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, ZarrPythonDocumentTest, testing::ValuesIn(LoadCases()),
-                         CaseName);
+INSTANTIATE_TEST_SUITE_P(Fixtures, ZarrPythonDocumentTest, testing::ValuesIn(LoadCases()), CaseName);
 
 TEST(ZarrPythonDocumentTest, MatrixIsComplete) {
   // Guards against a silently empty or shrunken fixture set.
@@ -191,8 +183,7 @@ std::vector<Mutation> V3Mutations() {
   return {
       {"not_object", "", Json::array(), bad, "must be a JSON object"},
       {"zarr_format_missing", "/zarr_format", kRemove, bad, "\"zarr_format\""},
-      {"zarr_format_string", "/zarr_format", "3", bad,
-       "\"zarr_format\" must be an integer"},
+      {"zarr_format_string", "/zarr_format", "3", bad, "\"zarr_format\" must be an integer"},
       {"zarr_format_2", "/zarr_format", 2, bad, "expected 3"},
       {"node_type_missing", "/node_type", kRemove, bad, "\"node_type\""},
       {"node_type_int", "/node_type", 1, bad, "\"node_type\" must be a string"},
@@ -202,45 +193,34 @@ std::vector<Mutation> V3Mutations() {
       {"shape_negative", "/shape/0", -10, bad, "\"shape\"[0] must be an integer >= 0"},
       {"shape_float", "/shape/1", 7.0, bad, "\"shape\"[1]"},
       {"shape_null_item", "/shape/1", nullptr, bad, "\"shape\"[1]"},
-      {"shape_rank_too_high", "/shape", Json(std::vector<int>(65, 1)), bad,
-       "65 dimensions"},
+      {"shape_rank_too_high", "/shape", Json(std::vector<int>(65, 1)), bad, "65 dimensions"},
       {"rank_mismatch", "/shape", Json::array({10}), bad, "has rank 2 but shape [10]"},
-      {"shape_overflow", "/shape", Json::array({1ull << 40, 1ull << 40}), bad,
-       "more than 2^64 elements"},
+      {"shape_overflow", "/shape", Json::array({1ull << 40, 1ull << 40}), bad, "more than 2^64 elements"},
       {"data_type_missing", "/data_type", kRemove, bad, "\"data_type\""},
       {"data_type_int", "/data_type", 4, bad, "\"data_type\" must be"},
       {"data_type_unknown", "/data_type", "float128", unimpl, "float128"},
       {"data_type_string_type", "/data_type", "text", unimpl, "\"text\""},
       {"chunk_grid_missing", "/chunk_grid", kRemove, bad, "\"chunk_grid\""},
-      {"chunk_grid_string", "/chunk_grid", "regular", bad,
-       "\"chunk_grid\" must be a JSON object"},
-      {"chunk_grid_unknown", "/chunk_grid/name", "rectilinear", unimpl,
-       "\"rectilinear\""},
+      {"chunk_grid_string", "/chunk_grid", "regular", bad, "\"chunk_grid\" must be a JSON object"},
+      {"chunk_grid_unknown", "/chunk_grid/name", "rectilinear", unimpl, "\"rectilinear\""},
       {"chunk_grid_name_int", "/chunk_grid/name", 1, bad, "\"name\" must be a string"},
-      {"chunk_grid_no_config", "/chunk_grid/configuration", kRemove, bad,
-       "\"configuration\""},
+      {"chunk_grid_no_config", "/chunk_grid/configuration", kRemove, bad, "\"configuration\""},
       {"chunk_grid_config_array", "/chunk_grid/configuration", Json::array(), bad,
        "configuration must be a JSON object"},
-      {"chunk_shape_missing", "/chunk_grid/configuration/chunk_shape", kRemove, bad,
-       "\"chunk_shape\""},
+      {"chunk_shape_missing", "/chunk_grid/configuration/chunk_shape", kRemove, bad, "\"chunk_shape\""},
       {"chunk_shape_zero", "/chunk_grid/configuration/chunk_shape/1", 0, bad,
        "\"chunk_shape\"[1] must be an integer >= 1"},
-      {"chunk_shape_string", "/chunk_grid/configuration/chunk_shape/0", "4", bad,
-       "\"chunk_shape\"[0]"},
-      {"chunk_too_big", "/chunk_grid/configuration/chunk_shape",
-       Json::array({1ull << 32, 1ull << 32}), bad, "1 TiB limit"},
-      {"chunk_bytes_overflow", "/chunk_grid/configuration/chunk_shape",
-       Json::array({UINT64_MAX, UINT64_MAX}), bad, "1 TiB limit"},
-      {"key_encoding_missing", "/chunk_key_encoding", kRemove, bad,
-       "\"chunk_key_encoding\""},
-      {"key_encoding_string", "/chunk_key_encoding", "default", bad,
-       "\"chunk_key_encoding\""},
-      {"key_encoding_unknown", "/chunk_key_encoding/name", "hashed", unimpl,
-       "\"hashed\""},
+      {"chunk_shape_string", "/chunk_grid/configuration/chunk_shape/0", "4", bad, "\"chunk_shape\"[0]"},
+      {"chunk_too_big", "/chunk_grid/configuration/chunk_shape", Json::array({1ull << 32, 1ull << 32}), bad,
+       "1 TiB limit"},
+      {"chunk_bytes_overflow", "/chunk_grid/configuration/chunk_shape", Json::array({UINT64_MAX, UINT64_MAX}), bad,
+       "1 TiB limit"},
+      {"key_encoding_missing", "/chunk_key_encoding", kRemove, bad, "\"chunk_key_encoding\""},
+      {"key_encoding_string", "/chunk_key_encoding", "default", bad, "\"chunk_key_encoding\""},
+      {"key_encoding_unknown", "/chunk_key_encoding/name", "hashed", unimpl, "\"hashed\""},
       {"key_separator_bad", "/chunk_key_encoding/configuration/separator", "-", bad,
        "separator must be \"/\" or \".\""},
-      {"key_separator_int", "/chunk_key_encoding/configuration/separator", 47, bad,
-       "separator"},
+      {"key_separator_int", "/chunk_key_encoding/configuration/separator", 47, bad, "separator"},
       {"key_config_array", "/chunk_key_encoding/configuration", Json::array(), bad,
        "configuration must be a JSON object"},
       {"fill_missing", "/fill_value", kRemove, bad, "\"fill_value\""},
@@ -250,23 +230,18 @@ std::vector<Mutation> V3Mutations() {
       {"fill_fraction", "/fill_value", 1.5, bad, "not a valid int16"},
       {"fill_bool_for_int", "/fill_value", true, bad, "fill_value true"},
       {"codecs_missing", "/codecs", kRemove, bad, "\"codecs\""},
-      {"codecs_empty", "/codecs", Json::array(), bad,
-       "\"codecs\" must be a non-empty array"},
+      {"codecs_empty", "/codecs", Json::array(), bad, "\"codecs\" must be a non-empty array"},
       {"codecs_object", "/codecs", Json::object(), bad, "\"codecs\" must be"},
       {"codec_int", "/codecs/1", 5, bad, "\"codecs\"[1] must be an object or a name"},
-      {"codec_no_name", "/codecs/0/name", kRemove, bad,
-       "\"codecs\"[0] needs a string \"name\""},
-      {"codec_config_int", "/codecs/0/configuration", 3, bad,
-       "(bytes) configuration must be an object"},
+      {"codec_no_name", "/codecs/0/name", kRemove, bad, "\"codecs\"[0] needs a string \"name\""},
+      {"codec_config_int", "/codecs/0/configuration", 3, bad, "(bytes) configuration must be an object"},
       {"attributes_array", "/attributes", Json::array(), bad, "\"attributes\""},
       {"transformers_object", "/storage_transformers", Json::object(), bad,
        "\"storage_transformers\" must be an array"},
-      {"transformers_present", "/storage_transformers",
-       Json::parse(R"([{"name": "chunk-manifest-json"}])"), unimpl,
+      {"transformers_present", "/storage_transformers", Json::parse(R"([{"name": "chunk-manifest-json"}])"), unimpl,
        "chunk-manifest-json"},
       {"dimension_names_int", "/dimension_names", 3, bad, "\"dimension_names\""},
-      {"dimension_names_short", "/dimension_names", Json::array({"x"}), bad,
-       "array of 2 names"},
+      {"dimension_names_short", "/dimension_names", Json::array({"x"}), bad, "array of 2 names"},
   };
 }
 
@@ -298,8 +273,7 @@ TEST(V3MetadataTest, OptionalFieldsAndBareCodecNames) {
   doc.erase("attributes");
   doc.erase("storage_transformers");
   doc.erase("dimension_names");
-  doc["codecs"] =
-      Json::array({"bytes", {{"name", "crc32c"}, {"configuration", nullptr}}});
+  doc["codecs"] = Json::array({"bytes", {{"name", "crc32c"}, {"configuration", nullptr}}});
   doc["chunk_key_encoding"] = Json{{"name", "v2"}};
   doc["extension_field"] = Json{{"must_understand", false}};
   auto parsed = ParseArrayMetadataV3(doc, kWhere);
@@ -346,14 +320,12 @@ TEST(V3MetadataTest, ChunkJustUnderTheLimitIsAccepted) {
   Json doc = BaseV3();
   doc["data_type"] = "uint8";
   doc["shape"] = Json::array({1ull << 20, 1ull << 20});
-  doc["chunk_grid"]["configuration"]["chunk_shape"] =
-      Json::array({1ull << 20, 1ull << 20});
+  doc["chunk_grid"]["configuration"]["chunk_shape"] = Json::array({1ull << 20, 1ull << 20});
   auto parsed = ParseArrayMetadataV3(doc, kWhere);
   ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
   EXPECT_EQ(parsed->chunk_bytes(), 1ull << 40);
   doc["data_type"] = "uint16";  // now 2 TiB
-  EXPECT_EQ(ParseArrayMetadataV3(doc, kWhere).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseArrayMetadataV3(doc, kWhere).status().code(), StatusCode::kInvalidArgument);
 }
 
 TEST(V3MetadataTest, ShardedArrayKeepsShardShapeAndCodecs) {
@@ -369,9 +341,8 @@ TEST(V3MetadataTest, ShardedArrayKeepsShardShapeAndCodecs) {
 }
 
 TEST(V3MetadataTest, GroupDocumentIsNotAnArray) {
-  auto parsed = ParseArrayMetadataV3(
-      Json::parse(R"({"zarr_format": 3, "node_type": "group", "attributes": {}})"),
-      kWhere);
+  auto parsed =
+      ParseArrayMetadataV3(Json::parse(R"({"zarr_format": 3, "node_type": "group", "attributes": {}})"), kWhere);
   EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
   EXPECT_THAT(parsed.status().message(), HasSubstr("\"group\""));
 }
@@ -403,8 +374,7 @@ std::vector<Mutation> V2Mutations() {
       {"chunks_missing", "/chunks", kRemove, bad, "\"chunks\""},
       {"chunks_zero", "/chunks/0", 0, bad, "\"chunks\"[0] must be an integer >= 1"},
       {"chunks_rank", "/chunks", Json::array({4, 3, 1}), bad, "has rank 3"},
-      {"chunks_huge", "/chunks", Json::array({1ull << 62, 1ull << 62}), bad,
-       "1 TiB limit"},
+      {"chunks_huge", "/chunks", Json::array({1ull << 62, 1ull << 62}), bad, "1 TiB limit"},
       {"dtype_missing", "/dtype", kRemove, bad, "\"dtype\""},
       {"dtype_int", "/dtype", 4, bad, "\"dtype\" must be a typestring"},
       {"dtype_unknown", "/dtype", "<f16", unimpl, "\"<f16\""},
@@ -412,15 +382,12 @@ std::vector<Mutation> V2Mutations() {
       {"dtype_datetime_unit", "/dtype", "<M8[fortnight]", unimpl, "<M8[fortnight]"},
       {"dtype_unicode_order", "/dtype", "|U3", unimpl, "|U3"},
       {"dtype_raw_void", "/dtype", "|V8", unimpl, "raw void"},
-      {"dtype_structured_nested", "/dtype", Json::parse(R"([["a", [["x", "<f4"]]]])"),
-       unimpl, "structured dtype field"},
-      {"dtype_structured_twice", "/dtype", Json::parse(R"([["a", "<f4"], ["a", "<i2"]])"),
-       bad, "appears twice"},
+      {"dtype_structured_nested", "/dtype", Json::parse(R"([["a", [["x", "<f4"]]]])"), unimpl,
+       "structured dtype field"},
+      {"dtype_structured_twice", "/dtype", Json::parse(R"([["a", "<f4"], ["a", "<i2"]])"), bad, "appears twice"},
       {"dtype_structured_empty", "/dtype", Json::array(), bad, "list of 1 to"},
-      {"dtype_structured_field_type", "/dtype", Json::parse(R"([["a", "|O"]])"),
-       unimpl, "|O"},
-      {"dtype_structured_shape", "/dtype", Json::parse(R"([["a", "<f4", [0]]])"),
-       bad, "shape"},
+      {"dtype_structured_field_type", "/dtype", Json::parse(R"([["a", "|O"]])"), unimpl, "|O"},
+      {"dtype_structured_shape", "/dtype", Json::parse(R"([["a", "<f4", [0]]])"), bad, "shape"},
       {"order_bad", "/order", "K", bad, "\"order\" must be \"C\" or \"F\""},
       {"order_int", "/order", 0, bad, "\"order\""},
       {"compressor_string", "/compressor", "zstd", bad, "\"compressor\" must be null or"},
@@ -434,12 +401,10 @@ std::vector<Mutation> V2Mutations() {
       {"compressor_bad_checksum", "/compressor/checksum", 1, bad, "\"checksum\""},
       {"blosc_bad_cname", "/compressor", Json{{"id", "blosc"}, {"cname", 5}}, bad,
        "compressor \"blosc\" field \"cname\""},
-      {"crc32c_at_start", "/compressor", Json{{"id", "crc32c"}, {"location", "start"}},
-       unimpl, "location \"start\""},
-      {"filters_string", "/filters", "delta", bad,
-       "\"filters\" must be null or an array"},
-      {"filters_unknown", "/filters", Json::parse(R"([{"id": "delta", "dtype": "<i4"}, {"id": "json2"}])"),
-       unimpl, "filter \"json2\" is not supported"},
+      {"crc32c_at_start", "/compressor", Json{{"id", "crc32c"}, {"location", "start"}}, unimpl, "location \"start\""},
+      {"filters_string", "/filters", "delta", bad, "\"filters\" must be null or an array"},
+      {"filters_unknown", "/filters", Json::parse(R"([{"id": "delta", "dtype": "<i4"}, {"id": "json2"}])"), unimpl,
+       "filter \"json2\" is not supported"},
       {"separator_bad", "/dimension_separator", "-", bad, "\"dimension_separator\""},
       {"separator_int", "/dimension_separator", 1, bad, "\"dimension_separator\""},
       {"fill_string", "/fill_value", "abc", bad, "fill_value \"abc\""},
@@ -506,8 +471,7 @@ TEST(V3MetadataTest, StructuredDataTypeTakesTheBytesCodecsOrder) {
 
 TEST(V2MetadataTest, MissingOptionalFieldsGetV2Defaults) {
   Json doc = BaseV2();
-  for (const char* key :
-       {"order", "filters", "dimension_separator", "compressor", "fill_value"}) {
+  for (const char* key : {"order", "filters", "dimension_separator", "compressor", "fill_value"}) {
     doc.erase(key);
   }
   auto parsed = ParseArrayMetadataV2(doc, Json(), kWhereV2);
@@ -529,12 +493,8 @@ TEST(V2MetadataTest, CompressorDefaultsFillAbsentSettings) {
   };
   const std::vector<Case> cases = {
       {{{"id", "zstd"}}, "zstd", {{"level", 1}, {"checksum", false}}},
-      {{{"id", "zstd"}, {"level", -5}, {"checksum", true}},
-       "zstd",
-       {{"level", -5}, {"checksum", true}}},
-      {{{"id", "blosc"}},
-       "blosc",
-       {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", 1}, {"blocksize", 0}}},
+      {{{"id", "zstd"}, {"level", -5}, {"checksum", true}}, "zstd", {{"level", -5}, {"checksum", true}}},
+      {{{"id", "blosc"}}, "blosc", {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", 1}, {"blocksize", 0}}},
       {{{"id", "blosc"}, {"shuffle", -1}},
        "blosc",
        {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", -1}, {"blocksize", 0}}},
@@ -564,13 +524,11 @@ TEST(V2MetadataTest, EmptyFilterListIsAccepted) {
 // ParseJson and chunk keys.
 
 TEST(ParseJsonTest, SyntaxErrorsAreDataLossNamingTheDocument) {
-  for (std::string_view text : {"", "hello", "{\"shape\": [1, 2", "{\"a\": 1,}",
-                                "[1, 2] x", "{\"a\": \"\xff\"}"}) {
+  for (std::string_view text : {"", "hello", "{\"shape\": [1, 2", "{\"a\": 1,}", "[1, 2] x", "{\"a\": \"\xff\"}"}) {
     auto parsed = ParseJson(text, "s3://bucket/a/zarr.json");
     ASSERT_FALSE(parsed.ok()) << text;
     EXPECT_EQ(parsed.status().code(), StatusCode::kDataLoss) << text;
-    EXPECT_THAT(parsed.status().message(),
-                HasSubstr("s3://bucket/a/zarr.json: not valid JSON"));
+    EXPECT_THAT(parsed.status().message(), HasSubstr("s3://bucket/a/zarr.json: not valid JSON"));
     EXPECT_THAT(parsed.status().message(), Not(HasSubstr("[json.exception")));
   }
 }

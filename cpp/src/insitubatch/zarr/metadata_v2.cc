@@ -46,8 +46,7 @@ class CompressorConfig {
     return Status::Ok();
   }
 
-  Status CopyString(std::string_view key, std::string_view default_value,
-                    Json& out) const {
+  Status CopyString(std::string_view key, std::string_view default_value, Json& out) const {
     const Json* value = Find(compressor_, key);
     if (value == nullptr) {
       out[std::string(key)] = default_value;
@@ -61,11 +60,10 @@ class CompressorConfig {
   const Json* Get(std::string_view key) const { return Find(compressor_, key); }
 
  private:
-  Status WrongType(std::string_view key, std::string_view expected,
-                   const Json& value) const {
+  Status WrongType(std::string_view key, std::string_view expected, const Json& value) const {
     return Error(StatusCode::kInvalidArgument, where_,
-                 "compressor \"" + id_ + "\" field \"" + std::string(key) +
-                     "\" must be " + std::string(expected) + ", got " + Abbrev(value));
+                 "compressor \"" + id_ + "\" field \"" + std::string(key) + "\" must be " + std::string(expected) +
+                     ", got " + Abbrev(value));
   }
 
   const Json& compressor_;
@@ -77,8 +75,7 @@ class CompressorConfig {
 // A numcodecs config (`role` is "compressor" or "filter") as the bytes -> bytes codec it
 // names. numcodecs treats both lists alike: any compressor may also sit among the filters
 // (kerchunk's HDF5 translation puts zlib and shuffle there).
-Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_view role,
-                                          std::string_view where) {
+Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_view role, std::string_view where) {
   if (compressor.is_null()) return std::optional<CodecSpec>();
   if (!compressor.is_object()) {
     return Error(StatusCode::kInvalidArgument, where,
@@ -121,12 +118,11 @@ Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_vi
     const Json* location = in.Get("location");
     if (location != nullptr && *location != Json("end")) {
       return Error(StatusCode::kUnimplemented, where,
-                   "compressor \"crc32c\" with location " + Abbrev(*location) +
-                       " is not supported (only \"end\")");
+                   "compressor \"crc32c\" with location " + Abbrev(*location) + " is not supported (only \"end\")");
     }
     spec.name = "crc32c";
-  } else if (id == "delta" || id == "fixedscaleoffset" || id == "astype" || id == "quantize" ||
-             id == "bitround" || id == "packbits" || id == "categorize") {
+  } else if (id == "delta" || id == "fixedscaleoffset" || id == "astype" || id == "quantize" || id == "bitround" ||
+             id == "packbits" || id == "categorize") {
     // Their factories read numcodecs' own configuration (and ignore "id").
     spec.name = id;
     out = compressor;
@@ -137,11 +133,12 @@ Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_vi
     out = compressor;
   } else if (id == "zfpy" || id == "pcodec" || id == "jpeg2k" || id == "zfp") {
     return Error(StatusCode::kUnimplemented, where,
-                 std::string(role) + " \"" + id + "\" needs a codec library this build does not include;"
-                 " read the array with zarr-python and numcodecs[" + id + "]");
+                 std::string(role) + " \"" + id +
+                     "\" needs a codec library this build does not include;"
+                     " read the array with zarr-python and numcodecs[" +
+                     id + "]");
   } else {
-    return Error(StatusCode::kUnimplemented, where,
-                 std::string(role) + " \"" + id + "\" is not supported");
+    return Error(StatusCode::kUnimplemented, where, std::string(role) + " \"" + id + "\" is not supported");
   }
   return std::optional<CodecSpec>(std::move(spec));
 }
@@ -151,8 +148,7 @@ Result<std::vector<CodecSpec>> MapFilters(const Json& filters, std::string_view 
   std::vector<CodecSpec> out;
   if (filters.is_null()) return out;
   if (!filters.is_array()) {
-    return Error(StatusCode::kInvalidArgument, where,
-                 "\"filters\" must be null or an array, got " + Abbrev(filters));
+    return Error(StatusCode::kInvalidArgument, where, "\"filters\" must be null or an array, got " + Abbrev(filters));
   }
   for (const Json& filter : filters) {
     INSITU_ASSIGN_OR_RETURN(std::optional<CodecSpec> spec, MapCodec(filter, "filter", where));
@@ -169,16 +165,14 @@ Result<V2DataType> ParseDtype(const Json& dtype, std::string_view where, Json& r
     return V2DataType{record->dtype, false};
   }
   if (!dtype.is_string()) {
-    return Error(StatusCode::kInvalidArgument, where,
-                 "\"dtype\" must be a typestring, got " + Abbrev(dtype));
+    return Error(StatusCode::kInvalidArgument, where, "\"dtype\" must be a typestring, got " + Abbrev(dtype));
   }
   if (auto text = internal_metadata::ParseFixedText(dtype.get<std::string>())) {
     record_fields = text->fields;
     return V2DataType{text->dtype, false};
   }
   auto parsed = ParseV2TypeString(dtype.get<std::string>());
-  if (!parsed.ok())
-    return Error(parsed.status().code(), where, parsed.status().message());
+  if (!parsed.ok()) return Error(parsed.status().code(), where, parsed.status().message());
   if (parsed->dtype.id == DataTypeId::kStructured && parsed->dtype.text_kind == 0) {  // raw void
     return Error(StatusCode::kUnimplemented, where,
                  "v2 dtype " + Abbrev(dtype) + " (raw void, no fields) is not supported");
@@ -186,41 +180,34 @@ Result<V2DataType> ParseDtype(const Json& dtype, std::string_view where, Json& r
   return *parsed;
 }
 
-Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs,
-                              std::string_view where) {
+Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs, std::string_view where) {
   INSITU_RETURN_IF_ERROR(CheckObject(zarray, ".zarray", where));
   INSITU_RETURN_IF_ERROR(internal_metadata::CheckZarrFormat(zarray, 2, where));
   ArrayMetadata md;
   md.zarr_format = 2;
   INSITU_ASSIGN_OR_RETURN(const Json* shape, Require(zarray, "shape", where));
-  INSITU_ASSIGN_OR_RETURN(md.shape,
-                          internal_metadata::ParseExtents(*shape, "shape", 0, where));
+  INSITU_ASSIGN_OR_RETURN(md.shape, internal_metadata::ParseExtents(*shape, "shape", 0, where));
   INSITU_ASSIGN_OR_RETURN(const Json* chunks, Require(zarray, "chunks", where));
-  INSITU_ASSIGN_OR_RETURN(md.chunk_shape,
-                          internal_metadata::ParseExtents(*chunks, "chunks", 1, where));
+  INSITU_ASSIGN_OR_RETURN(md.chunk_shape, internal_metadata::ParseExtents(*chunks, "chunks", 1, where));
   INSITU_ASSIGN_OR_RETURN(const Json* dtype_value, Require(zarray, "dtype", where));
   INSITU_ASSIGN_OR_RETURN(V2DataType dtype, ParseDtype(*dtype_value, where, md.record_fields));
   md.dtype = dtype.dtype;
-  INSITU_RETURN_IF_ERROR(
-      internal_metadata::ValidateChunking(md.shape, md.chunk_shape, md.dtype, where));
+  INSITU_RETURN_IF_ERROR(internal_metadata::ValidateChunking(md.shape, md.chunk_shape, md.dtype, where));
 
   // Fields the v2 spec requires but old writers sometimes omit get their v2 defaults.
   bool fortran = false;
   if (const Json* order = Find(zarray, "order"); order != nullptr) {
     if (*order != Json("C") && *order != Json("F")) {
-      return Error(StatusCode::kInvalidArgument, where,
-                   "\"order\" must be \"C\" or \"F\", got " + Abbrev(*order));
+      return Error(StatusCode::kInvalidArgument, where, "\"order\" must be \"C\" or \"F\", got " + Abbrev(*order));
     }
     fortran = *order == Json("F");
   }
   const Json null_value;
   const Json* filters = Find(zarray, "filters");
-  INSITU_ASSIGN_OR_RETURN(std::vector<CodecSpec> filter_codecs,
-                          MapFilters(filters ? *filters : null_value, where));
+  INSITU_ASSIGN_OR_RETURN(std::vector<CodecSpec> filter_codecs, MapFilters(filters ? *filters : null_value, where));
   const Json* compressor_value = Find(zarray, "compressor");
-  INSITU_ASSIGN_OR_RETURN(
-      std::optional<CodecSpec> compressor,
-      MapCodec(compressor_value ? *compressor_value : null_value, "compressor", where));
+  INSITU_ASSIGN_OR_RETURN(std::optional<CodecSpec> compressor,
+                          MapCodec(compressor_value ? *compressor_value : null_value, "compressor", where));
 
   md.chunk_key_encoding = {ChunkKeyEncoding::Kind::kV2, '.'};
   if (const Json* sep = Find(zarray, "dimension_separator"); sep && !sep->is_null()) {
@@ -286,13 +273,11 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs,
 
 }  // namespace
 
-Result<ArrayMetadata> ParseArrayMetadataV2(const Json& zarray, const Json& zattrs,
-                                           std::string_view where) {
+Result<ArrayMetadata> ParseArrayMetadataV2(const Json& zarray, const Json& zattrs, std::string_view where) {
   try {
     return ParseV2(zarray, zattrs, where);
   } catch (const std::exception& e) {
-    return Error(StatusCode::kInvalidArgument, where,
-                 std::string("malformed array metadata: ") + e.what());
+    return Error(StatusCode::kInvalidArgument, where, std::string("malformed array metadata: ") + e.what());
   }
 }
 

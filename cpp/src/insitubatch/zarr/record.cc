@@ -46,8 +46,8 @@ Result<Record> Finish(FieldCheck& check, Json fields, std::string_view what) {
 Result<Record> ParseRecordV2(const Json& descr) {
   const std::string_view what = "structured dtype";
   if (!descr.is_array() || descr.empty() || descr.size() > kMaxFields) {
-    return InvalidArgument("a structured dtype must be a list of 1 to " + std::to_string(kMaxFields) +
-                           " fields, got " + Abbrev(descr));
+    return InvalidArgument("a structured dtype must be a list of 1 to " + std::to_string(kMaxFields) + " fields, got " +
+                           Abbrev(descr));
   }
   FieldCheck check;
   Json fields = Json::array();
@@ -125,8 +125,8 @@ std::optional<Result<Record>> ParseFixedTextV3(const Json& data_type, bool big_e
     return Result<Record>(InvalidArgument(Abbrev(*name) + " needs configuration.length_bytes, a positive" +
                                           std::string(text ? " multiple of 4" : "") + ", got " + Abbrev(data_type)));
   }
-  const std::string typestr = text ? std::string(big_endian ? ">" : "<") + "U" + std::to_string(*bytes / 4)
-                                   : "|S" + std::to_string(*bytes);
+  const std::string typestr =
+      text ? std::string(big_endian ? ">" : "<") + "U" + std::to_string(*bytes / 4) : "|S" + std::to_string(*bytes);
   return Result<Record>(*ParseFixedText(typestr));
 }
 

@@ -50,8 +50,7 @@ Status Array::BindStringCodecs() {
   return Status::Ok();
 }
 
-Result<std::vector<std::string>> Array::DecodeStringChunk(ByteSpan stored,
-                                                          const std::vector<uint64_t>& coords) const {
+Result<std::vector<std::string>> Array::DecodeStringChunk(ByteSpan stored, const std::vector<uint64_t>& coords) const {
   const std::string where = DescribeChunk(path_, coords) + " (" + store_->Describe(ChunkKey(coords)) + ")";
   Buffer decoded;
   ByteSpan bytes = stored;

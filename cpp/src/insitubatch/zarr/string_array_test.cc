@@ -34,7 +34,8 @@ TEST(StringArrayTest, V3StringsWithTheirFillValue) {
   auto store = std::make_shared<MemoryStore>();
   auto array = Open(store, R"({"zarr_format": 3, "node_type": "array", "shape": [5], "data_type": "string",
       "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [3]}},
-      "chunk_key_encoding": {"name": "default"}, "fill_value": "n/a", "codecs": [{"name": "vlen-utf8"}]})", 3);
+      "chunk_key_encoding": {"name": "default"}, "fill_value": "n/a", "codecs": [{"name": "vlen-utf8"}]})",
+                    3);
   ASSERT_NE(array, nullptr);
   EXPECT_TRUE(array->metadata().dtype.is_variable());
   EXPECT_EQ(array->metadata().dtype.numpy_typestr(), "|O");
@@ -48,7 +49,8 @@ TEST(StringArrayTest, V3StringsWithTheirFillValue) {
 TEST(StringArrayTest, V2ObjectArraysNeedAVlenFilter) {
   auto store = std::make_shared<MemoryStore>();
   auto array = Open(store, R"({"zarr_format": 2, "shape": [2], "chunks": [2], "dtype": "|O", "order": "C",
-      "fill_value": null, "filters": [{"id": "vlen-bytes"}], "compressor": {"id": "zstd", "level": 1}})", 2);
+      "fill_value": null, "filters": [{"id": "vlen-bytes"}], "compressor": {"id": "zstd", "level": 1}})",
+                    2);
   ASSERT_NE(array, nullptr);
   EXPECT_EQ(array->metadata().dtype.text_kind, 'S');
   EXPECT_EQ(array->ReadStringChunk({0}).value(), (std::vector<std::string>{"", ""}));
@@ -62,7 +64,8 @@ TEST(StringArrayTest, OnlyBytesCodecsFollowTheVlenCodec) {
   auto meta = ParseArrayMetadataV3(Json::parse(R"({"zarr_format": 3, "node_type": "array", "shape": [4],
       "data_type": "string", "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
       "chunk_key_encoding": {"name": "default"}, "fill_value": "",
-      "codecs": [{"name": "bytes"}]})"), "s/zarr.json");
+      "codecs": [{"name": "bytes"}]})"),
+                                   "s/zarr.json");
   ASSERT_TRUE(meta.ok());
   auto array = Array::Create(std::make_shared<MemoryStore>(), "s", std::move(meta).value());
   EXPECT_EQ(array.status().code(), StatusCode::kUnimplemented);

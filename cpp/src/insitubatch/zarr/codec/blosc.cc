@@ -17,8 +17,8 @@ using internal_codec::Bytes;
 constexpr size_t kHeaderSize = BLOSC_MIN_HEADER_LENGTH;  // 16
 
 uint32_t LoadLittle32(const std::byte* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
+  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 | static_cast<uint32_t>(p[2]) << 16 |
+         static_cast<uint32_t>(p[3]) << 24;
 }
 
 // The frame's header, read by hand so errors can say what is wrong.
@@ -29,8 +29,8 @@ struct Header {
 
 Result<Header> ReadHeader(ByteSpan in) {
   if (in.size() < kHeaderSize) {
-    return DataLoss("blosc: chunk of " + Bytes(in.size()) + " is shorter than the " +
-                    std::to_string(kHeaderSize) + "-byte header");
+    return DataLoss("blosc: chunk of " + Bytes(in.size()) + " is shorter than the " + std::to_string(kHeaderSize) +
+                    "-byte header");
   }
   const auto version = static_cast<unsigned>(in[0]);
   if (version == 0 || version > BLOSC_VERSION_FORMAT) {
@@ -38,12 +38,10 @@ Result<Header> ReadHeader(ByteSpan in) {
   }
   Header h{LoadLittle32(in.data() + 4), LoadLittle32(in.data() + 12)};
   if (h.cbytes != in.size()) {
-    return DataLoss("blosc: header declares a " + Bytes(h.cbytes) +
-                    " frame, chunk holds " + Bytes(in.size()));
+    return DataLoss("blosc: header declares a " + Bytes(h.cbytes) + " frame, chunk holds " + Bytes(in.size()));
   }
   size_t validated = 0;
-  if (blosc_cbuffer_validate(in.data(), in.size(), &validated) != 0 ||
-      validated != h.nbytes) {
+  if (blosc_cbuffer_validate(in.data(), in.size(), &validated) != 0 || validated != h.nbytes) {
     return DataLoss("blosc: corrupt frame header");
   }
   return h;
@@ -51,34 +49,26 @@ Result<Header> ReadHeader(ByteSpan in) {
 
 class BloscCodec final : public BytesToBytesCodec {
  public:
-  BloscCodec(std::string cname, int clevel, int shuffle, size_t typesize,
-             size_t blocksize)
-      : cname_(std::move(cname)),
-        clevel_(clevel),
-        shuffle_(shuffle),
-        typesize_(typesize),
-        blocksize_(blocksize) {}
+  BloscCodec(std::string cname, int clevel, int shuffle, size_t typesize, size_t blocksize)
+      : cname_(std::move(cname)), clevel_(clevel), shuffle_(shuffle), typesize_(typesize), blocksize_(blocksize) {}
 
   std::string name() const override { return "blosc"; }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     INSITU_ASSIGN_OR_RETURN(Header h, ReadHeader(in));
     if (h.nbytes != out.size()) {
-      return DataLoss("blosc: frame declares " + Bytes(h.nbytes) + ", chunk needs " +
-                      Bytes(out.size()));
+      return DataLoss("blosc: frame declares " + Bytes(h.nbytes) + ", chunk needs " + Bytes(out.size()));
     }
-    if (h.nbytes == 0)
-      return Status::Ok();  // libblosc returns 0 for both empty and error
+    if (h.nbytes == 0) return Status::Ok();  // libblosc returns 0 for both empty and error
     const int n = blosc_decompress_ctx(in.data(), out.data(), out.size(), 1);
     if (n < 0 || static_cast<size_t>(n) != out.size()) {
       // The header's flags carry the compressor's *format* code (lz4 and lz4hc share one),
       // not the compressor code blosc_compcode_to_compname takes.
       static constexpr const char* kFormats[] = {"blosclz", "lz4/lz4hc", "snappy", "zlib", "zstd"};
       const int format = (static_cast<int>(in[2]) >> 5) & 0x7;
-      const std::string compressor =
-          format < 5 ? kFormats[format] : "compressor format " + std::to_string(format);
-      return DataLoss("blosc: corrupt frame (" + compressor +
-                      " blocks failed to decode, libblosc returned " + std::to_string(n) + ")");
+      const std::string compressor = format < 5 ? kFormats[format] : "compressor format " + std::to_string(format);
+      return DataLoss("blosc: corrupt frame (" + compressor + " blocks failed to decode, libblosc returned " +
+                      std::to_string(n) + ")");
     }
     return Status::Ok();
   }
@@ -86,8 +76,7 @@ class BloscCodec final : public BytesToBytesCodec {
   Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
     INSITU_ASSIGN_OR_RETURN(Header h, ReadHeader(in));
     if (h.nbytes > max_size) {
-      return DataLoss("blosc: frame declares " + Bytes(h.nbytes) +
-                      ", more than the limit of " + Bytes(max_size));
+      return DataLoss("blosc: frame declares " + Bytes(h.nbytes) + ", more than the limit of " + Bytes(max_size));
     }
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(h.nbytes));
     INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
@@ -96,16 +85,13 @@ class BloscCodec final : public BytesToBytesCodec {
 
   Result<Buffer> Encode(ByteSpan in) const override {
     if (in.size() > BLOSC_MAX_BUFFERSIZE) {
-      return InvalidArgument("blosc: " + Bytes(in.size()) +
-                             " exceeds the blosc1 frame limit");
+      return InvalidArgument("blosc: " + Bytes(in.size()) + " exceeds the blosc1 frame limit");
     }
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(in.size() + BLOSC_MAX_OVERHEAD));
-    const int n =
-        blosc_compress_ctx(clevel_, shuffle_, typesize_, in.size(), in.data(), out.data(),
-                           out.size(), cname_.c_str(), blocksize_, 1);
+    const int n = blosc_compress_ctx(clevel_, shuffle_, typesize_, in.size(), in.data(), out.data(), out.size(),
+                                     cname_.c_str(), blocksize_, 1);
     if (n <= 0) {
-      return InvalidArgument("blosc: compression with \"" + cname_ + "\" failed (" +
-                             std::to_string(n) + ")");
+      return InvalidArgument("blosc: compression with \"" + cname_ + "\" failed (" + std::to_string(n) + ")");
     }
     out.Truncate(static_cast<size_t>(n));
     return out;
@@ -147,30 +133,22 @@ Result<int> ParseShuffle(const Json& config, size_t typesize) {
 // v3 {"cname", "clevel", "shuffle": "noshuffle|shuffle|bitshuffle", "typesize",
 // "blocksize"}; numcodecs {"cname", "clevel", "shuffle": 0|1|2|-1, "blocksize"}. Decoding
 // reads everything from the frame header; the settings matter for encoding only.
-Result<AnyCodec> MakeBloscCodec(const Json& config, const ArrayRepr& repr,
-                                const CodecRegistry&) {
+Result<AnyCodec> MakeBloscCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
   INSITU_ASSIGN_OR_RETURN(auto cname, internal_codec::ConfigString(config, "cname"));
   if (!cname.has_value()) cname = "lz4";
   if (blosc_compname_to_compcode(cname->c_str()) < 0) {
-    return InvalidArgument("\"cname\" \"" + *cname + "\" is not supported (have " +
-                           blosc_list_compressors() + ")");
+    return InvalidArgument("\"cname\" \"" + *cname + "\" is not supported (have " + blosc_list_compressors() + ")");
   }
-  INSITU_ASSIGN_OR_RETURN(int64_t clevel,
-                          internal_codec::ConfigInt(config, "clevel", 5, 0, 9));
+  INSITU_ASSIGN_OR_RETURN(int64_t clevel, internal_codec::ConfigInt(config, "clevel", 5, 0, 9));
   INSITU_ASSIGN_OR_RETURN(
       int64_t typesize,
-      internal_codec::ConfigInt(config, "typesize",
-                                static_cast<int64_t>(repr.dtype.itemsize()), 0, 255));
+      internal_codec::ConfigInt(config, "typesize", static_cast<int64_t>(repr.dtype.itemsize()), 0, 255));
   if (typesize == 0) typesize = static_cast<int64_t>(repr.dtype.itemsize());
-  INSITU_ASSIGN_OR_RETURN(int shuffle,
-                          ParseShuffle(config, static_cast<size_t>(typesize)));
-  INSITU_ASSIGN_OR_RETURN(
-      int64_t blocksize, internal_codec::ConfigInt(config, "blocksize", 0, 0, INT32_MAX));
-  return AnyCodec(
-      std::shared_ptr<const BytesToBytesCodec>(std::make_shared<const BloscCodec>(
-          *cname, static_cast<int>(clevel), shuffle, static_cast<size_t>(typesize),
-          static_cast<size_t>(blocksize))));
+  INSITU_ASSIGN_OR_RETURN(int shuffle, ParseShuffle(config, static_cast<size_t>(typesize)));
+  INSITU_ASSIGN_OR_RETURN(int64_t blocksize, internal_codec::ConfigInt(config, "blocksize", 0, 0, INT32_MAX));
+  return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(std::make_shared<const BloscCodec>(
+      *cname, static_cast<int>(clevel), shuffle, static_cast<size_t>(typesize), static_cast<size_t>(blocksize))));
 }
 
 }  // namespace insitubatch::zarr

@@ -27,8 +27,8 @@ class BloscCodecTest : public ::testing::Test {
 
   const ArrayRepr repr_ = MakeRepr("float32", {64, 64});
   std::vector<std::byte> data_ = FieldBytes(repr_.nbytes());
-  std::shared_ptr<const BytesToBytesCodec> codec_ = MakeBytesToBytes(
-      "blosc", {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}}, repr_);
+  std::shared_ptr<const BytesToBytesCodec> codec_ =
+      MakeBytesToBytes("blosc", {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}}, repr_);
 };
 
 TEST_F(BloscCodecTest, RoundTripsEveryCompressorAndShuffle) {
@@ -39,11 +39,7 @@ TEST_F(BloscCodecTest, RoundTripsEveryCompressorAndShuffle) {
         Json codecs = Json::array(
             {Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
              Json{{"name", "blosc"},
-                  {"configuration",
-                   {{"cname", cname},
-                    {"clevel", 5},
-                    {"shuffle", shuffle},
-                    {"blocksize", 0}}}}});
+                  {"configuration", {{"cname", cname}, {"clevel", 5}, {"shuffle", shuffle}, {"blocksize", 0}}}}});
         ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), 3));
       }
     }
@@ -52,22 +48,18 @@ TEST_F(BloscCodecTest, RoundTripsEveryCompressorAndShuffle) {
 
 TEST_F(BloscCodecTest, AcceptsNumcodecsSpelling) {
   for (int shuffle : {-1, 0, 1, 2}) {
-    Json codecs =
-        Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-                     Json{{"name", "numcodecs.blosc"},
-                          {"configuration",
-                           {{"id", "blosc"},
-                            {"cname", "zstd"},
-                            {"clevel", 3},
-                            {"shuffle", shuffle},
-                            {"blocksize", 4096}}}}});
+    Json codecs = Json::array(
+        {Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
+         Json{{"name", "numcodecs.blosc"},
+              {"configuration",
+               {{"id", "blosc"}, {"cname", "zstd"}, {"clevel", 3}, {"shuffle", shuffle}, {"blocksize", 4096}}}}});
     ExpectRoundTrip(codecs, repr_, data_);
   }
 }
 
 TEST_F(BloscCodecTest, ACorruptFrameNamesItsCompressor) {
-  for (auto [cname, shown] : {std::pair{"zstd", "zstd"}, {"zlib", "zlib"}, {"lz4hc", "lz4/lz4hc"},
-                              {"blosclz", "blosclz"}}) {
+  for (auto [cname, shown] :
+       {std::pair{"zstd", "zstd"}, {"zlib", "zlib"}, {"lz4hc", "lz4/lz4hc"}, {"blosclz", "blosclz"}}) {
     for (size_t i = 0; i < data_.size(); ++i) data_[i] = std::byte(i % 7);  // compressible: not memcpy'd
     auto stored = Encoded({{"cname", cname}, {"shuffle", "noshuffle"}});
     for (size_t i = 32; i < stored.size(); ++i) stored[i] = std::byte{0xA5};  // the blocks, not the header
@@ -104,8 +96,7 @@ TEST_F(BloscCodecTest, HeaderSizesMustMatchChunkAndInput) {
 
   auto bad_cbytes = stored;
   PutLittle32(bad_cbytes, 12, static_cast<uint32_t>(stored.size() + 10));
-  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(bad_cbytes), AsBytes(out)),
-                   "header declares a");
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(bad_cbytes), AsBytes(out)), "header declares a");
 
   auto trailing = stored;
   trailing.push_back(std::byte{0});
@@ -118,8 +109,7 @@ TEST_F(BloscCodecTest, MalformedInputIsDataLoss) {
   std::vector<std::byte> empty;
   EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(empty), AsBytes(out)), "shorter than the");
   EXPECT_DATA_LOSS(codec_->Decode(AsBytes(empty), 1 << 20).status(), "shorter than the");
-  for (size_t cut :
-       {size_t{3}, size_t{15}, size_t{16}, stored.size() / 2, stored.size() - 1}) {
+  for (size_t cut : {size_t{3}, size_t{15}, size_t{16}, stored.size() / 2, stored.size() - 1}) {
     std::vector<std::byte> truncated(stored.begin(), stored.begin() + cut);
     EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(truncated), AsBytes(out)), "blosc:");
   }
@@ -127,8 +117,7 @@ TEST_F(BloscCodecTest, MalformedInputIsDataLoss) {
   EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(garbage), AsBytes(out)), "blosc:");
   auto bad_version = stored;
   bad_version[0] = std::byte{9};
-  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(bad_version), AsBytes(out)),
-                   "unsupported frame format version 9");
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(bad_version), AsBytes(out)), "unsupported frame format version 9");
   // Corrupt the block bodies: a clean error or, when the damage lands in literals,
   // other bytes of the right size. Never a crash.
   for (size_t i = 16; i < stored.size(); i += 97) {
@@ -161,14 +150,10 @@ TEST_F(BloscCodecTest, EmptyChunk) {
 
 TEST_F(BloscCodecTest, ValidatesConfiguration) {
   const CodecRegistry& r = BuiltinCodecRegistry();
-  EXPECT_EQ(r.Create({"blosc", {{"cname", "snappier"}}}, repr_).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.Create({"blosc", {{"shuffle", "sideways"}}}, repr_).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.Create({"blosc", {{"shuffle", 3}}}, repr_).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.Create({"blosc", {{"clevel", 10}}}, repr_).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Create({"blosc", {{"cname", "snappier"}}}, repr_).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Create({"blosc", {{"shuffle", "sideways"}}}, repr_).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Create({"blosc", {{"shuffle", 3}}}, repr_).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Create({"blosc", {{"clevel", 10}}}, repr_).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(r.Create({"blosc", Json::object()}, repr_).ok());
 }
 

@@ -7,8 +7,7 @@
 namespace insitubatch::zarr {
 
 Result<AnyCodec> MakeBytesCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
-Result<AnyCodec> MakeTransposeCodec(const Json& config, const ArrayRepr& repr,
-                                    const CodecRegistry&);
+Result<AnyCodec> MakeTransposeCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeZstdCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeBloscCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeGzipCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
@@ -35,7 +34,6 @@ Result<AnyCodec> MakeBz2Codec(const Json& config, const ArrayRepr& repr, const C
 Result<AnyCodec> MakeLzmaCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeShuffleCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeCrc32cCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
-Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr,
-                                   const CodecRegistry& registry);
+Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& registry);
 
 }  // namespace insitubatch::zarr

@@ -56,17 +56,14 @@ class BytesCodec final : public ArrayToBytesCodec {
 
   std::string name() const override { return "bytes"; }
 
-  Status DecodeInto(ByteSpan in, const ArrayRepr& repr,
-                    MutableByteSpan out) const override {
+  Status DecodeInto(ByteSpan in, const ArrayRepr& repr, MutableByteSpan out) const override {
     const uint64_t nbytes = repr.nbytes();
     if (out.size() != nbytes) {
-      return InvalidArgument("bytes: output holds " + Bytes(out.size()) +
-                             ", chunk needs " + Bytes(nbytes));
+      return InvalidArgument("bytes: output holds " + Bytes(out.size()) + ", chunk needs " + Bytes(nbytes));
     }
     if (in.size() != nbytes) {
-      return DataLoss("bytes: chunk holds " + Bytes(in.size()) + ", expected " +
-                      Bytes(nbytes) + " (" + std::to_string(repr.elements()) + " x " +
-                      std::string(repr.dtype.name()) + ")");
+      return DataLoss("bytes: chunk holds " + Bytes(in.size()) + ", expected " + Bytes(nbytes) + " (" +
+                      std::to_string(repr.elements()) + " x " + std::string(repr.dtype.name()) + ")");
     }
     Copy(in.data(), out.data(), repr);
     return Status::Ok();
@@ -74,17 +71,14 @@ class BytesCodec final : public ArrayToBytesCodec {
 
   Result<Buffer> Encode(ByteSpan array, const ArrayRepr& repr) const override {
     if (array.size() != repr.nbytes()) {
-      return InvalidArgument("bytes: array holds " + Bytes(array.size()) + ", expected " +
-                             Bytes(repr.nbytes()));
+      return InvalidArgument("bytes: array holds " + Bytes(array.size()) + ", expected " + Bytes(repr.nbytes()));
     }
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(array.size()));
     Copy(array.data(), out.data(), repr);
     return out;
   }
 
-  uint64_t FixedEncodedSize(const ArrayRepr& repr) const override {
-    return repr.nbytes();
-  }
+  uint64_t FixedEncodedSize(const ArrayRepr& repr) const override { return repr.nbytes(); }
   bool is_identity(const ArrayRepr& repr) const override { return !NeedsSwap(repr); }
 
   void FixByteOrderInPlace(MutableByteSpan data, const ArrayRepr& repr) const override {
@@ -116,24 +110,20 @@ class BytesCodec final : public ArrayToBytesCodec {
 
 // {"endian": "little" | "big"}; required for multi-byte types (the v3 spec), optional for
 // one-byte types where it has no effect.
-Result<AnyCodec> MakeBytesCodec(const Json& config, const ArrayRepr& repr,
-                                const CodecRegistry&) {
+Result<AnyCodec> MakeBytesCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
   INSITU_ASSIGN_OR_RETURN(auto endian, internal_codec::ConfigString(config, "endian"));
   bool big_endian = false;
   if (!endian.has_value()) {
     if (repr.dtype.component_size() > 1) {
-      return InvalidArgument("\"endian\" is required for " +
-                             std::string(repr.dtype.name()));
+      return InvalidArgument("\"endian\" is required for " + std::string(repr.dtype.name()));
     }
   } else if (*endian == "big") {
     big_endian = true;
   } else if (*endian != "little") {
-    return InvalidArgument("\"endian\" must be \"little\" or \"big\", got \"" + *endian +
-                           "\"");
+    return InvalidArgument("\"endian\" must be \"little\" or \"big\", got \"" + *endian + "\"");
   }
-  return AnyCodec(std::shared_ptr<const ArrayToBytesCodec>(
-      std::make_shared<const BytesCodec>(big_endian)));
+  return AnyCodec(std::shared_ptr<const ArrayToBytesCodec>(std::make_shared<const BytesCodec>(big_endian)));
 }
 
 }  // namespace insitubatch::zarr

@@ -13,25 +13,22 @@ using testing::FieldBytes;
 using testing::MakeChain;
 using testing::MakeRepr;
 
-std::shared_ptr<const ArrayToBytesCodec> Bytes(const Json& config,
-                                               const ArrayRepr& repr) {
+std::shared_ptr<const ArrayToBytesCodec> Bytes(const Json& config, const ArrayRepr& repr) {
   auto codec = BuiltinCodecRegistry().Create(CodecSpec{"bytes", config}, repr);
   EXPECT_TRUE(codec.ok()) << codec.status().ToString();
   return std::get<std::shared_ptr<const ArrayToBytesCodec>>(*codec);
 }
 
 TEST(BytesCodecTest, RoundTripsEveryDtypeInBothByteOrders) {
-  for (const char* dtype :
-       {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64",
-        "float16", "float32", "float64", "complex64", "complex128"}) {
+  for (const char* dtype : {"bool", "int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64", "float16",
+                            "float32", "float64", "complex64", "complex128"}) {
     for (const char* endian : {"little", "big"}) {
       const ArrayRepr repr = MakeRepr(dtype, {3, 5, 7});
       std::vector<std::byte> data = FieldBytes(repr.nbytes(), 7);
       if (std::string(dtype) == "bool") {
         for (auto& b : data) b = std::byte(static_cast<uint8_t>(b) & 1);
       }
-      ExpectRoundTrip(Json::parse(R"([{"name":"bytes","configuration":{"endian":")" +
-                                  std::string(endian) + "\"}}]"),
+      ExpectRoundTrip(Json::parse(R"([{"name":"bytes","configuration":{"endian":")" + std::string(endian) + "\"}}]"),
                       repr, data);
     }
   }
@@ -39,15 +36,12 @@ TEST(BytesCodecTest, RoundTripsEveryDtypeInBothByteOrders) {
 
 TEST(BytesCodecTest, BigEndianStoresMostSignificantByteFirst) {
   const ArrayRepr repr = MakeRepr("int32", {2});
-  const std::vector<std::byte> stored = {
-      std::byte{0x01}, std::byte{0x02}, std::byte{0x03}, std::byte{0x04},
-      std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFE}};
-  auto chain = MakeChain(
-      Json::parse(R"([{"name":"bytes","configuration":{"endian":"big"}}])"), repr);
+  const std::vector<std::byte> stored = {std::byte{0x01}, std::byte{0x02}, std::byte{0x03}, std::byte{0x04},
+                                         std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFF}, std::byte{0xFE}};
+  auto chain = MakeChain(Json::parse(R"([{"name":"bytes","configuration":{"endian":"big"}}])"), repr);
   ASSERT_TRUE(chain.ok());
   int32_t values[2];
-  ASSERT_TRUE(
-      chain->DecodeInto(AsBytes(stored), {reinterpret_cast<std::byte*>(values), 8}).ok());
+  ASSERT_TRUE(chain->DecodeInto(AsBytes(stored), {reinterpret_cast<std::byte*>(values), 8}).ok());
   EXPECT_EQ(values[0], 0x01020304);
   EXPECT_EQ(values[1], -2);
 }
@@ -65,9 +59,7 @@ TEST(BytesCodecTest, ComplexSwapsEachHalf) {
   std::memcpy(stored.data() + 4, &im, 4);
   auto codec = Bytes({{"endian", "big"}}, repr);
   float out[2];
-  ASSERT_TRUE(
-      codec->DecodeInto(AsBytes(stored), repr, {reinterpret_cast<std::byte*>(out), 8})
-          .ok());
+  ASSERT_TRUE(codec->DecodeInto(AsBytes(stored), repr, {reinterpret_cast<std::byte*>(out), 8}).ok());
   EXPECT_EQ(out[0], 1.5f);
   EXPECT_EQ(out[1], -2.25f);
 }
@@ -104,8 +96,7 @@ TEST(BytesCodecTest, WrongEncodedSizeIsDataLoss) {
     auto codec = Bytes({{"endian", endian}}, repr);
     std::vector<std::byte> out(32);
     std::vector<std::byte> short_in(31), long_in(33), empty;
-    EXPECT_DATA_LOSS(codec->DecodeInto(AsBytes(short_in), repr, AsBytes(out)),
-                     "chunk holds 31 bytes, expected 32");
+    EXPECT_DATA_LOSS(codec->DecodeInto(AsBytes(short_in), repr, AsBytes(out)), "chunk holds 31 bytes, expected 32");
     EXPECT_DATA_LOSS(codec->DecodeInto(AsBytes(long_in), repr, AsBytes(out)), "33 bytes");
     EXPECT_DATA_LOSS(codec->DecodeInto(AsBytes(empty), repr, AsBytes(out)), "0 bytes");
   }
@@ -115,18 +106,15 @@ TEST(BytesCodecTest, ValidatesConfiguration) {
   const CodecRegistry& r = BuiltinCodecRegistry();
   const ArrayRepr f4 = MakeRepr("float32", {2});
   const ArrayRepr u1 = MakeRepr("uint8", {2});
-  EXPECT_EQ(r.Create({"bytes", Json::object()}, f4).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Create({"bytes", Json::object()}, f4).status().code(), StatusCode::kInvalidArgument);
   EXPECT_TRUE(r.Create({"bytes", Json::object()}, u1).ok());
   EXPECT_TRUE(r.Create({"bytes", Json()}, u1).ok());
   auto bad = r.Create({"bytes", {{"endian", "middle"}}}, f4);
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(bad.status().message().find("\"middle\""), std::string::npos);
   EXPECT_NE(bad.status().message().find("codec \"bytes\""), std::string::npos);
-  EXPECT_EQ(r.Create({"bytes", {{"endian", 1}}}, f4).status().code(),
-            StatusCode::kInvalidArgument);
-  EXPECT_EQ(r.Create({"bytes", Json::array()}, f4).status().code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Create({"bytes", {{"endian", 1}}}, f4).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(r.Create({"bytes", Json::array()}, f4).status().code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -45,7 +45,8 @@ Result<size_t> Bz2Decode(ByteSpan in, MutableByteSpan out, bool exact) {
   if (r != BZ_STREAM_END) return DataLoss("bz2: stream is corrupt or truncated");
   if (in_left != 0) return DataLoss("bz2: " + Bytes(in_left) + " of trailing data after the stream");
   const size_t produced = out.size() - out_left;
-  if (exact && produced != out.size()) return DataLoss("bz2: data decodes to " + Bytes(produced) + ", chunk needs " + Bytes(out.size()));
+  if (exact && produced != out.size())
+    return DataLoss("bz2: data decodes to " + Bytes(produced) + ", chunk needs " + Bytes(out.size()));
   return produced;
 }
 
@@ -62,13 +63,16 @@ Result<size_t> LzmaDecode(ByteSpan in, MutableByteSpan out, bool exact) {
   lzma_ret r = lzma_code(&s, LZMA_FINISH);
   const size_t left_in = s.avail_in, produced = out.size() - s.avail_out;
   lzma_end(&s);
-  if (r == LZMA_BUF_ERROR && produced == out.size()) return DataLoss("lzma: data decodes to more than " + Bytes(out.size()));
+  if (r == LZMA_BUF_ERROR && produced == out.size())
+    return DataLoss("lzma: data decodes to more than " + Bytes(out.size()));
   if (r == LZMA_OK && produced == out.size()) return DataLoss("lzma: data decodes to more than " + Bytes(out.size()));
-  if (r == LZMA_FORMAT_ERROR) return DataLoss("lzma: not an .xz or .lzma stream (numcodecs FORMAT_RAW is not supported)");
+  if (r == LZMA_FORMAT_ERROR)
+    return DataLoss("lzma: not an .xz or .lzma stream (numcodecs FORMAT_RAW is not supported)");
   if (r == LZMA_MEMLIMIT_ERROR) return DataLoss("lzma: the stream needs more than 512 MiB to decode");
   if (r != LZMA_STREAM_END) return DataLoss("lzma: stream is corrupt or truncated");
   if (left_in != 0) return DataLoss("lzma: " + Bytes(left_in) + " of trailing data after the stream");
-  if (exact && produced != out.size()) return DataLoss("lzma: data decodes to " + Bytes(produced) + ", chunk needs " + Bytes(out.size()));
+  if (exact && produced != out.size())
+    return DataLoss("lzma: data decodes to " + Bytes(produced) + ", chunk needs " + Bytes(out.size()));
   return produced;
 }
 

@@ -64,17 +64,22 @@ class Checksum32 final : public BytesToBytesCodec {
 
   std::string name() const override {
     switch (kind_) {
-      case Kind::kCrc32c: return "crc32c";
-      case Kind::kCrc32: return "crc32";
-      case Kind::kAdler32: return "adler32";
-      case Kind::kFletcher32: return "fletcher32";
+      case Kind::kCrc32c:
+        return "crc32c";
+      case Kind::kCrc32:
+        return "crc32";
+      case Kind::kAdler32:
+        return "adler32";
+      case Kind::kFletcher32:
+        return "fletcher32";
     }
     return "checksum";
   }
   bool decodes_to_subspan() const override { return true; }
 
   Result<ByteSpan> DecodeSubspan(ByteSpan in) const override {
-    if (in.size() < 4) return DataLoss(name() + ": chunk of " + Bytes(in.size()) + " is too short for a 4-byte checksum");
+    if (in.size() < 4)
+      return DataLoss(name() + ": chunk of " + Bytes(in.size()) + " is too short for a 4-byte checksum");
     const ByteSpan payload = at_start_ ? in.subspan(4) : in.first(in.size() - 4);
     const std::byte* stored_at = at_start_ ? in.data() : in.data() + in.size() - 4;
     const uint32_t stored = uint32_t(std::to_integer<unsigned>(stored_at[0])) |

@@ -54,8 +54,7 @@ class BytesToBytesCodec {
   virtual Status DecodeInto(ByteSpan in, MutableByteSpan out) const = 0;
   // DecodeInto that reports decoded ranges as they are written. Codecs that decode in
   // pieces (zstd) report each piece; the default reports the whole output once, at the end.
-  virtual Status DecodeIntoReporting(ByteSpan in, MutableByteSpan out,
-                                     const DecodeProgress& progress) const {
+  virtual Status DecodeIntoReporting(ByteSpan in, MutableByteSpan out, const DecodeProgress& progress) const {
     INSITU_RETURN_IF_ERROR(DecodeInto(in, out));
     progress.on_decoded(0, out.size());
     return Status::Ok();

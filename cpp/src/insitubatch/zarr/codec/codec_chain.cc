@@ -12,8 +12,8 @@ uint64_t ArrayRepr::elements() const {
   return n;
 }
 
-Result<CodecChain> CodecChain::Build(const std::vector<CodecSpec>& specs,
-                                     const ArrayRepr& repr, const CodecRegistry& registry) {
+Result<CodecChain> CodecChain::Build(const std::vector<CodecSpec>& specs, const ArrayRepr& repr,
+                                     const CodecRegistry& registry) {
   CodecChain chain;
   chain.repr_ = repr;
   ArrayRepr current = repr;
@@ -36,11 +36,9 @@ Result<CodecChain> CodecChain::Build(const std::vector<CodecSpec>& specs,
       chain.array_to_bytes_ = *a2b;
     } else {
       if (chain.array_to_bytes_ == nullptr) {
-        return InvalidArgument("codec \"" + spec.name +
-                               "\" (bytes -> bytes) must come after the array -> bytes codec");
+        return InvalidArgument("codec \"" + spec.name + "\" (bytes -> bytes) must come after the array -> bytes codec");
       }
-      chain.bytes_to_bytes_.push_back(
-          std::get<std::shared_ptr<const BytesToBytesCodec>>(codec));
+      chain.bytes_to_bytes_.push_back(std::get<std::shared_ptr<const BytesToBytesCodec>>(codec));
     }
   }
   if (chain.array_to_bytes_ == nullptr) {
@@ -49,25 +47,22 @@ Result<CodecChain> CodecChain::Build(const std::vector<CodecSpec>& specs,
   return chain;
 }
 
-Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out,
-                              const DecodeProgress* progress) const {
+Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress) const {
   bool reported = false;
   INSITU_RETURN_IF_ERROR(Decode(stored, out, progress, reported));
   if (progress != nullptr && !reported) progress->on_decoded(0, out.size());
   return Status::Ok();
 }
 
-Status CodecChain::Decode(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress,
-                          bool& reported) const {
+Status CodecChain::Decode(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress, bool& reported) const {
   if (out.size() != repr_.nbytes()) {
-    return InvalidArgument("output buffer holds " + std::to_string(out.size()) +
-                           " bytes, the chunk needs " + std::to_string(repr_.nbytes()));
+    return InvalidArgument("output buffer holds " + std::to_string(out.size()) + " bytes, the chunk needs " +
+                           std::to_string(repr_.nbytes()));
   }
   const ArrayRepr& bytes_repr = array_reprs_.back();  // what the array->bytes codec sees
   const uint64_t fixed_size = array_to_bytes_->FixedEncodedSize(bytes_repr);
   // A plain copy, or a copy plus an in-place byte swap (FixByteOrderInPlace below).
-  const bool direct = array_to_array_.empty() && (array_to_bytes_->is_identity(bytes_repr) ||
-                                                  fixed_size == out.size());
+  const bool direct = array_to_array_.empty() && (array_to_bytes_->is_identity(bytes_repr) || fixed_size == out.size());
 
   // Bytes stage, outermost codec first. The innermost real decoder writes straight into
   // `out` when the array->bytes step is a plain copy (the common no-copy path).
@@ -131,8 +126,8 @@ Status CodecChain::Decode(ByteSpan stored, MutableByteSpan out, const DecodeProg
 
 Result<Buffer> CodecChain::Encode(ByteSpan decoded) const {
   if (decoded.size() != repr_.nbytes()) {
-    return InvalidArgument("chunk holds " + std::to_string(decoded.size()) +
-                           " bytes, expected " + std::to_string(repr_.nbytes()));
+    return InvalidArgument("chunk holds " + std::to_string(decoded.size()) + " bytes, expected " +
+                           std::to_string(repr_.nbytes()));
   }
   INSITU_ASSIGN_OR_RETURN(Buffer current, Buffer::CopyOf(decoded));
   for (size_t i = 0; i < array_to_array_.size(); ++i) {

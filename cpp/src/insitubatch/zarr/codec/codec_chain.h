@@ -25,8 +25,7 @@ class CodecChain {
   // With `progress`, its callback sees every decoded range of `out` once: piece by piece
   // while the innermost compressor writes (when it writes `out` directly and no byte swap
   // or transpose follows), else once over all of `out` after decoding.
-  Status DecodeInto(ByteSpan stored, MutableByteSpan out,
-                    const DecodeProgress* progress = nullptr) const;
+  Status DecodeInto(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress = nullptr) const;
   // Encodes one chunk (tests, fuzz seeds, benchmarks).
   Result<Buffer> Encode(ByteSpan decoded) const;
 
@@ -35,8 +34,7 @@ class CodecChain {
   std::string Describe() const;
 
  private:
-  Status Decode(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress,
-                bool& reported) const;
+  Status Decode(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress, bool& reported) const;
 
   ArrayRepr repr_;
   std::vector<std::shared_ptr<const ArrayToArrayCodec>> array_to_array_;

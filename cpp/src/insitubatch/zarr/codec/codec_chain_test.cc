@@ -63,8 +63,7 @@ TEST(CodecChainTest, OutputOfWrongSizeIsInvalidArgument) {
   const ArrayRepr repr = MakeRepr("float32", {4});
   auto chain = MakeChain(Json::array({Little()}), repr);
   std::vector<std::byte> in(16), out(15);
-  EXPECT_EQ(chain->DecodeInto(AsBytes(in), AsBytes(out)).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(chain->DecodeInto(AsBytes(in), AsBytes(out)).code(), StatusCode::kInvalidArgument);
 }
 
 // A zstd wrapper that records where DecodeInto was asked to write.
@@ -74,8 +73,7 @@ struct SpyLog {
 
 class SpyCodec final : public BytesToBytesCodec {
  public:
-  SpyCodec(std::shared_ptr<const BytesToBytesCodec> inner, SpyLog* log)
-      : inner_(std::move(inner)), log_(log) {}
+  SpyCodec(std::shared_ptr<const BytesToBytesCodec> inner, SpyLog* log) : inner_(std::move(inner)), log_(log) {}
   std::string name() const override { return "spy"; }
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     log_->outputs.push_back(out.data());
@@ -97,13 +95,10 @@ class CodecChainSpyTest : public ::testing::Test {
   CodecChainSpyTest() {
     RegisterBuiltinCodecs(registry_);
     registry_.Register(
-        "spy",
-        [this](const Json& config, const ArrayRepr& repr,
-               const CodecRegistry& r) -> Result<AnyCodec> {
+        "spy", [this](const Json& config, const ArrayRepr& repr, const CodecRegistry& r) -> Result<AnyCodec> {
           INSITU_ASSIGN_OR_RETURN(AnyCodec zstd, MakeZstdCodec(config, repr, r));
-          return AnyCodec(
-              std::shared_ptr<const BytesToBytesCodec>(std::make_shared<SpyCodec>(
-                  std::get<std::shared_ptr<const BytesToBytesCodec>>(zstd), &log_)));
+          return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(
+              std::make_shared<SpyCodec>(std::get<std::shared_ptr<const BytesToBytesCodec>>(zstd), &log_)));
         });
   }
 
@@ -134,18 +129,15 @@ TEST_F(CodecChainSpyTest, InnermostDecoderWritesStraightIntoTheCallersBuffer) {
   const Json foreign = little ? Big() : Little();
   EXPECT_TRUE(DecodedDirectly(Json::array({native, C("spy")}), f4));
   EXPECT_TRUE(DecodedDirectly(Json::array({native, C("spy"), C("crc32c")}), f4));
-  EXPECT_TRUE(
-      DecodedDirectly(Json::array({native, C("spy"), C("crc32c"), C("crc32c")}), f4));
+  EXPECT_TRUE(DecodedDirectly(Json::array({native, C("spy"), C("crc32c"), C("crc32c")}), f4));
   // One-byte types have no byte order: direct even under "big".
   EXPECT_TRUE(DecodedDirectly(Json::array({Big(), C("spy")}), MakeRepr("uint8", {100})));
   // Foreign byte order: decoded in place, then swapped in place.
   EXPECT_TRUE(DecodedDirectly(Json::array({foreign, C("spy")}), f4));
-  EXPECT_TRUE(DecodedDirectly(Json::array({foreign, C("spy"), C("crc32c")}),
-                              MakeRepr("complex128", {3, 5})));
+  EXPECT_TRUE(DecodedDirectly(Json::array({foreign, C("spy"), C("crc32c")}), MakeRepr("complex128", {3, 5})));
   // A transpose, or a checksum inside the compressor, needs an intermediate buffer.
   EXPECT_FALSE(DecodedDirectly(Json::array({native, C("crc32c"), C("spy")}), f4));
-  EXPECT_FALSE(DecodedDirectly(
-      Json::array({C("transpose", {{"order", {1, 0}}}), native, C("spy")}), f4));
+  EXPECT_FALSE(DecodedDirectly(Json::array({C("transpose", {{"order", {1, 0}}}), native, C("spy")}), f4));
 }
 
 TEST(CodecChainTest, TransposedBigEndianChainMatchesHandBuiltEncoding) {
@@ -176,8 +168,8 @@ TEST(CodecChainTest, TransposedBigEndianChainMatchesHandBuiltEncoding) {
   EXPECT_EQ(out, decoded);
 
   // The same layout under compressors and a checksum.
-  const Json full = Json::array({C("transpose", {{"order", {2, 0, 1}}}), Big(),
-                                 C("zstd", {{"level", 1}}), C("crc32c")});
+  const Json full =
+      Json::array({C("transpose", {{"order", {2, 0, 1}}}), Big(), C("zstd", {{"level", 1}}), C("crc32c")});
   ExpectRoundTrip(full, repr, decoded);
 }
 
@@ -221,18 +213,13 @@ TEST(CodecChainTest, ProgressSeesFinalBytesPiecewiseOnlyOnTheDirectPath) {
 TEST(CodecChainTest, StackedArrayAndBytesCodecsRoundTrip) {
   const ArrayRepr repr = MakeRepr("float64", {6, 5, 4});
   const auto data = FieldBytes(repr.nbytes(), 2);
-  ExpectRoundTrip(
-      Json::array({C("transpose", {{"order", {2, 0, 1}}}),
-                   C("transpose", {{"order", {1, 2, 0}}}), Big(), C("numcodecs.lz4")}),
-      repr, data);
-  ExpectRoundTrip(
-      Json::array({Little(), C("zstd", {{"level", 1}}), C("gzip", {{"level", 1}})}), repr,
-      data);
-  ExpectRoundTrip(Json::array({Little(), C("crc32c"), C("blosc", {{"cname", "lz4"}})}),
+  ExpectRoundTrip(Json::array({C("transpose", {{"order", {2, 0, 1}}}), C("transpose", {{"order", {1, 2, 0}}}), Big(),
+                               C("numcodecs.lz4")}),
                   repr, data);
+  ExpectRoundTrip(Json::array({Little(), C("zstd", {{"level", 1}}), C("gzip", {{"level", 1}})}), repr, data);
+  ExpectRoundTrip(Json::array({Little(), C("crc32c"), C("blosc", {{"cname", "lz4"}})}), repr, data);
   ExpectRoundTrip(Json::array({Big(), C("crc32c")}), repr, data);
-  ExpectRoundTrip(Json::array({C("transpose", {{"order", {0, 1, 2}}}), Little()}), repr,
-                  data);
+  ExpectRoundTrip(Json::array({C("transpose", {{"order", {0, 1, 2}}}), Little()}), repr, data);
 }
 
 TEST(CodecChainTest, CorruptionSurfacesAsDataLossFromTheRightCodec) {
@@ -245,14 +232,12 @@ TEST(CodecChainTest, CorruptionSurfacesAsDataLossFromTheRightCodec) {
   std::vector<std::byte> bad(encoded->data(), encoded->data() + encoded->size());
   bad[bad.size() / 2] ^= std::byte{1};
   std::vector<std::byte> out(data.size());
-  EXPECT_DATA_LOSS(chain->DecodeInto(AsBytes(bad), AsBytes(out)),
-                   "crc32c: checksum mismatch");
+  EXPECT_DATA_LOSS(chain->DecodeInto(AsBytes(bad), AsBytes(out)), "crc32c: checksum mismatch");
 
   auto plain = MakeChain(Json::array({Little(), C("zstd")}), MakeRepr("float32", {32}));
   std::vector<std::byte> half(128);
-  EXPECT_DATA_LOSS(
-      plain->DecodeInto(encoded->span().first(encoded->size() - 4), AsBytes(half)),
-      "zstd: frame declares 256 bytes, chunk needs 128 bytes");
+  EXPECT_DATA_LOSS(plain->DecodeInto(encoded->span().first(encoded->size() - 4), AsBytes(half)),
+                   "zstd: frame declares 256 bytes, chunk needs 128 bytes");
 }
 
 }  // namespace

@@ -7,8 +7,7 @@ namespace {
 // -Wrestrict on chains of operator+ starting from a literal).
 std::string KeyMessage(std::string_view key, std::string_view what, const Json& got) {
   std::string m;
-  m.append("\"").append(key).append("\" ").append(what).append(", got ").append(
-      got.dump());
+  m.append("\"").append(key).append("\" ").append(what).append(", got ").append(got.dump());
   return m;
 }
 
@@ -19,8 +18,7 @@ Status CheckConfigObject(const Json& config) {
   return InvalidArgument("configuration must be an object, got " + config.dump());
 }
 
-Result<int64_t> ConfigInt(const Json& config, std::string_view key, int64_t default_value,
-                          int64_t min, int64_t max) {
+Result<int64_t> ConfigInt(const Json& config, std::string_view key, int64_t default_value, int64_t min, int64_t max) {
   if (!config.is_object()) return default_value;
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return default_value;
@@ -31,8 +29,7 @@ Result<int64_t> ConfigInt(const Json& config, std::string_view key, int64_t defa
     return InvalidArgument(KeyMessage(key, "must be an integer in " + range, *it));
   }
   // Unsigned JSON values above INT64_MAX read as negative through get<int64_t>.
-  const bool too_big =
-      it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(max);
+  const bool too_big = it->is_number_unsigned() && it->get<uint64_t>() > static_cast<uint64_t>(max);
   const int64_t value = it->get<int64_t>();
   if (too_big || value < min || value > max) {
     return InvalidArgument(KeyMessage(key, "must be in " + range, *it));
@@ -40,8 +37,7 @@ Result<int64_t> ConfigInt(const Json& config, std::string_view key, int64_t defa
   return value;
 }
 
-Result<std::optional<std::string>> ConfigString(const Json& config,
-                                                std::string_view key) {
+Result<std::optional<std::string>> ConfigString(const Json& config, std::string_view key) {
   if (!config.is_object()) return std::optional<std::string>();
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return std::optional<std::string>();
@@ -49,8 +45,6 @@ Result<std::optional<std::string>> ConfigString(const Json& config,
   return std::optional<std::string>(it->get<std::string>());
 }
 
-std::string Bytes(uint64_t n) {
-  return std::to_string(n) + (n == 1 ? " byte" : " bytes");
-}
+std::string Bytes(uint64_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); }
 
 }  // namespace insitubatch::zarr::internal_codec

@@ -20,8 +20,7 @@ Status CheckConfigObject(const Json& config);
 
 // The integer at `key`, `default_value` when absent; InvalidArgument when it is not an
 // integer in [min, max].
-Result<int64_t> ConfigInt(const Json& config, std::string_view key, int64_t default_value,
-                          int64_t min, int64_t max);
+Result<int64_t> ConfigInt(const Json& config, std::string_view key, int64_t default_value, int64_t min, int64_t max);
 
 // The string at `key`, nullopt when absent; InvalidArgument when it is not a string.
 Result<std::optional<std::string>> ConfigString(const Json& config, std::string_view key);

@@ -37,15 +37,13 @@ inline std::vector<CodecSpec> Specs(const Json& codecs) {
   return specs;
 }
 
-inline Result<CodecChain> MakeChain(
-    const Json& codecs, const ArrayRepr& repr,
-    const CodecRegistry& registry = BuiltinCodecRegistry()) {
+inline Result<CodecChain> MakeChain(const Json& codecs, const ArrayRepr& repr,
+                                    const CodecRegistry& registry = BuiltinCodecRegistry()) {
   return CodecChain::Build(Specs(codecs), repr, registry);
 }
 
 // A single bytes-to-bytes codec built from the builtin registry.
-inline std::shared_ptr<const BytesToBytesCodec> MakeBytesToBytes(const std::string& name,
-                                                                 const Json& config,
+inline std::shared_ptr<const BytesToBytesCodec> MakeBytesToBytes(const std::string& name, const Json& config,
                                                                  const ArrayRepr& repr) {
   auto codec = BuiltinCodecRegistry().Create(CodecSpec{name, config}, repr);
   EXPECT_TRUE(codec.ok()) << codec.status().ToString();
@@ -63,8 +61,8 @@ inline std::vector<std::byte> FieldBytes(size_t n, uint32_t seed = 1) {
   uint32_t state = seed * 2654435761u + 1;
   for (size_t i = 0; i < n; i += 4) {
     state = state * 1664525u + 1013904223u;
-    const float v = static_cast<float>(std::sin(static_cast<double>(i) * 0.001) * 100.0) +
-                    static_cast<float>(state >> 24) * 0.01f;
+    const float v =
+        static_cast<float>(std::sin(static_cast<double>(i) * 0.001) * 100.0) + static_cast<float>(state >> 24) * 0.01f;
     std::byte word[4];
     std::memcpy(word, &v, 4);
     for (size_t k = 0; k < 4 && i + k < n; ++k) out[i + k] = word[k];
@@ -99,13 +97,12 @@ inline std::vector<std::byte> ReadTestFile(const std::string& relative) {
 }
 
 // EXPECT that `status` is DataLoss and its message contains `fragment`.
-#define EXPECT_DATA_LOSS(status_expr, fragment)                                        \
-  do {                                                                                 \
-    const ::insitubatch::Status insitu_s_ = (status_expr);                             \
-    EXPECT_EQ(insitu_s_.code(), ::insitubatch::StatusCode::kDataLoss)                  \
-        << insitu_s_.ToString();                                                       \
-    EXPECT_NE(insitu_s_.message().find(fragment), std::string::npos)                   \
-        << "message \"" << insitu_s_.message() << "\" lacks \"" << (fragment) << "\""; \
+#define EXPECT_DATA_LOSS(status_expr, fragment)                                                \
+  do {                                                                                         \
+    const ::insitubatch::Status insitu_s_ = (status_expr);                                     \
+    EXPECT_EQ(insitu_s_.code(), ::insitubatch::StatusCode::kDataLoss) << insitu_s_.ToString(); \
+    EXPECT_NE(insitu_s_.message().find(fragment), std::string::npos)                           \
+        << "message \"" << insitu_s_.message() << "\" lacks \"" << (fragment) << "\"";         \
   } while (false)
 
 }  // namespace insitubatch::zarr::testing

@@ -11,7 +11,6 @@
 #define INSITU_CRC32C_X86 1
 #endif
 
-
 namespace insitubatch::zarr {
 namespace {
 
@@ -27,8 +26,7 @@ constexpr Tables MakeTables() {
     t[0][i] = crc;
   }
   for (uint32_t i = 0; i < 256; ++i) {
-    for (size_t k = 1; k < 8; ++k)
-      t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
+    for (size_t k = 1; k < 8; ++k) t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xFF];
   }
   return t;
 }
@@ -46,9 +44,8 @@ uint64_t LoadLittle64(const uint8_t* p) {
 uint32_t ExtendPortable(uint32_t crc, const uint8_t* p, size_t n) {
   while (n >= 8) {
     const uint64_t word = LoadLittle64(p) ^ crc;
-    crc = kTables[7][word & 0xFF] ^ kTables[6][(word >> 8) & 0xFF] ^
-          kTables[5][(word >> 16) & 0xFF] ^ kTables[4][(word >> 24) & 0xFF] ^
-          kTables[3][(word >> 32) & 0xFF] ^ kTables[2][(word >> 40) & 0xFF] ^
+    crc = kTables[7][word & 0xFF] ^ kTables[6][(word >> 8) & 0xFF] ^ kTables[5][(word >> 16) & 0xFF] ^
+          kTables[4][(word >> 24) & 0xFF] ^ kTables[3][(word >> 32) & 0xFF] ^ kTables[2][(word >> 40) & 0xFF] ^
           kTables[1][(word >> 48) & 0xFF] ^ kTables[0][word >> 56];
     p += 8;
     n -= 8;
@@ -58,8 +55,7 @@ uint32_t ExtendPortable(uint32_t crc, const uint8_t* p, size_t n) {
 }
 
 #ifdef INSITU_CRC32C_X86
-__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8_t* p,
-                                                       size_t n) {
+__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8_t* p, size_t n) {
 #if defined(__x86_64__)
   uint64_t c = crc;
   while (n >= 8) {

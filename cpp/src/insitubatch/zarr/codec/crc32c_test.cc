@@ -47,8 +47,7 @@ TEST(Crc32cTest, HardwareAndPortableAgreeAtEveryLengthAndAlignment) {
   for (size_t offset = 0; offset < 9; ++offset) {
     for (size_t n = 0; n + offset <= 300; ++n) {
       ByteSpan span(data.data() + offset, n);
-      ASSERT_EQ(internal_codec::Crc32cPortable(span),
-                internal_codec::Crc32cHardware(span))
+      ASSERT_EQ(internal_codec::Crc32cPortable(span), internal_codec::Crc32cHardware(span))
           << "offset " << offset << " length " << n;
     }
   }
@@ -66,21 +65,17 @@ class Crc32cCodecTest : public ::testing::Test {
  protected:
   const ArrayRepr repr_ = MakeRepr("uint16", {100});
   std::vector<std::byte> data_ = FieldBytes(200);
-  std::shared_ptr<const BytesToBytesCodec> codec_ =
-      MakeBytesToBytes("crc32c", Json(), repr_);
+  std::shared_ptr<const BytesToBytesCodec> codec_ = MakeBytesToBytes("crc32c", Json(), repr_);
 };
 
 TEST_F(Crc32cCodecTest, RoundTripsThroughChains) {
   for (const char* name : {"crc32c", "numcodecs.crc32c"}) {
     const ArrayRepr repr = MakeRepr("float32", {5, 7});
-    Json codecs =
-        Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "big"}}}},
-                     Json{{"name", name}}});
+    Json codecs = Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "big"}}}}, Json{{"name", name}}});
     ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes()));
   }
-  Json start = Json::array(
-      {Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-       Json{{"name", "numcodecs.crc32c"}, {"configuration", {{"location", "start"}}}}});
+  Json start = Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
+                            Json{{"name", "numcodecs.crc32c"}, {"configuration", {{"location", "start"}}}}});
   ExpectRoundTrip(start, repr_, data_);
 }
 
@@ -121,8 +116,7 @@ TEST_F(Crc32cCodecTest, MalformedInputIsDataLoss) {
   for (size_t i = 0; i < stored->size(); i += 11) {
     std::vector<std::byte> bad(stored->data(), stored->data() + stored->size());
     bad[i] ^= std::byte{0x10};
-    EXPECT_DATA_LOSS(codec_->DecodeSubspan(AsBytes(bad)).status(),
-                     "crc32c: checksum mismatch");
+    EXPECT_DATA_LOSS(codec_->DecodeSubspan(AsBytes(bad)).status(), "crc32c: checksum mismatch");
     EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(bad), AsBytes(out)), "checksum mismatch");
   }
   std::vector<std::byte> tiny(3), empty;
@@ -143,10 +137,7 @@ TEST_F(Crc32cCodecTest, MalformedInputIsDataLoss) {
 }
 
 TEST_F(Crc32cCodecTest, ValidatesConfiguration) {
-  EXPECT_EQ(BuiltinCodecRegistry()
-                .Create({"numcodecs.crc32c", {{"location", "middle"}}}, repr_)
-                .status()
-                .code(),
+  EXPECT_EQ(BuiltinCodecRegistry().Create({"numcodecs.crc32c", {{"location", "middle"}}}, repr_).status().code(),
             StatusCode::kInvalidArgument);
 }
 

@@ -13,13 +13,9 @@
 namespace insitubatch::zarr::internal_codec {
 namespace {
 
-const char* FormatName(DeflateFormat format) {
-  return format == DeflateFormat::kGzip ? "gzip" : "zlib";
-}
+const char* FormatName(DeflateFormat format) { return format == DeflateFormat::kGzip ? "gzip" : "zlib"; }
 
-int WindowBits(DeflateFormat format) {
-  return format == DeflateFormat::kGzip ? 15 + 16 : 15;
-}
+int WindowBits(DeflateFormat format) { return format == DeflateFormat::kGzip ? 15 + 16 : 15; }
 
 struct DecompressorDeleter {
   void operator()(libdeflate_decompressor* d) const { libdeflate_free_decompressor(d); }
@@ -46,8 +42,7 @@ class Inflater {
 }  // namespace
 
 libdeflate_decompressor* ThreadDecompressor() {
-  thread_local std::unique_ptr<libdeflate_decompressor, DecompressorDeleter> d(
-      libdeflate_alloc_decompressor());
+  thread_local std::unique_ptr<libdeflate_decompressor, DecompressorDeleter> d(libdeflate_alloc_decompressor());
   return d.get();
 }
 
@@ -73,8 +68,7 @@ Result<Buffer> InflateUnknownSize(ByteSpan in, size_t max_size, DeflateFormat fo
   while (true) {
     if (produced == capacity) {
       if (capacity == limit) {
-        return DataLoss(name + ": data decodes to more than the limit of " +
-                        Bytes(max_size));
+        return DataLoss(name + ": data decodes to more than the limit of " + Bytes(max_size));
       }
       capacity = capacity > limit / 2 ? limit : capacity * 2;
       INSITU_ASSIGN_OR_RETURN(Buffer bigger, Buffer::Allocate(capacity));
@@ -94,8 +88,7 @@ Result<Buffer> InflateUnknownSize(ByteSpan in, size_t max_size, DeflateFormat fo
     if (ret == Z_STREAM_END) {
       if (format == DeflateFormat::kZlib) {
         if (consumed != in.size()) {
-          return DataLoss(name + ": " + Bytes(in.size() - consumed) +
-                          " of trailing data after the stream");
+          return DataLoss(name + ": " + Bytes(in.size() - consumed) + " of trailing data after the stream");
         }
         break;
       }
@@ -107,8 +100,7 @@ Result<Buffer> InflateUnknownSize(ByteSpan in, size_t max_size, DeflateFormat fo
     if (ret == Z_OK) continue;
     if (ret == Z_BUF_ERROR && produced == capacity) continue;  // grow and retry
     if (ret == Z_BUF_ERROR) return DataLoss(name + ": stream is truncated");
-    return DataLoss(name + ": corrupt stream (" +
-                    (zs.msg != nullptr ? std::string(zs.msg) : std::to_string(ret)) +
+    return DataLoss(name + ": corrupt stream (" + (zs.msg != nullptr ? std::string(zs.msg) : std::to_string(ret)) +
                     ")");
   }
   if (produced > max_size) {
@@ -122,10 +114,8 @@ Result<Buffer> DeflateEncode(ByteSpan in, int level, DeflateFormat format) {
   const std::string name = FormatName(format);
   z_stream zs;
   std::memset(&zs, 0, sizeof(zs));
-  if (deflateInit2(&zs, level, Z_DEFLATED, WindowBits(format), 8, Z_DEFAULT_STRATEGY) !=
-      Z_OK) {
-    return InvalidArgument(name + ": cannot initialize the compressor at level " +
-                           std::to_string(level));
+  if (deflateInit2(&zs, level, Z_DEFLATED, WindowBits(format), 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+    return InvalidArgument(name + ": cannot initialize the compressor at level " + std::to_string(level));
   }
   std::unique_ptr<z_stream, int (*)(z_streamp)> guard(&zs, deflateEnd);
   const uLong bound = deflateBound(&zs, static_cast<uLong>(in.size()));

@@ -28,24 +28,22 @@ class GzipCodec final : public BytesToBytesCodec {
     for (int member = 0; consumed < in.size(); ++member) {
       size_t member_in = 0;
       size_t member_out = 0;
-      const libdeflate_result r = libdeflate_gzip_decompress_ex(
-          d, in.data() + consumed, in.size() - consumed, out.data() + produced,
-          out.size() - produced, &member_in, &member_out);
+      const libdeflate_result r =
+          libdeflate_gzip_decompress_ex(d, in.data() + consumed, in.size() - consumed, out.data() + produced,
+                                        out.size() - produced, &member_in, &member_out);
       if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
-        return DataLoss("gzip: data decodes to more than the chunk's " +
-                        Bytes(out.size()));
+        return DataLoss("gzip: data decodes to more than the chunk's " + Bytes(out.size()));
       }
       if (r != LIBDEFLATE_SUCCESS) {
-        return DataLoss("gzip: member " + std::to_string(member) + " at byte " +
-                        std::to_string(consumed) + " is corrupt or truncated");
+        return DataLoss("gzip: member " + std::to_string(member) + " at byte " + std::to_string(consumed) +
+                        " is corrupt or truncated");
       }
       consumed += member_in;
       produced += member_out;
       consumed += internal_codec::LeadingZeros(in.subspan(consumed));
     }
     if (produced != out.size()) {
-      return DataLoss("gzip: data decodes to " + Bytes(produced) + ", chunk needs " +
-                      Bytes(out.size()));
+      return DataLoss("gzip: data decodes to " + Bytes(produced) + ", chunk needs " + Bytes(out.size()));
     }
     return Status::Ok();
   }
@@ -65,13 +63,10 @@ class GzipCodec final : public BytesToBytesCodec {
 }  // namespace
 
 // {"level": 0-9}; v3 requires it, numcodecs defaults to 1.
-Result<AnyCodec> MakeGzipCodec(const Json& config, const ArrayRepr&,
-                               const CodecRegistry&) {
+Result<AnyCodec> MakeGzipCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
-  INSITU_ASSIGN_OR_RETURN(int64_t level,
-                          internal_codec::ConfigInt(config, "level", 1, 0, 9));
-  return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(
-      std::make_shared<const GzipCodec>(static_cast<int>(level))));
+  INSITU_ASSIGN_OR_RETURN(int64_t level, internal_codec::ConfigInt(config, "level", 1, 0, 9));
+  return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(std::make_shared<const GzipCodec>(static_cast<int>(level))));
 }
 
 }  // namespace insitubatch::zarr

@@ -21,8 +21,7 @@ class GzipCodecTest : public ::testing::Test {
 
   const ArrayRepr repr_ = MakeRepr("float64", {40, 25});
   std::vector<std::byte> data_ = FieldBytes(repr_.nbytes());
-  std::shared_ptr<const BytesToBytesCodec> codec_ =
-      MakeBytesToBytes("gzip", {{"level", 5}}, repr_);
+  std::shared_ptr<const BytesToBytesCodec> codec_ = MakeBytesToBytes("gzip", {{"level", 5}}, repr_);
 };
 
 TEST_F(GzipCodecTest, RoundTripsThroughChains) {
@@ -30,9 +29,8 @@ TEST_F(GzipCodecTest, RoundTripsThroughChains) {
     for (int level : {0, 1, 6, 9}) {
       for (const char* dtype : {"uint8", "int32", "float64"}) {
         const ArrayRepr repr = MakeRepr(dtype, {17, 31});
-        Json codecs =
-            Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "big"}}}},
-                         Json{{"name", name}, {"configuration", {{"level", level}}}}});
+        Json codecs = Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "big"}}}},
+                                   Json{{"name", name}, {"configuration", {{"level", level}}}}});
         ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), level));
       }
     }
@@ -93,8 +91,7 @@ TEST_F(GzipCodecTest, MalformedInputIsDataLoss) {
   std::vector<std::byte> empty;
   EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(empty), AsBytes(out)), "empty input");
   EXPECT_DATA_LOSS(codec_->Decode(AsBytes(empty), 1 << 20).status(), "empty input");
-  for (size_t cut :
-       {size_t{1}, size_t{10}, stored.size() / 2, stored.size() - 4, stored.size() - 1}) {
+  for (size_t cut : {size_t{1}, size_t{10}, stored.size() / 2, stored.size() - 4, stored.size() - 1}) {
     std::vector<std::byte> truncated(stored.begin(), stored.begin() + cut);
     EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(truncated), AsBytes(out)), "gzip:");
     EXPECT_DATA_LOSS(codec_->Decode(AsBytes(truncated), 1 << 20).status(), "gzip:");
@@ -112,12 +109,10 @@ TEST_F(GzipCodecTest, MalformedInputIsDataLoss) {
 }
 
 TEST_F(GzipCodecTest, ValidatesConfiguration) {
-  EXPECT_EQ(
-      BuiltinCodecRegistry().Create({"gzip", {{"level", 10}}}, repr_).status().code(),
-      StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      BuiltinCodecRegistry().Create({"gzip", {{"level", "5"}}}, repr_).status().code(),
-      StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuiltinCodecRegistry().Create({"gzip", {{"level", 10}}}, repr_).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuiltinCodecRegistry().Create({"gzip", {{"level", "5"}}}, repr_).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -21,18 +21,15 @@ class Lz4CodecTest : public ::testing::Test {
 
   const ArrayRepr repr_ = MakeRepr("float32", {32, 32});
   std::vector<std::byte> data_ = FieldBytes(repr_.nbytes());
-  std::shared_ptr<const BytesToBytesCodec> codec_ =
-      MakeBytesToBytes("numcodecs.lz4", {{"acceleration", 1}}, repr_);
+  std::shared_ptr<const BytesToBytesCodec> codec_ = MakeBytesToBytes("numcodecs.lz4", {{"acceleration", 1}}, repr_);
 };
 
 TEST_F(Lz4CodecTest, RoundTripsThroughChains) {
   for (int acceleration : {1, 4, 100}) {
     for (const char* dtype : {"uint8", "int64", "float32"}) {
       const ArrayRepr repr = MakeRepr(dtype, {13, 17});
-      Json codecs =
-          Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-                       Json{{"name", "numcodecs.lz4"},
-                            {"configuration", {{"acceleration", acceleration}}}}});
+      Json codecs = Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
+                                 Json{{"name", "numcodecs.lz4"}, {"configuration", {{"acceleration", acceleration}}}}});
       ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), 5));
     }
   }
@@ -59,8 +56,7 @@ TEST_F(Lz4CodecTest, HeaderMustMatchChunk) {
                    "block decodes to 4096 bytes, header declares 4097");
   auto huge = stored;
   huge[3] = std::byte{0xFF};
-  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(huge), SIZE_MAX).status(),
-                   "more than an LZ4 block");
+  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(huge), SIZE_MAX).status(), "more than an LZ4 block");
 }
 
 TEST_F(Lz4CodecTest, DecodeUsesHeaderBoundedByLimit) {
@@ -76,8 +72,7 @@ TEST_F(Lz4CodecTest, MalformedInputIsDataLoss) {
   std::vector<std::byte> out(data_.size());
   std::vector<std::byte> empty;
   EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(empty), AsBytes(out)), "too short");
-  for (size_t cut :
-       {size_t{2}, size_t{4}, size_t{5}, stored.size() / 2, stored.size() - 1}) {
+  for (size_t cut : {size_t{2}, size_t{4}, size_t{5}, stored.size() / 2, stored.size() - 1}) {
     std::vector<std::byte> truncated(stored.begin(), stored.begin() + cut);
     EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(truncated), AsBytes(out)), "lz4:");
   }

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
+#include "insitubatch/util/text.h"
 #include "insitubatch/zarr/codec/builtin_codecs.h"
 #include "insitubatch/zarr/codec/byte_swap.h"
-#include "insitubatch/util/text.h"
 #include "insitubatch/zarr/codec/codec_config.h"
 
 namespace insitubatch::zarr {
@@ -37,7 +37,7 @@ Result<Num> ParseNum(const Json& config, std::string_view key, const char* fallb
   std::string text = given->value_or(fallback ? fallback : "");
   if (text.empty()) return InvalidArgument("\"" + std::string(key) + "\" is required");
   static const std::pair<const char*, const char*> kNames[] = {
-      {"int8", "i1"}, {"int16", "i2"}, {"int32", "i4"}, {"int64", "i8"}, {"uint8", "u1"}, {"uint16", "u2"},
+      {"int8", "i1"},   {"int16", "i2"},  {"int32", "i4"},   {"int64", "i8"},   {"uint8", "u1"}, {"uint16", "u2"},
       {"uint32", "u4"}, {"uint64", "u8"}, {"float32", "f4"}, {"float64", "f8"}, {"bool", "u1"}};
   std::string s = text;
   for (const auto& [name, code] : kNames) {
@@ -52,12 +52,14 @@ Result<Num> ParseNum(const Json& config, std::string_view key, const char* fallb
   }
   if (s.size() == p + 1 && s[p] == '?') s = s.substr(0, p) + "u1";  // numpy bool: one byte
   if (s.size() != p + 2 || (s[p] != 'i' && s[p] != 'u' && s[p] != 'f') || s[p + 1] < '1' || s[p + 1] > '8') {
-    return Unimplemented("dtype \"" + text + "\" of \"" + std::string(key) + "\" is not supported (integers, float32, float64)");
+    return Unimplemented("dtype \"" + text + "\" of \"" + std::string(key) +
+                         "\" is not supported (integers, float32, float64)");
   }
   n.kind = s[p];
   n.size = s[p + 1] - '0';
   if ((n.size & (n.size - 1)) != 0 || (n.kind == 'f' && n.size != 4 && n.size != 8)) {
-    return Unimplemented("dtype \"" + text + "\" of \"" + std::string(key) + "\" is not supported (integers, float32, float64)");
+    return Unimplemented("dtype \"" + text + "\" of \"" + std::string(key) +
+                         "\" is not supported (integers, float32, float64)");
   }
   return n;
 }
@@ -87,16 +89,26 @@ void Store(std::byte* p, T v, bool big) {
 template <typename F>
 auto WithType(const Num& n, F&& f) {
   switch (n.kind == 'f' ? 100 + n.size : (n.kind == 'i' ? 0 : 10) + n.size) {
-    case 1: return f(int8_t{});
-    case 2: return f(int16_t{});
-    case 4: return f(int32_t{});
-    case 8: return f(int64_t{});
-    case 11: return f(uint8_t{});
-    case 12: return f(uint16_t{});
-    case 14: return f(uint32_t{});
-    case 18: return f(uint64_t{});
-    case 104: return f(float{});
-    default: return f(double{});
+    case 1:
+      return f(int8_t{});
+    case 2:
+      return f(int16_t{});
+    case 4:
+      return f(int32_t{});
+    case 8:
+      return f(int64_t{});
+    case 11:
+      return f(uint8_t{});
+    case 12:
+      return f(uint16_t{});
+    case 14:
+      return f(uint32_t{});
+    case 18:
+      return f(uint64_t{});
+    case 104:
+      return f(float{});
+    default:
+      return f(double{});
   }
 }
 
@@ -205,7 +217,8 @@ class PackBitsCodec final : public BytesToBytesCodec {
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     INSITU_ASSIGN_OR_RETURN(size_t n, Count(in));
-    if (n != out.size()) return DataLoss("packbits: chunk holds " + std::to_string(n) + " values, needs " + std::to_string(out.size()));
+    if (n != out.size())
+      return DataLoss("packbits: chunk holds " + std::to_string(n) + " values, needs " + std::to_string(out.size()));
     for (size_t i = 0; i < n; ++i) {
       out[i] = std::byte((std::to_integer<unsigned>(in[1 + i / 8]) >> (7 - i % 8)) & 1u);
     }
@@ -225,7 +238,8 @@ class PackBitsCodec final : public BytesToBytesCodec {
   static Result<size_t> Count(ByteSpan in) {
     if (in.empty()) return DataLoss("packbits: empty chunk (it starts with a padding count)");
     const unsigned pad = std::to_integer<unsigned>(in[0]);
-    if (pad > 7 || (in.size() == 1 && pad != 0)) return DataLoss("packbits: invalid padding count " + std::to_string(pad));
+    if (pad > 7 || (in.size() == 1 && pad != 0))
+      return DataLoss("packbits: invalid padding count " + std::to_string(pad));
     return (in.size() - 1) * 8 - pad;
   }
 };
@@ -329,7 +343,8 @@ class FilterAsArrayCodec final : public ArrayToArrayCodec {
 // "dtype" to the array, as zarr-python 3 allows.
 std::string NativeTypestr(const DataType& dtype) { return dtype.numpy_typestr(); }
 
-Result<AnyCodec> AsArrayCodec(Result<AnyCodec> made, const Json& config, const char* encoded_key, const ArrayRepr& repr) {
+Result<AnyCodec> AsArrayCodec(Result<AnyCodec> made, const Json& config, const char* encoded_key,
+                              const ArrayRepr& repr) {
   if (!made.ok()) return made;
   auto filter = std::get<std::shared_ptr<const BytesToBytesCodec>>(*made);
   std::optional<DataType> encoded;
@@ -344,7 +359,8 @@ Result<AnyCodec> AsArrayCodec(Result<AnyCodec> made, const Json& config, const c
       encoded = repr.dtype;
     }
   }
-  return AnyCodec(std::shared_ptr<const ArrayToArrayCodec>(std::make_shared<const FilterAsArrayCodec>(filter, encoded)));
+  return AnyCodec(
+      std::shared_ptr<const ArrayToArrayCodec>(std::make_shared<const FilterAsArrayCodec>(filter, encoded)));
 }
 
 // A v3 configuration with "dtype" (or "decode_dtype") filled from the array when absent.
@@ -381,7 +397,8 @@ Result<AnyCodec> MakeFixedScaleOffsetCodec(const Json& config, const ArrayRepr&,
   INSITU_ASSIGN_OR_RETURN(double offset, ConfigNumber(config, "offset", 0));
   INSITU_ASSIGN_OR_RETURN(double scale, ConfigNumber(config, "scale", 1));
   if (scale == 0) return InvalidArgument("\"scale\" must not be 0");
-  return Bytes2Bytes(std::make_shared<const NumericFilter>("fixedscaleoffset", Op::kScaleOffset, dtype, astype, offset, scale));
+  return Bytes2Bytes(
+      std::make_shared<const NumericFilter>("fixedscaleoffset", Op::kScaleOffset, dtype, astype, offset, scale));
 }
 
 // {"encode_dtype", "decode_dtype"}

@@ -19,15 +19,13 @@ using testing::ReadTestFile;
 
 Json Manifest() {
   const auto bytes = ReadTestFile("codecs/manifest.json");
-  return Json::parse(
-      std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  return Json::parse(std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 bool OnlyLosslessLayoutCodecs(const Json& codecs) {
   for (const Json& c : codecs) {
     const std::string name = c.at("name").get<std::string>();
-    if (name != "bytes" && name != "transpose" && name != "crc32c" &&
-        name != "numcodecs.crc32c") {
+    if (name != "bytes" && name != "transpose" && name != "crc32c" && name != "numcodecs.crc32c") {
       return false;
     }
   }
@@ -40,8 +38,7 @@ TEST_P(ReferenceDataTest, DecodesWhatZarrPythonWrote) {
   if (std::endian::native != std::endian::little) GTEST_SKIP() << "expected bytes are LE";
   const Json& c = GetParam();
   const std::string name = c.at("name").get<std::string>();
-  const ArrayRepr repr = MakeRepr(c.at("dtype").get<std::string>(),
-                                  c.at("shape").get<std::vector<uint64_t>>());
+  const ArrayRepr repr = MakeRepr(c.at("dtype").get<std::string>(), c.at("shape").get<std::vector<uint64_t>>());
   const auto stored = ReadTestFile("codecs/" + name + ".bin");
   const auto expected = ReadTestFile("codecs/" + name + ".raw");
   ASSERT_FALSE(stored.empty());
@@ -58,8 +55,7 @@ TEST_P(ReferenceDataTest, DecodesWhatZarrPythonWrote) {
   auto encoded = chain->Encode(AsBytes(expected));
   ASSERT_TRUE(encoded.ok()) << encoded.status().ToString();
   if (OnlyLosslessLayoutCodecs(c.at("codecs"))) {
-    EXPECT_TRUE(std::equal(stored.begin(), stored.end(), encoded->data()) &&
-                stored.size() == encoded->size())
+    EXPECT_TRUE(std::equal(stored.begin(), stored.end(), encoded->data()) && stored.size() == encoded->size())
         << "encoding differs from zarr-python's";
   }
   std::vector<std::byte> again(repr.nbytes());
@@ -78,15 +74,13 @@ TEST_P(ReferenceDataTest, DecodesWhatZarrPythonWrote) {
   }
   // (Dropping a byte of gzip's trailing zero padding is legal, so cut before it.)
   size_t end = stored.size();
-  while (name.find("gzip") != std::string::npos && end > 0 &&
-         stored[end - 1] == std::byte{0}) {
+  while (name.find("gzip") != std::string::npos && end > 0 && stored[end - 1] == std::byte{0}) {
     --end;
   }
   for (size_t cut : {end / 2, end - 1}) {
     std::vector<std::byte> truncated(stored.begin(), stored.begin() + cut);
     Status s = chain->DecodeInto(AsBytes(truncated), AsBytes(out));
-    EXPECT_EQ(s.code(), StatusCode::kDataLoss)
-        << "cut at " << cut << ": " << s.ToString();
+    EXPECT_EQ(s.code(), StatusCode::kDataLoss) << "cut at " << cut << ": " << s.ToString();
   }
 }
 
@@ -106,13 +100,10 @@ TEST(ReferenceDataManifestTest, CoversEveryCodecName) {
   const Json manifest = Manifest();
   std::set<std::string> names;
   for (const Json& c : manifest.at("cases")) {
-    for (const Json& codec : c.at("codecs"))
-      names.insert(codec.at("name").get<std::string>());
+    for (const Json& codec : c.at("codecs")) names.insert(codec.at("name").get<std::string>());
   }
-  for (const char* expected :
-       {"bytes", "transpose", "zstd", "numcodecs.zstd", "blosc", "numcodecs.blosc",
-        "gzip", "numcodecs.gzip", "numcodecs.zlib", "numcodecs.lz4", "crc32c",
-        "numcodecs.crc32c"}) {
+  for (const char* expected : {"bytes", "transpose", "zstd", "numcodecs.zstd", "blosc", "numcodecs.blosc", "gzip",
+                               "numcodecs.gzip", "numcodecs.zlib", "numcodecs.lz4", "crc32c", "numcodecs.crc32c"}) {
     EXPECT_TRUE(names.count(expected)) << expected;
   }
 }

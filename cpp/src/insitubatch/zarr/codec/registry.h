@@ -15,15 +15,13 @@ namespace insitubatch::zarr {
 
 class CodecRegistry;
 
-using AnyCodec = std::variant<std::shared_ptr<const ArrayToArrayCodec>,
-                              std::shared_ptr<const ArrayToBytesCodec>,
+using AnyCodec = std::variant<std::shared_ptr<const ArrayToArrayCodec>, std::shared_ptr<const ArrayToBytesCodec>,
                               std::shared_ptr<const BytesToBytesCodec>>;
 
 // `repr` is the representation entering the codec (the sharding codec needs the shard
 // shape to validate its chunk_shape and build its inner chain from the registry).
 using CodecFactory =
-    std::function<Result<AnyCodec>(const Json& configuration, const ArrayRepr& repr,
-                                   const CodecRegistry& registry)>;
+    std::function<Result<AnyCodec>(const Json& configuration, const ArrayRepr& repr, const CodecRegistry& registry)>;
 
 class CodecRegistry {
  public:

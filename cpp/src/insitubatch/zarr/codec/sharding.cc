@@ -58,8 +58,7 @@ Result<std::vector<CodecSpec>> ParseCodecList(const Json& config, const char* ke
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return default_specs;
   if (!it->is_array()) {
-    return InvalidArgument("\"" + std::string(key) + "\" must be a list of codecs, got " +
-                           it->dump());
+    return InvalidArgument("\"" + std::string(key) + "\" must be a list of codecs, got " + it->dump());
   }
   std::vector<CodecSpec> specs;
   for (const Json& entry : *it) {
@@ -81,22 +80,18 @@ Result<std::vector<CodecSpec>> ParseCodecList(const Json& config, const char* ke
 // The encoded index must have a size known without reading the shard. That holds when the
 // array -> bytes codec has a fixed size and every bytes -> bytes codec is a checksum
 // (decodes to a subspan, fixed overhead), so encoding any index gives that size.
-Result<uint64_t> FixedIndexSize(const std::vector<CodecSpec>& specs,
-                                const ArrayRepr& repr, const CodecRegistry& registry,
-                                const CodecChain& chain) {
+Result<uint64_t> FixedIndexSize(const std::vector<CodecSpec>& specs, const ArrayRepr& repr,
+                                const CodecRegistry& registry, const CodecChain& chain) {
   ArrayRepr current = repr;
   for (const CodecSpec& spec : specs) {
     INSITU_ASSIGN_OR_RETURN(AnyCodec codec, registry.Create(spec, current));
     if (auto* a2a = std::get_if<std::shared_ptr<const ArrayToArrayCodec>>(&codec)) {
       INSITU_ASSIGN_OR_RETURN(current, (*a2a)->EncodedRepr(current));
-    } else if (auto* a2b =
-                   std::get_if<std::shared_ptr<const ArrayToBytesCodec>>(&codec)) {
+    } else if (auto* a2b = std::get_if<std::shared_ptr<const ArrayToBytesCodec>>(&codec)) {
       if ((*a2b)->FixedEncodedSize(current) == 0) {
-        return Unimplemented("index codec \"" + spec.name +
-                             "\" has no fixed encoded size");
+        return Unimplemented("index codec \"" + spec.name + "\" has no fixed encoded size");
       }
-    } else if (!std::get<std::shared_ptr<const BytesToBytesCodec>>(codec)
-                    ->decodes_to_subspan()) {
+    } else if (!std::get<std::shared_ptr<const BytesToBytesCodec>>(codec)->decodes_to_subspan()) {
       return Unimplemented("index codec \"" + spec.name +
                            "\" has no fixed encoded size (only checksums may follow the "
                            "index's array -> bytes codec)");
@@ -110,8 +105,8 @@ Result<uint64_t> FixedIndexSize(const std::vector<CodecSpec>& specs,
 
 class ShardingCodec final : public ArrayToBytesCodec {
  public:
-  ShardingCodec(ArrayRepr shard, std::vector<uint64_t> chunk_shape, CodecChain inner,
-                CodecChain index, uint64_t index_size, bool index_at_end)
+  ShardingCodec(ArrayRepr shard, std::vector<uint64_t> chunk_shape, CodecChain inner, CodecChain index,
+                uint64_t index_size, bool index_at_end)
       : shard_(std::move(shard)),
         chunk_shape_(std::move(chunk_shape)),
         inner_(std::move(inner)),
@@ -144,15 +139,13 @@ class ShardingCodec final : public ArrayToBytesCodec {
 
   std::string name() const override { return "sharding_indexed"; }
 
-  Status DecodeInto(ByteSpan in, const ArrayRepr& repr,
-                    MutableByteSpan out) const override {
+  Status DecodeInto(ByteSpan in, const ArrayRepr& repr, MutableByteSpan out) const override {
     INSITU_RETURN_IF_ERROR(CheckRepr(repr, out.size()));
     if (in.size() < index_size_) {
-      return DataLoss("sharding_indexed: shard index needs " + Bytes(index_size_) +
-                      ", the shard holds only " + Bytes(in.size()));
+      return DataLoss("sharding_indexed: shard index needs " + Bytes(index_size_) + ", the shard holds only " +
+                      Bytes(in.size()));
     }
-    const ByteSpan index_bytes =
-        index_at_end_ ? in.last(index_size_) : in.first(index_size_);
+    const ByteSpan index_bytes = index_at_end_ ? in.last(index_size_) : in.first(index_size_);
     INSITU_ASSIGN_OR_RETURN(Buffer index, Buffer::Allocate(index_.repr().nbytes()));
     if (Status s = index_.DecodeInto(index_bytes, index.span()); !s.ok()) {
       return Prefix(s, "sharding_indexed: shard index");
@@ -167,15 +160,13 @@ class ShardingCodec final : public ArrayToBytesCodec {
       const uint64_t nbytes = entries[2 * i + 1];
       if (offset == kAbsent && nbytes == kAbsent) {
         ForEachRun(coords, [&](uint64_t shard_pos, uint64_t, uint64_t len) {
-          FillElements(out.subspan(shard_pos, len), shard_.fill_value,
-                       shard_.dtype.itemsize());
+          FillElements(out.subspan(shard_pos, len), shard_.fill_value, shard_.dtype.itemsize());
         });
         continue;
       }
       if (offset > in.size() || nbytes > in.size() - offset) {
-        return DataLoss("sharding_indexed: inner chunk " + CoordsText(coords) +
-                        " (offset " + std::to_string(offset) + ", " + Bytes(nbytes) +
-                        ") runs past the end of the " + std::to_string(in.size()) +
+        return DataLoss("sharding_indexed: inner chunk " + CoordsText(coords) + " (offset " + std::to_string(offset) +
+                        ", " + Bytes(nbytes) + ") runs past the end of the " + std::to_string(in.size()) +
                         "-byte shard");
       }
       const ByteSpan stored = in.subspan(offset, nbytes);
@@ -193,8 +184,7 @@ class ShardingCodec final : public ArrayToBytesCodec {
           });
         }
       }
-      if (!s.ok())
-        return Prefix(s, "sharding_indexed: inner chunk " + CoordsText(coords));
+      if (!s.ok()) return Prefix(s, "sharding_indexed: inner chunk " + CoordsText(coords));
     }
     return Status::Ok();
   }
@@ -222,12 +212,10 @@ class ShardingCodec final : public ArrayToBytesCodec {
     }
     INSITU_ASSIGN_OR_RETURN(Buffer encoded_index, index_.Encode(index.span()));
     if (encoded_index.size() != index_size_) {
-      return FailedPrecondition("sharding_indexed: index encoded to " +
-                                Bytes(encoded_index.size()) + ", expected " +
+      return FailedPrecondition("sharding_indexed: index encoded to " + Bytes(encoded_index.size()) + ", expected " +
                                 Bytes(index_size_));
     }
-    INSITU_ASSIGN_OR_RETURN(Buffer shard,
-                            Buffer::Allocate(pos + (index_at_end_ ? index_size_ : 0)));
+    INSITU_ASSIGN_OR_RETURN(Buffer shard, Buffer::Allocate(pos + (index_at_end_ ? index_size_ : 0)));
     std::byte* cursor = shard.data();
     auto append = [&cursor](const Buffer& b) {
       if (!b.empty()) std::memcpy(cursor, b.data(), b.size());
@@ -242,13 +230,12 @@ class ShardingCodec final : public ArrayToBytesCodec {
  private:
   Status CheckRepr(const ArrayRepr& repr, size_t buffer_size) const {
     if (repr.shape != shard_.shape || repr.dtype != shard_.dtype) {
-      return InvalidArgument("sharding_indexed: codec built for shard shape " +
-                             CoordsText(shard_.shape) + ", called with " +
-                             CoordsText(repr.shape));
+      return InvalidArgument("sharding_indexed: codec built for shard shape " + CoordsText(shard_.shape) +
+                             ", called with " + CoordsText(repr.shape));
     }
     if (buffer_size != shard_.nbytes()) {
-      return InvalidArgument("sharding_indexed: buffer holds " + Bytes(buffer_size) +
-                             ", the shard needs " + Bytes(shard_.nbytes()));
+      return InvalidArgument("sharding_indexed: buffer holds " + Bytes(buffer_size) + ", the shard needs " +
+                             Bytes(shard_.nbytes()));
     }
     return Status::Ok();
   }
@@ -309,11 +296,9 @@ class ShardingCodec final : public ArrayToBytesCodec {
 
 }  // namespace
 
-Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr,
-                                   const CodecRegistry& registry) {
+Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& registry) {
   if (!config.is_object()) {
-    return InvalidArgument("configuration must be an object with \"chunk_shape\", got " +
-                           config.dump());
+    return InvalidArgument("configuration must be an object with \"chunk_shape\", got " + config.dump());
   }
   // chunk_shape: positive integers, one per shard dimension, each dividing the shard.
   auto shape_it = config.find("chunk_shape");
@@ -321,10 +306,8 @@ Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr,
     return InvalidArgument("\"chunk_shape\" must be a list of positive integers");
   }
   if (shape_it->size() != repr.shape.size()) {
-    return InvalidArgument("\"chunk_shape\" " + shape_it->dump() + " has " +
-                           std::to_string(shape_it->size()) +
-                           " dimensions, the shard has " +
-                           std::to_string(repr.shape.size()));
+    return InvalidArgument("\"chunk_shape\" " + shape_it->dump() + " has " + std::to_string(shape_it->size()) +
+                           " dimensions, the shard has " + std::to_string(repr.shape.size()));
   }
   std::vector<uint64_t> chunk_shape;
   uint64_t inner_count = 1;
@@ -332,42 +315,33 @@ Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr,
     const Json& extent = (*shape_it)[d];
     // Signed or unsigned JSON integers (JSON built in code holds signed ones).
     if (!extent.is_number_integer() || extent.get<int64_t>() <= 0) {
-      return InvalidArgument("\"chunk_shape\" must be a list of positive integers, got " +
-                             shape_it->dump());
+      return InvalidArgument("\"chunk_shape\" must be a list of positive integers, got " + shape_it->dump());
     }
     const uint64_t c = extent.get<uint64_t>();
     if (repr.shape[d] % c != 0) {
-      return InvalidArgument(
-          "\"chunk_shape\" " + shape_it->dump() + " does not divide the shard shape " +
-          CoordsText(repr.shape) + " (dimension " + std::to_string(d) + ")");
+      return InvalidArgument("\"chunk_shape\" " + shape_it->dump() + " does not divide the shard shape " +
+                             CoordsText(repr.shape) + " (dimension " + std::to_string(d) + ")");
     }
     chunk_shape.push_back(c);
     if (__builtin_mul_overflow(inner_count, repr.shape[d] / c, &inner_count)) {
-      return InvalidArgument("shard of " + CoordsText(repr.shape) +
-                             " holds too many chunks");
+      return InvalidArgument("shard of " + CoordsText(repr.shape) + " holds too many chunks");
     }
   }
   // The index is 16 bytes per inner chunk; that product must fit too.
   if (uint64_t ignored; __builtin_mul_overflow(inner_count, uint64_t{16}, &ignored)) {
-    return InvalidArgument("shard of " + CoordsText(repr.shape) +
-                           " holds too many chunks");
+    return InvalidArgument("shard of " + CoordsText(repr.shape) + " holds too many chunks");
   }
 
-  INSITU_ASSIGN_OR_RETURN(auto location,
-                          internal_codec::ConfigString(config, "index_location"));
+  INSITU_ASSIGN_OR_RETURN(auto location, internal_codec::ConfigString(config, "index_location"));
   const bool at_end = !location.has_value() || *location == "end";
   if (!at_end && *location != "start") {
-    return InvalidArgument("\"index_location\" must be \"start\" or \"end\", got \"" +
-                           *location + "\"");
+    return InvalidArgument("\"index_location\" must be \"start\" or \"end\", got \"" + *location + "\"");
   }
   // zarr-python's defaults when a key is absent.
   CodecSpec bytes_le{"bytes", Json{{"endian", "little"}}};
-  INSITU_ASSIGN_OR_RETURN(std::vector<CodecSpec> inner_specs,
-                          ParseCodecList(config, "codecs", {bytes_le}));
-  INSITU_ASSIGN_OR_RETURN(
-      std::vector<CodecSpec> index_specs,
-      ParseCodecList(config, "index_codecs",
-                     {bytes_le, CodecSpec{"crc32c", Json::object()}}));
+  INSITU_ASSIGN_OR_RETURN(std::vector<CodecSpec> inner_specs, ParseCodecList(config, "codecs", {bytes_le}));
+  INSITU_ASSIGN_OR_RETURN(std::vector<CodecSpec> index_specs,
+                          ParseCodecList(config, "index_codecs", {bytes_le, CodecSpec{"crc32c", Json::object()}}));
 
   const ArrayRepr inner_repr{chunk_shape, repr.dtype, repr.fill_value};
   auto inner = CodecChain::Build(inner_specs, inner_repr, registry);
@@ -385,10 +359,8 @@ Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr,
   auto index_size = FixedIndexSize(index_specs, index_repr, registry, *index);
   if (!index_size.ok()) return Prefix(index_size.status(), "index codecs");
 
-  return AnyCodec(
-      std::shared_ptr<const ArrayToBytesCodec>(std::make_shared<const ShardingCodec>(
-          repr, std::move(chunk_shape), std::move(inner).value(),
-          std::move(index).value(), *index_size, at_end)));
+  return AnyCodec(std::shared_ptr<const ArrayToBytesCodec>(std::make_shared<const ShardingCodec>(
+      repr, std::move(chunk_shape), std::move(inner).value(), std::move(index).value(), *index_size, at_end)));
 }
 
 }  // namespace insitubatch::zarr

@@ -27,19 +27,14 @@ std::string ReadFile(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-ByteSpan AsBytes(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
+ByteSpan AsBytes(const std::string& s) { return {reinterpret_cast<const std::byte*>(s.data()), s.size()}; }
 
-std::string AsString(const Buffer& b) {
-  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
-}
+std::string AsString(const Buffer& b) { return std::string(reinterpret_cast<const char*>(b.data()), b.size()); }
 
 std::vector<CodecSpec> SpecsFromJson(const Json& codecs) {
   std::vector<CodecSpec> specs;
   for (const Json& c : codecs) {
-    specs.push_back({c["name"].get<std::string>(),
-                     c.contains("configuration") ? c["configuration"] : Json::object()});
+    specs.push_back({c["name"].get<std::string>(), c.contains("configuration") ? c["configuration"] : Json::object()});
   }
   return specs;
 }
@@ -56,8 +51,8 @@ const Json kCrc = {{"name", "crc32c"}};
 
 // Codec lists as vectors: a braced single Json is a copy or a one-element array depending
 // on the compiler (nlohmann FAQ), a vector is always a list.
-Json ShardConfig(std::vector<uint64_t> chunk_shape, std::vector<Json> codecs,
-                 std::vector<Json> index_codecs, const char* location = "end") {
+Json ShardConfig(std::vector<uint64_t> chunk_shape, std::vector<Json> codecs, std::vector<Json> index_codecs,
+                 const char* location = "end") {
   Json config = Json::object();
   config["chunk_shape"] = chunk_shape;
   config["codecs"] = codecs;
@@ -67,11 +62,9 @@ Json ShardConfig(std::vector<uint64_t> chunk_shape, std::vector<Json> codecs,
 }
 
 Result<CodecChain> ShardChain(const Json& config, std::vector<uint64_t> shard_shape,
-                              DataTypeId dtype = DataTypeId::kUInt16,
-                              FillValue fill = {}) {
+                              DataTypeId dtype = DataTypeId::kUInt16, FillValue fill = {}) {
   return CodecChain::Build({CodecSpec{"sharding_indexed", config}},
-                           ArrayRepr{std::move(shard_shape), DataType{dtype}, fill},
-                           BuiltinCodecRegistry());
+                           ArrayRepr{std::move(shard_shape), DataType{dtype}, fill}, BuiltinCodecRegistry());
 }
 
 // 0, 1, 2, ... as uint16 over a shard of `n` elements.
@@ -86,8 +79,7 @@ std::string Iota16(size_t n) {
 
 // A hand-built shard: `chunks` (C order; nullopt = absent) followed or preceded by the
 // little-endian index, optionally with its crc32c.
-std::string HandShard(const std::vector<std::optional<std::string>>& chunks, bool crc,
-                      bool at_end = true) {
+std::string HandShard(const std::vector<std::optional<std::string>>& chunks, bool crc, bool at_end = true) {
   const uint64_t index_size = chunks.size() * 16 + (crc ? 4 : 0);
   std::string data;
   std::vector<uint64_t> index;
@@ -117,8 +109,7 @@ std::string Block16(std::initializer_list<uint16_t> values) {
 
 Status Decode(const CodecChain& chain, const std::string& shard, std::string& out) {
   out.assign(chain.repr().nbytes(), '\xAA');
-  return chain.DecodeInto(AsBytes(shard),
-                          {reinterpret_cast<std::byte*>(out.data()), out.size()});
+  return chain.DecodeInto(AsBytes(shard), {reinterpret_cast<std::byte*>(out.data()), out.size()});
 }
 
 // Every shard zarr-python wrote decodes to exactly what numpy says it holds.
@@ -136,15 +127,12 @@ TEST(ShardingTest, DecodesZarrPythonShards) {
     for (size_t i = 0; i < hex.size(); i += 2) {
       fill_bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
     }
-    const ArrayRepr repr{c["shard_shape"].get<std::vector<uint64_t>>(), *dtype,
-                         FillOf(fill_bytes)};
-    auto chain =
-        CodecChain::Build(SpecsFromJson(c["codecs"]), repr, BuiltinCodecRegistry());
+    const ArrayRepr repr{c["shard_shape"].get<std::vector<uint64_t>>(), *dtype, FillOf(fill_bytes)};
+    auto chain = CodecChain::Build(SpecsFromJson(c["codecs"]), repr, BuiltinCodecRegistry());
     ASSERT_TRUE(chain.ok()) << chain.status().ToString();
     for (const Json& shard : c["shards"]) {
       if (!shard["present"].get<bool>()) continue;
-      const std::string stored = ReadFile(dir + c["name"].get<std::string>() + "/" +
-                                          shard["key"].get<std::string>());
+      const std::string stored = ReadFile(dir + c["name"].get<std::string>() + "/" + shard["key"].get<std::string>());
       const std::string expected = ReadFile(dir + shard["expected"].get<std::string>());
       std::string out;
       Status s = Decode(*chain, stored, out);
@@ -159,17 +147,14 @@ TEST(ShardingTest, DecodesZarrPythonShards) {
 TEST(ShardingTest, RoundTripIndexEndAndStart) {
   for (const char* location : {"end", "start"}) {
     SCOPED_TRACE(location);
-    auto chain = ShardChain(
-        ShardConfig({2, 3}, {kBytesLE, kZstd}, {kBytesLE, kCrc}, location), {4, 6});
+    auto chain = ShardChain(ShardConfig({2, 3}, {kBytesLE, kZstd}, {kBytesLE, kCrc}, location), {4, 6});
     ASSERT_TRUE(chain.ok()) << chain.status().ToString();
     const std::string array = Iota16(24);
     auto encoded = chain->Encode(AsBytes(array));
     ASSERT_TRUE(encoded.ok()) << encoded.status().ToString();
     // The index (4 entries + crc) sits where the configuration says.
     const std::string shard = AsString(*encoded);
-    const std::string index = std::string(location) == "end"
-                                  ? shard.substr(shard.size() - 68)
-                                  : shard.substr(0, 68);
+    const std::string index = std::string(location) == "end" ? shard.substr(shard.size() - 68) : shard.substr(0, 68);
     uint32_t crc;
     std::memcpy(&crc, index.data() + 64, 4);
     EXPECT_EQ(crc, Crc32c(AsBytes(index.substr(0, 64))));
@@ -186,12 +171,11 @@ TEST(ShardingTest, RoundTripIndexEndAndStart) {
 TEST(ShardingTest, HandBuiltShardPlacesChunksInCOrder) {
   // Shard [4, 4] of inner [2, 2]; chunk (0, 1) absent -> fill 9; index without crc.
   FillValue fill = FillOf(Block16({9}));
-  auto chain = ShardChain(ShardConfig({2, 2}, {kBytesLE}, {kBytesLE}), {4, 4},
-                          DataTypeId::kUInt16, fill);
+  auto chain = ShardChain(ShardConfig({2, 2}, {kBytesLE}, {kBytesLE}), {4, 4}, DataTypeId::kUInt16, fill);
   ASSERT_TRUE(chain.ok()) << chain.status().ToString();
-  const std::string shard = HandShard({Block16({1, 2, 3, 4}), std::nullopt,
-                                       Block16({5, 6, 7, 8}), Block16({10, 11, 12, 13})},
-                                      /*crc=*/false);
+  const std::string shard =
+      HandShard({Block16({1, 2, 3, 4}), std::nullopt, Block16({5, 6, 7, 8}), Block16({10, 11, 12, 13})},
+                /*crc=*/false);
   std::string out;
   ASSERT_TRUE(Decode(*chain, shard, out).ok());
   EXPECT_EQ(out, Block16({1, 2, 9, 9,    //
@@ -201,14 +185,12 @@ TEST(ShardingTest, HandBuiltShardPlacesChunksInCOrder) {
 }
 
 TEST(ShardingTest, AllChunksAbsentIsAllFill) {
-  auto chain = ShardChain(ShardConfig({2, 2}, {kBytesLE}, {kBytesLE, kCrc}, "start"),
-                          {2, 4}, DataTypeId::kUInt16, FillOf(Block16({0xBEEF})));
+  auto chain = ShardChain(ShardConfig({2, 2}, {kBytesLE}, {kBytesLE, kCrc}, "start"), {2, 4}, DataTypeId::kUInt16,
+                          FillOf(Block16({0xBEEF})));
   ASSERT_TRUE(chain.ok());
   std::string out;
-  ASSERT_TRUE(
-      Decode(*chain, HandShard({std::nullopt, std::nullopt}, true, false), out).ok());
-  EXPECT_EQ(out,
-            Block16({0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF}));
+  ASSERT_TRUE(Decode(*chain, HandShard({std::nullopt, std::nullopt}, true, false), out).ok());
+  EXPECT_EQ(out, Block16({0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF, 0xBEEF}));
 }
 
 TEST(ShardingTest, ContiguousInnerChunksDecodeInPlace) {
@@ -224,11 +206,9 @@ TEST(ShardingTest, ContiguousInnerChunksDecodeInPlace) {
 }
 
 TEST(ShardingTest, NestedShardingRoundTrip) {
-  const Json nested = {
-      {"name", "sharding_indexed"},
-      {"configuration", ShardConfig({2, 2}, {kBytesLE, kZstd}, {kBytesLE, kCrc})}};
-  auto chain =
-      ShardChain(ShardConfig({4, 4}, {nested}, {kBytesLE, kCrc}, "start"), {8, 4});
+  const Json nested = {{"name", "sharding_indexed"},
+                       {"configuration", ShardConfig({2, 2}, {kBytesLE, kZstd}, {kBytesLE, kCrc})}};
+  auto chain = ShardChain(ShardConfig({4, 4}, {nested}, {kBytesLE, kCrc}, "start"), {8, 4});
   ASSERT_TRUE(chain.ok()) << chain.status().ToString();
   EXPECT_EQ(chain->Describe(), "sharding_indexed");
   const std::string array = Iota16(32);
@@ -246,8 +226,7 @@ TEST(ShardingTest, NestedShardingRoundTrip) {
   shard[offset + nbytes - 10] ^= 0x40;  // inside the nested shard's index (at its end)
   Status s = Decode(*chain, shard, out);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(),
-              HasSubstr("inner chunk [0, 0]: sharding_indexed: shard index"));
+  EXPECT_THAT(s.message(), HasSubstr("inner chunk [0, 0]: sharding_indexed: shard index"));
   EXPECT_THAT(s.message(), HasSubstr("crc32c"));
 }
 
@@ -271,9 +250,8 @@ TEST(ShardingTest, TruncatedShardIndex) {
   for (size_t size : {0, 1, 67}) {
     Status s = Decode(*chain, std::string(size, '\xff'), out);
     EXPECT_EQ(s.code(), StatusCode::kDataLoss) << size;
-    EXPECT_EQ(s.message(),
-              "sharding_indexed: shard index needs 68 bytes, the shard holds only " +
-                  std::to_string(size) + (size == 1 ? " byte" : " bytes"));
+    EXPECT_EQ(s.message(), "sharding_indexed: shard index needs 68 bytes, the shard holds only " +
+                               std::to_string(size) + (size == 1 ? " byte" : " bytes"));
   }
 }
 
@@ -288,10 +266,9 @@ TEST(ShardingTest, TruncatedShardDataNamesInnerChunk) {
   std::string out;
   Status s = Decode(*chain, AsString(*encoded).substr(40), out);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
-  EXPECT_EQ(
-      s.message(),
-      "sharding_indexed: inner chunk [0, 1] (offset 32, 32 bytes) runs past the end of "
-      "the 56-byte shard");
+  EXPECT_EQ(s.message(),
+            "sharding_indexed: inner chunk [0, 1] (offset 32, 32 bytes) runs past the end of "
+            "the 56-byte shard");
 }
 
 TEST(ShardingTest, InnerChunkOutOfBounds) {
@@ -315,19 +292,16 @@ TEST(ShardingTest, InnerChunkOutOfBounds) {
                                 {16, 5}}) {
     Status s = Decode(*chain, shard_with(offset, nbytes), out);
     EXPECT_EQ(s.code(), StatusCode::kDataLoss) << offset << " " << nbytes;
-    EXPECT_THAT(s.message(),
-                HasSubstr("inner chunk [0] (offset " + std::to_string(offset)));
+    EXPECT_THAT(s.message(), HasSubstr("inner chunk [0] (offset " + std::to_string(offset)));
   }
   // In bounds but the wrong size for the inner chunk: the inner codec says so.
   Status s = Decode(*chain, shard_with(0, 3), out);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(s.message(),
-              HasSubstr("sharding_indexed: inner chunk [0]: bytes: chunk holds 3"));
+  EXPECT_THAT(s.message(), HasSubstr("sharding_indexed: inner chunk [0]: bytes: chunk holds 3"));
 }
 
 TEST(ShardingTest, CorruptInnerChunkNamesIt) {
-  auto chain =
-      ShardChain(ShardConfig({2, 2}, {kBytesLE, kZstd}, {kBytesLE, kCrc}), {2, 4});
+  auto chain = ShardChain(ShardConfig({2, 2}, {kBytesLE, kZstd}, {kBytesLE, kCrc}), {2, 4});
   ASSERT_TRUE(chain.ok());
   auto encoded = chain->Encode(AsBytes(Iota16(8)));
   ASSERT_TRUE(encoded.ok());
@@ -360,20 +334,14 @@ TEST(ShardingTest, RejectsBadConfigurations) {
   const std::vector<Case> cases = {
       {ShardConfig({3, 2}, {kBytesLE}, {kBytesLE}), StatusCode::kInvalidArgument,
        "does not divide the shard shape [4, 4]"},
-      {ShardConfig({2}, {kBytesLE}, {kBytesLE}), StatusCode::kInvalidArgument,
-       "has 1 dimensions, the shard has 2"},
-      {ShardConfig({0, 2}, {kBytesLE}, {kBytesLE}), StatusCode::kInvalidArgument,
-       "positive integers"},
-      {Json::parse(R"({"chunk_shape": [-2, 2]})"), StatusCode::kInvalidArgument,
-       "positive integers"},
-      {Json::parse(R"({"chunk_shape": [2.0, 2]})"), StatusCode::kInvalidArgument,
-       "positive integers"},
-      {Json::parse(R"({"codecs": [{"name": "bytes"}]})"), StatusCode::kInvalidArgument,
-       "chunk_shape"},
-      {ShardConfig({2, 2}, {kBytesLE}, {kBytesLE}, "middle"),
-       StatusCode::kInvalidArgument, "\"index_location\" must be \"start\" or \"end\""},
-      {ShardConfig({2, 2}, {Json{{"name", "numcodecs.jenkins_lookup3"}}}, {kBytesLE}),
-       StatusCode::kUnimplemented,
+      {ShardConfig({2}, {kBytesLE}, {kBytesLE}), StatusCode::kInvalidArgument, "has 1 dimensions, the shard has 2"},
+      {ShardConfig({0, 2}, {kBytesLE}, {kBytesLE}), StatusCode::kInvalidArgument, "positive integers"},
+      {Json::parse(R"({"chunk_shape": [-2, 2]})"), StatusCode::kInvalidArgument, "positive integers"},
+      {Json::parse(R"({"chunk_shape": [2.0, 2]})"), StatusCode::kInvalidArgument, "positive integers"},
+      {Json::parse(R"({"codecs": [{"name": "bytes"}]})"), StatusCode::kInvalidArgument, "chunk_shape"},
+      {ShardConfig({2, 2}, {kBytesLE}, {kBytesLE}, "middle"), StatusCode::kInvalidArgument,
+       "\"index_location\" must be \"start\" or \"end\""},
+      {ShardConfig({2, 2}, {Json{{"name", "numcodecs.jenkins_lookup3"}}}, {kBytesLE}), StatusCode::kUnimplemented,
        "inner codecs: codec \"numcodecs.jenkins_lookup3\" is not supported"},
       {ShardConfig({2, 2}, {kBytesLE}, {kBytesLE, kZstd}), StatusCode::kUnimplemented,
        "index codec \"zstd\" has no fixed encoded size"},
@@ -412,9 +380,8 @@ TEST(ShardingTest, RandomShapesRoundTrip) {
       inner.push_back(1 + rng() % 3);
       shard.push_back(inner.back() * (1 + rng() % 3));
     }
-    auto chain = ShardChain(ShardConfig(inner, {kBytesLE, kZstd}, {kBytesLE, kCrc},
-                                        trial % 2 ? "start" : "end"),
-                            shard);
+    auto chain =
+        ShardChain(ShardConfig(inner, {kBytesLE, kZstd}, {kBytesLE, kCrc}, trial % 2 ? "start" : "end"), shard);
     ASSERT_TRUE(chain.ok()) << chain.status().ToString();
     const std::string array = Iota16(chain->repr().elements());
     auto encoded = chain->Encode(AsBytes(array));

@@ -47,8 +47,8 @@ class ShuffleCodec final : public BytesToBytesCodec {
       return Status::Ok();
     }
     if (in.size() % elementsize_ != 0) {
-      return DataLoss("shuffle: " + Bytes(in.size()) + " is not a whole number of " +
-                      std::to_string(elementsize_) + "-byte elements");
+      return DataLoss("shuffle: " + Bytes(in.size()) + " is not a whole number of " + std::to_string(elementsize_) +
+                      "-byte elements");
     }
     const size_t count = in.size() / elementsize_;
     const std::byte* src = in.data();

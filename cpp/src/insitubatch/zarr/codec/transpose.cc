@@ -81,17 +81,13 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
   merged.pop_back();
   if (inner.src_stride == 1) {  // rows contiguous on both sides
     const size_t row = inner.extent * N;
-    ForEachIndex(merged, [&](uint64_t s, uint64_t d) {
-      std::memcpy(dst + d * N, src + s * N, row);
-    });
+    ForEachIndex(merged, [&](uint64_t s, uint64_t d) { std::memcpy(dst + d * N, src + s * N, row); });
     return;
   }
   // Tile the destination's inner dimension against the source's most contiguous one.
   const size_t a =
       static_cast<size_t>(std::min_element(merged.begin(), merged.end(),
-                                           [](const Dim& x, const Dim& y) {
-                                             return x.src_stride < y.src_stride;
-                                           }) -
+                                           [](const Dim& x, const Dim& y) { return x.src_stride < y.src_stride; }) -
                           merged.begin());
   const Dim tiled = merged[a];
   merged.erase(merged.begin() + static_cast<ptrdiff_t>(a));
@@ -102,8 +98,7 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
       for (uint64_t b0 = 0; b0 < inner.extent; b0 += kTile) {
         const uint64_t b1 = std::min(b0 + kTile, inner.extent);
         for (uint64_t ia = a0; ia < a1; ++ia) {
-          const std::byte* sp =
-              src + (s + ia * tiled.src_stride + b0 * inner.src_stride) * N;
+          const std::byte* sp = src + (s + ia * tiled.src_stride + b0 * inner.src_stride) * N;
           std::byte* dp = dst + (d + ia * tiled.dst_stride + b0) * N;
           for (uint64_t ib = b0; ib < b1; ++ib) {
             T v;
@@ -118,8 +113,7 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
   });
 }
 
-void PermuteCopyAny(const std::byte* src, std::byte* dst, std::vector<Dim> dims,
-                    size_t itemsize) {
+void PermuteCopyAny(const std::byte* src, std::byte* dst, std::vector<Dim> dims, size_t itemsize) {
   switch (itemsize) {
     case 1:
       return PermuteCopy<1>(src, dst, std::move(dims));
@@ -165,27 +159,22 @@ class TransposeCodec final : public ArrayToArrayCodec {
   Result<ArrayRepr> EncodedRepr(const ArrayRepr& decoded) const override {
     INSITU_RETURN_IF_ERROR(CheckRank(decoded));
     ArrayRepr encoded = decoded;
-    for (size_t i = 0; i < order_.size(); ++i)
-      encoded.shape[i] = decoded.shape[order_[i]];
+    for (size_t i = 0; i < order_.size(); ++i) encoded.shape[i] = decoded.shape[order_[i]];
     return encoded;
   }
 
-  Status DecodeInto(ByteSpan in, const ArrayRepr& decoded,
-                    MutableByteSpan out) const override {
+  Status DecodeInto(ByteSpan in, const ArrayRepr& decoded, MutableByteSpan out) const override {
     INSITU_RETURN_IF_ERROR(CheckRank(decoded));
     INSITU_ASSIGN_OR_RETURN(uint64_t nbytes, CheckedBytes(decoded));
     if (out.size() != nbytes) {
-      return InvalidArgument("transpose: output holds " + Bytes(out.size()) +
-                             ", chunk needs " + Bytes(nbytes));
+      return InvalidArgument("transpose: output holds " + Bytes(out.size()) + ", chunk needs " + Bytes(nbytes));
     }
     if (in.size() != nbytes) {
-      return DataLoss("transpose: input holds " + Bytes(in.size()) + ", expected " +
-                      Bytes(nbytes));
+      return DataLoss("transpose: input holds " + Bytes(in.size()) + ", expected " + Bytes(nbytes));
     }
     // Destination dim j (decoded) reads encoded dim i where order[i] == j.
     std::vector<uint64_t> encoded_shape(order_.size());
-    for (size_t i = 0; i < order_.size(); ++i)
-      encoded_shape[i] = decoded.shape[order_[i]];
+    for (size_t i = 0; i < order_.size(); ++i) encoded_shape[i] = decoded.shape[order_[i]];
     const std::vector<uint64_t> encoded_strides = CStrides(encoded_shape);
     std::vector<Dim> dims(order_.size());
     for (size_t i = 0; i < order_.size(); ++i) {
@@ -199,8 +188,7 @@ class TransposeCodec final : public ArrayToArrayCodec {
     INSITU_RETURN_IF_ERROR(CheckRank(decoded));
     INSITU_ASSIGN_OR_RETURN(uint64_t nbytes, CheckedBytes(decoded));
     if (in.size() != nbytes) {
-      return InvalidArgument("transpose: array holds " + Bytes(in.size()) +
-                             ", expected " + Bytes(nbytes));
+      return InvalidArgument("transpose: array holds " + Bytes(in.size()) + ", expected " + Bytes(nbytes));
     }
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(nbytes));
     const std::vector<uint64_t> decoded_strides = CStrides(decoded.shape);
@@ -215,8 +203,7 @@ class TransposeCodec final : public ArrayToArrayCodec {
  private:
   Status CheckRank(const ArrayRepr& repr) const {
     if (repr.shape.size() == order_.size()) return Status::Ok();
-    return InvalidArgument("transpose: order has " + std::to_string(order_.size()) +
-                           " entries, the array has " +
+    return InvalidArgument("transpose: order has " + std::to_string(order_.size()) + " entries, the array has " +
                            std::to_string(repr.shape.size()) + " dimensions");
   }
 
@@ -227,8 +214,7 @@ class TransposeCodec final : public ArrayToArrayCodec {
 
 // {"order": [permutation of 0..ndim-1]}; the strings "C" (identity) and "F" (reversed)
 // of early v3 drafts are accepted too.
-Result<AnyCodec> MakeTransposeCodec(const Json& config, const ArrayRepr& repr,
-                                    const CodecRegistry&) {
+Result<AnyCodec> MakeTransposeCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
   const size_t ndim = repr.shape.size();
   if (!config.is_object() || !config.contains("order")) {
@@ -241,28 +227,24 @@ Result<AnyCodec> MakeTransposeCodec(const Json& config, const ArrayRepr& repr,
     std::reverse(order.begin(), order.end());
   } else if (order_json.is_array()) {
     if (order_json.size() != ndim) {
-      return InvalidArgument(
-          "\"order\" " + order_json.dump() + " has " + std::to_string(order_json.size()) +
-          " entries, the array has " + std::to_string(ndim) + " dimensions");
+      return InvalidArgument("\"order\" " + order_json.dump() + " has " + std::to_string(order_json.size()) +
+                             " entries, the array has " + std::to_string(ndim) + " dimensions");
     }
     std::vector<bool> seen(ndim, false);
     for (size_t i = 0; i < ndim; ++i) {
       const Json& v = order_json[i];
-      if (!v.is_number_integer() || v.get<int64_t>() < 0 ||
-          v.get<int64_t>() >= static_cast<int64_t>(ndim) || seen[v.get<size_t>()]) {
-        return InvalidArgument("\"order\" " + order_json.dump() +
-                               " is not a permutation of 0.." + std::to_string(ndim) +
-                               "-1");
+      if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() >= static_cast<int64_t>(ndim) ||
+          seen[v.get<size_t>()]) {
+        return InvalidArgument("\"order\" " + order_json.dump() + " is not a permutation of 0.." +
+                               std::to_string(ndim) + "-1");
       }
       order[i] = v.get<size_t>();
       seen[order[i]] = true;
     }
   } else if (order_json != "C") {
-    return InvalidArgument("\"order\" must be a list of dimension indices, got " +
-                           order_json.dump());
+    return InvalidArgument("\"order\" must be a list of dimension indices, got " + order_json.dump());
   }
-  return AnyCodec(std::shared_ptr<const ArrayToArrayCodec>(
-      std::make_shared<const TransposeCodec>(std::move(order))));
+  return AnyCodec(std::shared_ptr<const ArrayToArrayCodec>(std::make_shared<const TransposeCodec>(std::move(order))));
 }
 
 }  // namespace insitubatch::zarr

@@ -14,18 +14,15 @@ using testing::FieldBytes;
 using testing::MakeChain;
 using testing::MakeRepr;
 
-std::shared_ptr<const ArrayToArrayCodec> Transpose(const Json& order,
-                                                   const ArrayRepr& repr) {
-  auto codec =
-      BuiltinCodecRegistry().Create(CodecSpec{"transpose", {{"order", order}}}, repr);
+std::shared_ptr<const ArrayToArrayCodec> Transpose(const Json& order, const ArrayRepr& repr) {
+  auto codec = BuiltinCodecRegistry().Create(CodecSpec{"transpose", {{"order", order}}}, repr);
   EXPECT_TRUE(codec.ok()) << codec.status().ToString();
   if (!codec.ok()) return nullptr;
   return std::get<std::shared_ptr<const ArrayToArrayCodec>>(*codec);
 }
 
 // numpy.transpose(decoded, order) element by element: the oracle for the strided kernel.
-std::vector<std::byte> NaiveTranspose(const std::vector<std::byte>& decoded,
-                                      const std::vector<uint64_t>& shape,
+std::vector<std::byte> NaiveTranspose(const std::vector<std::byte>& decoded, const std::vector<uint64_t>& shape,
                                       const std::vector<size_t>& order, size_t itemsize) {
   const size_t ndim = shape.size();
   std::vector<uint64_t> strides(ndim, 1);
@@ -74,15 +71,14 @@ TEST(TransposeCodecTest, MatchesNaiveTransposeForManyShapesAndOrders) {
       for (size_t itemsize : {1, 2, 4, 8, 16}) {
         const ArrayRepr repr = MakeRepr(DtypeOfSize(itemsize), shape);
         const std::vector<std::byte> decoded = FieldBytes(repr.nbytes(), trial + 1);
-        const std::vector<std::byte> expected =
-            NaiveTranspose(decoded, shape, order, itemsize);
+        const std::vector<std::byte> expected = NaiveTranspose(decoded, shape, order, itemsize);
         auto codec = Transpose(Json(order), repr);
         ASSERT_NE(codec, nullptr);
         auto encoded = codec->Encode(AsBytes(decoded), repr);
         ASSERT_TRUE(encoded.ok());
         ASSERT_TRUE(std::equal(expected.begin(), expected.end(), encoded->data()))
-            << "encode mismatch, order " << Json(order).dump() << " shape "
-            << Json(shape).dump() << " itemsize " << itemsize;
+            << "encode mismatch, order " << Json(order).dump() << " shape " << Json(shape).dump() << " itemsize "
+            << itemsize;
         std::vector<std::byte> back(decoded.size());
         ASSERT_TRUE(codec->DecodeInto(encoded->span(), repr, AsBytes(back)).ok());
         ASSERT_TRUE(back == decoded) << "decode mismatch, order " << Json(order).dump();
@@ -123,15 +119,13 @@ TEST(TransposeCodecTest, AcceptsCAndFStrings) {
 
 TEST(TransposeCodecTest, RejectsInvalidOrders) {
   const ArrayRepr repr = MakeRepr("int32", {2, 3, 4});
-  for (const char* order : {"[0, 1]", "[0, 1, 1]", "[0, 1, 3]", "[-1, 0, 1]",
-                            "[0, 1, 2, 3]", "\"X\"", "[0.5, 1, 2]", "null"}) {
-    auto codec = BuiltinCodecRegistry().Create(
-        {"transpose", {{"order", Json::parse(order)}}}, repr);
+  for (const char* order :
+       {"[0, 1]", "[0, 1, 1]", "[0, 1, 3]", "[-1, 0, 1]", "[0, 1, 2, 3]", "\"X\"", "[0.5, 1, 2]", "null"}) {
+    auto codec = BuiltinCodecRegistry().Create({"transpose", {{"order", Json::parse(order)}}}, repr);
     EXPECT_EQ(codec.status().code(), StatusCode::kInvalidArgument) << order;
   }
-  EXPECT_EQ(
-      BuiltinCodecRegistry().Create({"transpose", Json::object()}, repr).status().code(),
-      StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuiltinCodecRegistry().Create({"transpose", Json::object()}, repr).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(TransposeCodecTest, SizeMismatchIsDataLoss) {
@@ -140,19 +134,16 @@ TEST(TransposeCodecTest, SizeMismatchIsDataLoss) {
   std::vector<std::byte> in(39), out(40);
   EXPECT_DATA_LOSS(codec->DecodeInto(AsBytes(in), repr, AsBytes(out)), "39 bytes");
   std::vector<std::byte> small_out(20), ok_in(40);
-  EXPECT_EQ(codec->DecodeInto(AsBytes(ok_in), repr, AsBytes(small_out)).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(codec->DecodeInto(AsBytes(ok_in), repr, AsBytes(small_out)).code(), StatusCode::kInvalidArgument);
   const ArrayRepr other_rank = MakeRepr("int16", {40});
-  EXPECT_EQ(codec->DecodeInto(AsBytes(ok_in), other_rank, AsBytes(out)).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(codec->DecodeInto(AsBytes(ok_in), other_rank, AsBytes(out)).code(), StatusCode::kInvalidArgument);
 }
 
 TEST(TransposeCodecTest, OverflowingShapeIsRejected) {
   const ArrayRepr repr = MakeRepr("float64", {uint64_t{1} << 40, uint64_t{1} << 30});
   auto codec = Transpose(Json::array({1, 0}), repr);
   std::vector<std::byte> in(64), out(64);
-  EXPECT_EQ(codec->DecodeInto(AsBytes(in), repr, AsBytes(out)).code(),
-            StatusCode::kInvalidArgument);
+  EXPECT_EQ(codec->DecodeInto(AsBytes(in), repr, AsBytes(out)).code(), StatusCode::kInvalidArgument);
 }
 
 }  // namespace

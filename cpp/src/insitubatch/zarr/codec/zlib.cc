@@ -25,19 +25,17 @@ class ZlibCodec final : public BytesToBytesCodec {
     if (d == nullptr) return ResourceExhausted("zlib: cannot allocate a decompressor");
     size_t consumed = 0;
     size_t produced = 0;
-    const libdeflate_result r = libdeflate_zlib_decompress_ex(
-        d, in.data(), in.size(), out.data(), out.size(), &consumed, &produced);
+    const libdeflate_result r =
+        libdeflate_zlib_decompress_ex(d, in.data(), in.size(), out.data(), out.size(), &consumed, &produced);
     if (r == LIBDEFLATE_INSUFFICIENT_SPACE) {
       return DataLoss("zlib: data decodes to more than the chunk's " + Bytes(out.size()));
     }
     if (r != LIBDEFLATE_SUCCESS) return DataLoss("zlib: stream is corrupt or truncated");
     if (consumed != in.size()) {
-      return DataLoss("zlib: " + Bytes(in.size() - consumed) +
-                      " of trailing data after the stream");
+      return DataLoss("zlib: " + Bytes(in.size() - consumed) + " of trailing data after the stream");
     }
     if (produced != out.size()) {
-      return DataLoss("zlib: data decodes to " + Bytes(produced) + ", chunk needs " +
-                      Bytes(out.size()));
+      return DataLoss("zlib: data decodes to " + Bytes(produced) + ", chunk needs " + Bytes(out.size()));
     }
     return Status::Ok();
   }
@@ -57,13 +55,10 @@ class ZlibCodec final : public BytesToBytesCodec {
 }  // namespace
 
 // numcodecs {"level": 0-9} (default 1; -1 = zlib's default).
-Result<AnyCodec> MakeZlibCodec(const Json& config, const ArrayRepr&,
-                               const CodecRegistry&) {
+Result<AnyCodec> MakeZlibCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
-  INSITU_ASSIGN_OR_RETURN(int64_t level,
-                          internal_codec::ConfigInt(config, "level", 1, -1, 9));
-  return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(
-      std::make_shared<const ZlibCodec>(static_cast<int>(level))));
+  INSITU_ASSIGN_OR_RETURN(int64_t level, internal_codec::ConfigInt(config, "level", 1, -1, 9));
+  return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(std::make_shared<const ZlibCodec>(static_cast<int>(level))));
 }
 
 }  // namespace insitubatch::zarr

@@ -21,17 +21,15 @@ class ZlibCodecTest : public ::testing::Test {
 
   const ArrayRepr repr_ = MakeRepr("int16", {50, 50});
   std::vector<std::byte> data_ = FieldBytes(repr_.nbytes());
-  std::shared_ptr<const BytesToBytesCodec> codec_ =
-      MakeBytesToBytes("numcodecs.zlib", {{"level", 6}}, repr_);
+  std::shared_ptr<const BytesToBytesCodec> codec_ = MakeBytesToBytes("numcodecs.zlib", {{"level", 6}}, repr_);
 };
 
 TEST_F(ZlibCodecTest, RoundTripsThroughChains) {
   for (int level : {-1, 0, 1, 9}) {
     for (const char* dtype : {"uint8", "uint16", "float32", "complex64"}) {
       const ArrayRepr repr = MakeRepr(dtype, {9, 11, 3});
-      Json codecs = Json::array(
-          {Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-           Json{{"name", "numcodecs.zlib"}, {"configuration", {{"level", level}}}}});
+      Json codecs = Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
+                                 Json{{"name", "numcodecs.zlib"}, {"configuration", {{"level", level}}}}});
       ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), 4));
     }
   }
@@ -41,9 +39,7 @@ TEST_F(ZlibCodecTest, WritesZlibContainer) {
   const auto stored = Encoded(data_);
   ASSERT_GE(stored.size(), 6u);
   EXPECT_EQ(stored[0], std::byte{0x78});
-  EXPECT_EQ(
-      (static_cast<unsigned>(stored[0]) * 256 + static_cast<unsigned>(stored[1])) % 31,
-      0u);
+  EXPECT_EQ((static_cast<unsigned>(stored[0]) * 256 + static_cast<unsigned>(stored[1])) % 31, 0u);
 }
 
 TEST_F(ZlibCodecTest, WrongSizeIsDataLoss) {
@@ -84,10 +80,8 @@ TEST_F(ZlibCodecTest, MalformedInputIsDataLoss) {
   EXPECT_DATA_LOSS(codec_->Decode(AsBytes(bad_adler), 1 << 20).status(), "zlib:");
   auto trailing = stored;
   trailing.push_back(std::byte{0});
-  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(trailing), AsBytes(out)),
-                   "1 byte of trailing data");
-  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(trailing), 1 << 20).status(),
-                   "1 byte of trailing data");
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(trailing), AsBytes(out)), "1 byte of trailing data");
+  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(trailing), 1 << 20).status(), "1 byte of trailing data");
   auto gzip = MakeBytesToBytes("gzip", {{"level", 1}}, repr_)->Encode(AsBytes(data_));
   ASSERT_TRUE(gzip.ok());
   EXPECT_DATA_LOSS(codec_->DecodeInto(gzip->span(), AsBytes(out)), "zlib:");

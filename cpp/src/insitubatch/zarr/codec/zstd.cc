@@ -64,9 +64,8 @@ Result<FrameScan> ScanFrames(ByteSpan in) {
     const size_t remaining = in.size() - offset;
     const size_t frame_size = ZSTD_findFrameCompressedSize(src, remaining);
     if (ZSTD_isError(frame_size)) {
-      return DataLoss("zstd: frame " + std::to_string(frame) + " at byte " +
-                      std::to_string(offset) + " is corrupt or truncated (" +
-                      ErrorName(frame_size) + ")");
+      return DataLoss("zstd: frame " + std::to_string(frame) + " at byte " + std::to_string(offset) +
+                      " is corrupt or truncated (" + ErrorName(frame_size) + ")");
     }
     const unsigned long long content = ZSTD_getFrameContentSize(src, remaining);
     if (content == ZSTD_CONTENTSIZE_ERROR) {
@@ -91,23 +90,19 @@ class ZstdCodec final : public BytesToBytesCodec {
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     INSITU_ASSIGN_OR_RETURN(FrameScan scan, ScanFrames(in));
     if (scan.all_sizes_known && scan.total_size != out.size()) {
-      return DataLoss("zstd: frame declares " + Bytes(scan.total_size) +
-                      ", chunk needs " + Bytes(out.size()));
+      return DataLoss("zstd: frame declares " + Bytes(scan.total_size) + ", chunk needs " + Bytes(out.size()));
     }
     // One-shot decoding also handles frames without a content size as long as the output
     // is large enough; anything larger than `out` fails with dstSize_tooSmall.
-    const size_t n =
-        ZSTD_decompressDCtx(ThreadDCtx(), out.data(), out.size(), in.data(), in.size());
+    const size_t n = ZSTD_decompressDCtx(ThreadDCtx(), out.data(), out.size(), in.data(), in.size());
     if (ZSTD_isError(n)) {
       if (ZSTD_getErrorCode(n) == ZSTD_error_dstSize_tooSmall) {
-        return DataLoss("zstd: data decodes to more than the chunk's " +
-                        Bytes(out.size()));
+        return DataLoss("zstd: data decodes to more than the chunk's " + Bytes(out.size()));
       }
       return DataLoss("zstd: corrupt data (" + ErrorName(n) + ")");
     }
     if (n != out.size()) {
-      return DataLoss("zstd: data decodes to " + Bytes(n) + ", chunk needs " +
-                      Bytes(out.size()));
+      return DataLoss("zstd: data decodes to " + Bytes(n) + ", chunk needs " + Bytes(out.size()));
     }
     return Status::Ok();
   }
@@ -115,12 +110,10 @@ class ZstdCodec final : public BytesToBytesCodec {
   // Streams into `out` (ZSTD_d_stableOutBuffer: no window copy, zstd writes `out` directly)
   // feeding the input a slice at a time, so each report covers about one zstd block
   // (<= 128 KiB) that is still in cache when the consumer touches it.
-  Status DecodeIntoReporting(ByteSpan in, MutableByteSpan out,
-                             const DecodeProgress& progress) const override {
+  Status DecodeIntoReporting(ByteSpan in, MutableByteSpan out, const DecodeProgress& progress) const override {
     INSITU_ASSIGN_OR_RETURN(FrameScan scan, ScanFrames(in));
     if (scan.all_sizes_known && scan.total_size != out.size()) {
-      return DataLoss("zstd: frame declares " + Bytes(scan.total_size) +
-                      ", chunk needs " + Bytes(out.size()));
+      return DataLoss("zstd: frame declares " + Bytes(scan.total_size) + ", chunk needs " + Bytes(out.size()));
     }
     ZSTD_DCtx* ctx = StableOutputDCtx();
     if (ctx == nullptr) return ResourceExhausted("zstd: cannot create a decompression context");
@@ -150,17 +143,15 @@ class ZstdCodec final : public BytesToBytesCodec {
       if (hint == 0 && input.pos == in.size()) break;  // every frame ended
       // No progress although input was on hand: the output is full, or (all input given)
       // the last frame is cut short. Either way another call would spin.
-      const bool stalled = input.pos == in_before && output.pos == out_before &&
-                           (input.pos < input.size || input.size == in.size());
+      const bool stalled =
+          input.pos == in_before && output.pos == out_before && (input.pos < input.size || input.size == in.size());
       if (stalled) {
-        return output.pos == output.size
-                   ? DataLoss("zstd: data decodes to more than the chunk's " + Bytes(out.size()))
-                   : DataLoss("zstd: data is truncated (the last frame does not end)");
+        return output.pos == output.size ? DataLoss("zstd: data decodes to more than the chunk's " + Bytes(out.size()))
+                                         : DataLoss("zstd: data is truncated (the last frame does not end)");
       }
     }
     if (output.pos != out.size()) {
-      return DataLoss("zstd: data decodes to " + Bytes(output.pos) + ", chunk needs " +
-                      Bytes(out.size()));
+      return DataLoss("zstd: data decodes to " + Bytes(output.pos) + ", chunk needs " + Bytes(out.size()));
     }
     if (reported < out.size()) progress.on_decoded(reported, out.size() - reported);
     return Status::Ok();
@@ -170,8 +161,8 @@ class ZstdCodec final : public BytesToBytesCodec {
     INSITU_ASSIGN_OR_RETURN(FrameScan scan, ScanFrames(in));
     if (scan.all_sizes_known) {
       if (scan.total_size > max_size) {
-        return DataLoss("zstd: frame declares " + Bytes(scan.total_size) +
-                        ", more than the limit of " + Bytes(max_size));
+        return DataLoss("zstd: frame declares " + Bytes(scan.total_size) + ", more than the limit of " +
+                        Bytes(max_size));
       }
       INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(scan.total_size));
       INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
@@ -182,15 +173,12 @@ class ZstdCodec final : public BytesToBytesCodec {
 
   Result<Buffer> Encode(ByteSpan in) const override {
     std::unique_ptr<ZSTD_CCtx, CCtxDeleter> ctx(ZSTD_createCCtx());
-    if (ctx == nullptr)
-      return ResourceExhausted("zstd: cannot create a compression context");
+    if (ctx == nullptr) return ResourceExhausted("zstd: cannot create a compression context");
     ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_compressionLevel, level_);
     ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_checksumFlag, checksum_ ? 1 : 0);
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(ZSTD_compressBound(in.size())));
-    const size_t n =
-        ZSTD_compress2(ctx.get(), out.data(), out.size(), in.data(), in.size());
-    if (ZSTD_isError(n))
-      return InvalidArgument("zstd: compression failed (" + ErrorName(n) + ")");
+    const size_t n = ZSTD_compress2(ctx.get(), out.data(), out.size(), in.data(), in.size());
+    if (ZSTD_isError(n)) return InvalidArgument("zstd: compression failed (" + ErrorName(n) + ")");
     out.Truncate(n);
     return out;
   }
@@ -210,8 +198,7 @@ class ZstdCodec final : public BytesToBytesCodec {
     while (input.pos < input.size || hint != 0) {
       if (output.pos == output.size) {
         if (capacity == limit) {
-          return DataLoss("zstd: data decodes to more than the limit of " +
-                          Bytes(max_size));
+          return DataLoss("zstd: data decodes to more than the limit of " + Bytes(max_size));
         }
         capacity = capacity > limit / 2 ? limit : capacity * 2;
         INSITU_ASSIGN_OR_RETURN(Buffer bigger, Buffer::Allocate(capacity));
@@ -227,8 +214,8 @@ class ZstdCodec final : public BytesToBytesCodec {
         ZSTD_DCtx_reset(ctx, ZSTD_reset_session_only);
         return DataLoss("zstd: corrupt data (" + ErrorName(hint) + ")");
       }
-      if (hint != 0 && input.pos == input.size && output.pos < output.size &&
-          before_in == input.pos && before_out == output.pos) {
+      if (hint != 0 && input.pos == input.size && output.pos < output.size && before_in == input.pos &&
+          before_out == output.pos) {
         ZSTD_DCtx_reset(ctx, ZSTD_reset_session_only);
         return DataLoss("zstd: frame is truncated");
       }
@@ -247,23 +234,19 @@ class ZstdCodec final : public BytesToBytesCodec {
 }  // namespace
 
 // v3 {"level": int, "checksum": bool}; numcodecs {"level": int, "checksum": bool}.
-Result<AnyCodec> MakeZstdCodec(const Json& config, const ArrayRepr&,
-                               const CodecRegistry&) {
+Result<AnyCodec> MakeZstdCodec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
   INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
-  INSITU_ASSIGN_OR_RETURN(
-      int64_t level,
-      internal_codec::ConfigInt(config, "level", 0, ZSTD_minCLevel(), ZSTD_maxCLevel()));
+  INSITU_ASSIGN_OR_RETURN(int64_t level,
+                          internal_codec::ConfigInt(config, "level", 0, ZSTD_minCLevel(), ZSTD_maxCLevel()));
   bool checksum = false;
-  if (config.is_object() && config.contains("checksum") &&
-      !config["checksum"].is_null()) {
+  if (config.is_object() && config.contains("checksum") && !config["checksum"].is_null()) {
     if (!config["checksum"].is_boolean()) {
-      return InvalidArgument("\"checksum\" must be a boolean, got " +
-                             config["checksum"].dump());
+      return InvalidArgument("\"checksum\" must be a boolean, got " + config["checksum"].dump());
     }
     checksum = config["checksum"].get<bool>();
   }
-  return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(
-      std::make_shared<const ZstdCodec>(static_cast<int>(level), checksum)));
+  return AnyCodec(
+      std::shared_ptr<const BytesToBytesCodec>(std::make_shared<const ZstdCodec>(static_cast<int>(level), checksum)));
 }
 
 }  // namespace insitubatch::zarr

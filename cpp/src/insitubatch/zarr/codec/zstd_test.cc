@@ -48,10 +48,9 @@ TEST_F(ZstdCodecTest, RoundTripsThroughChains) {
     for (int level : {-5, 0, 1, 9, 19}) {
       for (bool checksum : {false, true}) {
         const ArrayRepr repr = MakeRepr(dtype, {7, 9, 5});
-        Json codecs = Json::array(
-            {Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-             Json{{"name", "zstd"},
-                  {"configuration", {{"level", level}, {"checksum", checksum}}}}});
+        Json codecs =
+            Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
+                         Json{{"name", "zstd"}, {"configuration", {{"level", level}, {"checksum", checksum}}}}});
         ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), level + 10));
       }
     }
@@ -81,10 +80,8 @@ TEST_F(ZstdCodecTest, DecodesFrameWithoutContentSize) {
 TEST_F(ZstdCodecTest, FrameWithoutContentSizeOfWrongLengthIsDataLoss) {
   const auto stored = CompressStreaming(data_);
   std::vector<std::byte> small(1000), large(1100);
-  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(small)),
-                   "decodes to more than the chunk's 1000 bytes");
-  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(large)),
-                   "decodes to 1024 bytes, chunk needs 1100");
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(small)), "decodes to more than the chunk's 1000 bytes");
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(large)), "decodes to 1024 bytes, chunk needs 1100");
 }
 
 TEST_F(ZstdCodecTest, DecodeUnknownSizeRespectsLimit) {
@@ -148,29 +145,25 @@ TEST_F(ZstdCodecTest, MalformedInputIsDataLoss) {
   std::vector<std::byte> empty;
   EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(empty), AsBytes(out)), "empty input");
   EXPECT_DATA_LOSS(codec_->Decode(AsBytes(empty), 1 << 20).status(), "empty input");
-  for (size_t cut :
-       {size_t{1}, size_t{4}, size_t{7}, stored.size() / 2, stored.size() - 1}) {
+  for (size_t cut : {size_t{1}, size_t{4}, size_t{7}, stored.size() / 2, stored.size() - 1}) {
     std::vector<std::byte> truncated(stored.begin(), stored.begin() + cut);
     EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(truncated), AsBytes(out)), "zstd:");
     EXPECT_DATA_LOSS(codec_->Decode(AsBytes(truncated), 1 << 20).status(), "zstd:");
   }
   std::vector<std::byte> garbage = FieldBytes(200, 9);
-  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(garbage), AsBytes(out)),
-                   "corrupt or truncated");
+  EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(garbage), AsBytes(out)), "corrupt or truncated");
   auto trailing = stored;
   trailing.push_back(std::byte{0x42});
   EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(trailing), AsBytes(out)), "frame 1");
   // Flip bytes inside the compressed body: must fail cleanly (or, rarely, decode to
   // other bytes of the right size, which only a checksum can catch).
-  auto with_checksum =
-      MakeBytesToBytes("zstd", {{"level", 3}, {"checksum", true}}, repr_);
+  auto with_checksum = MakeBytesToBytes("zstd", {{"level", 3}, {"checksum", true}}, repr_);
   auto checked = with_checksum->Encode(AsBytes(data_));
   ASSERT_TRUE(checked.ok());
   for (size_t i = 8; i < checked->size(); i += 7) {
     std::vector<std::byte> bad(checked->data(), checked->data() + checked->size());
     bad[i] ^= std::byte{0x5A};
-    EXPECT_FALSE(with_checksum->DecodeInto(AsBytes(bad), AsBytes(out)).ok())
-        << "byte " << i;
+    EXPECT_FALSE(with_checksum->DecodeInto(AsBytes(bad), AsBytes(out)).ok()) << "byte " << i;
   }
 }
 
@@ -187,9 +180,7 @@ struct Reports {
   size_t out_size;
   std::vector<std::pair<size_t, size_t>> ranges;
   DecodeProgress Progress() {
-    return {granule, [this](size_t offset, size_t length) {
-              ranges.emplace_back(offset, length);
-            }};
+    return {granule, [this](size_t offset, size_t length) { ranges.emplace_back(offset, length); }};
   }
   void ExpectCoverage() const {
     size_t next = 0;
@@ -236,11 +227,9 @@ TEST_F(ZstdCodecTest, ReportingDecodeOfBadInputIsDataLossAndStaysInBounds) {
   const auto stored = Compress(big, 1);
   const auto unsized = CompressStreaming(big);
   std::vector<std::byte> out(big.size());
-  auto check = [&](const std::vector<std::byte>& in, std::vector<std::byte>& dst,
-                   const char* fragment) {
+  auto check = [&](const std::vector<std::byte>& in, std::vector<std::byte>& dst, const char* fragment) {
     Reports reports{4, dst.size(), {}};
-    EXPECT_DATA_LOSS(codec_->DecodeIntoReporting(AsBytes(in), AsBytes(dst), reports.Progress()),
-                     fragment);
+    EXPECT_DATA_LOSS(codec_->DecodeIntoReporting(AsBytes(in), AsBytes(dst), reports.Progress()), fragment);
     for (const auto& [offset, length] : reports.ranges) EXPECT_LE(offset + length, dst.size());
   };
   for (size_t cut : {size_t{3}, stored.size() / 3, stored.size() - 1}) {
@@ -271,17 +260,13 @@ TEST(BytesToBytesCodecTest, DefaultReportingDecodeReportsOnceAtTheEnd) {
 }
 
 TEST_F(ZstdCodecTest, ValidatesConfiguration) {
-  EXPECT_EQ(
-      BuiltinCodecRegistry().Create({"zstd", {{"level", 100}}}, repr_).status().code(),
-      StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      BuiltinCodecRegistry().Create({"zstd", {{"level", "3"}}}, repr_).status().code(),
-      StatusCode::kInvalidArgument);
-  EXPECT_EQ(
-      BuiltinCodecRegistry().Create({"zstd", {{"checksum", 1}}}, repr_).status().code(),
-      StatusCode::kInvalidArgument);
-  EXPECT_TRUE(
-      BuiltinCodecRegistry().Create({"numcodecs.zstd", {{"id", "zstd"}}}, repr_).ok());
+  EXPECT_EQ(BuiltinCodecRegistry().Create({"zstd", {{"level", 100}}}, repr_).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuiltinCodecRegistry().Create({"zstd", {{"level", "3"}}}, repr_).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuiltinCodecRegistry().Create({"zstd", {{"checksum", 1}}}, repr_).status().code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_TRUE(BuiltinCodecRegistry().Create({"numcodecs.zstd", {{"id", "zstd"}}}, repr_).ok());
 }
 
 }  // namespace

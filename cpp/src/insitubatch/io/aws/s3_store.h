@@ -1,0 +1,67 @@
+#pragma once
+
+// S3Store: s3://bucket/prefix over the S3 REST API with SigV4 (or anonymous) requests on
+// the curl transport. Reads are GetObject (Range for byte ranges; 404 is a missing key);
+// List is ListObjectsV2, paginated. Credentials and region resolve as aws_credentials.h
+// describes; Describe() shows s3://bucket/key and nothing secret.
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "insitubatch/io/aws/aws_credentials.h"
+#include "insitubatch/io/aws/s3_request.h"
+#include "insitubatch/io/http/curl_transport.h"
+#include "insitubatch/io/store.h"
+
+namespace insitubatch {
+
+struct S3StoreOptions {
+  std::string region;    // "" = AWS_REGION, AWS_DEFAULT_REGION, profile, us-east-1
+  std::string endpoint;  // "" = AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL, else AWS itself
+  std::optional<bool> virtual_hosted_style;
+  bool skip_signature = false;                                  // anonymous requests (public buckets)
+  bool request_payer = false;                                   // x-amz-request-payer: requester
+  std::string access_key_id, secret_access_key, session_token;  // secret
+  std::string profile;
+  TransportOptions transport;
+  uint64_t max_body_bytes = kDefaultMaxBodyBytes;
+};
+
+class S3Store final : public Store {
+ public:
+  static Result<std::shared_ptr<S3Store>> Open(const std::string& url, S3StoreOptions options,
+                                               const EnvLookup& env = ProcessEnv());
+
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
+  Result<std::vector<std::string>> List(std::string_view prefix) override;
+  std::string Describe(std::string_view key) const override;
+
+  const std::string& region() const { return region_; }
+  // Where requests go ("https://bucket.s3.us-east-1.amazonaws.com"); no secrets.
+  std::string endpoint_url() const { return endpoint_.origin + endpoint_.bucket_path; }
+  bool anonymous() const { return signer_->anonymous(); }
+  // Where the credentials come from ("environment", "instance metadata (http://...)", ...);
+  // "" when anonymous. Never a key or secret.
+  const std::string& credentials_source() const { return credentials_source_; }
+  TransportStats transport_stats() const { return transport_->stats(); }
+
+ private:
+  S3Store() = default;
+  // The bucket-relative object key of a store key.
+  std::string ObjectKey(std::string_view key) const;
+  HttpRequest MakeRequest(std::string path, std::vector<std::pair<std::string, std::string>> query, std::string where,
+                          ByteRange range) const;
+  Status ListError(long status, const HttpResponse& response) const;
+
+  BucketUrl location_;
+  std::string region_;
+  S3Endpoint endpoint_;
+  std::shared_ptr<const S3Signer> signer_;
+  std::string credentials_source_;
+  std::shared_ptr<CurlTransport> transport_;
+  uint64_t max_body_bytes_ = kDefaultMaxBodyBytes;
+};
+
+}  // namespace insitubatch

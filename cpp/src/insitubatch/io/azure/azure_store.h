@@ -1,0 +1,97 @@
+#pragma once
+
+// AzureStore: a container prefix on Azure Blob Storage. Blobs are read with Get Blob
+// (x-ms-range for byte ranges; 404 is a missing key) and listed with List Blobs (XML,
+// paginated by NextMarker). Requests are authorized as azure_credentials.h resolves:
+// SharedKey signatures, a SAS token's query parameters, or a bearer token from Entra ID
+// or a managed identity; nothing with skip_signature (public containers). use_emulator
+// points at Azurite (http://127.0.0.1:10000, account devstoreaccount1).
+//
+// URLs, as obstore takes them: az://container/prefix (with account_name=),
+// az:// or abfs[s]://container@account.{blob,dfs}.core.windows.net/prefix, and
+// https://account.{blob,dfs}.core.windows.net/container/prefix.
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "insitubatch/io/azure/azure_credentials.h"
+#include "insitubatch/io/http/curl_transport.h"
+#include "insitubatch/io/http/http_request.h"
+#include "insitubatch/io/store.h"
+
+namespace insitubatch {
+
+inline constexpr std::string_view kAzureApiVersion = "2023-11-03";
+
+struct AzureUrl {
+  std::string account;  // "" when the URL does not say (az://container/...)
+  std::string container;
+  std::string prefix;  // no leading or trailing '/'
+};
+Result<AzureUrl> ParseAzureUrl(std::string_view url);
+
+struct AzureStoreOptions {
+  std::string account_name;   // "" = the URL's, AZURE_STORAGE_ACCOUNT_NAME, or the emulator's
+  std::string endpoint;       // "" = AZURE_STORAGE_ENDPOINT, else the account's blob endpoint
+  bool use_emulator = false;  // also AZURE_STORAGE_USE_EMULATOR=true
+  bool skip_signature = false;
+  AzureCredentialRequest credentials;
+  TransportOptions transport;
+  uint64_t max_body_bytes = kDefaultMaxBodyBytes;
+};
+
+// SharedKey's string to sign for one request: the verb, the standard header slots (only
+// Content-Length, Content-Type and Range can occur in our requests), the sorted x-ms-*
+// headers, then /account/path and the sorted, decoded query parameters. `headers` are
+// "Name: value" lines; `path` is the encoded path as sent.
+std::string AzureStringToSign(std::string_view method, const std::vector<std::string>& headers,
+                              std::string_view account, std::string_view path, const QueryPairs& query);
+// "SharedKey account:base64(HMAC-SHA256(key, string_to_sign))".
+std::string AzureSharedKeyAuthorization(std::string_view account, std::string_view key,
+                                        std::string_view string_to_sign);
+// "Tue, 01 Dec 2026 21:00:00 GMT" (x-ms-date).
+std::string Rfc1123Date(SystemTime when);
+
+struct AzureListPage {
+  std::vector<std::string> names;
+  std::string next_marker;
+};
+Result<AzureListPage> ParseAzureListPage(std::string_view xml);
+
+class AzureStore final : public Store {
+ public:
+  static Result<std::shared_ptr<AzureStore>> Open(const std::string& url, AzureStoreOptions options,
+                                                  const EnvLookup& env = ProcessEnv());
+
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
+  Result<std::vector<std::string>> List(std::string_view prefix) override;
+  std::string Describe(std::string_view key) const override;
+
+  std::string container_url() const { return container_url_; }
+  bool anonymous() const { return !source_; }
+  // Which credentials sign the requests; "" when anonymous. Never the secret itself.
+  std::string credentials_source() const { return source_ ? source_->Describe() : ""; }
+  TransportStats transport_stats() const { return transport_->stats(); }
+
+ private:
+  AzureStore() = default;
+  std::string BlobName(std::string_view key) const;
+  // Query pairs -> the URL to send (SAS parameters appended) for a path below the origin.
+  std::string Url(const std::string& path, const QueryPairs& query) const;
+  void Authorize(HttpRequest& request, std::string path, QueryPairs query) const;
+
+  AzureUrl location_;
+  std::string account_;
+  std::string origin_;          // scheme://authority
+  std::string container_path_;  // "/container", or "/account/container" for the emulator
+  std::string container_url_;
+  std::shared_ptr<const AzureCredentialSource> source_;  // null: anonymous
+  std::shared_ptr<AzureToken> token_;                    // the sources that fetch tokens
+  std::shared_ptr<CurlTransport> transport_;
+  uint64_t max_body_bytes_ = kDefaultMaxBodyBytes;
+};
+
+}  // namespace insitubatch

@@ -1,0 +1,73 @@
+#pragma once
+
+// GcsStore: gs://bucket/prefix on Google Cloud Storage. Objects are read over the XML API
+// (GET <endpoint>/<bucket>/<object>, Range for byte ranges; 404 is a missing key) and
+// listed over the JSON API (GET <endpoint>/storage/v1/b/<bucket>/o, paginated). Requests
+// carry "Authorization: Bearer <token>" with a token gcs_credentials.h finds (an argument,
+// a service-account or gcloud key file, the metadata server), or nothing with
+// skip_signature (public buckets). `endpoint` (or STORAGE_EMULATOR_HOST) points at an
+// emulator.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "insitubatch/io/aws/aws_credentials.h"  // EnvLookup
+#include "insitubatch/io/aws/s3_request.h"       // BucketUrl
+#include "insitubatch/io/gcs/gcs_credentials.h"
+#include "insitubatch/io/http/curl_transport.h"
+#include "insitubatch/io/store.h"
+
+namespace insitubatch {
+
+struct GcsStoreOptions {
+  std::string endpoint;  // "" = STORAGE_EMULATOR_HOST, else https://storage.googleapis.com
+  bool skip_signature = false;
+  std::string token;                 // OAuth2 access token (secret); "" = GOOGLE_OAUTH_ACCESS_TOKEN
+  std::string service_account_key;   // a key file's JSON text (secret)
+  std::string service_account_path;  // a key file
+  TransportOptions transport;
+  uint64_t max_body_bytes = kDefaultMaxBodyBytes;
+};
+
+struct GcsListPage {
+  std::vector<std::string> names;
+  std::string next_page_token;
+};
+// Parses a JSON API objects.list reply ({"items": [{"name": ...}], "nextPageToken":
+// ...}).
+Result<GcsListPage> ParseGcsListPage(std::string_view json);
+
+class GcsStore final : public Store {
+ public:
+  static Result<std::shared_ptr<GcsStore>> Open(const std::string& url, GcsStoreOptions options,
+                                                const EnvLookup& env = ProcessEnv());
+
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
+  Result<std::vector<std::string>> List(std::string_view prefix) override;
+  std::string Describe(std::string_view key) const override;
+
+  std::string endpoint_url() const { return origin_ + base_path_; }
+  bool anonymous() const { return token_ == nullptr; }
+  // Where the token comes from ("the token argument", "service account x (file ...)", ...);
+  // "" when anonymous. Never the token.
+  std::string credentials_source() const { return token_ ? token_->source() : ""; }
+  TransportStats transport_stats() const { return transport_->stats(); }
+
+ private:
+  GcsStore() = default;
+  std::string ObjectKey(std::string_view key) const;
+
+  BucketUrl location_;
+  std::string origin_;     // scheme://authority
+  std::string base_path_;  // the endpoint's own path ("" for Google)
+  // Adds the Authorization line (a fresh token) to each attempt; none when anonymous.
+  void Authorize(HttpRequest& request) const;
+
+  std::shared_ptr<GcsToken> token_;  // null: anonymous
+  std::shared_ptr<CurlTransport> transport_;
+  uint64_t max_body_bytes_ = kDefaultMaxBodyBytes;
+};
+
+}  // namespace insitubatch
