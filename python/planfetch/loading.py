@@ -84,10 +84,10 @@ class PrefetchCoordinator:
         self.batches_ahead, self.batches_back, self.prune_every = batches_ahead, batches_back, prune_every
         self.prune_mode, self.prune_backend = prune_mode, prune_backend
         self.plan: PlanView | None = None
-        self._native = None
-        self._native_pid = None
+        self._native: Any = None  # the native _ext.Prefetcher, made in the process that uses it
+        self._native_pid: int | None = None
 
-    def _prefetcher(self):
+    def _prefetcher(self) -> Any:
         import os
 
         cache = self.cache._cache()
