@@ -4,7 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "insitubatch/cache/cache_testutil.h"
+#include "insitubatch/util/temp_dir_testutil.h"
 
 namespace insitubatch::cache {
 namespace {

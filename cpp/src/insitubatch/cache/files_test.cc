@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <vector>
 
-#include "insitubatch/cache/cache_testutil.h"
+#include "insitubatch/util/temp_dir_testutil.h"
 
 namespace insitubatch::cache {
 namespace {

@@ -2,8 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include "insitubatch/cache/cache_testutil.h"
 #include "insitubatch/cache/files.h"
+#include "insitubatch/util/temp_dir_testutil.h"
 
 namespace insitubatch::cache {
 namespace {

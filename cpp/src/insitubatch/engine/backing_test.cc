@@ -5,15 +5,15 @@
 #include <filesystem>
 #include <numeric>
 
-#include "insitubatch/cache/cache_testutil.h"
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/engine_testutil.h"
+#include "insitubatch/util/temp_dir_testutil.h"
 
 namespace insitubatch::engine {
 namespace {
 
 namespace fs = std::filesystem;
-using cache::testing::TempDir;
+using insitubatch::testing::TempDir;
 using testing::FaultStore;
 using testing::IotaValue;
 using testing::WriteIotaArray;

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "insitubatch/util/temp_dir_testutil.h"
+
 namespace insitubatch {
 namespace {
 
@@ -21,12 +23,7 @@ using ::testing::HasSubstr;
 
 class FileStoreTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "insitu_file_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(root_); }
+  void SetUp() override { root_ = dir_.path(); }
 
   void Write(const std::string& key, const std::string& bytes) {
     const fs::path p = fs::path(root_) / key;
@@ -39,6 +36,7 @@ class FileStoreTest : public ::testing::Test {
     return store.ok() ? std::move(store).value() : nullptr;
   }
 
+  insitubatch::testing::TempDir dir_;
   std::string root_;
 };
 

@@ -17,6 +17,7 @@
 
 #include "insitubatch/io/file_store.h"
 #include "insitubatch/io/memory_store.h"
+#include "insitubatch/util/temp_dir_testutil.h"
 
 namespace insitubatch {
 namespace {
@@ -54,12 +55,6 @@ struct Backend {
   std::function<std::shared_ptr<Store>(const std::vector<std::pair<std::string, std::string>>&)> make;
 };
 
-std::string MakeTempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "insitu_store_XXXXXX").string();
-  char* dir = ::mkdtemp(tmpl.data());
-  return dir == nullptr ? std::string() : std::string(dir);
-}
-
 Backend MemoryBackend() {
   return {"memory", [](const auto& objects) {
             auto store = std::make_shared<MemoryStore>();
@@ -70,7 +65,8 @@ Backend MemoryBackend() {
 
 Backend FileBackend() {
   return {"file", [](const auto& objects) {
-            const std::string root = MakeTempDir();
+            auto dir = std::make_shared<insitubatch::testing::TempDir>();
+            const std::string root = dir->path();
             for (const auto& [k, v] : objects) {
               const std::filesystem::path p = std::filesystem::path(root) / k;
               std::filesystem::create_directories(p.parent_path());
@@ -81,9 +77,9 @@ Backend FileBackend() {
             // The directory goes away with the store.
             std::shared_ptr<FileStore> owned = std::move(store).value();
             FileStore* raw = owned.get();
-            return std::shared_ptr<Store>(raw, [owned, root](Store*) mutable {
+            return std::shared_ptr<Store>(raw, [owned, dir](Store*) mutable {
               owned.reset();
-              std::filesystem::remove_all(root);
+              dir.reset();
             });
           }};
 }

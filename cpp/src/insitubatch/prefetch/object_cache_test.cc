@@ -6,16 +6,16 @@
 #include <fstream>
 #include <thread>
 
-#include "insitubatch/cache/cache_testutil.h"
 #include "insitubatch/io/counting_store.h"
 #include "insitubatch/io/memory_store.h"
 #include "insitubatch/prefetch/prefetcher.h"
+#include "insitubatch/util/temp_dir_testutil.h"
 
 namespace insitubatch::prefetch {
 namespace {
 
 namespace fs = std::filesystem;
-using cache::testing::TempDir;
+using insitubatch::testing::TempDir;
 
 struct Fixture {
   TempDir dir;

@@ -13,6 +13,7 @@
 
 #include "insitubatch/io/file_store.h"
 #include "insitubatch/io/memory_store.h"
+#include "insitubatch/util/temp_dir_testutil.h"
 
 namespace insitubatch::zarr {
 namespace {
@@ -228,12 +229,8 @@ TEST(ArrayTest, ReadsZarrPythonShardedStores) {
 
 class FileArrayTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "insitu_array_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(root_); }
+  void SetUp() override { root_ = dir_.path(); }
+  insitubatch::testing::TempDir dir_;
   std::string root_;
 };
 

@@ -8,6 +8,8 @@
 #include <fstream>
 #include <map>
 
+#include "insitubatch/util/temp_dir_testutil.h"
+
 namespace insitubatch {
 namespace {
 
@@ -18,13 +20,10 @@ using ::testing::Not;
 class AwsConfigTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "insitu_aws_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    home_ = tmpl;
+    home_ = dir_.path();
     fs::create_directories(home_ + "/.aws");
     env_["HOME"] = home_;
   }
-  void TearDown() override { fs::remove_all(home_); }
 
   void WriteFile(const std::string& rel, const std::string& text) { std::ofstream(home_ + "/" + rel) << text; }
   EnvLookup Env() {
@@ -36,6 +35,7 @@ class AwsConfigTest : public ::testing::Test {
   }
   Result<AwsConfig> Resolve(AwsConfigRequest r = {}) { return ResolveAwsConfig(r, Env()); }
 
+  insitubatch::testing::TempDir dir_;
   std::string home_;
   std::map<std::string, std::string> env_;
 };

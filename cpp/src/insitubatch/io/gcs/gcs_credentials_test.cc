@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "insitubatch/io/http/http_testutil.h"
+#include "insitubatch/util/temp_dir_testutil.h"
 
 namespace insitubatch {
 namespace {
@@ -23,12 +24,9 @@ using ::testing::Not;
 class GcsCredentialsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    std::string tmpl = (fs::temp_directory_path() / "insitu_gcs_XXXXXX").string();
-    ASSERT_NE(::mkdtemp(tmpl.data()), nullptr);
-    home_ = tmpl;
+    home_ = dir_.path();
     env_["HOME"] = home_;
   }
-  void TearDown() override { fs::remove_all(home_); }
   EnvLookup Env() {
     return [this](std::string_view name) -> std::optional<std::string> {
       auto it = env_.find(std::string(name));
@@ -43,6 +41,7 @@ class GcsCredentialsTest : public ::testing::Test {
     std::ofstream(path) << text;
     return path.string();
   }
+  insitubatch::testing::TempDir dir_;
   std::string home_;
   std::map<std::string, std::string> env_;
 };

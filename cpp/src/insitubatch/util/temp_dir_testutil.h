@@ -1,16 +1,19 @@
 #pragma once
 
-// A fresh directory under $TMPDIR for one test, removed (with its contents) afterwards.
+// A fresh directory under $TMPDIR for one test, removed (with its contents) afterwards: the
+// one temporary-directory helper of every layer's tests.
+
+#include <stdlib.h>
 
 #include <filesystem>
 #include <string>
 
-namespace insitubatch::cache::testing {
+namespace insitubatch::testing {
 
 class TempDir {
  public:
   TempDir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "insitu-cache-XXXXXX").string();
+    std::string pattern = (std::filesystem::temp_directory_path() / "insitu-test-XXXXXX").string();
     path_ = ::mkdtemp(pattern.data());
   }
   ~TempDir() {
@@ -24,4 +27,4 @@ class TempDir {
   std::string path_;
 };
 
-}  // namespace insitubatch::cache::testing
+}  // namespace insitubatch::testing
