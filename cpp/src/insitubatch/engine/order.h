@@ -4,11 +4,10 @@
 // blocks. Pure functions of (chunk ids, seed, epoch), so any epoch's order can be
 // recomputed (resume, distributed ranks, eviction by next use).
 //
-// Determinism: one portable RNG (xoshiro256** seeded through SplitMix64 from
-// (seed, epoch, stream)) and our own bounded-integer draw, so the order is identical on
-// every platform and standard library. It is not numpy's PCG64 stream: the Python package
-// builds its shuffled orders with numpy instead (insitubatch/shuffle.py), draw for draw the
-// original insitubatch's, and hands them to the engine; these builders serve C++ callers.
+// The shuffled order is built in Python with numpy (insitubatch/shuffle.py), draw for draw
+// the original insitubatch's, and handed to the engine; the sequential order, the window-edge
+// filter and the shuffle-quality score are here. (The engine's tests build shuffled orders
+// with their own portable RNG: engine/order_testutil.h.)
 
 #include <cstdint>
 #include <span>
@@ -17,18 +16,6 @@
 #include "insitubatch/util/status.h"
 
 namespace insitubatch::engine {
-
-class Rng {
- public:
-  Rng(uint64_t seed, uint64_t epoch, uint64_t stream = 0);
-  uint64_t Next();
-  // Uniform in [0, bound) without modulo bias (Lemire's method). Bounds 0 and 1 give 0
-  // without consuming a draw.
-  uint64_t Below(uint64_t bound);
-
- private:
-  uint64_t state_[4];
-};
 
 // The rows of one epoch on the anchor grid. Rows of block b are
 // [block_start[b], block_start[b + 1]); block_start has n_blocks + 1 entries.
@@ -42,24 +29,17 @@ struct EpochOrder {
   int64_t anchor(size_t row, int64_t spc) const { return chunk[row] * spc + within[row]; }
 };
 
-// The RNG stream of the row shuffle inside blocks (seeded (seed, epoch, 7919), as the original's).
-inline constexpr uint64_t kRowShuffleStream = 7919;
-
 // InvalidArgument unless spc >= 1, n_samples >= 0, block_chunks >= 1, and `chunk_ids` are
 // distinct ids on the anchor grid [0, ceil(n_samples / spc)). The order builders below
 // assume these (they drop rows of off-grid ids rather than fail); callers that take ids
 // from users (the Python binding) check first.
 Status CheckOrderArgs(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks);
 
-// A permutation of `chunk_ids` keyed by (seed, epoch).
-std::vector<int64_t> ChunkPermutation(std::span<const int64_t> chunk_ids, uint64_t seed, uint64_t epoch);
-
-// Two-level block-local shuffle: permute the chunks, cut the permutation into
-// blocks of `block_chunks` chunks, and shuffle each block's rows with a second RNG stream
-// shared across blocks. A short final chunk (n_samples not a multiple of spc) contributes
-// only its real rows.
-EpochOrder BlockShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks,
-                              uint64_t seed, uint64_t epoch);
+// Rows the anchor grid holds in chunk `c`: spc, fewer for the short final chunk, none
+// for an id off the grid.
+int64_t RowsOf(int64_t c, int64_t spc, int64_t n_samples);
+// The rows of all of `chunk_ids`.
+int64_t TotalRows(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples);
 
 // Chunks in the given order, `within` ascending; blocks of `block_chunks` chunks.
 EpochOrder SequentialOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks);

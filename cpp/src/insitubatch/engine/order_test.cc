@@ -10,8 +10,15 @@
 #include <string>
 #include <vector>
 
+#include "insitubatch/engine/order_testutil.h"
+
 namespace insitubatch::engine {
 namespace {
+
+using testing::BlockShuffledOrder;
+using testing::ChunkPermutation;
+using testing::kRowShuffleStream;
+using testing::Rng;
 
 std::vector<int64_t> Iota(int64_t n) {
   std::vector<int64_t> v(static_cast<size_t>(n));

@@ -8,9 +8,12 @@
 
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/engine_testutil.h"
+#include "insitubatch/engine/order_testutil.h"
 
 namespace insitubatch::engine {
 namespace {
+
+using testing::BlockShuffledOrder;
 
 using testing::FaultStore;
 using testing::IotaValue;
