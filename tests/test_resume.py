@@ -124,7 +124,7 @@ def test_a_sharded_view_resumes_its_own_share(store_path):
 
 
 WORKER = textwrap.dedent("""
-    import json, os, sys
+    import itertools, json, os, sys
     import numpy as np
     import insitubatch as ib
     store, out = sys.argv[1], sys.argv[2]
@@ -139,8 +139,10 @@ WORKER = textwrap.dedent("""
         log["starts"] += 1
     else:
         ds.set_epoch(5)
-    for batch in ds.train:
-        log["batches"].append([batch.sample_indices.tolist(), batch.arrays["y_next"].tolist()])
+    views = [ds.train, ds.val][:int(sys.argv[3])]  # the shuffled view, and the sequential one beside it
+    for step in itertools.zip_longest(*views):
+        batch = [[b.sample_indices.tolist(), b.arrays["y_next"].tolist()] for b in step if b is not None]
+        log["batches"].append(batch)
         log["state"] = ds.state_dict()
         with open(out + ".tmp", "w") as f:  # the batch and the state land together, or neither
             json.dump(log, f)
@@ -150,23 +152,25 @@ WORKER = textwrap.dedent("""
 """)
 
 
-def test_resume_after_sigkill_at_a_random_batch_yields_exactly_the_rest(store_path, tmp_path):
+@pytest.mark.parametrize("views", ["1", "2"])  # train alone; train (shuffled) and val (sequential) at once
+def test_resume_after_sigkill_at_a_random_batch_yields_exactly_the_rest(store_path, tmp_path, views):
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     reference, out = tmp_path / "reference.json", tmp_path / "run.json"
-    subprocess.run([sys.executable, str(script), store_path, str(reference)], check=True, capture_output=True)
+    subprocess.run([sys.executable, str(script), store_path, str(reference), views], check=True, capture_output=True)
     expected = json.loads(reference.read_text())["batches"]
     rng = np.random.default_rng(int(time.time()))
     kills = 0
     for kill_after in sorted(rng.choice(np.arange(1, len(expected) - 1), size=2, replace=False)):
-        proc = subprocess.Popen([sys.executable, str(script), store_path, str(out)], stdout=subprocess.PIPE, text=True)
+        proc = subprocess.Popen([sys.executable, str(script), store_path, str(out), views], stdout=subprocess.PIPE,
+                                text=True)
         for line in proc.stdout:
             if line.strip() == "done" or int(line) >= kill_after:
                 break
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         kills += proc.returncode == -signal.SIGKILL
-    subprocess.run([sys.executable, str(script), store_path, str(out)], check=True, capture_output=True)
+    subprocess.run([sys.executable, str(script), store_path, str(out), views], check=True, capture_output=True)
     log = json.loads(out.read_text())
     assert kills >= 1 and log["starts"] >= 2
     assert log["batches"] == expected
