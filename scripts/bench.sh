@@ -6,8 +6,8 @@
 #   scripts/bench.sh --no-setup ...   skip scripts/setup.sh (the caller already ran it)
 #   scripts/bench.sh --smoke --out D  any other arguments go to bench/suite/run.py
 # Setup: scripts/setup.sh (the package), torch at scripts/test_frameworks.sh's pin, the
-# peers of bench/requirements.txt in .venv, and .venv-orig (a Python 3.12) with the PyPI
-# insitubatch of bench/requirements-orig.txt. Idempotent: stamp files skip current installs.
+# peers of requirements/bench.txt in .venv, and .venv-orig (a Python 3.12) with the PyPI
+# insitubatch of requirements/bench-orig.txt. Idempotent: stamp files skip current installs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,18 +26,18 @@ stamp_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
 
 # torch: the one pin scripts/test_frameworks.sh installs, never another build.
 if ! "$PY" -c "import torch" >/dev/null 2>&1; then
-  pin=$(grep -o '"torch==[^"]*"' scripts/test_frameworks.sh | tr -d '"')
+  pin=$(grep -o '^torch==[^ ]*' requirements/frameworks.txt)
   echo "bench: installing $pin into .venv"
   "$PY" -m pip install -q "$pin"
 fi
 
 # The peers and plotting, constrained to the numpy/zarr/torch the package was built against.
-want=$(stamp_of bench/requirements.txt)
+want=$(stamp_of requirements/bench.txt)
 if [[ $(cat .venv/.bench-requirements.sha 2>/dev/null) != "$want" ]]; then
-  echo "bench: installing bench/requirements.txt into .venv"
+  echo "bench: installing requirements/bench.txt into .venv"
   constraints=$(mktemp)
   "$PY" -m pip freeze | grep -iE '^(numpy|zarr|numcodecs|torch)==' > "$constraints" || true
-  "$PY" -m pip install -q -r bench/requirements.txt -c "$constraints"
+  "$PY" -m pip install -q -r requirements/bench.txt -c "$constraints"
   rm -f "$constraints"
   echo "$want" > .venv/.bench-requirements.sha
 fi
@@ -60,11 +60,11 @@ else
     echo "bench: creating .venv-orig with $py312"
     "$py312" -m venv .venv-orig
   fi
-  want=$(stamp_of bench/requirements-orig.txt)
+  want=$(stamp_of requirements/bench-orig.txt)
   if [[ $(cat .venv-orig/.requirements.sha 2>/dev/null) != "$want" ]]; then
-    echo "bench: installing bench/requirements-orig.txt into .venv-orig"
+    echo "bench: installing requirements/bench-orig.txt into .venv-orig"
     .venv-orig/bin/python -m pip install -q --upgrade pip
-    .venv-orig/bin/python -m pip install -q -r bench/requirements-orig.txt
+    .venv-orig/bin/python -m pip install -q -r requirements/bench-orig.txt
     echo "$want" > .venv-orig/.requirements.sha
   fi
 fi

@@ -23,7 +23,7 @@ if ! command -v nginx >/dev/null && [[ ! -x /usr/sbin/nginx ]]; then
 fi
 
 if ! .venv/bin/python -c "import obstore" 2>/dev/null; then
-  echo "bench_http_setup: installing bench/requirements-http.txt into .venv"
-  .venv/bin/python -m pip install -q -r bench/requirements-http.txt
+  echo "bench_http_setup: installing requirements/bench-http.txt into .venv"
+  .venv/bin/python -m pip install -q -r requirements/bench-http.txt
 fi
 echo "bench_http_setup: ready (nginx: $( (nginx -v 2>&1 || /usr/sbin/nginx -v 2>&1) | sed 's/.*version: //'))"

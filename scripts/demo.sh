@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 .venv/bin/python examples/quickstart_local.py "$@"
 if ! .venv/bin/python -c "import torch" >/dev/null 2>&1; then
-  echo "demo: installing torch==2.13.0 (CPU) into .venv for the planfetch demo"
-  .venv/bin/python -m pip install -q "torch==2.13.0"
+  pin=$(grep -o '^torch==[^ ]*' requirements/frameworks.txt)  # the one torch build the tests use
+  echo "demo: installing $pin (CPU) into .venv for the planfetch demo"
+  .venv/bin/python -m pip install -q "$pin"
 fi
 exec .venv/bin/python examples/planfetch_s3_demo.py

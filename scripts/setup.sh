@@ -30,11 +30,11 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PYTHON" -m venv .venv
 fi
 stamp=.venv/.requirements-dev.sha
-want=$(sha256sum requirements-dev.txt | cut -d' ' -f1)
+want=$(sha256sum requirements/dev.txt | cut -d' ' -f1)
 if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
   echo "setup: installing Python build and test dependencies"
   .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -r requirements-dev.txt
+  .venv/bin/python -m pip install -q -r requirements/dev.txt
   echo "$want" > "$stamp"
 fi
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the framework adapter tests, one framework per pytest process: torch, JAX and
 # TensorFlow load duplicate OpenMP/XLA/protobuf runtimes and must not share a process.
-#   torch (CPU) and JAX (CPU)  -> the main virtualenv .venv (installed here if missing)
+#   torch (CPU), JAX (CPU), Ray -> the main virtualenv .venv (installed here if missing)
 #   TensorFlow (tensorflow-cpu) -> its own virtualenv .venv-tf, with insitubatch installed
 #                                  from a wheel of this tree
 # Idempotent: stamp files skip installs that are already current.
@@ -14,35 +14,29 @@ if [[ ${1:-} != "--no-setup" ]]; then
   scripts/setup.sh
 fi
 
-TORCH_REQS=("torch==2.13.0" "jax" "jaxlib" "pytorch-lightning>=2.4" "torchdata==0.11.0" "ray[data]==2.60.0")  # torch 2.13.0's CPU build lies on this machine's disk
-TF_REQS=("tensorflow-cpu>=2.16" "numpy>=1.26" "zarr>=3.1,<4" "numcodecs>=0.16" "crc32c>=2.7"
-         "pytest>=8" "pytest-timeout>=2.3")
 PY=.venv/bin/python
 TFPY=.venv-tf/bin/python
 
-stamp_of() { printf '%s\n' "$@" | sha256sum | cut -d' ' -f1; }
+# What each environment installs lies in requirements/ (frameworks.txt, examples*.txt, tf.txt).
+stamp_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
 
 # -- torch + JAX in the main virtualenv (never imported in one process) ---------------------
 have_frameworks() {
   "$PY" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('torch') and u.find_spec('jax')))"
 }
-want=$(stamp_of "${TORCH_REQS[@]}")
+want=$(stamp_of requirements/frameworks.txt)
 if [[ $(cat .venv/.frameworks.sha 2>/dev/null) != "$want" ]] || ! have_frameworks; then
-  echo "test_frameworks: installing ${TORCH_REQS[*]} into .venv"
-  "$PY" -m pip install -q "${TORCH_REQS[@]}"
+  echo "test_frameworks: installing requirements/frameworks.txt into .venv"
+  "$PY" -m pip install -q -r requirements/frameworks.txt
   echo "$want" > .venv/.frameworks.sha
 fi
 
-# -- what the microscopy example needs beside torch: ome-zarr (to write OME-NGFF) and
-# scikit-image (the Otsu baseline). ome-zarr is installed without its dependencies: its
-# fsspec[s3] extra would pull aiobotocore, which pins a botocore older than boto3's.
-EXAMPLE_REQS=("dask" "toolz" "scikit-image" "deprecated" "pydantic" "rangehttpserver" "requests" "aiohttp")
-EXAMPLE_NODEPS=("ome-zarr==0.18.0" "ome-zarr-models==1.7")
-want=$(stamp_of "${EXAMPLE_REQS[@]}" "${EXAMPLE_NODEPS[@]}")
+# -- what the examples need beside torch ----------------------------------------------------
+want=$(stamp_of requirements/examples.txt requirements/examples-nodeps.txt)
 if [[ $(cat .venv/.examples.sha 2>/dev/null) != "$want" ]]; then
   echo "test_frameworks: installing the examples' dependencies into .venv"
-  "$PY" -m pip install -q "${EXAMPLE_REQS[@]}"
-  "$PY" -m pip install -q --no-deps "${EXAMPLE_NODEPS[@]}"
+  "$PY" -m pip install -q -r requirements/examples.txt
+  "$PY" -m pip install -q --no-deps -r requirements/examples-nodeps.txt
   echo "$want" > .venv/.examples.sha
 fi
 
@@ -51,11 +45,11 @@ if [[ ! -x $TFPY ]]; then
   echo "test_frameworks: creating .venv-tf"
   "${PYTHON:-python3}" -m venv .venv-tf
 fi
-want=$(stamp_of "${TF_REQS[@]}")
+want=$(stamp_of requirements/tf.txt)
 if [[ $(cat .venv-tf/.requirements.sha 2>/dev/null) != "$want" ]]; then
-  echo "test_frameworks: installing ${TF_REQS[*]} into .venv-tf"
+  echo "test_frameworks: installing requirements/tf.txt into .venv-tf"
   "$TFPY" -m pip install -q --upgrade pip
-  "$TFPY" -m pip install -q "${TF_REQS[@]}"
+  "$TFPY" -m pip install -q -r requirements/tf.txt
   echo "$want" > .venv-tf/.requirements.sha
 fi
 

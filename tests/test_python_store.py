@@ -25,7 +25,7 @@ from insitubatch.bridge import _location
 
 try:
     import icechunk
-except ImportError:  # requirements-dev.txt installs it; without it only its tests skip
+except ImportError:  # requirements/dev.txt installs it; without it only its tests skip
     icechunk = None
 needs_icechunk = pytest.mark.skipif(icechunk is None, reason="icechunk is not installed")
 
