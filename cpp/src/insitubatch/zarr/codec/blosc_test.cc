@@ -31,21 +31,6 @@ class BloscCodecTest : public ::testing::Test {
       MakeBytesToBytes("blosc", {{"cname", "lz4"}, {"clevel", 5}, {"shuffle", "shuffle"}}, repr_);
 };
 
-TEST_F(BloscCodecTest, RoundTripsEveryCompressorAndShuffle) {
-  for (const char* cname : {"lz4", "lz4hc", "zstd", "zlib", "blosclz"}) {
-    for (const char* shuffle : {"noshuffle", "shuffle", "bitshuffle"}) {
-      for (const char* dtype : {"uint8", "int16", "float32", "float64"}) {
-        const ArrayRepr repr = MakeRepr(dtype, {33, 65});
-        Json codecs = Json::array(
-            {Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-             Json{{"name", "blosc"},
-                  {"configuration", {{"cname", cname}, {"clevel", 5}, {"shuffle", shuffle}, {"blocksize", 0}}}}});
-        ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), 3));
-      }
-    }
-  }
-}
-
 TEST_F(BloscCodecTest, AcceptsNumcodecsSpelling) {
   for (int shuffle : {-1, 0, 1, 2}) {
     Json codecs = Json::array(

@@ -24,17 +24,6 @@ class Lz4CodecTest : public ::testing::Test {
   std::shared_ptr<const BytesToBytesCodec> codec_ = MakeBytesToBytes("numcodecs.lz4", {{"acceleration", 1}}, repr_);
 };
 
-TEST_F(Lz4CodecTest, RoundTripsThroughChains) {
-  for (int acceleration : {1, 4, 100}) {
-    for (const char* dtype : {"uint8", "int64", "float32"}) {
-      const ArrayRepr repr = MakeRepr(dtype, {13, 17});
-      Json codecs = Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-                                 Json{{"name", "numcodecs.lz4"}, {"configuration", {{"acceleration", acceleration}}}}});
-      ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), 5));
-    }
-  }
-}
-
 TEST_F(Lz4CodecTest, WritesLittleEndianSizeHeader) {
   const auto stored = Encoded(data_);
   EXPECT_EQ(stored[0], std::byte{0x00});

@@ -43,20 +43,6 @@ class ZstdCodecTest : public ::testing::Test {
   std::vector<std::byte> data_ = FieldBytes(1024);
 };
 
-TEST_F(ZstdCodecTest, RoundTripsThroughChains) {
-  for (const char* dtype : {"uint8", "int16", "float32", "float64", "complex128"}) {
-    for (int level : {-5, 0, 1, 9, 19}) {
-      for (bool checksum : {false, true}) {
-        const ArrayRepr repr = MakeRepr(dtype, {7, 9, 5});
-        Json codecs =
-            Json::array({Json{{"name", "bytes"}, {"configuration", {{"endian", "little"}}}},
-                         Json{{"name", "zstd"}, {"configuration", {{"level", level}, {"checksum", checksum}}}}});
-        ExpectRoundTrip(codecs, repr, FieldBytes(repr.nbytes(), level + 10));
-      }
-    }
-  }
-}
-
 TEST_F(ZstdCodecTest, ChecksumFlagIsWritten) {
   auto with = MakeBytesToBytes("zstd", {{"level", 1}, {"checksum", true}}, repr_);
   auto without = MakeBytesToBytes("zstd", {{"level", 1}, {"checksum", false}}, repr_);
