@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     # The Lightning callback imports Lightning (and so torch): only when it is asked for.
     if name == "S3PrefetchLightningCallback":
         from .lightning import S3PrefetchLightningCallback

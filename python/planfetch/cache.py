@@ -55,24 +55,25 @@ class _Boto3Store:
 
     supports_partial_writes = False
 
-    def __init__(self, client, bucket: str, pool: ThreadPoolExecutor) -> None:
+    def __init__(self, client: Any, bucket: str, pool: ThreadPoolExecutor) -> None:
         self.client, self.bucket, self.pool = client, bucket, pool
 
-    def _get(self, key: str):
+    def _get(self, key: str) -> bytes | None:
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            data: bytes = self.client.get_object(Bucket=self.bucket, Key=key)["Body"].read()
+            return data
         except Exception as exc:  # noqa: BLE001
             code = getattr(exc, "response", {}).get("Error", {}).get("Code")
             if code in ("NoSuchKey", "404", "NotFound"):
                 return None
             raise
 
-    async def get(self, key, prototype=None, byte_range=None):
+    async def get(self, key: str, prototype: Any = None, byte_range: Any = None) -> bytes | None:
         import asyncio
 
         return await asyncio.get_running_loop().run_in_executor(self.pool, self._get, key)
 
-    async def list_prefix(self, prefix):  # never used by the cache
+    async def list_prefix(self, prefix: str) -> list[str]:  # never used by the cache
         return []
 
     def __repr__(self) -> str:
@@ -116,7 +117,7 @@ class SharedDiskCache:
         self._boto_pool: ThreadPoolExecutor | None = None
 
     # -- stores ----------------------------------------------------------------------------
-    def _store_for(self, prefix: str):
+    def _store_for(self, prefix: str) -> Any:
         if prefix.startswith(("s3://", "s3a://")):
             if not self.use_rust:
                 return self._boto3_store(prefix)
@@ -130,7 +131,7 @@ class SharedDiskCache:
         raise InvalidArgumentError(
             f"unsupported URI scheme in {prefix!r}: SharedDiskCache reads s3://, gs://, http(s):// and file://")
 
-    def _boto3_store(self, prefix: str):
+    def _boto3_store(self, prefix: str) -> Any:
         client = self.s3_client
         if client is None:
             try:
@@ -142,7 +143,7 @@ class SharedDiskCache:
             self._boto_pool = ThreadPoolExecutor(self.download_threads, thread_name_prefix="planfetch-boto3")
         return _ext_python_store(_Boto3Store(client, prefix.split("://", 1)[1].rstrip("/"), self._boto_pool))
 
-    def _cache(self):
+    def _cache(self) -> Any:
         """The native cache, re-opened in a forked child (the parent's threads are not there)."""
         if self._pid != os.getpid():
             with self._lock:
@@ -174,14 +175,14 @@ class SharedDiskCache:
     # -- the seed's API --------------------------------------------------------------------
     def local_path(self, uri: str) -> str:
         """Where ``uri`` lives under cache_dir (whether or not it is there yet)."""
-        return self._cache().local_path(uri)
+        return str(self._cache().local_path(uri))
 
     def ensure_local(self, uri: str) -> str:
         """The local path of ``uri``, downloaded first unless it is already there (or another
         worker is downloading it: then this waits for that)."""
         cache = self._cache()
         self._register(uri)
-        return cache.ensure_local(uri)
+        return str(cache.ensure_local(uri))
 
     def prefetch(self, uris: Iterable[str]) -> None:
         """Starts the downloads of ``uris`` not on disk yet; returns at once."""
@@ -212,7 +213,7 @@ class SharedDiskCache:
     def __enter__(self) -> "SharedDiskCache":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     # -- processes -------------------------------------------------------------------------
@@ -233,7 +234,7 @@ class SharedDiskCache:
         return f"SharedDiskCache({self.cache_dir!r}, max_bytes={self.max_bytes})"
 
 
-def _ext_python_store(obj):
+def _ext_python_store(obj: Any) -> Any:
     from insitubatch.bridge import wrap_python_store
 
     return wrap_python_store(obj)

@@ -16,7 +16,7 @@ from insitubatch import _ext
 from insitubatch.errors import InvalidArgumentError, InvalidTypeError, NotFoundError
 
 
-class S3KeyList(Sequence):
+class S3KeyList(Sequence[str]):
     """URIs sharing a prefix, packed natively. Indexing (negative too), slicing (a new
     S3KeyList), iteration, ``len``, equality with any sequence of str, pickling."""
 
@@ -45,13 +45,13 @@ class S3KeyList(Sequence):
         return self._native.memory_bytes
 
     @property
-    def native(self):
+    def native(self) -> Any:
         return self._native
 
     def __len__(self) -> int:
         return len(self._native)
 
-    def __getitem__(self, i):
+    def __getitem__(self, i: Any) -> Any:
         if isinstance(i, slice):
             return S3KeyList([self._native[k] for k in range(*i.indices(len(self)))], prefix=self.prefix)
         try:
@@ -73,7 +73,7 @@ class S3KeyList(Sequence):
     def __hash__(self) -> int:  # mutable-free, but equal to lists: unhashable like them
         raise TypeError("unhashable type: 'S3KeyList'")
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Any, tuple[bytes]]:
         return _from_bytes, (self._native.serialize(),)
 
     def __repr__(self) -> str:
@@ -85,14 +85,15 @@ def _from_bytes(data: bytes) -> S3KeyList:
     return S3KeyList(_ext.KeyList.deserialize(data))
 
 
-def _labels_out(labels: Any):
+def _labels_out(labels: Any) -> np.ndarray | None:
     if labels is None:
         return None
     return labels if isinstance(labels, np.ndarray) else np.asarray(labels)
 
 
 def load_index_csv(path: str | os.PathLike[str], s3_uri_col: str = "s3_uri", class_col: str | None = "label",
-                   pack_uris: bool = False, compact_prefix: str | None = None):
+                   pack_uris: bool = False,
+                   compact_prefix: str | None = None) -> tuple[Any, np.ndarray | None]:
     """``(uris, labels)`` from a CSV with a header row: the ``s3_uri_col`` column and the
     ``class_col`` column (integers become an int64 array, anything else an array of str;
     ``class_col=None`` for no labels: then labels is None)."""
@@ -110,8 +111,9 @@ def load_index_csv(path: str | os.PathLike[str], s3_uri_col: str = "s3_uri", cla
     return uris, _labels_out(labels)
 
 
-def load_index_dataframe(df, s3_uri_col: str = "s3_uri", class_col: str | None = "label",
-                         pack_uris: bool = False, compact_prefix: str | None = None):
+def load_index_dataframe(df: Any, s3_uri_col: str = "s3_uri", class_col: str | None = "label",
+                         pack_uris: bool = False,
+                         compact_prefix: str | None = None) -> tuple[Any, np.ndarray | None]:
     """``(uris, labels)`` from a pandas DataFrame's columns (as :func:`load_index_csv`)."""
     columns = list(getattr(df, "columns", ()))
     for col in (s3_uri_col, class_col):

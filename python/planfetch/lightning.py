@@ -7,6 +7,8 @@ of ``lightning.pytorch``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from insitubatch.errors import MissingDependencyError
 
 try:
@@ -27,16 +29,16 @@ class S3PrefetchLightningCallback(_pl.Callback):
     run; a sequential plan is the same every time, and each validation pass re-primes its
     window when it starts iterating)."""
 
-    def __init__(self, train_controller=None, val_controller=None) -> None:
+    def __init__(self, train_controller: Any = None, val_controller: Any = None) -> None:
         super().__init__()
         self.train_controller, self.val_controller = train_controller, val_controller
         self.epochs_set: list[int] = []  # the train epochs whose plans were set, in order
 
-    def setup(self, trainer, pl_module, stage: str) -> None:
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if self.val_controller is not None:
             self.val_controller.set_epoch(trainer.current_epoch)
 
-    def on_train_epoch_start(self, trainer, pl_module) -> None:
+    def on_train_epoch_start(self, trainer: Any, pl_module: Any) -> None:
         epoch = trainer.current_epoch
         if self.train_controller is not None:
             self.train_controller.set_epoch(epoch)

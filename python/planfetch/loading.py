@@ -22,7 +22,7 @@ from .plans import PlanProvider, PlanView
 logger = logging.getLogger("planfetch")
 
 
-def _check_plan(plan) -> PlanView:
+def _check_plan(plan: Any) -> PlanView:
     if not isinstance(plan, PlanView):
         raise InvalidTypeError(f"expected a PlanView (from a provider's make_epoch_plan), got {type(plan).__name__}")
     return plan
@@ -52,7 +52,7 @@ class PlanBatchSampler:
         return self.plan.num_batches - self.start
 
 
-def _as_key_list(uris) -> S3KeyList:
+def _as_key_list(uris: Any) -> S3KeyList:
     if isinstance(uris, S3KeyList):
         return uris
     if isinstance(uris, (str, bytes)) or not isinstance(uris, Sequence):
@@ -66,7 +66,7 @@ class PrefetchCoordinator:
     ``prune_every`` batches prunes what left it (``prune_mode``: "window" deletes everything
     outside; "pressure" only the least recently used while the cache is over max_bytes)."""
 
-    def __init__(self, cache: SharedDiskCache, s3_uris, batches_ahead: int = 200, batches_back: int = 4,
+    def __init__(self, cache: SharedDiskCache, s3_uris: Any, batches_ahead: int = 200, batches_back: int = 4,
                  prune_every: int = 5, prune_mode: str = "window", prune_backend: str = "meta") -> None:
         if not isinstance(cache, SharedDiskCache):
             raise InvalidTypeError(f"cache must be a SharedDiskCache, got {type(cache).__name__}")
@@ -127,12 +127,12 @@ class PrefetchingLoader:
     iterated again without a new plan, as Lightning's validation loop does, prefetches its
     pass again)."""
 
-    def __init__(self, loader, coordinator: PrefetchCoordinator, sampler: PlanBatchSampler | None = None) -> None:
+    def __init__(self, loader: Any, coordinator: PrefetchCoordinator, sampler: PlanBatchSampler | None = None) -> None:
         self.loader = loader
         self.coordinator = coordinator
         self.sampler = sampler
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         start = self.sampler.start if self.sampler is not None else 0
         if self.coordinator.plan is not None:
             self.coordinator.prime(start)
@@ -145,7 +145,7 @@ class PrefetchingLoader:
     def __len__(self) -> int:
         return len(self.loader)
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         # The DataLoader's own attributes (dataset, batch_sampler, num_workers...): trainers
         # such as Lightning inspect them.
         if name == "loader":
@@ -185,7 +185,7 @@ class PrefetchController:
         return self.set_epoch(state["epoch"], arguments.integer("batch", state["batch"]))
 
 
-def default_image_loader(path: str):
+def default_image_loader(path: str) -> Any:
     from PIL import Image
 
     with Image.open(path) as image:
@@ -197,8 +197,9 @@ class S3PathDataset:
     labels[i])`` with ``path = cache.ensure_local(uris[i])`` (``labels=None``: the image
     alone)."""
 
-    def __init__(self, uris, labels=None, cache: SharedDiskCache | None = None,
-                 image_loader: Callable[[str], Any] | None = None, transform: Callable | None = None) -> None:
+    def __init__(self, uris: Any, labels: Any = None, cache: SharedDiskCache | None = None,
+                 image_loader: Callable[[str], Any] | None = None,
+                 transform: Callable[[Any], Any] | None = None) -> None:
         if cache is None:
             raise InvalidArgumentError("S3PathDataset needs cache= (a SharedDiskCache)")
         if labels is not None and len(labels) != len(uris):
@@ -210,7 +211,7 @@ class S3PathDataset:
     def __len__(self) -> int:
         return len(self.uris)
 
-    def __getitem__(self, i: int):
+    def __getitem__(self, i: int) -> Any:
         image = self.image_loader(self.cache.ensure_local(self.uris[i]))
         if self.transform is not None:
             image = self.transform(image)
@@ -220,10 +221,11 @@ class S3PathDataset:
         return image, (label.item() if isinstance(label, np.generic) else label)
 
 
-def build_prefetching_dataloader(dataset, s3_uris, plan_provider: PlanProvider, cache: SharedDiskCache,
+def build_prefetching_dataloader(dataset: Any, s3_uris: Any, plan_provider: PlanProvider, cache: SharedDiskCache,
                                  num_workers: int = 0, batches_ahead: int = 200, batches_back: int = 4,
                                  prune_every: int = 5, prune_mode: str = "window", prune_backend: str = "meta",
-                                 persistent_workers: bool = False, pin_memory: bool = False, **loader_kwargs):
+                                 persistent_workers: bool = False, pin_memory: bool = False,
+                                 **loader_kwargs: Any) -> tuple[PrefetchingLoader, PrefetchController]:
     """``(loader, controller)``: a DataLoader over ``dataset`` fed by the plan (epoch 0 to
     begin with), wrapped so the prefetch window follows it. Call ``controller.set_epoch(e)``
     before each epoch."""

@@ -9,7 +9,7 @@ batch pads it with -1 (the sampler drops them).
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -53,18 +53,18 @@ class PlanView:
 
     @property
     def num_batches(self) -> int:
-        return self.matrix.shape[0]
+        return int(self.matrix.shape[0])
 
     @property
     def batch_size(self) -> int:
-        return self.matrix.shape[1]
+        return int(self.matrix.shape[1])
 
     def __len__(self) -> int:
         return self.num_batches
 
     def batch(self, i: int) -> np.ndarray:
         """Batch ``i``'s sample indices (padding removed)."""
-        row = self.matrix[i]
+        row: np.ndarray = self.matrix[i]
         return row[row >= 0]
 
     def __getitem__(self, i: int) -> np.ndarray:
@@ -140,7 +140,7 @@ class ShuffleOncePerEpochPlanProvider(PlanProvider):
                                   self.batch_size)
 
 
-def _class_pools(labels) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _class_pools(labels: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(classes, pool starts, indices grouped by class): each class's pool built once."""
     labels = np.asarray(labels)
     if labels.ndim != 1 or labels.size == 0:
@@ -176,7 +176,7 @@ class StreamingStratifiedBatchPlanProvider(PlanProvider):
 
     _BLOCK = 1 << 17  # slots placed per step: bounds the memory beyond the plan itself
 
-    def __init__(self, labels, batch_size: int, epoch_samples: int, seed: int = 0) -> None:
+    def __init__(self, labels: Any, batch_size: int, epoch_samples: int, seed: int = 0) -> None:
         self.batch_size = arguments.integer("batch_size", batch_size)
         # Bounded so the slot arithmetic ((2j + 1) * E) stays inside int64.
         self.epoch_samples = arguments.integer("epoch_samples", epoch_samples, (1, 2**30))
@@ -221,7 +221,7 @@ class BalancedSubsamplingPlanProvider(PlanProvider):
     undersampled, minority ones oversampled by cycling their streams);
     ``epoch_samples // batch_size`` batches of ``samples_per_class * n_classes``."""
 
-    def __init__(self, labels, samples_per_class: int, epoch_samples: int, seed: int = 0) -> None:
+    def __init__(self, labels: Any, samples_per_class: int, epoch_samples: int, seed: int = 0) -> None:
         self.samples_per_class = arguments.integer("samples_per_class", samples_per_class)
         self.epoch_samples = arguments.integer("epoch_samples", epoch_samples, (1, 2**40))
         self.seed = arguments.integer("seed", seed)
@@ -233,7 +233,8 @@ class BalancedSubsamplingPlanProvider(PlanProvider):
                 f" {self.samples_per_class} samples x {len(self.classes)} classes)")
 
     @classmethod
-    def from_batch_size(cls, labels, batch_size: int, epoch_samples: int, seed: int = 0):
+    def from_batch_size(cls, labels: Any, batch_size: int, epoch_samples: int,
+                        seed: int = 0) -> "BalancedSubsamplingPlanProvider":
         batch_size = arguments.integer("batch_size", batch_size)
         n_classes = len(np.unique(np.asarray(labels)))
         if batch_size % n_classes:

@@ -37,7 +37,8 @@ from insitubatch.cli import UsageError, report_main
 from .cache import SharedDiskCache, _bucket_prefix
 from .index import load_index_csv
 from .loading import PrefetchCoordinator
-from .plans import SequentialPlanProvider, ShuffleOncePerEpochPlanProvider, StreamingStratifiedBatchPlanProvider
+from .plans import (PlanView, SequentialPlanProvider, ShuffleOncePerEpochPlanProvider,
+                    StreamingStratifiedBatchPlanProvider)
 
 CEILING_OBJECTS = 2000  # the ceilings are measured on at most this many of the run's objects
 SATURATED = 0.7  # a run this close to a stage's ceiling is limited by that stage
@@ -141,11 +142,12 @@ def _load_function(spec: str) -> Callable[[str], Any]:
     fn = getattr(module, name, None)
     if not callable(fn):
         raise UsageError(f"--image-loader: {file} has no function {name!r}")
-    return fn
+    loader: Callable[[str], Any] = fn
+    return loader
 
 
 # -- selecting the rows and the plan ----------------------------------------------------------
-def _select(args, n_rows: int) -> np.ndarray:
+def _select(args: argparse.Namespace, n_rows: int) -> np.ndarray:
     rows = np.arange(min(args.offset, n_rows), n_rows, dtype=np.int64)
     if args.sample_frac is not None:
         rng = np.random.default_rng(args.seed)
@@ -158,7 +160,7 @@ def _select(args, n_rows: int) -> np.ndarray:
     return rows
 
 
-def _plan(args, labels: np.ndarray | None, n: int):
+def _plan(args: argparse.Namespace, labels: np.ndarray | None, n: int) -> PlanView:
     if args.strategy == "sequential":
         return SequentialPlanProvider(n, args.batch_size).make_epoch_plan(0)
     if args.strategy == "shuffle":
@@ -207,7 +209,8 @@ class _Progress:
 
 
 # -- the measurements ---------------------------------------------------------------------------
-def _run_epoch(args, cache: SharedDiskCache, uris: list[str], plan, consume) -> dict[str, Any]:
+def _run_epoch(args: argparse.Namespace, cache: SharedDiskCache, uris: list[str], plan: PlanView,
+               consume: Callable[[str], Any]) -> dict[str, Any]:
     coordinator = PrefetchCoordinator(cache, uris, args.batches_ahead, args.batches_back, args.prune_every,
                                       args.prune_mode, args.prune_backend)
     coordinator.set_plan(plan)
@@ -284,7 +287,7 @@ def _disk_ceiling(cache_dir: Path, paths: list[str]) -> dict[str, Any]:
     return {"objects": len(data), "seconds": seconds, "mb_per_s": nbytes / seconds / 1e6}
 
 
-def _consumer_ceiling(paths: list[str], consume, workers: int) -> dict[str, Any]:
+def _consumer_ceiling(paths: list[str], consume: Callable[[str], Any], workers: int) -> dict[str, Any]:
     t0 = time.perf_counter()
     with ThreadPoolExecutor(workers) as pool:
         list(pool.map(consume, paths))
@@ -292,7 +295,7 @@ def _consumer_ceiling(paths: list[str], consume, workers: int) -> dict[str, Any]
     return {"objects": len(paths), "seconds": seconds, "samples_per_s": len(paths) / seconds}
 
 
-def _verdict(args, run: dict, ceilings: dict) -> tuple[str, str]:
+def _verdict(args: argparse.Namespace, run: dict[str, Any], ceilings: dict[str, Any]) -> tuple[str, str]:
     mean_object = run["object_bytes"] / max(1, run["distinct_objects"])
     net = ceilings["network"]["at_threads"]["mb_per_s"] * 1e6 / mean_object
     twice = ceilings["network"]["at_twice"]["mb_per_s"] * 1e6 / mean_object
@@ -322,7 +325,7 @@ def _verdict(args, run: dict, ceilings: dict) -> tuple[str, str]:
                    " cheaper transform.")
 
 
-def run(args) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     if args.decode and args.image_loader:
         raise UsageError("--decode and --image-loader are exclusive")
     consume = _load_function(args.image_loader) if args.image_loader else _pil_decode if args.decode else _read_bytes
