@@ -47,10 +47,10 @@ def integer(name: str, value: Any, limits: tuple[int, int] | None = None) -> int
             raise InvalidArgumentError(
                 f"{name} must be an integer in [{lo}, {hi}], got {value!r} ({type(value).__name__})"
             ) from None
-    value = int(value)
-    if not lo <= value <= hi:
-        raise InvalidArgumentError(f"{name} must be in [{lo}, {hi}], got {value}")
-    return value
+    number = int(value)
+    if not lo <= number <= hi:
+        raise InvalidArgumentError(f"{name} must be in [{lo}, {hi}], got {number}")
+    return number
 
 
 def flag(name: str, value: Any) -> bool:
@@ -64,10 +64,10 @@ def finite_fraction(name: str, value: Any) -> float:
     """A real number in [0, 1]."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InvalidArgumentError(f"{name} must be a number in [0, 1], got {value!r}")
-    value = float(value)
-    if not math.isfinite(value) or not 0.0 <= value <= 1.0:
-        raise InvalidArgumentError(f"{name} must be a finite number in [0, 1], got {value!r}")
-    return value
+    number = float(value)
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise InvalidArgumentError(f"{name} must be a finite number in [0, 1], got {number!r}")
+    return number
 
 
 def machine_memory_bytes() -> int:

@@ -32,7 +32,7 @@ def _sha(text: bytes) -> str:
     return hashlib.sha256(text).hexdigest()
 
 
-def _source_token(transform: Callable) -> str:
+def _source_token(transform: Callable[..., Any]) -> str:
     target = transform if inspect.isfunction(transform) or inspect.ismethod(transform) else type(transform)
     parts = [getattr(target, "__module__", ""), getattr(target, "__qualname__", repr(target))]
     try:
@@ -45,7 +45,7 @@ def _source_token(transform: Callable) -> str:
     return "src:" + _sha("\0".join(parts).encode())
 
 
-def transform_token(transform: Callable) -> tuple[str, bool]:
+def transform_token(transform: Callable[..., Any]) -> tuple[str, bool]:
     """``(token, best_effort)`` for one chunk transform (the scope of ``applies`` is not
     part of it: the unwrapped callable is)."""
     inner = getattr(transform, "transform", transform)
@@ -62,7 +62,7 @@ def transform_token(transform: Callable) -> tuple[str, bool]:
         return _source_token(inner), True
 
 
-def array_fingerprints(chains: dict[str, Sequence[Callable]]) -> tuple[dict[str, str], list[str]]:
+def array_fingerprints(chains: dict[str, Sequence[Callable[..., Any]]]) -> tuple[dict[str, str], list[str]]:
     """Per array path: the fingerprint of its chunk-transform chain ("" without any), and
     the display names of transforms fingerprinted best-effort."""
     out: dict[str, str] = {}

@@ -7,6 +7,7 @@ import os
 import platform
 import sys
 from collections import OrderedDict
+from typing import Any
 from importlib import metadata
 
 _STACK = ("zarr", "numpy", "xarray", "obstore", "numcodecs")
@@ -53,7 +54,7 @@ def debug_info() -> "OrderedDict[str, str]":
     return info
 
 
-def print_debug_info(file=None) -> None:
+def print_debug_info(file: Any = None) -> None:
     """Prints :func:`debug_info` as aligned ``label : value`` rows."""
     info = debug_info()
     width = max(len(k) for k in info)

@@ -55,12 +55,12 @@ def _integer(value: Any, what: str, lo: int = 0) -> int:
     if isinstance(value, bool):
         raise InvalidArgumentError(f"resume state: {what} must be an integer, got {value!r}")
     try:
-        value = operator.index(value)
+        number = operator.index(value)
     except TypeError:
         raise InvalidArgumentError(f"resume state: {what} must be an integer, got {value!r}") from None
-    if value < lo:
-        raise InvalidArgumentError(f"resume state: {what} must be >= {lo}, got {value}")
-    return value
+    if number < lo:
+        raise InvalidArgumentError(f"resume state: {what} must be >= {lo}, got {number}")
+    return number
 
 
 def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int,

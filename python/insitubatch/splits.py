@@ -15,6 +15,7 @@ import operator
 import os
 from collections import Counter
 from collections.abc import Sequence
+from typing import Any
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
@@ -31,7 +32,7 @@ class SplitName(enum.StrEnum):
     TEST = "test"
 
 
-def _as_int(what: str, value) -> int:
+def _as_int(what: str, value: Any) -> int:
     try:
         return operator.index(value)
     except TypeError:
@@ -107,7 +108,7 @@ class SplitManifest:
         """The sorted anchor-chunk ids of ``split``."""
         return list(self.chunks[_split_key(split)])
 
-    def sample_indices(self, split: str, geom=None) -> np.ndarray:
+    def sample_indices(self, split: str, geom: Any = None) -> np.ndarray:
         """Global sample indices of ``split`` (int64, ascending for a sorted chunk list).
 
         Chunks expand on the manifest's anchor grid; the short final chunk contributes only
@@ -123,15 +124,16 @@ class SplitManifest:
         starts = np.asarray(self.chunks[_split_key(split)], dtype=np.int64) * spc
         lengths = np.clip(self.n_samples - starts, 0, spc)
         offsets = np.cumsum(lengths) - lengths  # where each chunk's run starts in the output
-        return np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - offsets, lengths)
+        indices: np.ndarray = np.arange(int(lengths.sum()), dtype=np.int64) + np.repeat(starts - offsets, lengths)
+        return indices
 
-    def to_json(self, path) -> None:
+    def to_json(self, path: str | os.PathLike[str]) -> None:
         with open(os.fspath(path), "w", encoding="utf-8") as f:
             json.dump(asdict(self), f, indent=2)
             f.write("\n")
 
     @classmethod
-    def from_json(cls, path) -> SplitManifest:
+    def from_json(cls, path: str | os.PathLike[str]) -> SplitManifest:
         with open(os.fspath(path), encoding="utf-8") as f:
             try:
                 data = json.load(f)
@@ -149,7 +151,7 @@ class SplitManifest:
 
 
 def split_by_chunk(
-    geom,
+    geom: Any,
     *,
     fractions: Sequence[float] = (0.8, 0.1, 0.1),
     seed: int = 0,

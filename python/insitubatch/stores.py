@@ -473,7 +473,7 @@ def _with_recipe(native: Store, url: str, options: dict[str, Any]) -> Store:
     return native
 
 
-def _reduce_native(native: Store):
+def _reduce_native(native: Store) -> tuple[Any, tuple[str]]:
     recipe = getattr(native, "_recipe", None)
     if recipe is None:
         raise InvalidTypeError(
@@ -484,7 +484,7 @@ def _reduce_native(native: Store):
     return functools.partial(getattr(native, "_opener", store), **options), (url,)
 
 
-def _reduce_python_store(bridged: Any):
+def _reduce_python_store(bridged: Any) -> tuple[Any, tuple[Any]]:
     return _bridge.wrap_python_store, (bridged.python_store,)
 
 

@@ -14,7 +14,7 @@ import collections
 import itertools
 import math
 import threading
-from typing import Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -28,7 +28,7 @@ def is_string(dtype: np.dtype) -> bool:
     return np.dtype(dtype).kind == "O"
 
 
-def read_string_chunk(array, coords: Sequence[int]) -> np.ndarray:
+def read_string_chunk(array: Any, coords: Sequence[int]) -> np.ndarray:
     """One stored chunk of a native string array as an object array of the chunk shape."""
     items = array.read_string_chunk(list(coords))
     out = np.empty(len(items), dtype=object)
@@ -39,7 +39,7 @@ def read_string_chunk(array, coords: Sequence[int]) -> np.ndarray:
 class StringColumn:
     """The rows of one string array, gathered for the batches of one pass."""
 
-    def __init__(self, store, geometry: ArrayGeometry) -> None:
+    def __init__(self, store: Any, geometry: ArrayGeometry) -> None:
         self._geometry = geometry
         self._array = _ext.open_hierarchy(store).open_array(geometry.path)
         self._blocks: collections.OrderedDict[int, np.ndarray] = collections.OrderedDict()

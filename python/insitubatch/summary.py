@@ -143,7 +143,7 @@ def _output_for(label: str, geometry: Any, outputs: Mapping[str, OutputField] | 
 
 def _stored_chunk_bytes(geometry: Any) -> int:
     """Bytes of one stored chunk (one tile), decoded."""
-    return math.prod(geometry.tile_shape()) * np.dtype(geometry.dtype).itemsize
+    return int(math.prod(geometry.tile_shape()) * np.dtype(geometry.dtype).itemsize)
 
 
 def _slot(geometry: Any, output: OutputField | None) -> dict[str, int]:
@@ -290,7 +290,7 @@ def _variable_notes(var: dict[str, Any], max_inflight: int) -> list[dict[str, st
 def _padded(var: dict[str, Any]) -> bool:
     inner, chunks = var["inner_shape"], var["inner_chunks"]
     covered = var["stored_chunks_per_chunk"] * math.prod(chunks)
-    return covered > math.prod(inner) or var["sample_chunk_size"] > var["n_samples"]
+    return bool(covered > math.prod(inner) or var["sample_chunk_size"] > var["n_samples"])
 
 
 def _footnotes(iterations: int, residency: int) -> list[str]:

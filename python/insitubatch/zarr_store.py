@@ -20,11 +20,14 @@ from .errors import InvalidArgumentError
 
 def _read(native: Any, key: str, byte_range: ByteRequest | None) -> bytes | None:
     if byte_range is None:
-        return native.read(key)
+        data: bytes | None = native.read(key)
+        return data
     if isinstance(byte_range, RangeByteRequest):
-        return native.read(key, offset=byte_range.start, length=max(0, byte_range.end - byte_range.start))
+        data = native.read(key, offset=byte_range.start, length=max(0, byte_range.end - byte_range.start))
+        return data
     if isinstance(byte_range, SuffixByteRequest):
-        return native.read(key, suffix=byte_range.suffix)
+        data = native.read(key, suffix=byte_range.suffix)
+        return data
     if isinstance(byte_range, OffsetByteRequest):  # rare (zarr's sharding asks for ranges and suffixes)
         data = native.read(key)
         return None if data is None else data[byte_range.offset:]
@@ -66,7 +69,7 @@ class ZarrStore(Store):
     def __repr__(self) -> str:
         return f"ZarrStore({self._native!r})"
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type, tuple[Any]]:
         return ZarrStore, (self._native,)
 
     def with_read_only(self, read_only: bool = False) -> "ZarrStore":
