@@ -68,7 +68,7 @@ _ENGINE_INTERNALS = {
 }
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> object:
     if name in _ENGINE_INTERNALS:
         raise AttributeError(
             f"insitubatch.{name} was part of the original's Python engine and is not public here:"

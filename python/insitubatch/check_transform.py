@@ -24,7 +24,7 @@ import numpy as np
 from .cli import UsageError  # a bad argument or an unloadable target: exit code 2
 
 
-def load_target(target: str) -> Callable:
+def load_target(target: str) -> Callable[..., Any]:
     """``module.path:attr`` or ``path/to/file.py:attr``; a class is instantiated with no
     arguments."""
     if ":" not in target:
@@ -62,10 +62,11 @@ def load_target(target: str) -> Callable:
                              f" module-level instance and point --transform at it") from exc
     if not callable(obj):
         raise UsageError(f"{target} is not callable")
-    return obj
+    fn: Callable[..., Any] = obj
+    return fn
 
 
-def read_outer_chunk(store, geom, chunk: int) -> np.ndarray:
+def read_outer_chunk(store: Any, geom: Any, chunk: int) -> np.ndarray:
     """Outer chunk ``chunk`` of ``geom``, sample-first and unpadded (all field tiles)."""
     from .geometry import read_chunk
 
@@ -78,7 +79,7 @@ def read_outer_chunk(store, geom, chunk: int) -> np.ndarray:
     return out
 
 
-def gil_probe(transform: Callable, make_chunk: Callable, pristine: np.ndarray, threads: int, repeats: int,
+def gil_probe(transform: Callable[..., Any], make_chunk: Callable[..., Any], pristine: np.ndarray, threads: int, repeats: int,
               min_seconds: float) -> dict[str, float]:
     """Serial vs parallel timing of the transform; speedup = threads x serial / parallel."""
     chunk = make_chunk(pristine.copy())
@@ -120,7 +121,7 @@ def _dims(shape: Sequence[int]) -> str:
     return "x".join(str(s) for s in shape) or "scalar"
 
 
-def run(args: argparse.Namespace, out) -> int:
+def run(args: argparse.Namespace, out: Any) -> int:
     from . import obstore_store, open_geometries
     from .records import ChunkRead, DecodedChunk
     from .transforms import fold_output

@@ -20,6 +20,7 @@ Draws are keyed by ``(seed, epoch)`` alone, like the shuffle.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -29,7 +30,7 @@ PLANS = ("shuffle", "stratified", "balanced")
 _STREAM = 104729  # the class plans' own RNG stream (the shuffle uses (seed, epoch) and 7919)
 
 
-def load_labels(labels, store, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
+def load_labels(labels: Any, store: Any, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
     """``(codes, classes)``: a class code per sample (int32, ``classes[code]`` its value)
     from an ndarray along the sample axis or the path of a 1-D array in ``store``."""
     if isinstance(labels, str):
@@ -60,7 +61,7 @@ def load_labels(labels, store, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
     return codes.astype(np.int32), classes
 
 
-def check_plan(plan: str, labels, batch_size: int) -> None:
+def check_plan(plan: str, labels: Any, batch_size: int) -> None:
     if plan not in PLANS:
         raise InvalidArgumentError(f"plan must be one of {', '.join(map(repr, PLANS))}, got {plan!r}")
     if plan != "shuffle" and labels is None:
@@ -78,7 +79,8 @@ def check_balanced(n_classes: int, batch_size: int) -> None:
 
 
 def _row_codes(rows: np.ndarray, codes: np.ndarray, spc: int) -> np.ndarray:
-    return codes[rows[:, 0] * spc + rows[:, 1]]
+    picked: np.ndarray = codes[rows[:, 0] * spc + rows[:, 1]]
+    return picked
 
 
 def _stratified_block(cls: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -131,7 +133,7 @@ def class_mixed_order(rows: np.ndarray, bounds: np.ndarray, codes: np.ndarray, n
 
 
 def mix_report(rows: np.ndarray, bounds: np.ndarray, codes: np.ndarray, n_classes: int, spc: int,
-               batch_size: int, plan: str) -> dict:
+               batch_size: int, plan: str) -> dict[str, Any]:
     """How far each batch's class mix is from the target (total variation distance: 0 is
     exact, 1 disjoint): the block's own mix for stratified, equal classes for balanced."""
     if len(rows) == 0:

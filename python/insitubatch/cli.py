@@ -35,12 +35,14 @@ def dispatch(prog: str, package: str, commands: Mapping[str, tuple[str, str]],
         print(f"{prog}: unknown command {args[0]!r} (commands: {', '.join(commands)})", file=sys.stderr)
         return 2
     module = importlib.import_module(f"{package}.{commands[args[0]][0]}")
-    return module.main(args[1:])
+    status: int = module.main(args[1:])
+    return status
 
 
-def report_main(prog: str, parser, run: Callable[[Any], dict], render: Callable[[dict], str],
+def report_main(prog: str, parser: Any, run: Callable[[Any], dict[str, Any]],
+                render: Callable[[dict[str, Any]], str],
                 argv: Sequence[str] | None, errors: tuple[type[BaseException], ...],
-                failed: Callable[[dict], bool] = lambda report: False) -> int:
+                failed: Callable[[dict[str, Any]], bool] = lambda report: False) -> int:
     """Parses ``argv``, builds the report, prints it (``--json -``: as JSON; ``--json FILE``:
     also written there). Exit 2 on a usage error, 1 on ``errors`` or a ``failed`` report."""
     args = parser.parse_args(argv)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 
@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from .dataset import InSituDataset
 
 
-def _gathered(native, labels: list[str], offsets: dict[str, int],
+def _gathered(native: Any, labels: list[str], offsets: dict[str, int],
               records: Mapping[str, np.dtype], string_columns: Mapping[str, strings.StringColumn]) -> Batch | None:
     """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass;
     ``records``: the labels the engine hands in another form (records, times), viewed as
@@ -43,7 +43,7 @@ def _gathered(native, labels: list[str], offsets: dict[str, int],
 class PassIterator:
     """One pass. Early ``break``, ``close()`` or garbage collection cancel it cleanly."""
 
-    def __init__(self, dataset: InSituDataset, native, split: str, epoch: int,
+    def __init__(self, dataset: InSituDataset, native: Any, split: str, epoch: int,
                  key: resume.ViewKey = ("", False, (0, 1)), start: int = 0) -> None:
         self._dataset = dataset
         self._native = native
@@ -101,7 +101,8 @@ class PassIterator:
         self._delivered += len(batch)
         self._dataset._progress[self._key] = (self.epoch, self._delivered)
         self._returned_at = time.perf_counter()
-        return batch
+        out: Batch = batch
+        return out
 
     def close(self, reason: str | None = None) -> None:
         """Ends the pass. ``reason``: it is closed from outside the loop (the dataset was
@@ -137,7 +138,7 @@ class PassIterator:
     def __enter__(self) -> "PassIterator":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:

@@ -48,7 +48,7 @@ def require(module: str) -> Any:
         ) from exc
 
 
-def model_arrays(batch) -> dict[str, np.ndarray]:
+def model_arrays(batch: Any) -> dict[str, np.ndarray]:
     """The arrays an adapter converts: ``batch.arrays`` only — ``sample_indices`` and
     ``offsets`` are bookkeeping and stay on the numpy Batch. A record (structured) array,
     which no framework takes, goes out as one array per field, ``"label.field"``; a
