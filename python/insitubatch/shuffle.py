@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import operator
 from dataclasses import dataclass
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -24,7 +25,7 @@ from .errors import InvalidArgumentError
 _MAX_U64 = 2**64 - 1
 
 
-def _chunk_ids(chunk_ids) -> np.ndarray:
+def _chunk_ids(chunk_ids: Any) -> np.ndarray:
     ids = np.asarray(chunk_ids)
     if ids.size == 0:
         return np.zeros(0, dtype=np.int64)
@@ -37,24 +38,24 @@ def _chunk_ids(chunk_ids) -> np.ndarray:
     return np.ascontiguousarray(ids, dtype=np.int64)
 
 
-def _key(name: str, value) -> int:
+def _key(name: str, value: Any) -> int:
     try:
-        value = operator.index(value)
+        number = operator.index(value)
     except TypeError:
         raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from None
-    if not 0 <= value <= _MAX_U64:
-        raise InvalidArgumentError(f"{name} must be in [0, 2**64), got {value}")
-    return value
+    if not 0 <= number <= _MAX_U64:
+        raise InvalidArgumentError(f"{name} must be in [0, 2**64), got {number}")
+    return number
 
 
-def _int(name: str, value) -> int:
+def _int(name: str, value: Any) -> int:
     try:
         return operator.index(value)
     except TypeError:
         raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from None
 
 
-def chunk_permutation(chunk_ids, *, seed: int, epoch: int) -> np.ndarray:
+def chunk_permutation(chunk_ids: Any, *, seed: int, epoch: int) -> np.ndarray:
     """A permutation of ``chunk_ids`` keyed by ``(seed, epoch)`` (int64)."""
     ids = _chunk_ids(chunk_ids)
     return np.random.default_rng((_key("seed", seed), _key("epoch", epoch))).permutation(ids)
@@ -66,7 +67,7 @@ def _rows_of(chunks: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return np.stack([np.repeat(chunks, lens), within], axis=1)
 
 
-def epoch_order(chunk_ids, spc: int, n_samples: int, block_chunks: int, seed: int,
+def epoch_order(chunk_ids: Any, spc: int, n_samples: int, block_chunks: int, seed: int,
                 epoch: int) -> tuple[np.ndarray, np.ndarray]:
     """The shuffled order and its block bounds (``n_blocks + 1`` row offsets), as the
     engine takes them; arguments as :func:`block_shuffled_order`."""
@@ -119,16 +120,16 @@ class DrawOrder:
         nonempty = np.concatenate([[True], np.diff(bounds) > 0])
         return DrawOrder(self.rows[kept], bounds[nonempty].astype(np.int64))
 
-    def __array__(self, dtype=None, copy=None):
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         return self.rows if dtype is None else self.rows.astype(dtype)
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: Any) -> Any:
         return self.rows[index]
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Any]:
         return iter(self.rows)
 
-    def __getattr__(self, name: str):  # shape, dtype, astype, tolist, ...: the rows'
+    def __getattr__(self, name: str) -> Any:  # shape, dtype, astype, tolist, ...: the rows'
         if name.startswith("__") or name in ("rows", "bounds"):
             raise AttributeError(name)
         return getattr(self.rows, name)
@@ -138,7 +139,7 @@ class DrawOrder:
 
 
 def block_shuffled_order(
-    chunk_ids, samples_per_chunk: int, n_samples: int, *, block_chunks: int, seed: int, epoch: int
+    chunk_ids: Any, samples_per_chunk: int, n_samples: int, *, block_chunks: int, seed: int, epoch: int
 ) -> DrawOrder:
     """The epoch's ``(N, 2)`` draw order: every valid sample of ``chunk_ids`` exactly once,
     shuffled within blocks of ``block_chunks`` chunks of the epoch's chunk permutation.
@@ -149,7 +150,7 @@ def block_shuffled_order(
 
 
 def sequential_order(
-    chunk_ids, samples_per_chunk: int, n_samples: int, *, block_chunks: int | None = None
+    chunk_ids: Any, samples_per_chunk: int, n_samples: int, *, block_chunks: int | None = None
 ) -> DrawOrder:
     """``chunk_ids`` in the given order, samples ascending within each: ``(N, 2)``.
 
@@ -163,7 +164,7 @@ def sequential_order(
     return DrawOrder(np.asarray(rows), np.asarray(bounds, dtype=np.int64))
 
 
-def shuffle_quality(order, samples_per_chunk: int) -> float:
+def shuffle_quality(order: Any, samples_per_chunk: int) -> float:
     """How close ``order`` comes to a global shuffle, in ``[0, 1]``.
 
     ``mean(|diff(rank)|) / (n / 3)`` clipped to 1, with ``rank = chunk * spc + within``;
