@@ -13,10 +13,13 @@ import inspect
 import os
 import re
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _ext
 from .errors import FailedPreconditionError, InvalidTypeError
+
+if TYPE_CHECKING:
+    import asyncio  # at run time only where a bridged store needs its event loop
 
 _SHUTDOWN_TIMEOUT_S = 5.0
 _CANCEL_POLL_S = 0.05
@@ -33,9 +36,9 @@ class _Bridge:
         import asyncio  # here, not at import: only bridged Python stores need an event loop
 
         self.loop = asyncio.new_event_loop()
-        self.tasks: set[asyncio.Task] = set()  # strong references: asyncio keeps weak ones
-        self.reads: dict[asyncio.Task, Any] = {}  # task -> its _ext._BridgeRead
-        self.watcher: asyncio.Task | None = None
+        self.tasks: set[asyncio.Task[Any]] = set()  # strong references: asyncio keeps weak ones
+        self.reads: dict[asyncio.Task[Any], Any] = {}  # task -> its _ext._BridgeRead
+        self.watcher: asyncio.Task[Any] | None = None
         self.closed = False
         ready = threading.Event()
         self.thread = threading.Thread(target=self._run, args=(ready,), name="insitubatch-bridge",
@@ -50,7 +53,7 @@ class _Bridge:
         self.loop.call_soon(ready.set)
         self.loop.run_forever()
 
-    def _start(self, coro, read) -> None:  # on the loop
+    def _start(self, coro: Any, read: Any) -> None:  # on the loop
         task = self.loop.create_task(coro)
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -60,7 +63,7 @@ class _Bridge:
             if self.watcher is None or self.watcher.done():
                 self.watcher = self.loop.create_task(self._watch())
 
-    def _forget(self, task) -> None:
+    def _forget(self, task: asyncio.Task[Any]) -> None:
         self.reads.pop(task, None)
 
     async def _watch(self) -> None:
@@ -74,13 +77,13 @@ class _Bridge:
                 if not task.done() and read.cancelled():
                     task.cancel()
 
-    def submit(self, coro, read=None) -> None:
+    def submit(self, coro: Any, read: Any = None) -> None:
         if self.closed:
             coro.close()
             raise FailedPreconditionError("the Python store bridge is shut down")
         self.loop.call_soon_threadsafe(self._start, coro, read)
 
-    def run(self, coro) -> Any:
+    def run(self, coro: Any) -> Any:
         """Runs ``coro`` on the loop and waits for it (never from the loop itself)."""
         if threading.current_thread() is self.thread:
             coro.close()
@@ -144,7 +147,7 @@ def _shutdown() -> None:
 _prototype = None
 
 
-def _buffer_prototype():
+def _buffer_prototype() -> Any:
     global _prototype
     if _prototype is None:
         from zarr.core.buffer import default_buffer_prototype
@@ -153,7 +156,7 @@ def _buffer_prototype():
     return _prototype
 
 
-def _byte_request(kind: int, offset: int, length: int):
+def _byte_request(kind: int, offset: int, length: int) -> Any:
     if kind == _ALL:
         return None
     from zarr.abc.store import RangeByteRequest, SuffixByteRequest
@@ -221,7 +224,8 @@ async def _list(store: Any, prefix: str) -> list[str]:
 
 
 def _list_keys(store: Any, prefix: str) -> list[str]:
-    return _get_bridge().run(_list(store, prefix))
+    keys: list[str] = _get_bridge().run(_list(store, prefix))
+    return keys
 
 
 # -- wrapping ----------------------------------------------------------------------------------

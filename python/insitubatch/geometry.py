@@ -14,7 +14,7 @@ import json
 import logging
 import math
 from dataclasses import dataclass, field, replace
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
@@ -163,19 +163,19 @@ class ArrayGeometry:
         return self._inner_read_chunks or self.chunks
 
 
-def _native(store):
+def _native(store: Any) -> Any:
     """A native Store for ``store`` (zarr-python stores go through the bridge)."""
     from .stores import as_native_store  # lazy: geometry also loads without the store layer
 
     return as_native_store(store)
 
 
-def open_hierarchy(store):
+def open_hierarchy(store: Any) -> Any:
     """The native hierarchy (metadata only) of ``store``."""
     return _ext.open_hierarchy(_native(store))
 
 
-def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axis: int = 0) -> dict[str, ArrayGeometry]:
+def open_geometries(store: Any, variables: Sequence[str] | None = None, *, sample_axis: int = 0) -> dict[str, ArrayGeometry]:
     """One :class:`ArrayGeometry` per array, from metadata alone (no chunk data is read).
 
     ``variables`` *selects* arrays by path (nested paths allowed). ``None`` takes every
@@ -222,18 +222,20 @@ def open_geometries(store, variables: Sequence[str] | None = None, *, sample_axi
     return out
 
 
-def _numpy_dtype(meta: dict) -> np.dtype:
+def _numpy_dtype(meta: dict[str, Any]) -> np.dtype:
     """The array's numpy dtype; a record type's fields as stored (their own byte orders)."""
     if meta["dtype"] == "bfloat16":  # no numpy dtype of its own: ml_dtypes provides it
         try:
             import ml_dtypes
         except ImportError:
             raise MissingDependencyError("bfloat16 arrays are read as ml_dtypes.bfloat16: pip install ml_dtypes") from None
-        return np.dtype(ml_dtypes.bfloat16)
+        bfloat16: np.dtype = np.dtype(ml_dtypes.bfloat16)
+        return bfloat16
     if "string_kind" in meta:  # variable-length strings (or bytes): numpy objects
         return np.dtype(object)
     if "record_fields" not in meta:
-        return np.dtype(meta["dtype"])
+        stored: np.dtype = np.dtype(meta["dtype"])
+        return stored
     fields = json.loads(meta["record_fields"])
     if isinstance(fields, str):  # fixed-width bytes or unicode: "|S10", "<U5"
         return np.dtype(fields)
@@ -278,7 +280,7 @@ def engine_typestr(dtype: np.dtype) -> str:
     return "bfloat16" if dtype.name == "bfloat16" else dtype.str
 
 
-def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:
+def _batchable_paths(hierarchy: Any, store: Any, sample_axis: int) -> list[str]:
     """The arrays of ``hierarchy`` that are data on the sample grid; logs the others."""
     kept: dict[str, tuple[str, ...]] = {}
     skipped: dict[str, str] = {}
@@ -316,7 +318,7 @@ def _batchable_paths(hierarchy, store, sample_axis: int) -> list[str]:
     return list(kept)
 
 
-def read_chunk(store, array_path: str, chunk_coords: Sequence[int]) -> np.ndarray:
+def read_chunk(store: Any, array_path: str, chunk_coords: Sequence[int]) -> np.ndarray:
     """The decoded stored chunk at ``chunk_coords`` (full chunk shape, fill value if absent);
     for a variable-length string array, an object array of ``str`` (or ``bytes``).
 
