@@ -89,7 +89,7 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-def _store(args):
+def _store(args: argparse.Namespace) -> Any:
     options: dict[str, Any] = {}
     if args.skip_signature:
         options["skip_signature"] = True
@@ -107,7 +107,7 @@ def _store(args):
     return open_store(args.url, **options)
 
 
-def _dataset(args, store, geoms, manifest, **overrides) -> InSituDataset:
+def _dataset(args: argparse.Namespace, store: Any, geoms: Any, manifest: Any, **overrides: Any) -> InSituDataset:
     kwargs = dict(batch_size=args.batch_size, block_chunks=args.block_chunks, max_inflight=args.max_inflight,
                   decode_threads=args.decode_threads, gather_threads=args.gather_threads,
                   cache_budget_bytes=args.budget, chunk_transforms=args.transforms)
@@ -133,7 +133,7 @@ def _epoch(ds: InSituDataset, epoch: int) -> dict[str, Any]:
             "limiting_stage": p.limiting_stage, "advice": p.advice, "retries": p.retry.retries}
 
 
-def _chunk_coords(geom, chunk_ids: np.ndarray) -> list[list[int]]:
+def _chunk_coords(geom: Any, chunk_ids: np.ndarray) -> list[list[int]]:
     """The stored chunks' coordinates holding sample chunks ``chunk_ids`` (every inner chunk)."""
     axis = geom.sample_axis
     counts = [math.ceil(s / c) for s, c in zip(geom.shape, geom.chunks)]
@@ -147,7 +147,7 @@ def _chunk_coords(geom, chunk_ids: np.ndarray) -> list[list[int]]:
     return out
 
 
-def _ceilings(args, store, geoms, ds: InSituDataset) -> dict[str, Any]:
+def _ceilings(args: argparse.Namespace, store: Any, geoms: Any, ds: InSituDataset) -> dict[str, Any]:
     native = _native(store)
     hierarchy = open_hierarchy(store)
     ids = ds._chunk_ids("train")[:CEILING_CHUNKS]
@@ -173,7 +173,7 @@ def _ceilings(args, store, geoms, ds: InSituDataset) -> dict[str, Any]:
             "get_samples_per_s": 1 / get_s_per_sample, "decode_samples_per_s": 1 / decode_s_per_sample}
 
 
-def _sweep_run(args, store, geoms, manifest) -> dict[str, Any]:
+def _sweep_run(args: argparse.Namespace, store: Any, geoms: Any, manifest: Any) -> dict[str, Any]:
     name, values = args.sweep
     rows = []
     for v in values:
@@ -187,7 +187,7 @@ def _sweep_run(args, store, geoms, manifest) -> dict[str, Any]:
     return {"parameter": name, "rows": rows, "recommended": recommended}
 
 
-def run(args) -> dict[str, Any]:
+def run(args: argparse.Namespace) -> dict[str, Any]:
     from .check_transform import load_target
 
     args.transforms = [load_target(t) for t in args.transform]  # a bad target: UsageError
@@ -226,7 +226,7 @@ def run(args) -> dict[str, Any]:
 
 
 def render(r: dict[str, Any]) -> str:
-    def epoch_line(name: str, e: dict) -> str:
+    def epoch_line(name: str, e: dict[str, Any]) -> str:
         return (f"  {name:<5} {e['samples_per_s']:>10,.0f} samples/s  {e['mb_per_s']:>9,.1f} MB/s"
                 f"  ttfb {e['ttfb_s'] * 1000:>7.1f} ms  hits {e['cache_hits']}/{e['cache_hits'] + e['cache_misses']}"
                 f"  limited by {e['limiting_stage']}")

@@ -16,11 +16,11 @@ import numpy as np
 from . import model_arrays, owned_copy, require
 
 
-def _jax():
+def _jax() -> Any:
     return require("jax")
 
 
-def _resolve_device(jax, device):
+def _resolve_device(jax: Any, device: Any) -> Any:
     if device is None:
         return jax.devices()[0]
     if isinstance(device, str):  # "cpu", "gpu", "cpu:1"
@@ -29,7 +29,7 @@ def _resolve_device(jax, device):
     return device
 
 
-def _to_device(jax, arr: np.ndarray, device):
+def _to_device(jax: Any, arr: np.ndarray, device: Any) -> Any:
     if device.platform == "cpu":
         try:
             x = jax.dlpack.from_dlpack(arr)
@@ -42,7 +42,7 @@ def _to_device(jax, arr: np.ndarray, device):
     return jax.device_put(arr, device)
 
 
-def to_jax(batch, device=None) -> dict[str, Any]:
+def to_jax(batch: Any, device: Any = None) -> dict[str, Any]:
     """``{label: jax.Array}`` for a Batch's model-input arrays, on ``jax.devices()[0]``
     like any JAX array unless ``device=`` (a ``jax.Device`` or a string such as ``"cpu"``)
     says otherwise. Zero copy on XLA:CPU."""
@@ -52,7 +52,7 @@ def to_jax(batch, device=None) -> dict[str, Any]:
     return {label: _to_device(jax, arr, target) for label, arr in model_arrays(batch).items()}
 
 
-def to_global_jax(batch, sharding) -> dict[str, Any]:
+def to_global_jax(batch: Any, sharding: Any) -> dict[str, Any]:
     """``{label: jax.Array}`` of the *global* batch of a multi-process job: each process
     hands its own rank's batch (a dataset with ``world_size`` = ``jax.process_count()``, so
     every process has the same number of rows each step) and gets arrays of the global
