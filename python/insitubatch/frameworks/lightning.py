@@ -24,7 +24,7 @@ import torch
 from .torch import as_torch
 
 
-class _EpochFollowing(torch.utils.data.IterableDataset):
+class _EpochFollowing(torch.utils.data.IterableDataset[Any]):
     """``as_torch(dataset.<split>)`` whose every pass first keys the shuffle on the trainer's
     current epoch (Lightning creates the train iterator after ``current_epoch`` advanced)."""
 
@@ -55,33 +55,33 @@ class InSituDataModule(_pl.LightningDataModule):
     there). Splits without samples give no loader (Lightning then skips that stage).
     """
 
-    def __init__(self, dataset, *, device=None, pin_budget_bytes: int | None = None) -> None:
+    def __init__(self, dataset: Any, *, device: Any = None, pin_budget_bytes: int | None = None) -> None:
         super().__init__()
         if not hasattr(dataset, "train") or not hasattr(dataset, "set_epoch"):
             raise InvalidTypeError(f"InSituDataModule wants an InSituDataset, got {type(dataset).__name__}")
         self.dataset, self.device, self.pin_budget_bytes = dataset, device, pin_budget_bytes
 
-    def _trainer_or_none(self):
+    def _trainer_or_none(self) -> Any:
         try:
             return self.trainer
         except RuntimeError:  # not attached to a trainer
             return None
 
-    def _loader(self, split: str):
+    def _loader(self, split: str) -> Any:
         if len(getattr(self.dataset, split)) == 0:
             return []
         return torch.utils.data.DataLoader(_EpochFollowing(self, split), batch_size=None, num_workers=0)
 
-    def train_dataloader(self):
+    def train_dataloader(self) -> Any:
         return self._loader("train")
 
-    def val_dataloader(self):
+    def val_dataloader(self) -> Any:
         return self._loader("val")
 
-    def test_dataloader(self):
+    def test_dataloader(self) -> Any:
         return self._loader("test")
 
-    def predict_dataloader(self):
+    def predict_dataloader(self) -> Any:
         return self._loader("test")
 
     def teardown(self, stage: str) -> None:

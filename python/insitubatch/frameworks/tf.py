@@ -8,23 +8,23 @@ its own policy (``/GPU:0`` on a GPU box).
 from __future__ import annotations
 
 import operator
-from typing import Any
+from typing import Any, Iterator
 
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import model_arrays, record_fields, require
 
 
-def _tf():
+def _tf() -> Any:
     return require("tensorflow")
 
 
-def to_tf(batch) -> dict[str, Any]:
+def to_tf(batch: Any) -> dict[str, Any]:
     """``{label: tf.Tensor}`` for a Batch's model-input arrays."""
     tf = _tf()
     return {label: tf.convert_to_tensor(arr) for label, arr in model_arrays(batch).items()}
 
 
-def output_signature(view) -> dict[str, Any]:
+def output_signature(view: Any) -> dict[str, Any]:
     """``{label: tf.TensorSpec((None, *inner), dtype)}`` from the view's post-transform
     geometries; the batch dimension is None because a split's last batch may be short."""
     tf = _tf()
@@ -43,7 +43,7 @@ def output_signature(view) -> dict[str, Any]:
     return specs
 
 
-def as_tf_dataset(view, prefetch: int = 2):
+def as_tf_dataset(view: Any, prefetch: int = 2) -> Any:
     """A ``tf.data.Dataset`` over ``view`` (e.g. ``ds.val``) through ``from_generator``:
     each iteration of the dataset is one pass of the view, yielding ``{label: Tensor}``
     with the :func:`output_signature` of the view; ``.prefetch(prefetch)`` unless 0. Its
@@ -58,7 +58,7 @@ def as_tf_dataset(view, prefetch: int = 2):
     signature = output_signature(view)
     labels = tuple(signature)
 
-    def batches():
+    def batches() -> Iterator[dict[str, Any]]:
         it = iter(view)
         try:
             for batch in it:
