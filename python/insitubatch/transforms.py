@@ -10,6 +10,7 @@ holds. A batch transform ``(Batch) -> Batch`` runs per assembled batch, uncached
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import threading
 import time
@@ -49,24 +50,26 @@ class BatchTransform(Protocol):
 class ScopedTransform:
     """A chunk transform restricted to named array paths (see :func:`applies`)."""
 
-    def __init__(self, arrays: tuple[str, ...], transform: Callable) -> None:
+    def __init__(self, arrays: tuple[str, ...], transform: Callable[..., Any]) -> None:
         self.arrays = arrays
         self.transform = transform
         self.__name__ = display_name(transform)
 
     def __call__(self, chunk: DecodedChunk) -> DecodedChunk:
-        return self.transform(chunk)
+        out: DecodedChunk = self.transform(chunk)
+        return out
 
     def __repr__(self) -> str:
         return f"applies({list(self.arrays)!r}, {self.transform!r})"
 
 
 class _ScopedReshapingTransform(ScopedTransform):
-    def output_inner(self, geom: ArrayGeometry):
-        return self.transform.output_inner(geom)  # type: ignore[attr-defined]  # checked at construction
+    def output_inner(self, geom: ArrayGeometry) -> tuple[tuple[int, ...], np.dtype]:
+        inner: tuple[tuple[int, ...], np.dtype] = self.transform.output_inner(geom)  # type: ignore[attr-defined]  # checked at construction
+        return inner
 
 
-def applies(arrays: Sequence[str], transform: Callable) -> ScopedTransform:
+def applies(arrays: Sequence[str], transform: Callable[..., Any]) -> ScopedTransform:
     """Restricts ``transform`` to the named array paths; other arrays pass untouched, keep
     their geometry, and never call it. A name matching no array in the dataset raises when
     the dataset is built."""
@@ -123,14 +126,14 @@ class StandardScaler:
         chunk.data = ((chunk.data - self.mean[name]) / (self.std[name] + self.eps)).astype(dtype, copy=False)
         return chunk
 
-    def output_inner(self, geom: ArrayGeometry):
+    def output_inner(self, geom: ArrayGeometry) -> tuple[tuple[int, ...], np.dtype]:
         dtype = geom.dtype if geom.dtype.kind == "f" else np.dtype(np.float32)
         return geom.inner_shape, dtype
 
     def validate_scope(self, arrays: Sequence[str]) -> None:
         _require_arrays("StandardScaler has no statistics", self.mean, arrays)
 
-    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict | None:
+    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict[str, Any] | None:
         """The engine's native form for one array (no GIL), or None if it cannot run it."""
         if path not in self.mean or np.dtype(dtype) not in (np.dtype("f4"), np.dtype("f8")):
             return None
@@ -146,7 +149,7 @@ class StandardScaler:
         return {"kind": "scale", "mean": mean.tolist(), "scale": scale.tolist(),
                 "out_shape": tuple(field), "out_dtype": np.dtype(dtype).str}
 
-    def save(self, path) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         arrays: dict[str, Any] = {}
         for k in self.mean:
             arrays[f"{k}.mean"] = self.mean[k]
@@ -154,7 +157,7 @@ class StandardScaler:
         np.savez(path, **arrays)
 
     @classmethod
-    def load(cls, path, eps: float = 1e-8, cache_key: str | None = None) -> "StandardScaler":
+    def load(cls, path: str | os.PathLike[str], eps: float = 1e-8, cache_key: str | None = None) -> "StandardScaler":
         with np.load(path) as data:
             names = {k.rsplit(".", 1)[0] for k in data.files}
             return cls({n: data[f"{n}.mean"] for n in names}, {n: data[f"{n}.std"] for n in names},
@@ -211,9 +214,9 @@ class BatchTransformsAhead:
 
     _END = object()
 
-    def __init__(self, pull: Callable[[], Any], transforms: Sequence[Callable], split: str) -> None:
+    def __init__(self, pull: Callable[[], Any], transforms: Sequence[Callable[..., Any]], split: str) -> None:
         self._pull, self._transforms, self._split = pull, tuple(transforms), split
-        self._queue: queue.Queue = queue.Queue(maxsize=1)
+        self._queue: queue.Queue[Any] = queue.Queue(maxsize=1)
         self._stop = threading.Event()
         self.cpu_s = 0.0   # thread CPU inside the transforms
         self.gets = 0      # the consumer's takes, and those that found nothing ready
@@ -307,10 +310,10 @@ class Cast:
         chunk.data = chunk.data.astype(self.dtype)
         return chunk
 
-    def output_inner(self, geom: ArrayGeometry):
+    def output_inner(self, geom: ArrayGeometry) -> tuple[tuple[int, ...], np.dtype]:
         return geom.inner_shape, self.dtype
 
-    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict | None:
+    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict[str, Any] | None:
         if not _exact_native_cast(dtype, self.dtype):
             return None
         return {"kind": "cast", "in_dtype": _native_dtype_str(dtype), "out_shape": tuple(field),
@@ -338,7 +341,8 @@ class ScaleOffset:
 
     def _out(self, dtype: np.dtype) -> np.dtype:
         if self.dtype is not None:
-            return self.dtype.newbyteorder("=")
+            native: np.dtype = self.dtype.newbyteorder("=")
+            return native
         dtype = np.dtype(dtype).newbyteorder("=")
         return dtype if dtype.kind == "f" else np.dtype(np.float32)
 
@@ -350,13 +354,13 @@ class ScaleOffset:
         chunk.data = chunk.data.astype(out) * out.type(self.scale[name]) + out.type(self.offset[name])
         return chunk
 
-    def output_inner(self, geom: ArrayGeometry):
+    def output_inner(self, geom: ArrayGeometry) -> tuple[tuple[int, ...], np.dtype]:
         return geom.inner_shape, self._out(geom.dtype)
 
     def validate_scope(self, arrays: Sequence[str]) -> None:
         _require_arrays("ScaleOffset has no scale/offset", self.scale, arrays)
 
-    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict | None:
+    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict[str, Any] | None:
         out = self._out(dtype)
         if path not in self.scale or not _exact_native_cast(dtype, out):
             return None
@@ -367,7 +371,7 @@ class ScaleOffset:
         return f"ScaleOffset(arrays={sorted(self.scale)})"
 
 
-def fold_output(path: str, geom: ArrayGeometry, chain: Sequence[Callable]) -> tuple[tuple[int, ...], np.dtype]:
+def fold_output(path: str, geom: ArrayGeometry, chain: Sequence[Callable[..., Any]]) -> tuple[tuple[int, ...], np.dtype]:
     """The field shape and dtype after ``chain``, from the transforms' ``output_inner``
     declarations (a transform without one preserves shape and dtype)."""
     shape, dtype = tuple(geom.inner_shape), np.dtype(geom.dtype)
@@ -381,8 +385,8 @@ def fold_output(path: str, geom: ArrayGeometry, chain: Sequence[Callable]) -> tu
     return shape, dtype
 
 
-def python_callback(path: str, chain: Sequence[Callable], in_dtype: np.dtype, out_shape: tuple[int, ...],
-                    out_dtype: np.dtype, errors: TransformErrors) -> Callable:
+def python_callback(path: str, chain: Sequence[Callable[..., Any]], in_dtype: np.dtype, out_shape: tuple[int, ...],
+                    out_dtype: np.dtype, errors: TransformErrors) -> Callable[..., Any]:
     """The callable the engine runs (GIL held) for one array's Python transform chain. The
     chain sees the array's own dtype (datetime64, bfloat16, text), not the engine's view."""
     names = ", ".join(display_name(t) for t in chain)
