@@ -300,10 +300,10 @@ def test_a_full_disk_is_a_clear_error_and_leaves_nothing_partial(era, tmp_path):
         ds, _ = _dataset(path, cache, persist=True)
         with pytest.raises(insitubatch.ResourceExhaustedError, match=rf"{cache}.*disk holding the cache directory is full"):
             _epoch(ds, values)
+        ds.close()  # waits for the writes still in flight when the error reached the loop
         assert not any(p.name.endswith(".insitu-tmp") for p in cache.iterdir())
         logged = len((cache / "insitu_cache.jsonl").read_text().splitlines()) - 1
         assert logged == len(_chunk_files(cache))  # every logged chunk is whole
-        ds.close()
         ds, _ = _dataset(path, tmp_path / "roomy", persist=True)  # the dataset API stays usable
         assert _epoch(ds, values) == 48
     finally:

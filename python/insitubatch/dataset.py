@@ -46,7 +46,7 @@ class InSituDataset:
 
     def __init__(
         self,
-        store,
+        store: Any,
         manifest: SplitManifest,
         geometries: Mapping[str, ArrayGeometry] | None = None,
         *,
@@ -62,8 +62,8 @@ class InSituDataset:
         readonly_cache: bool = False,
         reset_stale_cache: bool = False,
         on_bad_chunk: str = "raise",
-        chunk_transforms: Sequence[Callable] = (),
-        batch_transforms: Sequence[Callable] = (),
+        chunk_transforms: Sequence[Callable[..., Any]] = (),
+        batch_transforms: Sequence[Callable[..., Any]] = (),
         decode_threads: int = 0,
         gather_threads: int = 0,
         eviction: str = "next_use",
@@ -141,8 +141,8 @@ class InSituDataset:
         self.persist = bool(persist)
         self.readonly_cache = bool(readonly_cache)
         self._reset_stale_cache = bool(reset_stale_cache)
-        self.chunk_transforms: tuple[Callable, ...] = tuple(chunk_transforms)
-        self.batch_transforms: tuple[Callable, ...] = tuple(batch_transforms)
+        self.chunk_transforms: tuple[Callable[..., Any], ...] = tuple(chunk_transforms)
+        self.batch_transforms: tuple[Callable[..., Any], ...] = tuple(batch_transforms)
         self._transform_errors = _transforms.TransformErrors()
 
         # A URL or path opens once here, so the geometries and the engine share one store.
@@ -250,7 +250,7 @@ class InSituDataset:
                                    eviction=self._eviction)
         self._reset_stale_cache = False  # done: a re-open (a forked child) must not reset again
 
-    def _live_engine(self):
+    def _live_engine(self) -> Any:
         """The engine, re-opened first in a forked child; FailedPrecondition once closed."""
         if self._engine is None and self._reopen_after_fork:
             self.store = reopen_store(self.store)
@@ -360,7 +360,7 @@ class InSituDataset:
                            " may grow past what it can hold", self._explicit_budget,
                            summary.format_bytes(self._explicit_budget), summary.format_bytes(have))
 
-    def _resolve_chunk_transforms(self):
+    def _resolve_chunk_transforms(self) -> tuple[dict[str, Any], dict[str, Any]]:
         """Per array path: the chunk transforms scoped to it, and its folded output field."""
         paths = set(self._paths)
         for t in self.chunk_transforms:
@@ -380,7 +380,7 @@ class InSituDataset:
             outputs[g.path] = _transforms.fold_output(g.path, g, chain)
         return chains, outputs
 
-    def _transform_spec(self, path: str):
+    def _transform_spec(self, path: str) -> dict[str, Any] | None:
         chain = self._chains[path]
         if not chain:
             return None
@@ -389,7 +389,7 @@ class InSituDataset:
             native = getattr(getattr(chain[0], "transform", chain[0]), "native_spec", None)
             if native is not None:
                 g = next(g for g in self.geometries.values() if g.path == path)
-                spec = native(path, tuple(g.inner_shape), g.dtype)
+                spec: dict[str, Any] | None = native(path, tuple(g.inner_shape), g.dtype)
                 if spec is not None:
                     return spec
         in_dtype = next(g.dtype for g in self.geometries.values() if g.path == path)
@@ -584,7 +584,7 @@ class InSituDataset:
         for key, resumed in checked:
             self._resume_at[key] = resumed
 
-    def _pass_finished(self, stats: PassStats, bad_chunks: list) -> None:
+    def _pass_finished(self, stats: PassStats, bad_chunks: list[Any]) -> None:
         if not any(not it._done for it in self._passes):
             # A chunk transform's exception no live pass can still receive: let it go (its
             # traceback holds chunk arrays).
@@ -650,7 +650,7 @@ class InSituDataset:
                                                     self.manifest.sample_chunk_size, self._batch_size, self._plan)}
         return out
 
-    def print_summary(self, *, iterations: int = 1, file=None) -> None:
+    def print_summary(self, *, iterations: int = 1, file: Any = None) -> None:
         """Prints :meth:`describe` formatted (numbers first, then advice)."""
         print(summary.format_summary(self.describe(iterations=iterations)), file=file)
 
@@ -704,7 +704,7 @@ class InSituDataset:
     def __enter__(self) -> "InSituDataset":
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
     def __del__(self) -> None:
@@ -765,12 +765,12 @@ class SplitView:
         if self.shuffled and ds._plan == "balanced":  # whole batches per block: count the order's rows
             order, _ = ds._order(self.split, True, ds.epoch, self._shard)
             anchors = order[:, 0] * m.sample_chunk_size + order[:, 1]
-            return math.ceil(int(((anchors >= lo) & (anchors < hi)).sum()) / ds.batch_size)
+            return int(math.ceil(int(((anchors >= lo) & (anchors < hi)).sum()) / ds.batch_size))
         if ds.world_size > 1 and self._shard == (ds.rank, ds.world_size):  # equal steps on every rank
-            return ds._rank_rows(self.split, lo, hi) // ds.batch_size
+            return int(ds._rank_rows(self.split, lo, hi) // ds.batch_size)
         rows = _ext.pass_rows(ds._chunk_ids(self.split, self._shard).tolist(), m.sample_chunk_size,
                               m.n_samples, lo, hi)
-        return math.ceil(rows / ds.batch_size)
+        return int(math.ceil(rows / ds.batch_size))
 
     def __repr__(self) -> str:
         share = "" if self._shard == (0, 1) else f", share {self._shard[0]} of {self._shard[1]}"

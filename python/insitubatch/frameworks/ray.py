@@ -70,7 +70,7 @@ def _read_task(store: Any, manifest: SplitManifest, geometries: Any, split: str,
 def _datasource_class() -> type:
     ray_data = require("ray.data")
 
-    class InSituDatasource(ray_data.Datasource):  # type: ignore[name-defined,misc]  # Ray, imported at call
+    class InSituDatasource(ray_data.Datasource):  # type: ignore[name-defined]  # Ray, imported at call
         """Reads one split of an insitubatch dataset; see :func:`read_insitu`."""
 
         def __init__(self, store: Any, manifest: SplitManifest, geometries: Any = None, *, split: str = "train",

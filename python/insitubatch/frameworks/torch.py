@@ -268,7 +268,7 @@ def _dataset_class(torch):
     global _DATASET_CLASS
     if _DATASET_CLASS is None:
 
-        class InSituTorchDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined,misc]  # torch at call
+        class InSituTorchDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]  # torch at call
             """A split view as a torch IterableDataset: each ``iter()`` is one pass.
 
             Use ``DataLoader(ds, batch_size=None, num_workers=0)``: batches are already
