@@ -31,11 +31,11 @@ from . import default_pin_budget_bytes, model_arrays, owned_copy, require
 logger = logging.getLogger("insitubatch")
 
 
-def _torch():
+def _torch() -> Any:
     return require("torch")
 
 
-def _host_tensor(torch, arr: np.ndarray):
+def _host_tensor(torch: Any, arr: np.ndarray) -> Any:
     """A CPU tensor over ``arr``'s memory (DLPack), or over a copy when DLPack refuses it."""
     if arr.dtype.name == "bfloat16":  # ml_dtypes' bfloat16: numpy cannot export it; torch has it
         bits = arr.view(np.uint16)
@@ -48,7 +48,7 @@ def _host_tensor(torch, arr: np.ndarray):
         return torch.from_numpy(owned_copy(arr))
 
 
-def _resolve_device(torch, device):
+def _resolve_device(torch: Any, device: Any) -> Any:
     if device is None:
         return None
     device = torch.device(device)
@@ -63,18 +63,18 @@ class _InflightCopies:
     """
 
     def __init__(self) -> None:
-        self._pending: collections.deque = collections.deque()
+        self._pending: collections.deque[Any] = collections.deque()
         self._lock = threading.Lock()
         self.pinned_bytes = 0
 
-    def hold(self, event, sources: list, pinned_bytes: int = 0) -> None:
+    def hold(self, event: Any, sources: list[Any], pinned_bytes: int = 0) -> None:
         with self._lock:
             self._pending.append((event, sources, pinned_bytes))
             self.pinned_bytes += pinned_bytes
 
     def release_finished(self) -> None:
         with self._lock:
-            keep: collections.deque = collections.deque()
+            keep: collections.deque[Any] = collections.deque()
             for entry in self._pending:
                 if entry[0].query():
                     self.pinned_bytes -= entry[2]
@@ -98,13 +98,14 @@ _CUDART_UNSET = object()
 _CUDART: Any = _CUDART_UNSET
 
 
-def cudart_host_register(torch) -> tuple[int, int] | None:
+def cudart_host_register(torch: Any) -> tuple[int, int] | None:
     """Addresses of ``cudaHostRegister`` and ``cudaHostUnregister`` in the CUDA runtime
     library torch has loaded, or None where none is found (the adapter then stages batches
     through torch's pinned allocator instead)."""
     global _CUDART
     if _CUDART is not _CUDART_UNSET:
-        return _CUDART
+        found: tuple[int, int] | None = _CUDART
+        return found
     torch.cuda.init()  # loads libcudart if torch links it dynamically
     candidates = []
     try:
@@ -129,17 +130,18 @@ def cudart_host_register(torch) -> tuple[int, int] | None:
     if _CUDART is None:
         logger.info("as_torch: no CUDA runtime library found in this process; batches are"
                     " staged through torch's pinned allocator instead of locked in place")
-    return _CUDART
+    result: tuple[int, int] | None = _CUDART
+    return result
 
 
 class _EnginePages:
     """A dataset's page-locked batch buffers (the engine locks them as it recycles them)."""
 
-    def __init__(self, dataset) -> None:
+    def __init__(self, dataset: Any) -> None:
         self.dataset = dataset
 
     @classmethod
-    def attach(cls, view, budget_bytes: int, functions: tuple[int, int] | None) -> "_EnginePages | None":
+    def attach(cls, view: Any, budget_bytes: int, functions: tuple[int, int] | None) -> "_EnginePages | None":
         """Turns locking on for ``view``'s dataset; None for views of anything else."""
         dataset = getattr(view, "dataset", None)
         if functions is None or dataset is None or not hasattr(dataset, "_lock_batch_pages"):
@@ -148,7 +150,7 @@ class _EnginePages:
         return cls(dataset)
 
     def locked(self, arr: np.ndarray) -> bool:
-        return self.dataset._batch_pages_locked(arr)
+        return bool(self.dataset._batch_pages_locked(arr))
 
     def locked_bytes(self) -> int:
         try:
@@ -167,7 +169,7 @@ class _DeviceFeeder:
     memory and one WARNING says so.
     """
 
-    def __init__(self, torch, device, *, pin: bool = False, pin_budget_bytes: int | None = None,
+    def __init__(self, torch: Any, device: Any, *, pin: bool = False, pin_budget_bytes: int | None = None,
                  pages: _EnginePages | None = None) -> None:
         self.torch = torch
         self.device = device
@@ -179,23 +181,23 @@ class _DeviceFeeder:
         self._warned = False
 
     # Device operations, separate so the bookkeeping can be exercised without a GPU.
-    def _is_pinned(self, host) -> bool:
+    def _is_pinned(self, host: Any) -> bool:
         return bool(host.is_pinned())
 
-    def _pin(self, host):
+    def _pin(self, host: Any) -> Any:
         return host.pin_memory()
 
-    def _copy(self, host):
+    def _copy(self, host: Any) -> Any:
         return host.to(self.device, non_blocking=True)
 
-    def _record_event(self):
+    def _record_event(self) -> Any:
         torch = self.torch
         with torch.cuda.device(self.device):
             event = torch.cuda.Event()
             event.record(torch.cuda.current_stream(self.device))
         return event
 
-    def _stage(self, arrays: dict, hosts: dict) -> tuple[dict, int]:
+    def _stage(self, arrays: dict[str, Any], hosts: dict[str, Any]) -> tuple[dict[str, Any], int]:
         """Page-locks the host tensors within the budget; returns them and the bytes staged."""
         pages = self.pages
         need = {k: t for k, t in hosts.items()
@@ -238,7 +240,7 @@ _FEEDERS: dict[Any, _DeviceFeeder] = {}
 _FEEDERS_LOCK = threading.Lock()
 
 
-def _feeder_for(torch, device) -> _DeviceFeeder:
+def _feeder_for(torch: Any, device: Any) -> _DeviceFeeder:
     with _FEEDERS_LOCK:
         feeder = _FEEDERS.get(device)
         if feeder is None:
@@ -246,7 +248,7 @@ def _feeder_for(torch, device) -> _DeviceFeeder:
         return feeder
 
 
-def to_torch(batch, device=None) -> dict[str, Any]:
+def to_torch(batch: Any, device: Any = None) -> dict[str, Any]:
     """``{label: torch.Tensor}`` for a Batch's model-input arrays.
 
     On the CPU (``device`` None or ``"cpu"``) the tensors share the batch buffers (DLPack,
@@ -264,11 +266,11 @@ def to_torch(batch, device=None) -> dict[str, Any]:
 _DATASET_CLASS = None
 
 
-def _dataset_class(torch):
+def _dataset_class(torch: Any) -> Any:
     global _DATASET_CLASS
     if _DATASET_CLASS is None:
 
-        class InSituTorchDataset(torch.utils.data.IterableDataset):  # type: ignore[name-defined]  # torch at call
+        class InSituTorchDataset(torch.utils.data.IterableDataset):  # torch: the module, imported at call
             """A split view as a torch IterableDataset: each ``iter()`` is one pass.
 
             Use ``DataLoader(ds, batch_size=None, num_workers=0)``: batches are already
@@ -278,7 +280,7 @@ def _dataset_class(torch):
             every chunk is read by one worker.
             """
 
-            def __init__(self, view: Iterable, device, pin_budget_bytes: int | None) -> None:
+            def __init__(self, view: Iterable[Any], device: Any, pin_budget_bytes: int | None) -> None:
                 super().__init__()
                 self.view = view
                 self.device = _resolve_device(torch, device)
@@ -330,7 +332,8 @@ def _dataset_class(torch):
             # torchdata's StatefulDataLoader saves and restores these (num_workers=0): the
             # view's cursor, so a restored loader yields exactly the rest of the epoch.
             def state_dict(self) -> dict[str, Any]:
-                return self._stateful_view().state_dict()
+                state: dict[str, Any] = self._stateful_view().state_dict()
+                return state
 
             def load_state_dict(self, state: dict[str, Any]) -> None:
                 self._stateful_view().load_state_dict(state)
@@ -340,7 +343,7 @@ def _dataset_class(torch):
                     raise FailedPreconditionError(f"{self.view!r} keeps no resume state (a SplitView does)")
                 return self.view
 
-            def __reduce__(self):  # spawned workers: the class is made at first use
+            def __reduce__(self) -> tuple[Any, tuple[Any]]:  # spawned workers: the class is made at first use
                 device = None if self.device is None else str(self.device)
                 return (functools.partial(as_torch, device=device, pin_budget_bytes=self.pin_budget_bytes),
                         (self.view,))
@@ -353,7 +356,7 @@ def _dataset_class(torch):
     return _DATASET_CLASS
 
 
-def as_torch(view, *, device=None, pin_budget_bytes: int | None = None):
+def as_torch(view: Any, *, device: Any = None, pin_budget_bytes: int | None = None) -> Any:
     """A torch ``IterableDataset`` yielding ``to_torch(batch, device)`` for each batch of
     ``view`` (e.g. ``ds.train``); iterate it with ``DataLoader(..., batch_size=None,
     num_workers=0)``.
