@@ -3,6 +3,8 @@ Imports no framework."""
 
 from __future__ import annotations
 
+import os
+import socket
 import subprocess
 import sys
 import textwrap
@@ -64,3 +66,24 @@ def run_python(code: str) -> None:
     proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0, proc.stderr + proc.stdout
+
+
+def run_torchrun(script, *args: str, nproc: int = 3, timeout: float = 240) -> None:
+    """Runs ``script`` under ``torchrun --nproc_per_node=nproc`` (gloo over loopback, a free
+    port for the rendezvous) and fails with its stderr unless every rank exits 0. The job
+    runs in its own session, so a hang kills torchrun's rank processes too."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}  # loopback only: no other interface is reachable here
+    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}",
+                             "--master_addr=127.0.0.1", f"--master_port={port}", str(script), *map(str, args)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            start_new_session=True)
+    try:
+        _, stderr = proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, 9)
+            proc.wait()
+    assert proc.returncode == 0, stderr[-4000:]

@@ -212,31 +212,14 @@ def test_torchrun_ranks_share_one_node_cache_with_equal_steps(images, tmp_path):
     by directory scan: equal steps (an all-reduce per step), exact images, the epoch's
     samples once across the ranks, and each object fetched at most once per epoch."""
     import json
-    import os
-    import socket
-    import subprocess
+
+    from fwtest_util import run_torchrun
 
     index, proxy = images
     script = tmp_path / "ddp.py"
     script.write_text(DDP_SCRIPT)
     out = tmp_path / "report.json"
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}
-    tests = str(Path(__file__).resolve().parents[1])
-    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=3",
-                             "--master_addr=127.0.0.1", f"--master_port={port}", str(script), str(index),
-                             str(out), tests, str(tmp_path / "nvme")],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        _, stderr = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-    assert proc.returncode == 0, stderr[-4000:]
+    run_torchrun(script, index, out, Path(__file__).resolve().parents[1], tmp_path / "nvme")
     reports = json.loads(out.read_text())
     # 96 images in batches of 5: 20 batches (the last short), 6 steps per rank, 2 dropped.
     assert [r["steps"] for r in reports] == [[6, 6]] * 3

@@ -12,7 +12,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from fwtest_util import add_index, expected, first_batch, run_python, run_without  # noqa: E402
+from fwtest_util import add_index, expected, first_batch, run_python, run_torchrun, run_without  # noqa: E402
 from torch.utils.data import DataLoader  # noqa: E402
 
 import insitubatch  # noqa: E402
@@ -488,8 +488,6 @@ dist.destroy_process_group()
 
 def test_torchrun_ranks_take_equal_steps_and_read_disjoint_chunks(tmp_path):
     import json
-    import subprocess
-    import sys
 
     import zarr
 
@@ -499,25 +497,7 @@ def test_torchrun_ranks_take_equal_steps_and_read_disjoint_chunks(tmp_path):
     script = tmp_path / "ddp.py"
     script.write_text(DDP_SCRIPT)
     out = tmp_path / "report.json"
-    import os
-    import socket
-
-    with socket.socket() as s:  # a free loopback port for the rendezvous
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    env = {**os.environ, "GLOO_SOCKET_IFNAME": "lo"}  # loopback only: no other interface is reachable here
-    # Its own session, so a hang kills torchrun's rank processes too, not torchrun alone.
-    proc = subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=3",
-                             "--master_addr=127.0.0.1", f"--master_port={port}",
-                             str(script), str(tmp_path / "s.zarr"), str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
-    try:
-        _, stderr = proc.communicate(timeout=240)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, 9)
-            proc.wait()
-    assert proc.returncode == 0, stderr[-4000:]
+    run_torchrun(script, tmp_path / "s.zarr", out)
     reports = json.loads(out.read_text())
     assert [r["rank"] for r in reports] == [0, 1, 2] and {r["world_size"] for r in reports} == {3}
     assert len({r["steps"] for r in reports}) == 1 and reports[0]["steps"] == 2 * reports[0]["len"] > 0
