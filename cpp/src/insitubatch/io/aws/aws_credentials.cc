@@ -239,20 +239,6 @@ std::string AmbientCredentialSource::Describe() const {
   return "instance metadata (" + endpoint + ")";
 }
 
-std::optional<std::string> NonEmptyEnv(const EnvLookup& env, std::string_view name) {
-  auto v = env(name);
-  if (v && !v->empty()) return v;
-  return std::nullopt;
-}
-
-EnvLookup ProcessEnv() {
-  return [](std::string_view name) -> std::optional<std::string> {
-    const char* v = std::getenv(std::string(name).c_str());
-    if (v == nullptr) return std::nullopt;
-    return std::string(v);
-  };
-}
-
 Result<IniFile> ParseIni(std::string_view text, std::string_view where) {
   IniFile out;
   std::string section;

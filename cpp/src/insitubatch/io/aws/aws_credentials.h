@@ -29,15 +29,10 @@
 #include <string_view>
 
 #include "insitubatch/io/aws/aws_sigv4.h"
+#include "insitubatch/util/env.h"
 #include "insitubatch/util/result.h"
 
 namespace insitubatch {
-
-// Reads an environment variable; tests pass a fake.
-using EnvLookup = std::function<std::optional<std::string>(std::string_view)>;
-EnvLookup ProcessEnv();
-// The variable's value when it is set and not empty.
-std::optional<std::string> NonEmptyEnv(const EnvLookup& env, std::string_view name);
 
 struct AwsConfigRequest {
   std::string access_key_id, secret_access_key, session_token;  // explicit (secret)

@@ -19,9 +19,9 @@
 #include <utility>
 #include <vector>
 
-#include "insitubatch/io/aws/aws_credentials.h"  // EnvLookup
 #include "insitubatch/io/http/curl_transport.h"
 #include "insitubatch/io/refreshing.h"
+#include "insitubatch/util/env.h"
 #include "insitubatch/util/result.h"
 
 namespace insitubatch {

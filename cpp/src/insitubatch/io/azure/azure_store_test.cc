@@ -14,13 +14,7 @@
 namespace insitubatch {
 namespace {
 
-EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
-  return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
-    auto it = vars.find(std::string(name));
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
-}
+EnvLookup FakeEnv(std::map<std::string, std::string> vars) { return MapEnv(std::move(vars)); }
 
 TEST(AzureUrlTest, ParsesTheFormsObstoreTakes) {
   struct Case {

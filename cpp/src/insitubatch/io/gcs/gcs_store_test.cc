@@ -19,11 +19,7 @@ using ::testing::Not;
 EnvLookup FakeEnv(std::map<std::string, std::string> vars) {
   vars.emplace("NO_GCE_CHECK", "true");
   vars.emplace("AWS_EC2_METADATA_DISABLED", "true");
-  return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
-    auto it = vars.find(std::string(name));
-    if (it == vars.end()) return std::nullopt;
-    return it->second;
-  };
+  return MapEnv(std::move(vars));
 }
 
 TEST(GcsListPageTest, ParsesItemsAndToken) {

@@ -1,0 +1,29 @@
+#include "insitubatch/util/env.h"
+
+#include <cstdlib>
+
+namespace insitubatch {
+
+EnvLookup ProcessEnv() {
+  return [](std::string_view name) -> std::optional<std::string> {
+    const char* v = std::getenv(std::string(name).c_str());
+    if (v == nullptr) return std::nullopt;
+    return std::string(v);
+  };
+}
+
+EnvLookup MapEnv(std::map<std::string, std::string> vars) {
+  return [vars = std::move(vars)](std::string_view name) -> std::optional<std::string> {
+    auto it = vars.find(std::string(name));
+    if (it == vars.end()) return std::nullopt;
+    return it->second;
+  };
+}
+
+std::optional<std::string> NonEmptyEnv(const EnvLookup& env, std::string_view name) {
+  auto v = env(name);
+  if (v && !v->empty()) return v;
+  return std::nullopt;
+}
+
+}  // namespace insitubatch
