@@ -398,6 +398,16 @@ def test_a_shared_cache_plan_keeps_every_local_ranks_batches(monkeypatch):
         pf.RankPlanProvider(base, rank=0, world_size=2, remainder="wrap")
     with pytest.raises(InvalidArgumentError, match="together"):
         pf.RankPlanProvider(base, rank=0)
+    with pytest.raises(InvalidArgumentError, match="PlanProvider"):
+        pf.RankPlanProvider("shuffle", rank=0, world_size=2)
+    with pytest.raises(InvalidArgumentError, match="rank must be in"):
+        pf.RankPlanProvider(base, rank=2, world_size=2)
+    with pytest.raises(InvalidArgumentError, match="remainder"):
+        base.make_epoch_plan(0).shard(0, 2, remainder="wrap")
+    with pytest.raises(InvalidArgumentError, match="keep plan"):
+        pf.PlanView(np.zeros((4, 2), np.int64), keep=np.zeros((3, 2), np.int64))
+    with pytest.raises(InvalidArgumentError, match="run_id"):
+        pf.node_cache_dir("/nvme", run_id="../x")
     assert pf.node_cache_dir("/nvme", run_id=7) == "/nvme/run_7/node"
     assert pf.rank_cache_dir("/nvme", run_id=7, rank=3) == "/nvme/run_7/rank_3"
 

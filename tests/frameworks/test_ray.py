@@ -135,3 +135,7 @@ def test_limits_epochs_and_bad_arguments(cluster, served):
         dataset(served, rank=0, world_size=2)
     with pytest.raises(ib.InvalidArgumentError, match="batch_size"):
         dataset(served, batch_size=0)
+    with pytest.raises(ib.InvalidArgumentError, match="override_num_blocks"):
+        dataset(served, override_num_blocks=0)
+    with pytest.raises(ib.InvalidArgumentError, match="epoch"):
+        dataset(served, epoch=-1)
