@@ -4,6 +4,7 @@
 #include <cctype>
 #include <ctime>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "insitubatch/io/aws/aws_sigv4.h"    // CanonicalQueryString, HmacSha256
@@ -177,7 +178,19 @@ Result<AzureListPage> ParseAzureListPage(std::string_view xml) {
     return InvalidArgument("Azure List Blobs reply is not an <EnumerationResults> document");
   }
   AzureListPage page;
-  INSITU_ASSIGN_OR_RETURN(page.names, XmlElementTexts(xml, "Name"));
+  INSITU_ASSIGN_OR_RETURN(std::vector<XmlElement> names, XmlElements(xml, "Name"));
+  for (XmlElement& name : names) {
+    // A name holding characters XML cannot carry comes percent-encoded, marked Encoded="true".
+    if (XmlHasAttribute(name.attributes, "Encoded", "true")) {
+      std::optional<std::string> decoded = PercentDecode(name.text, /*strict=*/true);
+      if (!decoded) {
+        return InvalidArgument("Azure List Blobs reply: <Name Encoded=\"true\"> \"" + name.text.substr(0, 200) +
+                               "\" is not percent-encoded");
+      }
+      name.text = std::move(*decoded);
+    }
+    page.names.push_back(std::move(name.text));
+  }
   INSITU_ASSIGN_OR_RETURN(std::vector<std::string> markers, XmlElementTexts(xml, "NextMarker"));
   if (markers.size() > 1) return InvalidArgument("Azure List Blobs reply holds more than one <NextMarker>");
   if (!markers.empty()) page.next_marker = std::move(markers.front());

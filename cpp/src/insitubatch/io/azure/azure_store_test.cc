@@ -122,6 +122,19 @@ TEST(AzureListTest, NamesAndMarker) {
   EXPECT_FALSE(ParseAzureListPage("<EnumerationResults><Name>a<b></Name></EnumerationResults>").ok());
 }
 
+TEST(AzureListTest, EncodedNamesArePercentDecoded) {
+  // Azure percent-encodes a name holding characters XML cannot carry and marks it so.
+  auto page = ParseAzureListPage(R"(<EnumerationResults><Blobs><Blob><Name Encoded="true">p/a%01b%25</Name></Blob>)"
+                                 R"(<Blob><Name Encoded="false">p/c%25</Name></Blob></Blobs></EnumerationResults>)");
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->names, (std::vector<std::string>{"p/a\x01"
+                                                   "b%",
+                                                   "p/c%25"}));
+  auto bad = ParseAzureListPage(R"(<EnumerationResults><Name Encoded="true">a%zz</Name></EnumerationResults>)");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("a%zz"), std::string::npos) << bad.status().ToString();
+}
+
 TEST(AzureCredentialsTest, FollowsObstoresOrder) {
   using Kind = AzureCredentialSource::Kind;
   const std::map<std::string, std::string> everything = {

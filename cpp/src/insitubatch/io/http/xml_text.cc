@@ -90,8 +90,8 @@ Result<std::string> XmlUnescape(std::string_view text) {
   return out;
 }
 
-Result<std::vector<std::string>> XmlElementTexts(std::string_view xml, std::string_view tag) {
-  std::vector<std::string> texts;
+Result<std::vector<XmlElement>> XmlElements(std::string_view xml, std::string_view tag) {
+  std::vector<XmlElement> elements;
   const std::string open = "<" + std::string(tag);
   const std::string close = "</" + std::string(tag) + ">";
   size_t pos = 0;
@@ -109,7 +109,7 @@ Result<std::vector<std::string>> XmlElementTexts(std::string_view xml, std::stri
       return InvalidArgument("xml: unclosed <" + std::string(tag) + " tag");
     }
     if (xml[gt - 1] == '/') {  // <Key/>
-      texts.emplace_back();
+      elements.push_back({std::string(xml.substr(name_end, gt - 1 - name_end)), ""});
       pos = gt + 1;
       continue;
     }
@@ -122,10 +122,32 @@ Result<std::vector<std::string>> XmlElementTexts(std::string_view xml, std::stri
       return InvalidArgument("xml: <" + std::string(tag) + "> holds markup, not text");
     }
     INSITU_ASSIGN_OR_RETURN(std::string text, XmlUnescape(raw));
-    texts.push_back(std::move(text));
+    elements.push_back({std::string(xml.substr(name_end, gt - name_end)), std::move(text)});
     pos = end + close.size();
   }
+  return elements;
+}
+
+Result<std::vector<std::string>> XmlElementTexts(std::string_view xml, std::string_view tag) {
+  INSITU_ASSIGN_OR_RETURN(std::vector<XmlElement> elements, XmlElements(xml, tag));
+  std::vector<std::string> texts;
+  texts.reserve(elements.size());
+  for (XmlElement& e : elements) texts.push_back(std::move(e.text));
   return texts;
+}
+
+bool XmlHasAttribute(std::string_view attributes, std::string_view name, std::string_view value) {
+  for (const char quote : {'"', '\''}) {
+    const std::string wanted = std::string(name) + "=" + quote + std::string(value) + quote;
+    for (size_t at = attributes.find(wanted); at != std::string_view::npos; at = attributes.find(wanted, at + 1)) {
+      // A whole attribute name: `Encoded=` but not `NotEncoded=`.
+      if (at == 0 || attributes[at - 1] == ' ' || attributes[at - 1] == '\t' || attributes[at - 1] == '\n' ||
+          attributes[at - 1] == '\r') {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 std::string XmlFirstText(std::string_view xml, std::string_view tag) {

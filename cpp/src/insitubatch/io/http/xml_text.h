@@ -17,10 +17,23 @@ namespace insitubatch {
 // InvalidArgument.
 Result<std::string> XmlUnescape(std::string_view text);
 
-// The decoded text of every <tag>...</tag> element in document order (attributes on the
-// opening tag allowed, <tag/> yields ""). InvalidArgument when an element is unclosed or
-// its text holds markup. CDATA is not used by S3 and is rejected.
+// One <tag ...>text</tag> element: its decoded text and the raw attributes of its
+// opening tag (what lies between the tag name and '>', e.g. ` Encoded="true"`).
+struct XmlElement {
+  std::string attributes;
+  std::string text;
+};
+
+// Every <tag>...</tag> element in document order (<tag/> yields an empty text).
+// InvalidArgument when an element is unclosed or its text holds markup. CDATA is not
+// used by S3 or Azure and is rejected.
+Result<std::vector<XmlElement>> XmlElements(std::string_view xml, std::string_view tag);
+
+// The decoded texts of XmlElements(xml, tag).
 Result<std::vector<std::string>> XmlElementTexts(std::string_view xml, std::string_view tag);
+
+// Whether `attributes` (an XmlElement's) hold name="value" (or name='value').
+bool XmlHasAttribute(std::string_view attributes, std::string_view name, std::string_view value);
 
 // The first <tag> text, or "" when absent or malformed (for error bodies, best effort).
 std::string XmlFirstText(std::string_view xml, std::string_view tag);

@@ -33,6 +33,23 @@ TEST(XmlTextTest, FindsElementsByExactTag) {
   EXPECT_EQ(XmlFirstText(xml, "KeyCount"), "2");
 }
 
+TEST(XmlTextTest, ElementsCarryTheirOpeningTagsAttributes) {
+  auto names =
+      XmlElements(R"(<B><Name>a</Name><Name Encoded="true">b%01</Name><Name x='1' Encoded='true'/></B>)", "Name");
+  ASSERT_TRUE(names.ok()) << names.status().ToString();
+  ASSERT_EQ(names->size(), 3u);
+  EXPECT_EQ((*names)[0].attributes, "");
+  EXPECT_FALSE(XmlHasAttribute((*names)[0].attributes, "Encoded", "true"));
+  EXPECT_EQ((*names)[1].text, "b%01");
+  EXPECT_TRUE(XmlHasAttribute((*names)[1].attributes, "Encoded", "true"));
+  EXPECT_FALSE(XmlHasAttribute((*names)[1].attributes, "Encoded", "false"));
+  EXPECT_EQ((*names)[2].text, "");
+  EXPECT_TRUE(XmlHasAttribute((*names)[2].attributes, "Encoded", "true"));
+  EXPECT_TRUE(XmlHasAttribute((*names)[2].attributes, "x", "1"));
+  // A whole attribute name, not the end of a longer one.
+  EXPECT_FALSE(XmlHasAttribute(R"( NotEncoded="true")", "Encoded", "true"));
+}
+
 TEST(XmlTextTest, MalformedDocumentsAreErrorsNotGuesses) {
   EXPECT_FALSE(XmlElementTexts("<Key>abc", "Key").ok());             // never closed
   EXPECT_FALSE(XmlElementTexts("<Key", "Key").ok());                 // truncated tag
