@@ -170,3 +170,33 @@ def test_strings_alone_cannot_be_batched(tmp_path):
     geoms = ib.open_geometries(store, ["names"])
     with pytest.raises(ib.InvalidArgumentError, match="at least one numeric array"):
         ib.InSituDataset(store, ib.split_by_chunk(geoms["names"], fractions=(1.0, 0.0, 0.0)), geometries=geoms)
+
+
+def test_describe_and_print_summary_name_the_string_variables(tmp_path, capsys):
+    values = _strings((12,), 4)
+    _write(tmp_path / "s.zarr", 3, "names", values, (3,), str, "")
+    _write(tmp_path / "s.zarr", 3, "x", np.arange(12, dtype="f4"), (3,), "f4", 0)
+    store = ib.store(str(tmp_path / "s.zarr"))
+    geoms = ib.open_geometries(store, ["x", "names"])
+    geoms["names_next"] = geoms["names"].shift(1)
+    manifest = ib.split_by_chunk(geoms["x"], fractions=(1.0, 0.0, 0.0))
+    with ib.InSituDataset(store, manifest, geometries=geoms, batch_size=3) as ds:
+        report = ds.describe()
+        assert list(report["variables"]) == ["x"]  # the pool holds the numeric arrays alone
+        strings = report["string_variables"]
+        assert list(strings) == ["names", "names_next"]
+        assert strings["names"]["shape"] == (12,) and strings["names"]["n_chunks"] == 4
+        assert strings["names_next"]["offset"] == 1
+        ds.print_summary()
+    text = capsys.readouterr().out
+    section = text.split("string variables", 1)[1].split("\n\n", 1)[0]
+    assert "names\n" in section and "names_next  window +1" in section
+    assert "4 chunks of 3 sample(s)" in section
+
+
+def test_describe_has_no_string_section_without_strings(tmp_path):
+    _write(tmp_path / "s.zarr", 3, "x", np.arange(12, dtype="f4"), (3,), "f4", 0)
+    store = ib.store(str(tmp_path / "s.zarr"))
+    geoms = ib.open_geometries(store, ["x"])
+    with ib.InSituDataset(store, ib.split_by_chunk(geoms["x"], fractions=(1.0, 0.0, 0.0)), geometries=geoms) as ds:
+        assert "string_variables" not in ds.describe()

@@ -643,6 +643,8 @@ class InSituDataset:
         iterations = arguments.integer("iterations", iterations)
         out = summary.describe(self.geometries, self._outputs, self._summary_config(), iterations=iterations,
                                reread_spill=self._reread_spill)
+        if self.string_geometries:
+            out["string_variables"] = summary.string_variable_records(self.string_geometries, strings.MAX_BLOCKS)
         if self._plan != "shuffle":
             rows, bounds = self._order("train", self._shuffle, self._epoch)
             out["plan"] = {"kind": self._plan, "classes": self._n_classes, "epoch": self._epoch,

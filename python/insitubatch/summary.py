@@ -67,7 +67,8 @@ class OutputField:
 class DatasetReport(TypedDict, total=False):
     """What :meth:`InSituDataset.describe` returns: per-variable geometry and bytes, the
     resolved configuration, the memory model's pieces, findings (``notes``: code, severity,
-    subject, message), footnotes, the shuffle quality and, for class-aware plans, ``plan``."""
+    subject, message), footnotes, the shuffle quality, for class-aware plans ``plan`` and, when
+    the dataset reads variable-length strings, ``string_variables``."""
 
     variables: dict[str, dict[str, Any]]
     config: dict[str, Any]
@@ -76,6 +77,7 @@ class DatasetReport(TypedDict, total=False):
     footnotes: list[str]
     shuffle_quality: float | None
     plan: dict[str, Any]
+    string_variables: dict[str, dict[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -204,6 +206,23 @@ def _variable_record(label: str, g: Any, out: OutputField, has_ct: bool) -> dict
         "output_inner_shape": out.inner_shape,
         "output_dtype": str(out.dtype),
     }
+
+
+def string_variable_records(geometries: Mapping[str, Any], max_blocks: int) -> dict[str, dict[str, Any]]:
+    """describe()'s record of each variable-length string array: read beside the engine, outside
+    the pool's budget, with up to ``max_blocks`` sample-chunks of it kept decoded per pass."""
+    return {label: {
+        "label": label,
+        "path": g.path,
+        "dtype": "object (variable-length strings)",
+        "shape": tuple(int(s) for s in g.shape),
+        "chunks": tuple(int(c) for c in g.chunks),
+        "sample_axis": int(g.sample_axis),
+        "sample_chunk_size": int(g.sample_chunk_size),
+        "n_chunks": int(g.n_chunks),
+        "offset": int(g.offset),
+        "held_sample_chunks": int(max_blocks),
+    } for label, g in geometries.items()}
 
 
 # -- sizing --------------------------------------------------------------------------------
@@ -475,6 +494,20 @@ def _variables_section(variables: Mapping[str, dict[str, Any]]) -> list[str]:
     return lines
 
 
+def _string_variables_section(strings: Mapping[str, dict[str, Any]]) -> list[str]:
+    lines = ["string variables (read beside the engine, outside the budget below)"]
+    for label, v in strings.items():
+        head = f"  {label}"
+        if v["offset"]:
+            head += f"  window {v['offset']:+d}"
+        lines.append(head)
+        lines.append(f"    {_dims(v['shape'])} {v['dtype']}   chunks {_dims(v['chunks'])}"
+                     f"   sample axis {v['sample_axis']}")
+        lines.append(f"    {v['n_chunks']} chunks of {v['sample_chunk_size']} sample(s); up to"
+                     f" {v['held_sample_chunks']} of them held decoded per pass (their size depends on the text)")
+    return lines
+
+
 def _config_section(c: Mapping[str, Any]) -> list[str]:
     block = f"block_chunks {c['block_chunks']}"
     if c["block_chunks"] != c["block_chunks_requested"]:
@@ -533,8 +566,10 @@ def _memory_section(m: Mapping[str, Any], footnotes: Sequence[str]) -> list[str]
 
 def format_summary(report: Mapping[str, Any]) -> str:
     """The ``print_summary()`` text of a :func:`describe` report: numbers first, then advice."""
-    sections = [
-        _variables_section(report["variables"]),
+    sections = [_variables_section(report["variables"])]
+    if report.get("string_variables"):
+        sections.append(_string_variables_section(report["string_variables"]))
+    sections += [
         _config_section(report["config"]),
         _memory_section(report["memory"], report.get("footnotes", ())),
     ]
@@ -567,5 +602,6 @@ __all__ = [
     "resolve_block_chunks",
     "resolve_budget",
     "slot_bytes",
+    "string_variable_records",
     "working_set_bytes",
 ]
