@@ -72,15 +72,19 @@ def test_dataset_streams_exact_values_reading_each_chunk_once(demo, server):
     check_dataset_streams_exact(store, root, _ext.CountingStore(store))
 
 
-def test_listing_is_unimplemented_and_unconsolidated_groups_say_why(demo, server):
+def test_an_unconsolidated_group_opens_named_arrays_and_says_why_it_cannot_list_the_rest(demo, server):
     store = insitubatch.store(server.url + "/plain.zarr")
     with pytest.raises(insitubatch.UnsupportedError, match="consolidated metadata"):
         store.list()
     with pytest.raises(insitubatch.UnsupportedError, match="consolidated"):
         open_geometries(store)
-    # A single array needs no listing.
+    # A single array needs no listing, nor do variables named in the group.
     arr = insitubatch.read_chunk(insitubatch.store(server.url + "/plain.zarr/t2m"), "", (1, 0, 0))
     np.testing.assert_array_equal(arr, oracle(demo[1], "t2m")[8:16])
+    # A dataset over them streams exact values, each chunk read once per epoch.
+    check_dataset_streams_exact(store, demo[1], _ext.CountingStore(store))
+    with pytest.raises(insitubatch.NotFoundError, match="'nope'"):
+        open_geometries(store, ["nope"])
 
 
 def test_connections_are_reused(demo, server):

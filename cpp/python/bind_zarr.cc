@@ -108,16 +108,25 @@ void BindZarr(nb::module_& m) {
   nb::class_<Hierarchy>(m, "Hierarchy", "The groups and arrays of a zarr store.")
       .def_prop_ro("zarr_format", &Hierarchy::zarr_format)
       .def_prop_ro("consolidated", &Hierarchy::consolidated)
-      .def("array_paths", &Hierarchy::ArrayPaths)
+      .def("array_paths", [](const Hierarchy& h) { return ValueOrThrow(h.ArrayPaths()); })
+      // Without the GIL: a store that cannot list reads a node's documents when first asked.
       .def("kind",
            [](const Hierarchy& h, const std::string& path) {
+             nb::gil_scoped_release release;
              return ValueOrThrow(h.Kind(path)) == zarr::NodeKind::kArray ? "array" : "group";
            })
       .def("array_metadata",
            [](const Hierarchy& h, const std::string& path) {
-             return MetadataToDict(ValueOrThrow(h.ArrayMetadataAt(path)));
+             Result<zarr::ArrayMetadata> metadata = [&] {
+               nb::gil_scoped_release release;
+               return h.ArrayMetadataAt(path);
+             }();
+             return MetadataToDict(ValueOrThrow(std::move(metadata)));
            })
-      .def("open_array", [](const Hierarchy& h, const std::string& path) { return ValueOrThrow(h.OpenArray(path)); });
+      .def("open_array", [](const Hierarchy& h, const std::string& path) {
+        nb::gil_scoped_release release;
+        return ValueOrThrow(h.OpenArray(path));
+      });
 
   m.def(
       "open_hierarchy",

@@ -408,7 +408,8 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     """Opens the store at ``url``.
 
     Schemes: a local path or ``file://``; ``memory://``; ``http://`` / ``https://`` (Range
-    reads; no listing, so groups need consolidated metadata); ``s3://bucket/prefix``
+    reads; no listing: finding a group's arrays needs consolidated metadata, arrays named
+    by path open without it); ``s3://bucket/prefix``
     (SigV4; ``skip_signature``, ``region``, ``endpoint``, ``request_payer``,
     ``access_key_id`` / ``secret_access_key`` / ``session_token``, ``profile``,
     ``virtual_hosted_style_request``; without keys, credentials come as botocore finds them:

@@ -139,9 +139,8 @@ class HierarchyBuilder {
     return Status::Ok();
   }
 
-  // Lists the store and reads every `<path>/zarr.json` below the root.
-  Status DiscoverV3() {
-    INSITU_ASSIGN_OR_RETURN(std::vector<std::string> keys, ListAll());
+  // Reads every `<path>/zarr.json` below the root that the listing `keys` name.
+  Status DiscoverV3(const std::vector<std::string>& keys) {
     std::vector<std::string> paths, documents;
     for (const std::string& key : keys) {
       auto [path, leaf] = SplitLeaf(key);
@@ -187,9 +186,8 @@ class HierarchyBuilder {
     return Status::Ok();
   }
 
-  // Lists the store; reads each array's .zarray (+ .zattrs). Groups need only their key.
-  Status DiscoverV2() {
-    INSITU_ASSIGN_OR_RETURN(std::vector<std::string> keys, ListAll());
+  // Reads each listed array's .zarray (+ .zattrs). Groups need only their key.
+  Status DiscoverV2(const std::vector<std::string>& keys) {
     struct Listed {
       bool zarray = false, zgroup = false, zattrs = false;
     };
@@ -234,6 +232,40 @@ class HierarchyBuilder {
     return Status::Ok();
   }
 
+  // One node below the root, read from its own documents (for a store that cannot list);
+  // nothing is added when none of them exists.
+  Status ReadV3Node(const std::string& path) {
+    const std::string key = path + "/zarr.json";
+    INSITU_ASSIGN_OR_RETURN(std::optional<Json> document, ReadJson(store_, key));
+    if (!document) return Status::Ok();
+    return AddV3Node(path, *document, store_.Describe(key));
+  }
+
+  Status ReadV2Node(const std::string& path) {
+    INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store_, {path + "/.zarray", path + "/.zgroup", path + "/.zattrs"}));
+    if (texts[0] && texts[1]) {
+      return Error(StatusCode::kInvalidArgument, store_.Describe(path), "both .zarray and .zgroup are present");
+    }
+    if (texts[0]) return AddV2Array(path, *texts[0], texts[2]);
+    if (texts[1]) {
+      const std::string where = store_.Describe(path + "/.zgroup");
+      INSITU_ASSIGN_OR_RETURN(Json group, ParseJson(*texts[1], where));
+      INSITU_RETURN_IF_ERROR(CheckObject(group, ".zgroup", where));
+      nodes_[path] = NodeKind::kGroup;
+    }
+    return Status::Ok();
+  }
+
+  // The store's keys; Unimplemented from a store that cannot list.
+  Result<std::vector<std::string>> ListAll() {
+    auto keys = store_.List("");
+    if (!keys.ok()) {
+      return keys.status().WithContext("listing " + store_.Describe("") +
+                                       " (no consolidated metadata; arrays named by path open without a listing)");
+    }
+    return keys;
+  }
+
   // A root or listed v2 array from its document texts.
   Status AddV2Array(const std::string& path, const std::string& zarray_text,
                     const std::optional<std::string>& zattrs_text) {
@@ -274,14 +306,6 @@ class HierarchyBuilder {
     return Status::Ok();
   }
 
-  Result<std::vector<std::string>> ListAll() {
-    auto keys = store_.List("");
-    if (!keys.ok()) {
-      return keys.status().WithContext("listing " + store_.Describe("") + " (no consolidated metadata)");
-    }
-    return keys;
-  }
-
   Store& store_;
   std::map<std::string, NodeKind, std::less<>>& nodes_;
   std::map<std::string, Result<ArrayMetadata>, std::less<>>& arrays_;
@@ -295,6 +319,17 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
   h.store_ = std::move(store);
   Store& s = *h.store_;
   HierarchyBuilder builder(s, h.nodes_, h.array_metadata_);
+  // The store's keys; nullopt from a store that cannot list (plain HTTP), whose nodes are
+  // then read from their own documents when first asked for, as zarr-python opens
+  // group["name"].
+  auto list = [&h, &builder]() -> Result<std::optional<std::vector<std::string>>> {
+    Result<std::vector<std::string>> keys = builder.ListAll();
+    if (keys.ok()) return std::optional(std::move(*keys));
+    if (keys.status().code() != StatusCode::kUnimplemented) return keys.status();
+    h.unlisted_ = keys.status();
+    h.lazy_mutex_ = std::make_shared<std::mutex>();
+    return std::optional<std::vector<std::string>>();
+  };
 
   INSITU_ASSIGN_OR_RETURN(std::optional<Json> root, ReadJson(s, "zarr.json"));
   if (root) {
@@ -309,7 +344,8 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
       h.consolidated_ = true;
       INSITU_RETURN_IF_ERROR(builder.AddV3Consolidated(*consolidated, where));
     } else {
-      INSITU_RETURN_IF_ERROR(builder.DiscoverV3());
+      INSITU_ASSIGN_OR_RETURN(auto keys, list());
+      if (keys) INSITU_RETURN_IF_ERROR(builder.DiscoverV3(*keys));
     }
     return h;
   }
@@ -337,7 +373,8 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
     h.consolidated_ = true;
     INSITU_RETURN_IF_ERROR(builder.AddV2Consolidated(*zmetadata, s.Describe(".zmetadata")));
   } else {
-    INSITU_RETURN_IF_ERROR(builder.DiscoverV2());
+    INSITU_ASSIGN_OR_RETURN(auto keys, list());
+    if (keys) INSITU_RETURN_IF_ERROR(builder.DiscoverV2(*keys));
   }
   return h;
 }
@@ -349,15 +386,27 @@ Result<Hierarchy> Hierarchy::RootArrayChecked() && {
   return std::move(*this);
 }
 
-std::vector<std::string> Hierarchy::ArrayPaths() const {
+Result<std::vector<std::string>> Hierarchy::ArrayPaths() const {
+  if (!unlisted_.ok()) return unlisted_;
   std::vector<std::string> paths;
   for (const auto& [path, md] : array_metadata_) paths.push_back(path);
   return paths;
 }
 
+std::unique_lock<std::mutex> Hierarchy::LockLazy() const {
+  return lazy_mutex_ ? std::unique_lock(*lazy_mutex_) : std::unique_lock<std::mutex>();
+}
+
 Result<NodeKind> Hierarchy::Kind(std::string_view path) const {
   INSITU_RETURN_IF_ERROR(ValidateNodePath(path));
+  auto lock = LockLazy();
   auto it = nodes_.find(path);
+  if (it == nodes_.end() && lazy_mutex_) {
+    HierarchyBuilder builder(*store_, nodes_, array_metadata_);
+    const std::string key(path);
+    INSITU_RETURN_IF_ERROR(zarr_format_ == 3 ? builder.ReadV3Node(key) : builder.ReadV2Node(key));
+    it = nodes_.find(path);
+  }
   if (it == nodes_.end()) {
     return NotFound("no array or group at '" + std::string(path) + "' in " + store_->Describe(""));
   }
@@ -369,6 +418,7 @@ Result<ArrayMetadata> Hierarchy::ArrayMetadataAt(std::string_view path) const {
   if (kind == NodeKind::kGroup) {
     return InvalidArgument("'" + std::string(path) + "' is a group, not an array");
   }
+  auto lock = LockLazy();
   const Result<ArrayMetadata>& metadata = array_metadata_.find(path)->second;
   if (!metadata.ok()) {
     return metadata.status().WithContext("array '" + std::string(path) + "'");

@@ -2,10 +2,12 @@
 
 // Hierarchy: the groups and arrays of one zarr store, read from metadata only (no chunk
 // data). Uses consolidated metadata when present (v3 inline `consolidated_metadata`, v2
-// `.zmetadata`), otherwise lists the store.
+// `.zmetadata`), otherwise lists the store; a store that cannot list (plain HTTP) still
+// opens the nodes named by path, each from its own documents.
 
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,8 +26,9 @@ class Hierarchy {
   // holds no zarr metadata; DataLoss/InvalidArgument for malformed documents.
   static Result<Hierarchy> Open(std::shared_ptr<Store> store);
 
-  // Paths of every array in the hierarchy, sorted ("" for a root array).
-  std::vector<std::string> ArrayPaths() const;
+  // Paths of every array in the hierarchy, sorted ("" for a root array); Unimplemented
+  // when the store cannot list and holds no consolidated metadata.
+  Result<std::vector<std::string>> ArrayPaths() const;
   // NotFound when nothing lives at `path`.
   Result<NodeKind> Kind(std::string_view path) const;
   // Opens the array at `path`: NotFound if absent, InvalidArgument if it is a group.
@@ -42,12 +45,18 @@ class Hierarchy {
 
  private:
   Result<Hierarchy> RootArrayChecked() &&;
+  // Held while the maps are read or grown; only an unlisted hierarchy grows them.
+  std::unique_lock<std::mutex> LockLazy() const;
 
   std::shared_ptr<Store> store_;
   int zarr_format_ = 3;
   bool consolidated_ = false;
-  std::map<std::string, NodeKind, std::less<>> nodes_;                        // path -> kind
-  std::map<std::string, Result<ArrayMetadata>, std::less<>> array_metadata_;  // arrays only
+  // Set for a store that cannot list: why ArrayPaths() fails, and the lock under which
+  // nodes asked for by path are read and added.
+  Status unlisted_ = Status::Ok();
+  std::shared_ptr<std::mutex> lazy_mutex_;
+  mutable std::map<std::string, NodeKind, std::less<>> nodes_;                        // path -> kind
+  mutable std::map<std::string, Result<ArrayMetadata>, std::less<>> array_metadata_;  // arrays only
 };
 
 // Validates an array/group path from user input or metadata ("a/b"; no "..", no leading

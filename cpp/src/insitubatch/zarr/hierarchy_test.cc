@@ -63,7 +63,7 @@ TEST_P(ZarrPythonHierarchyTest, FindsEveryNode) {
   EXPECT_EQ(hierarchy->zarr_format(), expected["zarr_format"].get<int>());
   EXPECT_EQ(hierarchy->consolidated(), expected["consolidated"].get<bool>());
   EXPECT_EQ(hierarchy->store(), store);
-  EXPECT_EQ(hierarchy->ArrayPaths(), expected["arrays"].get<std::vector<std::string>>());
+  EXPECT_EQ(*hierarchy->ArrayPaths(), expected["arrays"].get<std::vector<std::string>>());
   for (const Json& path : expected["arrays"]) {
     auto kind = hierarchy->Kind(path.get<std::string>());
     ASSERT_TRUE(kind.ok()) << path;
@@ -151,7 +151,7 @@ TEST(HierarchyTest, RootArray) {
   for (const char* name : {"v2_root_array", "v3_root_array"}) {
     auto hierarchy = Hierarchy::Open(LoadStore(name));
     ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
-    EXPECT_THAT(hierarchy->ArrayPaths(), ElementsAre(""));
+    EXPECT_THAT(*hierarchy->ArrayPaths(), ElementsAre(""));
     auto md = hierarchy->ArrayMetadataAt("");
     ASSERT_TRUE(md.ok()) << md.status().ToString();
     EXPECT_EQ(md->dtype.name(), "int16");
@@ -177,7 +177,7 @@ TEST(HierarchyTest, ConsolidatedMetadataIsUsedWithoutChildDocuments) {
     auto hierarchy = Hierarchy::Open(store);
     ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
     EXPECT_TRUE(hierarchy->consolidated());
-    EXPECT_THAT(hierarchy->ArrayPaths(), ElementsAre("a/b/y", "a/x", "temp"));
+    EXPECT_THAT(*hierarchy->ArrayPaths(), ElementsAre("a/b/y", "a/x", "temp"));
   }
 }
 
@@ -203,7 +203,9 @@ std::string Consolidated(const std::string& entries) {
 Status OpenStatus(std::shared_ptr<Store> store) {
   auto hierarchy = Hierarchy::Open(store);
   if (!hierarchy.ok()) return hierarchy.status();
-  for (const std::string& path : hierarchy->ArrayPaths()) {
+  auto paths = hierarchy->ArrayPaths();
+  if (!paths.ok()) return paths.status();
+  for (const std::string& path : *paths) {
     if (auto md = hierarchy->ArrayMetadataAt(path); !md.ok()) return md.status();
   }
   return Status::Ok();
@@ -318,7 +320,7 @@ TEST(HierarchyTest, NullConsolidatedMetadataFallsBackToListing) {
   auto hierarchy = Hierarchy::Open(store);
   ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
   EXPECT_FALSE(hierarchy->consolidated());
-  EXPECT_THAT(hierarchy->ArrayPaths(), ElementsAre("g/arr"));
+  EXPECT_THAT(*hierarchy->ArrayPaths(), ElementsAre("g/arr"));
   EXPECT_EQ(*hierarchy->Kind("g"), NodeKind::kGroup);
 }
 
@@ -362,7 +364,7 @@ TEST(HierarchyTest, AnArrayThatCannotBeReadDoesNotBlockTheOthers) {
     }
     auto hierarchy = Hierarchy::Open(store);
     ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
-    EXPECT_THAT(hierarchy->ArrayPaths(), ElementsAre("ok", "time"));
+    EXPECT_THAT(*hierarchy->ArrayPaths(), ElementsAre("ok", "time"));
     EXPECT_TRUE(hierarchy->OpenArray("ok").ok());
     Status status = hierarchy->OpenArray("time").status();
     EXPECT_FALSE(status.ok());
@@ -430,6 +432,48 @@ TEST(HierarchyTest, ListingFailureIsReportedWithContext) {
   EXPECT_THAT(status.message(), HasSubstr("cannot list"));
 }
 
+TEST(HierarchyTest, AStoreThatCannotListOpensTheNodesNamedByPath) {
+  for (int format : {2, 3}) {
+    auto inner = std::make_shared<MemoryStore>();
+    if (format == 3) {
+      inner->Set("zarr.json", kGroupV3);
+      inner->Set("g/zarr.json", kGroupV3);
+      inner->Set("g/x/zarr.json", kArrayV3);
+      inner->Set("bad/zarr.json", R"({"zarr_format": 3, "node_type": "array"})");
+    } else {
+      inner->Set(".zgroup", R"({"zarr_format": 2})");
+      inner->Set("g/.zgroup", R"({"zarr_format": 2})");
+      inner->Set("g/x/.zarray", kArrayV2);
+      inner->Set("g/x/.zattrs", R"({"units": "K"})");
+      inner->Set("bad/.zarray", R"({"zarr_format": 2})");
+      inner->Set("both/.zarray", kArrayV2);
+      inner->Set("both/.zgroup", R"({"zarr_format": 2})");
+    }
+    auto store = std::make_shared<WrappedStore>(inner, /*fail_list=*/true);
+    auto hierarchy = Hierarchy::Open(store);
+    ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+    // What needs the listing says so.
+    EXPECT_EQ(hierarchy->ArrayPaths().status().code(), StatusCode::kUnimplemented);
+    EXPECT_THAT(hierarchy->ArrayPaths().status().message(), HasSubstr("arrays named by path"));
+    // Named nodes are read from their own documents, once.
+    EXPECT_EQ(*hierarchy->Kind("g"), NodeKind::kGroup);
+    EXPECT_EQ(*hierarchy->Kind("g/x"), NodeKind::kArray);
+    const int reads = store->reads();
+    auto md = hierarchy->ArrayMetadataAt("g/x");
+    ASSERT_TRUE(md.ok()) << md.status().ToString();
+    EXPECT_EQ(md->shape, (std::vector<uint64_t>{4}));
+    if (format == 2) EXPECT_EQ(md->attributes, Json({{"units", "K"}}));
+    ASSERT_TRUE(hierarchy->OpenArray("g/x").ok());
+    EXPECT_EQ(store->reads(), reads);
+    EXPECT_EQ(hierarchy->ArrayMetadataAt("g").status().code(), StatusCode::kInvalidArgument);
+    // Absent, malformed and hostile paths fail as they would in a listed store.
+    EXPECT_EQ(hierarchy->Kind("nope").status().code(), StatusCode::kNotFound);
+    EXPECT_FALSE(hierarchy->ArrayMetadataAt("bad").ok());
+    EXPECT_EQ(hierarchy->Kind("../x").status().code(), StatusCode::kInvalidArgument);
+    if (format == 2) EXPECT_EQ(hierarchy->Kind("both").status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
 TEST(HierarchyTest, ManyArraysReadConcurrentlyFromAnAsyncStore) {
   for (int format : {2, 3}) {
     auto inner = std::make_shared<MemoryStore>();
@@ -453,7 +497,7 @@ TEST(HierarchyTest, ManyArraysReadConcurrentlyFromAnAsyncStore) {
     auto store = std::make_shared<WrappedStore>(inner);
     auto hierarchy = Hierarchy::Open(store);
     ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
-    EXPECT_EQ(hierarchy->ArrayPaths(), expected);
+    EXPECT_EQ(*hierarchy->ArrayPaths(), expected);
     if (format == 2) {
       EXPECT_EQ(hierarchy->ArrayMetadataAt("g0/arr30")->attributes, Json({{"i", 30}}));
       EXPECT_EQ(hierarchy->ArrayMetadataAt("g1/arr31")->attributes, Json::object());
