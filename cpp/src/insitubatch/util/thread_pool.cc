@@ -56,14 +56,21 @@ ThreadPool::~ThreadPool() {
   }
   cv_.notify_all();
   for (auto& worker : workers_) worker.join();
+  // A Submit whose task already ran may still be inside notify_one: wait it out.
+  while (notifying_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
 }
 
 void ThreadPool::Submit(Task task) {
-  // Notified under the lock: a worker may run the task, and its owner destroy the pool,
-  // the moment the lock is released, so nothing here may touch the pool after that.
-  std::lock_guard lock(mutex_);
-  queue_.push_back(std::move(task));
+  {
+    std::lock_guard lock(mutex_);
+    queue_.push_back(std::move(task));
+    notifying_.fetch_add(1, std::memory_order_relaxed);
+  }
+  // Notified after the unlock, so the woken worker does not wake only to wait for the lock
+  // (a pair of context switches per task). The task may run, and the pool be destroyed,
+  // from the unlock on: the destructor waits for notifying_ to drop, the last access here.
   cv_.notify_one();
+  notifying_.fetch_sub(1, std::memory_order_release);
 }
 
 size_t ThreadPool::queued() const {

@@ -3,6 +3,7 @@
 // A fixed-size thread pool with a FIFO task queue. IO and decode use separate pools so a
 // slow store never starves the decoders (and decoders never block on the network).
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -43,6 +44,10 @@ class ThreadPool {
 
   mutable std::mutex mutex_;
   std::condition_variable cv_;
+  // Submit calls that queued their task but have not yet finished notifying: the destructor
+  // waits for none to be left before cv_ goes (the task may run, and the pool's owner
+  // destroy the pool, between Submit's unlock and its notify).
+  std::atomic<int> notifying_{0};
   std::deque<Task> queue_;
   bool stopping_ = false;
   std::string name_;

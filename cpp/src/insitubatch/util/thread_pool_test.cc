@@ -24,8 +24,8 @@ TEST(ThreadPoolTest, RunsEveryTaskBeforeDestruction) {
 
 TEST(ThreadPoolTest, ASubmitterIsDoneWithThePoolOnceItsTaskHasRun) {
   // An owner may destroy a pool as soon as the task it waits for has run (the engine does,
-  // once its last decode is done); the thread that submitted that task must be finished
-  // with the pool by then. TSan sees a late notify on the freed pool here.
+  // once its last decode is done), while the thread that submitted that task may still be
+  // notifying: the pool must outlive that notify. TSan sees a late notify on a freed pool.
   for (int i = 0; i < 2000; ++i) {
     auto pool = ThreadPool::Create(1, "t").value();
     ThreadPool* raw = pool.get();

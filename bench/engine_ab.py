@@ -1,0 +1,90 @@
+"""The engine benchmark, this checkout against an earlier revision, in alternating runs.
+
+engine_bench.py's ratios (ours / decode ceiling) move by tens of percent between runs on a
+shared VM, so "did this change make the engine slower?" is answered only by running both
+builds back to back, several times, on the same stores. This script builds `--rev` into a
+wheel (a git worktree, the installed .venv's build tools), installs it into its own folder,
+then alternates `engine_bench.py --runs R` between the installed package (this checkout, as
+scripts/setup.sh built it) and the old one, and prints each row's median ratio for both.
+
+    .venv/bin/python bench/engine_ab.py --rev 71bbd62 [--pairs 3] [--runs 3]
+
+Writes bench/results/engine_ab.json. Building the old revision takes ~3 min on 2 vCPUs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+
+
+def build_revision(rev: str) -> pathlib.Path:
+    """`rev` built and installed into bench/results/ab-<commit>/site (reused when there)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, capture_output=True,
+                            text=True).stdout.strip()
+    site = RESULTS / f"ab-{commit}" / "site"
+    if (site / "insitubatch").is_dir():
+        return site
+    with tempfile.TemporaryDirectory() as tmp:
+        tree, wheels = pathlib.Path(tmp) / "tree", pathlib.Path(tmp) / "wheels"
+        subprocess.run(["git", "worktree", "add", "--detach", "-f", str(tree), commit], cwd=ROOT, check=True)
+        try:
+            subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", ".",
+                            "-w", str(wheels)], cwd=tree, check=True)
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
+                            *map(str, wheels.glob("*.whl"))], check=True)
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", str(tree)], cwd=ROOT, check=False)
+    return site
+
+
+def one_run(runs: int, site: pathlib.Path | None) -> list[dict]:
+    env = dict(os.environ)
+    if site is not None:  # the old package shadows the installed one
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), env.get("PYTHONPATH", "")]))
+    out = subprocess.run([sys.executable, str(HERE / "engine_bench.py"), "--runs", str(runs)], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--rev", required=True, help="the earlier revision to compare against")
+    p.add_argument("--pairs", type=int, default=3, help="alternating (this, old) engine_bench runs")
+    p.add_argument("--runs", type=int, default=3, help="engine_bench --runs of each")
+    args = p.parse_args(argv)
+    site = build_revision(args.rev)
+    ratios: dict[tuple[int, int], dict[str, list[float]]] = {}
+    for _ in range(args.pairs):
+        for side, where in (("this", None), ("old", site)):
+            for row in one_run(args.runs, where):
+                key = (row["samples_per_chunk"], row["threads"])
+                ratios.setdefault(key, {"this": [], "old": []})[side].append(row["ratio"])
+    rows = [{"samples_per_chunk": spc, "threads": t, "this": r["this"], "old": r["old"],
+             "this_median": statistics.median(r["this"]), "old_median": statistics.median(r["old"])}
+            for (spc, t), r in sorted(ratios.items(), key=lambda kv: (kv[0][0], -kv[0][1]))]
+    print(f"| samples/chunk | decode threads | ours / ceiling, this checkout (runs) | {args.rev} (runs) |")
+    print("|---|---|---|---|")
+    for r in rows:
+        this = ", ".join(f"{x:.2f}" for x in r["this"])
+        old = ", ".join(f"{x:.2f}" for x in r["old"])
+        print(f"| {r['samples_per_chunk']} | {r['threads']} | **{r['this_median']:.2f}** ({this})"
+              f" | **{r['old_median']:.2f}** ({old}) |")
+    result = {"rev": args.rev, "pairs": args.pairs, "runs": args.runs, "rows": rows}
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "engine_ab.json").write_text(json.dumps(result, indent=1))
+    return result
+
+
+if __name__ == "__main__":
+    main()
