@@ -471,15 +471,16 @@ def describe(
 
 
 # -- print_summary text --------------------------------------------------------------------
+def _variable_head(label: str, v: Mapping[str, Any]) -> list[str]:
+    """A variable's label (and window) and its stored shape, dtype and chunking."""
+    head = f"  {label}" + (f"  window {v['offset']:+d}" if v["offset"] else "")
+    return [head, f"    {_dims(v['shape'])} {v['dtype']}   chunks {_dims(v['chunks'])}   sample axis {v['sample_axis']}"]
+
+
 def _variables_section(variables: Mapping[str, dict[str, Any]]) -> list[str]:
     lines = ["variables"]
     for label, v in variables.items():
-        head = f"  {label}"
-        if v["offset"]:
-            head += f"  window {v['offset']:+d}"
-        lines.append(head)
-        lines.append(f"    {_dims(v['shape'])} {v['dtype']}   chunks {_dims(v['chunks'])}"
-                     f"   sample axis {v['sample_axis']}")
+        lines += _variable_head(label, v)
         lines.append(f"    {v['n_chunks']} chunks of {v['sample_chunk_size']} sample(s)"
                      f"   field {_dims(v['inner_shape'])} in {v['stored_chunks_per_chunk']} stored chunk(s)"
                      f" of {_dims(v['inner_chunks'])}")
@@ -497,12 +498,7 @@ def _variables_section(variables: Mapping[str, dict[str, Any]]) -> list[str]:
 def _string_variables_section(strings: Mapping[str, dict[str, Any]]) -> list[str]:
     lines = ["string variables (read beside the engine, outside the budget below)"]
     for label, v in strings.items():
-        head = f"  {label}"
-        if v["offset"]:
-            head += f"  window {v['offset']:+d}"
-        lines.append(head)
-        lines.append(f"    {_dims(v['shape'])} {v['dtype']}   chunks {_dims(v['chunks'])}"
-                     f"   sample axis {v['sample_axis']}")
+        lines += _variable_head(label, v)
         lines.append(f"    {v['n_chunks']} chunks of {v['sample_chunk_size']} sample(s); up to"
                      f" {v['held_sample_chunks']} of them held decoded per pass (their size depends on the text)")
     return lines
