@@ -85,7 +85,7 @@ run "$PY" pytorch_lightning tests/frameworks/test_lightning.py
 run "$PY" jax tests/frameworks/test_jax.py
 run "$PY" ray tests/frameworks/test_ray.py
 TF_CPP_MIN_LOG_LEVEL=2 run "$TFPY" tensorflow tests/frameworks/test_tf.py
-run "$PY" torch tests/frameworks/test_examples_torch.py
+INSITU_EXAMPLES_REQUIRED=1 run "$PY" torch tests/frameworks/test_examples_torch.py
 run "$PY" jax tests/frameworks/test_examples_jax.py
 TF_CPP_MIN_LOG_LEVEL=2 run "$TFPY" tensorflow tests/frameworks/test_examples_tf.py
 

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
+import os
 from pathlib import Path
+from types import ModuleType
+
+import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -14,6 +19,15 @@ def load_example(relative: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def need(module: str) -> ModuleType:
+    """pytest.importorskip, but where scripts/test_frameworks.sh installed the examples'
+    dependencies (INSITU_EXAMPLES_REQUIRED=1) a missing one fails the test instead of
+    skipping it unseen."""
+    if os.environ.get("INSITU_EXAMPLES_REQUIRED") == "1":
+        return importlib.import_module(module)
+    return pytest.importorskip(module)
 
 
 SMALL_FORECAST = ["--steps", "160", "--lat", "32", "--lon", "64", "--epochs", "3"]

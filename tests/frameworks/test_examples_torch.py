@@ -7,7 +7,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from examples_util import SMALL_FORECAST, check_forecast, load_example  # noqa: E402
+from examples_util import SMALL_FORECAST, check_forecast, load_example, need  # noqa: E402
 
 
 def test_forecasting_with_torch_beats_persistence(tmp_path):
@@ -16,8 +16,8 @@ def test_forecasting_with_torch_beats_persistence(tmp_path):
 
 
 def test_astronomy_streams_fits_in_place_and_beats_the_median_filter(tmp_path):
-    pytest.importorskip("astropy")
-    pytest.importorskip("kerchunk")
+    need("astropy")
+    need("kerchunk")
     results = load_example("astronomy/run.py").main(
         ["--data", str(tmp_path), "--images", "48", "--size", "64", "--spectra", "512", "--wavelengths", "256",
          "--epochs", "3"])
@@ -32,8 +32,8 @@ def test_astronomy_streams_fits_in_place_and_beats_the_median_filter(tmp_path):
 
 
 def test_microscopy_segments_over_z_and_beats_otsu(tmp_path):
-    pytest.importorskip("ome_zarr")
-    pytest.importorskip("skimage")
+    need("ome_zarr")
+    need("skimage")
     result = load_example("microscopy/run.py").main(["--data", str(tmp_path), "--z", "60", "--size", "64", "--epochs", "8"])
     assert result["cnn"] > result["otsu"] + 0.05, result
     assert result["val_slices"] == 18
