@@ -127,7 +127,7 @@ WORKER = textwrap.dedent("""
     import itertools, json, os, sys
     import numpy as np
     import insitubatch as ib
-    store, out = sys.argv[1], sys.argv[2]
+    store, out, paced = sys.argv[1], sys.argv[2], sys.argv[4:] == ["paced"]
     geoms = ib.open_geometries(store, ["x", "y"])
     geoms["y_next"] = geoms["y"].shift(1)
     manifest = ib.split_by_chunk(geoms["x"], fractions=(0.7, 0.3, 0.0), seed=1)
@@ -148,6 +148,8 @@ WORKER = textwrap.dedent("""
             json.dump(log, f)
         os.replace(out + ".tmp", out)
         print(len(log["batches"]), flush=True)
+        if paced:  # the next batch waits for the test, so a kill lands right after this one
+            sys.stdin.readline()
     print("done", flush=True)
 """)
 
@@ -162,15 +164,17 @@ def test_resume_after_sigkill_at_a_random_batch_yields_exactly_the_rest(store_pa
     rng = np.random.default_rng(int(time.time()))
     kills = 0
     for kill_after in sorted(rng.choice(np.arange(1, len(expected) - 1), size=2, replace=False)):
-        proc = subprocess.Popen([sys.executable, str(script), store_path, str(out), views], stdout=subprocess.PIPE,
-                                text=True)
-        for line in proc.stdout:
+        proc = subprocess.Popen([sys.executable, str(script), store_path, str(out), views, "paced"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        for line in proc.stdout:  # paced: it cannot run past the batch the kill is meant for
             if line.strip() == "done" or int(line) >= kill_after:
                 break
+            proc.stdin.write("\n")
+            proc.stdin.flush()
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
         kills += proc.returncode == -signal.SIGKILL
     subprocess.run([sys.executable, str(script), store_path, str(out), views], check=True, capture_output=True)
     log = json.loads(out.read_text())
-    assert kills >= 1 and log["starts"] >= 2
+    assert kills == 2 and log["starts"] == 2
     assert log["batches"] == expected
