@@ -241,14 +241,16 @@ class HierarchyBuilder {
     return AddV3Node(path, *document, store_.Describe(key));
   }
 
+  // The same for a v2 node, the root ("") included.
   Status ReadV2Node(const std::string& path) {
-    INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store_, {path + "/.zarray", path + "/.zgroup", path + "/.zattrs"}));
+    const std::string prefix = path.empty() ? "" : path + "/";
+    INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store_, {prefix + ".zarray", prefix + ".zgroup", prefix + ".zattrs"}));
     if (texts[0] && texts[1]) {
       return Error(StatusCode::kInvalidArgument, store_.Describe(path), "both .zarray and .zgroup are present");
     }
     if (texts[0]) return AddV2Array(path, *texts[0], texts[2]);
     if (texts[1]) {
-      const std::string where = store_.Describe(path + "/.zgroup");
+      const std::string where = store_.Describe(prefix + ".zgroup");
       INSITU_ASSIGN_OR_RETURN(Json group, ParseJson(*texts[1], where));
       INSITU_RETURN_IF_ERROR(CheckObject(group, ".zgroup", where));
       nodes_[path] = NodeKind::kGroup;
@@ -351,23 +353,12 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
   }
 
   h.zarr_format_ = 2;
-  INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(s, {".zarray", ".zgroup", ".zattrs"}));
-  const std::optional<std::string>& zarray = texts[0];
-  const std::optional<std::string>& zgroup = texts[1];
-  const std::optional<std::string>& zattrs = texts[2];
-  if (zarray && zgroup) {
-    return Error(StatusCode::kInvalidArgument, s.Describe(""), "both .zarray and .zgroup are present at the root");
-  }
-  if (zarray) {
-    INSITU_RETURN_IF_ERROR(builder.AddV2Array("", *zarray, zattrs));
-    return std::move(h).RootArrayChecked();
-  }
-  if (!zgroup) {
+  INSITU_RETURN_IF_ERROR(builder.ReadV2Node(""));
+  const auto root_kind = h.nodes_.find("");
+  if (root_kind == h.nodes_.end()) {
     return NotFound("no zarr metadata (zarr.json, .zgroup or .zarray) at the root of " + s.Describe(""));
   }
-  INSITU_ASSIGN_OR_RETURN(Json group, ParseJson(*zgroup, s.Describe(".zgroup")));
-  INSITU_RETURN_IF_ERROR(CheckObject(group, ".zgroup", s.Describe(".zgroup")));
-  h.nodes_[""] = NodeKind::kGroup;
+  if (root_kind->second == NodeKind::kArray) return std::move(h).RootArrayChecked();
   INSITU_ASSIGN_OR_RETURN(std::optional<Json> zmetadata, ReadJson(s, ".zmetadata"));
   if (zmetadata) {
     h.consolidated_ = true;
