@@ -28,10 +28,15 @@ ROOT = HERE.parent
 RESULTS = HERE / "results"
 
 
-def build_revision(rev: str) -> pathlib.Path:
-    """`rev` built and installed into bench/results/ab-<commit>/site (reused when there)."""
-    commit = subprocess.run(["git", "rev-parse", "--short", rev], cwd=ROOT, check=True, capture_output=True,
-                            text=True).stdout.strip()
+def resolve_commit(rev: str) -> str | None:
+    """`rev`'s short commit id, None when git knows no such commit."""
+    found = subprocess.run(["git", "rev-parse", "--verify", "--quiet", "--short", f"{rev}^{{commit}}"], cwd=ROOT,
+                           capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
+def build_revision(commit: str) -> pathlib.Path:
+    """`commit` built and installed into bench/results/ab-<commit>/site (reused when there)."""
     site = RESULTS / f"ab-{commit}" / "site"
     if (site / "insitubatch").is_dir():
         return site
@@ -63,7 +68,12 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--pairs", type=int, default=3, help="alternating (this, old) engine_bench runs")
     p.add_argument("--runs", type=int, default=3, help="engine_bench --runs of each")
     args = p.parse_args(argv)
-    site = build_revision(args.rev)
+    if args.pairs < 1 or args.runs < 1:
+        p.error(f"--pairs and --runs must be >= 1, got {args.pairs} and {args.runs}")
+    commit = resolve_commit(args.rev)
+    if commit is None:
+        p.error(f"--rev {args.rev!r} names no commit in {ROOT}")
+    site = build_revision(commit)
     ratios: dict[tuple[int, int], dict[str, list[float]]] = {}
     for _ in range(args.pairs):
         for side, where in (("this", None), ("old", site)):

@@ -71,3 +71,12 @@ def test_reference_bench(tmp_path):
     assert r["local"]["ours_over_fsspec"] > 0 and r["http (nginx)"]["ours_over_fsspec"] > 0
     # In order, one block holds the 16 chunks, end to end in the file: one request.
     assert r["local"]["our_requests_in_order"] == 1
+
+
+def test_engine_ab_refuses_a_bad_revision_or_count_before_building_anything():
+    # A real A/B builds a wheel (minutes): only its argument checks run here.
+    for args, message in ((["--rev", "no-such-revision"], "names no commit"),
+                          (["--rev", "HEAD", "--pairs", "0"], "--pairs and --runs must be >= 1")):
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "engine_ab.py"), *args], capture_output=True,
+                              text=True, timeout=60, cwd=ROOT)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
