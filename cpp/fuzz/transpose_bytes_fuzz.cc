@@ -1,6 +1,9 @@
 // libFuzzer target: the [transpose, bytes] chain, checked against a naive decoder.
 // Input: ndim byte, one extent byte per dim, permutation byte, dtype/endian byte, then
 // the stored chunk (cycled to the chunk size; also decoded as-is to hit the size checks).
+// The dtype byte with bit 0x40 set picks opaque records of 1-40 bytes (fixed-width text and
+// odd-size records) instead of a numeric type. The output starts poisoned, so a byte the
+// decoder leaves unwritten fails the comparison.
 
 #include <algorithm>
 #include <bit>
@@ -55,7 +58,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::iota(order.begin(), order.end(), size_t{0});
   for (unsigned k = data[1 + ndim]; k > 0; --k) std::next_permutation(order.begin(), order.end());
   const uint8_t kind = data[2 + ndim];
-  repr.dtype = DataType::FromV3Name(kDtypes[kind % 5]).value();
+  if ((kind & 0x40) != 0) {
+    repr.dtype = DataType{DataTypeId::kStructured};
+    repr.dtype.record_size = 1 + (kind & 0x3f) % 40;
+  } else {
+    repr.dtype = DataType::FromV3Name(kDtypes[kind % 5]).value();
+  }
   const bool big = (kind & 0x80) != 0;
   const uint8_t* payload = data + 3 + ndim;
   const size_t payload_size = size - 3 - ndim;
@@ -68,7 +76,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!chain.ok()) __builtin_trap();  // every generated chain is valid
 
   const size_t nbytes = repr.nbytes();
-  std::vector<std::byte> out(nbytes);
+  std::vector<std::byte> out(nbytes, std::byte{0xA5});
   // As-is: decodes only when the size happens to match.
   std::vector<std::byte> raw(payload_size);
   if (payload_size != 0) std::memcpy(raw.data(), payload, payload_size);
@@ -76,6 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (as_is.ok() != (payload_size == nbytes)) __builtin_trap();
   if (payload_size == 0) return 0;
 
+  std::fill(out.begin(), out.end(), std::byte{0xA5});
   std::vector<std::byte> stored(nbytes);
   for (size_t i = 0; i < nbytes; ++i) stored[i] = std::byte(payload[i % payload_size]);
   if (!chain->DecodeInto(ByteSpan(stored.data(), stored.size()), MutableByteSpan(out)).ok()) {

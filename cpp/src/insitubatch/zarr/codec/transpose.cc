@@ -46,16 +46,13 @@ void ForEachIndex(const std::vector<Dim>& loops, Body&& body) {
   }
 }
 
-template <size_t N>
-struct Element {
-  std::byte bytes[N];
-};
-
 // Copies the strided source into the C-contiguous destination of `dims` (extent and
-// source stride per destination dimension, dst_stride unset).
+// source stride per destination dimension, dst_stride unset), elements of `itemsize`
+// bytes. N is the item size known at compile time (the fast paths), or 0 for any other
+// size (fixed-width text, records of odd sizes).
 template <size_t N>
-void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
-  using T = Element<N>;
+void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims, size_t itemsize) {
+  const size_t item = N != 0 ? N : itemsize;
   // Drop unit dimensions, then merge neighbours that are contiguous in the source too.
   std::vector<Dim> merged;
   for (const Dim& d : dims) {
@@ -69,7 +66,7 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
     }
   }
   if (merged.empty()) {
-    std::memcpy(dst, src, N);
+    std::memcpy(dst, src, item);
     return;
   }
   uint64_t dst_stride = 1;
@@ -80,8 +77,8 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
   const Dim inner = merged.back();
   merged.pop_back();
   if (inner.src_stride == 1) {  // rows contiguous on both sides
-    const size_t row = inner.extent * N;
-    ForEachIndex(merged, [&](uint64_t s, uint64_t d) { std::memcpy(dst + d * N, src + s * N, row); });
+    const size_t row = inner.extent * item;
+    ForEachIndex(merged, [&](uint64_t s, uint64_t d) { std::memcpy(dst + d * item, src + s * item, row); });
     return;
   }
   // Tile the destination's inner dimension against the source's most contiguous one.
@@ -91,21 +88,21 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
                           merged.begin());
   const Dim tiled = merged[a];
   merged.erase(merged.begin() + static_cast<ptrdiff_t>(a));
-  constexpr uint64_t kTile = N >= 8 ? 16 : 32;
+  const uint64_t tile = item >= 8 ? 16 : 32;
+  const uint64_t src_step = inner.src_stride * item;
   ForEachIndex(merged, [&](uint64_t s, uint64_t d) {
-    for (uint64_t a0 = 0; a0 < tiled.extent; a0 += kTile) {
-      const uint64_t a1 = std::min(a0 + kTile, tiled.extent);
-      for (uint64_t b0 = 0; b0 < inner.extent; b0 += kTile) {
-        const uint64_t b1 = std::min(b0 + kTile, inner.extent);
+    for (uint64_t a0 = 0; a0 < tiled.extent; a0 += tile) {
+      const uint64_t a1 = std::min(a0 + tile, tiled.extent);
+      for (uint64_t b0 = 0; b0 < inner.extent; b0 += tile) {
+        const uint64_t b1 = std::min(b0 + tile, inner.extent);
         for (uint64_t ia = a0; ia < a1; ++ia) {
-          const std::byte* sp = src + (s + ia * tiled.src_stride + b0 * inner.src_stride) * N;
-          std::byte* dp = dst + (d + ia * tiled.dst_stride + b0) * N;
+          const std::byte* sp = src + (s + ia * tiled.src_stride + b0 * inner.src_stride) * item;
+          std::byte* dp = dst + (d + ia * tiled.dst_stride + b0) * item;
           for (uint64_t ib = b0; ib < b1; ++ib) {
-            T v;
-            std::memcpy(&v, sp, N);
-            std::memcpy(dp, &v, N);
-            sp += inner.src_stride * N;
-            dp += N;
+            // A constant N lets the compiler turn this into one load and store.
+            std::memcpy(dp, sp, N != 0 ? N : item);
+            sp += src_step;
+            dp += item;
           }
         }
       }
@@ -113,18 +110,21 @@ void PermuteCopy(const std::byte* src, std::byte* dst, std::vector<Dim> dims) {
   });
 }
 
+// Every item size is copied: the common ones by a specialised loop, the rest generically.
 void PermuteCopyAny(const std::byte* src, std::byte* dst, std::vector<Dim> dims, size_t itemsize) {
   switch (itemsize) {
     case 1:
-      return PermuteCopy<1>(src, dst, std::move(dims));
+      return PermuteCopy<1>(src, dst, std::move(dims), itemsize);
     case 2:
-      return PermuteCopy<2>(src, dst, std::move(dims));
+      return PermuteCopy<2>(src, dst, std::move(dims), itemsize);
     case 4:
-      return PermuteCopy<4>(src, dst, std::move(dims));
+      return PermuteCopy<4>(src, dst, std::move(dims), itemsize);
     case 8:
-      return PermuteCopy<8>(src, dst, std::move(dims));
+      return PermuteCopy<8>(src, dst, std::move(dims), itemsize);
     case 16:
-      return PermuteCopy<16>(src, dst, std::move(dims));
+      return PermuteCopy<16>(src, dst, std::move(dims), itemsize);
+    default:
+      return PermuteCopy<0>(src, dst, std::move(dims), itemsize);
   }
 }
 
