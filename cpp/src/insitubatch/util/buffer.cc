@@ -31,6 +31,18 @@ void FreePages(std::byte* data) { ::operator delete[](data, std::align_val_t{kPa
 
 }  // namespace
 
+bool PoisonBuffers() {
+#ifdef INSITU_POISON_BUFFERS
+  return true;
+#else
+  static const bool on = [] {
+    const char* v = std::getenv("INSITU_POISON_BUFFERS");
+    return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+#endif
+}
+
 Buffer::~Buffer() { Release(); }
 
 void Buffer::Release() {
@@ -80,6 +92,7 @@ Result<Buffer> Buffer::Allocate(size_t size, size_t alignment) {
   if (p == nullptr) {
     return ResourceExhausted("cannot allocate " + std::to_string(size) + " bytes");
   }
+  if (PoisonBuffers()) std::memset(p, static_cast<int>(kPoisonByte), size);
   Buffer buffer;
   buffer.data_ = p;
   buffer.size_ = buffer.capacity_ = size;
@@ -150,6 +163,7 @@ Result<Buffer> BufferRecycler::Take(size_t size) {
   // Page-locking is off for every recycler but a CUDA dataset's batch buffers: skip the
   // second lock acquisition on this hot path unless it is on.
   if (locking_on_.load(std::memory_order_acquire)) MaybeLock(data, capacity);
+  if (PoisonBuffers()) std::memset(data, static_cast<int>(kPoisonByte), capacity);
   Buffer buffer;
   buffer.data_ = data;
   buffer.size_ = size;

@@ -24,6 +24,16 @@ namespace insitubatch {
 
 inline constexpr size_t kBufferAlignment = 128;
 
+// Poisoning: when on, every buffer Buffer::Allocate or BufferRecycler::Take hands out is
+// first filled with kPoisonByte, so a decode, fill or gather path that leaves part of its
+// output unwritten returns visibly wrong values in the value tests instead of stale memory
+// that may happen to look right. On in the C++ test and sanitizer builds
+// (INSITU_POISON_BUFFERS defined) and in any process whose environment sets
+// INSITU_POISON_BUFFERS=1 (the Python tests); off otherwise, where it would cost a pass
+// over every buffer.
+inline constexpr std::byte kPoisonByte{0xA5};
+bool PoisonBuffers();
+
 class BufferRecycler;
 
 // Page-locks host memory so a device can copy from it asynchronously (cudaHostRegister and
@@ -47,7 +57,8 @@ class Buffer {
   Buffer(const Buffer&) = delete;
   Buffer& operator=(const Buffer&) = delete;
 
-  // Uninitialized memory of `size` bytes; ResourceExhausted if the allocation fails.
+  // Uninitialized memory of `size` bytes (poisoned when PoisonBuffers()); ResourceExhausted
+  // if the allocation fails.
   static Result<Buffer> Allocate(size_t size, size_t alignment = kBufferAlignment);
   // A copy of `bytes`.
   static Result<Buffer> CopyOf(std::span<const std::byte> bytes);
@@ -88,7 +99,7 @@ class BufferRecycler : public std::enable_shared_from_this<BufferRecycler> {
   ~BufferRecycler();
 
   // A buffer of `size` bytes (capacity rounded up to its size class), reused when one is
-  // idle. Its contents are unspecified.
+  // idle. Its contents are unspecified (poisoned when PoisonBuffers()).
   Result<Buffer> Take(size_t size);
 
   // From now on Take hands out page-locked buffers while the locked bytes stay within

@@ -78,6 +78,33 @@ TEST(BufferRecyclerTest, ReusesFreedBuffersBySizeClass) {
   EXPECT_EQ(recycler->stats().reuses, 1u);
 }
 
+// The test build poisons (INSITU_POISON_BUFFERS): fresh and recycled memory both come out
+// as the poison pattern, whatever was written into it before, so a byte a decoder forgets
+// to write cannot pass for a right one.
+TEST(BufferRecyclerTest, TestBuildsPoisonFreshAndRecycledBuffers) {
+  ASSERT_TRUE(PoisonBuffers());
+  auto all_poison = [](const Buffer& b) {
+    for (size_t i = 0; i < b.size(); ++i) {
+      if (b.data()[i] != kPoisonByte) return false;
+    }
+    return true;
+  };
+  auto fresh = Buffer::Allocate(1000);
+  ASSERT_TRUE(fresh.ok());
+  EXPECT_TRUE(all_poison(*fresh));
+  auto recycler = BufferRecycler::Create(1 << 20);
+  {
+    auto first = recycler->Take(5000);
+    ASSERT_TRUE(first.ok());
+    EXPECT_TRUE(all_poison(*first));
+    std::memset(first->data(), 0x11, first->size());
+  }
+  auto again = recycler->Take(5000);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(recycler->stats().reuses, 1u);
+  EXPECT_TRUE(all_poison(*again));
+}
+
 TEST(BufferRecyclerTest, SizeClassesWasteLessThanAnEighth) {
   for (size_t size : {1u, 4096u, 4097u, 100000u, 1u << 20, (1u << 20) + 1, 63u << 20}) {
     const size_t c = BufferRecycler::SizeClass(size);
