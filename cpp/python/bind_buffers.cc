@@ -39,8 +39,9 @@ nb::dlpack::dtype ToDlpackDtype(zarr::DataType dtype) {
       return make(Code::Int, 8);  // counts: Python views the unit
     case DataTypeId::kBFloat16:
       return make(Code::UInt, 2);  // bits: Python views ml_dtypes.bfloat16
-    case DataTypeId::kString:
-      break;  // never in a buffer: read_string_chunk returns objects
+    case DataTypeId::kString:      // never in a buffer: read_string_chunk returns objects
+    default:
+      break;
   }
   return make(Code::UInt, 1);
 }

@@ -29,6 +29,7 @@ const char* ClassNameFor(StatusCode code) {
     case StatusCode::kLocked:
       return "CacheLockedError";
     case StatusCode::kOk:
+    default:
       break;
   }
   return "InSituError";

@@ -128,6 +128,8 @@ class BridgeRead {
         if (bytes.size() < range_.length) return wrong_size("fewer than the suffix asks for");
         bytes = bytes.subspan(bytes.size() - range_.length);  // some stores ignore suffix 0
         break;
+      default:
+        return InvalidArgument("reading " + where_ + ": unknown byte range kind");
     }
     INSITU_ASSIGN_OR_RETURN(Buffer copy, Buffer::CopyOf(bytes));
     ReadResult result;

@@ -21,6 +21,8 @@ Result<ResolvedRange> ResolveRange(ByteRange range, uint64_t size) {
       // expects (e.g. a shard without its full index): truncated, not "give me all".
       if (range.length > size) return past_end();
       return ResolvedRange{size - range.length, size};
+    default:  // out-of-range values: the fallback below
+      break;
   }
   return InvalidArgument("unknown byte range kind");
 }

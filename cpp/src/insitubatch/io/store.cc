@@ -13,6 +13,8 @@ std::string ByteRange::Describe() const {
       return " [bytes " + std::to_string(offset) + "-" + std::to_string(offset + length - 1) + "]";
     case Kind::kSuffix:
       return " [last " + std::to_string(length) + " bytes]";
+    default:  // out-of-range values: the fallback below
+      break;
   }
   return "";
 }

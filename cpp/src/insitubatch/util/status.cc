@@ -24,6 +24,8 @@ std::string_view StatusCodeName(StatusCode code) {
       return "FailedPrecondition";
     case StatusCode::kLocked:
       return "Locked";
+    default:  // out-of-range values: the fallback below
+      break;
   }
   return "Unknown";
 }

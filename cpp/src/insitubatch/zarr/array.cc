@@ -87,16 +87,17 @@ Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords, 
 void Array::FillChunk(MutableByteSpan out) const {
   const size_t itemsize = metadata_.dtype.itemsize();
   const std::byte* fill = metadata_.fill_value.data();
-  if (std::all_of(fill, fill + itemsize, [](std::byte b) { return b == std::byte{0}; })) {
+  if (itemsize == 0 || std::all_of(fill, fill + itemsize, [](std::byte b) { return b == std::byte{0}; })) {
     std::memset(out.data(), 0, out.size());
     return;
   }
-  const size_t whole = out.size() - out.size() % itemsize;
-  if (whole == 0) return;
-  std::memcpy(out.data(), fill, itemsize);
-  // Doubling copies: log2(n) memcpy calls instead of one per element.
-  for (size_t done = itemsize; done < whole;) {
-    const size_t n = std::min(done, whole - done);
+  // Every byte is written, a tail shorter than an item included (it gets the fill's prefix).
+  const size_t first = std::min(itemsize, out.size());
+  std::memcpy(out.data(), fill, first);
+  // Doubling copies: log2(n) memcpy calls instead of one per element. `done` stays a
+  // multiple of the item size, so each copy continues the pattern.
+  for (size_t done = first; done < out.size();) {
+    const size_t n = std::min(done, out.size() - done);
     std::memcpy(out.data() + done, out.data(), n);
     done += n;
   }

@@ -190,6 +190,17 @@ TEST(ArrayTest, FillChunkWritesEveryElement) {
   std::vector<float> floats(9, 7.0f);
   (*zero)->FillChunk({reinterpret_cast<std::byte*>(floats.data()), floats.size() * 4});
   for (float v : floats) EXPECT_EQ(v, 0.0f);
+
+  // No byte is left as it was, a tail shorter than an item included (it gets the fill's
+  // first bytes): a buffer of 20 and of 5 bytes for 16-byte items.
+  const std::complex<double> fill(1.5, -2.0);
+  std::vector<std::byte> odd(20, std::byte{0xA5});
+  (*array)->FillChunk({odd.data(), odd.size()});
+  EXPECT_EQ(std::memcmp(odd.data(), &fill, 16), 0);
+  EXPECT_EQ(std::memcmp(odd.data() + 16, &fill, 4), 0);
+  std::vector<std::byte> short_tail(5, std::byte{0xA5});
+  (*array)->FillChunk({short_tail.data(), short_tail.size()});
+  EXPECT_EQ(std::memcmp(short_tail.data(), &fill, 5), 0);
 }
 
 // Sharded arrays written by zarr-python, read through a FileStore: every shard (present

@@ -292,6 +292,7 @@ std::shared_ptr<RefreshingCredentials> MakeAmbientCredentials(AmbientCredentialS
       }
       case AmbientCredentialSource::Kind::kProcess:
       case AmbientCredentialSource::Kind::kInstanceMetadata:
+      default:  // out-of-range values: the fallback below
         break;
     }
     return FetchInstanceMetadataCredentials(**transport, source);

@@ -234,6 +234,7 @@ std::string AmbientCredentialSource::Describe() const {
     case Kind::kContainer:
       return "container credentials (" + endpoint + ")";
     case Kind::kInstanceMetadata:
+    default:  // out-of-range values: the fallback below
       break;
   }
   return "instance metadata (" + endpoint + ")";

@@ -47,6 +47,7 @@ std::string AzureCredentialSource::Describe() const {
     case Kind::kClientSecret:
       return "service principal " + client_id + " (" + where + ")";
     case Kind::kManagedIdentity:
+    default:  // out-of-range values: the fallback below
       break;
   }
   return "managed identity" + (identity_value.empty() ? "" : " " + identity_value) + " at " + endpoint;
@@ -254,6 +255,8 @@ Result<Expiring<std::string>> FetchAzureToken(CurlTransport& transport, const Az
     case Kind::kSharedKey:
     case Kind::kSas:
       return InvalidArgument("an account key or SAS token is not exchanged for a token");
+    default:  // out-of-range values: the fallback below
+      break;
   }
   if (!reply.ok()) return reply.status();
   if (reply->status / 100 != 2) return CredentialReplyError(*reply, where);

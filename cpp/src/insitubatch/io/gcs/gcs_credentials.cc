@@ -52,6 +52,7 @@ std::string GcsCredentialSource::Describe() const {
     case Kind::kAuthorizedUser:
       return "authorized user (" + where + ")";
     case Kind::kMetadata:
+    default:  // out-of-range values: the fallback below
       break;
   }
   return "the metadata server " + endpoint;
@@ -195,6 +196,8 @@ Result<Expiring<std::string>> FetchGcsToken(CurlTransport& transport, const GcsC
       break;
     case GcsCredentialSource::Kind::kToken:
       return Expiring<std::string>{source.token, std::nullopt};
+    default:  // out-of-range values: the fallback below
+      break;
   }
   if (!reply.ok()) return reply.status();
   if (reply->status / 100 != 2) return CredentialReplyError(*reply, where);

@@ -92,6 +92,8 @@ std::string RangeHeaderValue(const ByteRange& range) {
     case ByteRange::Kind::kSuffix:
       if (range.length == 0) return "";
       return "bytes=-" + std::to_string(range.length);
+    default:  // out-of-range values: the fallback below
+      break;
   }
   return "";
 }
@@ -178,6 +180,8 @@ Status CheckPartialContent(const ByteRange& range, std::string_view content_rang
       // Asked for the last n bytes of an object shorter than n: the server sends it all.
       if (span < want && first == 0 && parsed->total) return past_end(*parsed->total);
       return mismatch("has " + std::to_string(span) + " bytes, " + std::to_string(want) + " were requested");
+    default:  // out-of-range values: the fallback below
+      break;
   }
   return mismatch("answers an unknown range kind");
 }

@@ -39,8 +39,20 @@ void SwapBytes(const std::byte* src, std::byte* dst, size_t count, size_t width)
       return SwapWidth<uint32_t, Bswap32>(src, dst, count);
     case 8:
       return SwapWidth<uint64_t, Bswap64>(src, dst, count);
-    default:
+    case 0:
+    case 1:  // nothing to swap
       if (src != dst && count != 0) std::memmove(dst, src, count * width);
+      return;
+    default:  // any other width (none is stored today): reversed byte by byte, in place too
+      for (size_t i = 0; i < count; ++i) {
+        const std::byte* s = src + i * width;
+        std::byte* d = dst + i * width;
+        for (size_t lo = 0, hi = width - 1; lo <= hi; ++lo, --hi) {
+          const std::byte a = s[lo], b = s[hi];
+          d[lo] = b;
+          d[hi] = a;
+        }
+      }
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <bit>
 
+#include "insitubatch/zarr/codec/byte_swap.h"
 #include "insitubatch/zarr/codec/codec_test_util.h"
 
 namespace insitubatch::zarr {
@@ -115,6 +116,23 @@ TEST(BytesCodecTest, ValidatesConfiguration) {
   EXPECT_NE(bad.status().message().find("codec \"bytes\""), std::string::npos);
   EXPECT_EQ(r.Create({"bytes", {{"endian", 1}}}, f4).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(r.Create({"bytes", Json::array()}, f4).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Every width is reversed, the ones without a fast path too, into a copy and in place.
+TEST(BytesCodecTest, SwapBytesReversesEveryWidth) {
+  for (size_t width = 1; width <= 17; ++width) {
+    const std::vector<std::byte> src = FieldBytes(3 * width, static_cast<uint32_t>(width));
+    std::vector<std::byte> want(src.size());
+    for (size_t i = 0; i < 3; ++i) {
+      for (size_t b = 0; b < width; ++b) want[i * width + b] = src[i * width + (width - 1 - b)];
+    }
+    std::vector<std::byte> out(src.size(), std::byte{0xA5});
+    internal_codec::SwapBytes(src.data(), out.data(), 3, width);
+    EXPECT_EQ(out, want) << "width " << width;
+    std::vector<std::byte> in_place = src;
+    internal_codec::SwapBytes(in_place.data(), in_place.data(), 3, width);
+    EXPECT_EQ(in_place, want) << "in place, width " << width;
+  }
 }
 
 }  // namespace

@@ -72,6 +72,8 @@ class Checksum32 final : public BytesToBytesCodec {
         return "adler32";
       case Kind::kFletcher32:
         return "fletcher32";
+      default:  // out-of-range values: the fallback below
+        break;
     }
     return "checksum";
   }
