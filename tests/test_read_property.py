@@ -74,7 +74,7 @@ def _dtypes() -> st.SearchStrategy[np.dtype]:
     numeric_dtype = st.tuples(numeric, st.sampled_from("<>")).map(
         lambda t: np.dtype(t[0]).newbyteorder(t[1]) if np.dtype(t[0]).itemsize > 1 else np.dtype(t[0]))
     text = st.integers(1, 40).map(lambda n: np.dtype(f"S{n}"))
-    unicode = st.integers(1, 10).map(lambda n: np.dtype(f"<U{n}"))
+    unicode = st.tuples(st.integers(1, 10), st.sampled_from("<>")).map(lambda t: np.dtype(f"{t[1]}U{t[0]}"))
     record = st.lists(st.sampled_from(RECORD_FIELDS), min_size=1, max_size=5).map(
         lambda fs: np.dtype([(f"f{i}", f) for i, f in enumerate(fs)]))
     return st.one_of(numeric_dtype, text, unicode, record)
@@ -111,7 +111,7 @@ def cases(draw: st.DrawFn) -> Case:
 
 def _fill(dtype: np.dtype, choice: int) -> Any:
     """A fill value zarr-python writes for ``dtype`` (None: its default)."""
-    if choice == 0 or dtype.kind in "VU" or dtype.fields is not None:
+    if choice == 0 or dtype.fields is not None:
         return None
     if dtype.kind == "b":
         return bool(choice % 2)
@@ -123,7 +123,7 @@ def _fill(dtype: np.dtype, choice: int) -> Any:
         return complex(choice, -choice)
     if dtype.kind == "S":
         return b"xyz"[: min(choice, dtype.itemsize)]
-    return "ab"[: min(choice, dtype.itemsize // 4)]  # "U"
+    return "a\u00e9"[: min(choice, dtype.itemsize // 4)]  # "U"
 
 
 def _values(dtype: np.dtype, shape: tuple[int, ...], seed: int) -> np.ndarray:
@@ -239,6 +239,18 @@ def test_transposed_odd_item_sizes(tmp_path, fmt, name, layout):
     root = str(tmp_path / "s.zarr")
     arr, full = _write(case, root)
     check_store(root, arr, full, batch_size=3)
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("dtype", ["<U3", ">U3", "<U1"])
+def test_unicode_fill_values(tmp_path, fmt, dtype):
+    """A unicode array's fill value is its text, in the array's byte order (it was refused)."""
+    case = Case(fmt, np.dtype(dtype), (5, 2), (2, 2), None, "F", None, "zstd", "\u00e9b"[: np.dtype(dtype).itemsize // 4],
+                [(0, 0)], seed=3)
+    root = str(tmp_path / "s.zarr")
+    arr, full = _write(case, root)
+    assert full[4, 1] == case.fill
+    check_store(root, arr, full)
 
 
 def test_the_reported_reproduction(tmp_path):

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "insitubatch/util/base64.h"
+#include "insitubatch/util/text.h"
 #include "insitubatch/zarr/metadata.h"
 #include "insitubatch/zarr/metadata_internal.h"
 
@@ -161,13 +162,25 @@ Result<uint64_t> IntegerBits(const Json& value, DataType dtype) {
 }
 
 // A record's fill value: base64 of its bytes (as zarr-python writes it), or null / 0; for
-// fixed-width text "" (zeros), or base64 of at most the item's bytes for |S.
+// fixed-width text "" (zeros), base64 of at most the item's bytes for |S, the text for U.
 Result<FillValue> ParseRecordFill(const Json& value, DataType dtype) {
   FillValue fill;
   fill.record.assign(dtype.itemsize(), std::byte{0});
   if (value.is_null() || value == Json(0) || (dtype.text_kind != 0 && value == Json(""))) return fill;
-  if (dtype.text_kind == 'U') {
-    return Unimplemented("fill_value " + Abbrev(value) + " for a unicode array: only \"\" is supported");
+  if (dtype.text_kind == 'U') {  // the text itself, as UTF-32 (little-endian here; see FixTextFillOrder)
+    if (!value.is_string()) return InvalidArgument("fill_value " + Abbrev(value) + " for a unicode array is not text");
+    const std::string& text = value.get_ref<const std::string&>();
+    size_t pos = 0;
+    for (size_t out = 0; pos < text.size(); out += 4) {
+      const std::optional<uint32_t> code = NextUtf8(text, pos);
+      if (!code) return InvalidArgument("fill_value " + Abbrev(value) + " is not valid UTF-8");
+      if (out + 4 > fill.record.size()) {
+        return InvalidArgument("fill_value " + Abbrev(value) + " is longer than the type's " +
+                               std::to_string(fill.record.size() / 4) + " characters");
+      }
+      for (size_t b = 0; b < 4; ++b) fill.record[out + b] = std::byte((*code >> (8 * b)) & 0xff);
+    }
+    return fill;
   }
   if (dtype.text_kind == 'S' && value.is_string()) {
     auto bytes = DecodeBase64(value.get<std::string>());

@@ -189,5 +189,23 @@ TEST(FillValueTest, V2Conventions) {
   EXPECT_FALSE(ParseFillValueV3(nullptr, Type(DataTypeId::kInt32)).ok());  // v3: no null
 }
 
+// A unicode fill value is its text as UTF-32 (little-endian; the metadata swaps it for
+// ">U"), padded with zeros; text that is not UTF-8 or does not fit is refused.
+TEST(FillValueTest, UnicodeTextFills) {
+  DataType u3{DataTypeId::kStructured, 12};
+  u3.text_kind = 'U';
+  auto fill = ParseFillValueV2("a\u00e9", u3);
+  ASSERT_TRUE(fill.ok()) << fill.status().ToString();
+  const std::vector<std::byte> want = {std::byte{'a'},  std::byte{0}, std::byte{0}, std::byte{0},
+                                       std::byte{0xe9}, std::byte{0}, std::byte{0}, std::byte{0},
+                                       std::byte{0},    std::byte{0}, std::byte{0}, std::byte{0}};
+  EXPECT_EQ(fill->record, want);
+  EXPECT_TRUE(ParseFillValueV3("abc", u3).ok());
+  EXPECT_THAT(ParseFillValueV3("abcd", u3).status().message(), HasSubstr("longer than the type's 3 characters"));
+  EXPECT_THAT(ParseFillValueV3("\xff", u3).status().message(), HasSubstr("not valid UTF-8"));
+  EXPECT_THAT(ParseFillValueV3(5, u3).status().message(), HasSubstr("is not text"));
+  EXPECT_EQ(ParseFillValueV2(0, u3)->record, std::vector<std::byte>(12));
+}
+
 }  // namespace
 }  // namespace insitubatch::zarr

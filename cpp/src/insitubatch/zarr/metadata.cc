@@ -341,6 +341,7 @@ Result<ArrayMetadata> ParseV3(const Json& document, std::string_view where) {
     return Error(fill_value.status().code(), where, fill_value.status().message());
   }
   md.fill_value = *fill_value;
+  internal_metadata::FixTextFillOrder(md);
   // On a sharded array the codecs stay as written: the chunk grid above is the shard
   // grid and sharding_indexed carries the inner chunk shape.
   INSITU_ASSIGN_OR_RETURN(const Json* codecs, Require(document, "codecs", where));

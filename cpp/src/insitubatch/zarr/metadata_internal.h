@@ -68,5 +68,8 @@ Result<Record> ParseRecordV3(const Json& configuration, bool big_endian);
 std::optional<Record> ParseFixedText(std::string_view typestr);
 // v3: `null_terminated_bytes` / `fixed_length_utf32` {"length_bytes": n}; nullopt for others.
 std::optional<Result<Record>> ParseFixedTextV3(const Json& data_type, bool big_endian);
+// A unicode fill value is parsed as little-endian UTF-32: swapped here when the array's text
+// is stored big-endian (">U"), so the fill matches the stored items. Any other type: as is.
+void FixTextFillOrder(ArrayMetadata& md);
 
 }  // namespace insitubatch::zarr::internal_metadata

@@ -224,6 +224,7 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs, std::strin
     return Error(fill_value.status().code(), where, fill_value.status().message());
   }
   md.fill_value = *fill_value;
+  internal_metadata::FixTextFillOrder(md);
 
   // Order F stores each chunk transposed: reversing the axes makes it C order.
   if (fortran && md.ndim() > 1) {

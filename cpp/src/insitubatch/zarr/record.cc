@@ -7,6 +7,7 @@
 #include <optional>
 #include <set>
 
+#include "insitubatch/zarr/codec/byte_swap.h"
 #include "insitubatch/zarr/metadata_internal.h"
 
 namespace insitubatch::zarr::internal_metadata {
@@ -128,6 +129,14 @@ std::optional<Result<Record>> ParseFixedTextV3(const Json& data_type, bool big_e
   const std::string typestr =
       text ? std::string(big_endian ? ">" : "<") + "U" + std::to_string(*bytes / 4) : "|S" + std::to_string(*bytes);
   return Result<Record>(*ParseFixedText(typestr));
+}
+
+void FixTextFillOrder(ArrayMetadata& md) {
+  if (md.dtype.text_kind != 'U' || !md.record_fields.is_string()) return;
+  const std::string& typestr = md.record_fields.get_ref<const std::string&>();
+  std::vector<std::byte>& fill = md.fill_value.record;
+  if (typestr.empty() || typestr[0] != '>' || fill.size() % 4 != 0) return;
+  internal_codec::SwapBytes(fill.data(), fill.data(), fill.size() / 4, 4);
 }
 
 }  // namespace insitubatch::zarr::internal_metadata
