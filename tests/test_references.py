@@ -159,6 +159,47 @@ def test_targets_and_reference_file_on_s3_with_signatures_checked(hdf5, moto_aut
 # -- hostile references -----------------------------------------------------------------------
 
 
+def test_remote_references_may_not_read_local_files(tmp_path):
+    """A reference file served by someone else names local files: refused before anything
+    local is touched (the message says nothing of the file), unless the caller opts in.
+    Relative targets resolve beside the remote reference file, as beside a local one."""
+    secret = tmp_path / "local" / "secret.bin"
+    secret.parent.mkdir()
+    secret.write_bytes(np.arange(4, dtype="<u4").tobytes())
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "beside.bin").write_bytes(np.arange(10, 14, dtype="<u4").tobytes())
+    server = RangeServer(served)
+    try:
+        for target in (f"file://{secret}", str(secret), "/etc/passwd", "file:///etc/passwd"):
+            (served / "refs.json").write_text(json.dumps(_one_array(target, 0, 16)))
+            with pytest.raises(ib.InvalidArgumentError) as info:
+                ib.reference_store(f"{server.url}/refs.json")
+            # Exactly this: nothing about the local file (its existence, its size) is said.
+            assert str(info.value) == (
+                f"reference 'v/0' points to {target!r}, a local file, and the references come from"
+                f" {server.url}/refs.json: remote references may point only at remote targets"
+                " (pass allow_local_targets=True to read local files they name)")
+        (served / "refs.json").write_text(json.dumps(_one_array(f"file://{secret}", 0, 16)))
+        opted_in = ib.reference_store(f"{server.url}/refs.json", allow_local_targets=True)
+        np.testing.assert_array_equal(ib.read_chunk(opted_in, "v", (0,)), np.arange(4, dtype="<u4"))
+        assert pickle.loads(pickle.dumps(opted_in)) is not None  # the opt-in travels with the store
+        # A relative target of a remote reference file is remote: beside it on the server.
+        (served / "refs.json").write_text(json.dumps(_one_array("beside.bin", 0, 16)))
+        beside = ib.reference_store(f"{server.url}/refs.json")
+        np.testing.assert_array_equal(ib.read_chunk(beside, "v", (0,)), np.arange(10, 14, dtype="<u4"))
+        # ... unless the caller names a local base: then it is local, and needs the opt-in.
+        with pytest.raises(ib.InvalidArgumentError, match="a local file"):
+            ib.reference_store(f"{server.url}/refs.json", base=str(secret.parent))
+        with pytest.raises(ib.InvalidTypeError, match="allow_local_targets must be True or False"):
+            ib.reference_store(f"{server.url}/refs.json", allow_local_targets="yes")
+    finally:
+        server.close()
+    # References the caller holds or keeps locally may point at local files as before.
+    np.testing.assert_array_equal(ib.read_chunk(ib.reference_store(_one_array(str(secret), 0, 16)), "v", (0,)),
+                                  np.arange(4, dtype="<u4"))
+
+
 def _one_array(url, offset, length):
     zarray = {"shape": [4], "chunks": [4], "dtype": "<u4", "compressor": None, "filters": None,
               "fill_value": 0, "order": "C", "zarr_format": 2}

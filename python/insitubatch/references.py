@@ -30,28 +30,40 @@ _NETWORK_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az"
                     "abfss": "az", "http": "http", "https": "https"}
 
 
-def reference_store(refs: Any, *, base: str | os.PathLike[str] | None = None, **store_options: Any) -> Store:
+def reference_store(refs: Any, *, base: str | os.PathLike[str] | None = None, allow_local_targets: bool = False,
+                    **store_options: Any) -> Store:
     """A read-only store over the kerchunk references ``refs``.
 
     ``refs``: a path or URL of a reference JSON file or of a parquet reference directory
     (the one holding ``.zmetadata``); the JSON text as ``bytes``; the references as a
     ``dict``; or a VirtualiZarr virtual ``xarray.Dataset``. Target paths without a scheme
-    resolve against ``base`` (default: the directory of a local reference file, else the
-    working directory). ``store_options`` go to the store of every target (and of a
-    remote reference file).
+    resolve against ``base`` (default: the directory of the reference file, local or
+    remote, else the working directory). ``store_options`` go to the store of every target
+    (and of a remote reference file).
+
+    References read from a remote URL may point only at remote targets: a ``file://``
+    URL or a path (absolute, or relative to a local ``base``) is refused unless
+    ``allow_local_targets=True``, so a reference file someone else serves cannot make this
+    process read its local files. References from a local file or held in memory are the
+    caller's own and may point anywhere.
     """
     unknown = sorted(set(store_options) - _ANY_STORE_OPTIONS - {"read_only"})
     if unknown:
         raise InvalidArgumentError(f"unknown store option(s) {', '.join(map(repr, unknown))} for reference_store")
+    if not isinstance(allow_local_targets, bool):
+        raise InvalidTypeError(f"allow_local_targets must be True or False, got {allow_local_targets!r}")
     source = refs
-    name, refset, default_base = _load(refs, store_options)
+    name, refset, default_base, remote = _load(refs, store_options)
     if base is not None:
         default_base = os.fspath(base)
-    targets = _open_targets(refset, default_base, store_options)
+    targets = _open_targets(refset, default_base, store_options, local_ok=allow_local_targets or not remote,
+                            source=name)
     native = _ext.open_reference_store(refset, targets, name)
     if isinstance(source, (str, os.PathLike, dict, bytes)):
+        recipe_options = {**store_options, **({"base": os.fspath(base)} if base is not None else {}),
+                          **({"allow_local_targets": True} if allow_local_targets else {})}
         native._recipe = (os.fspath(source) if isinstance(source, os.PathLike) else source,  # type: ignore[attr-defined]
-                          {**store_options, **({"base": os.fspath(base)} if base is not None else {})})
+                          recipe_options)
         native._opener = reference_store  # type: ignore[attr-defined]
     return native
 
@@ -59,15 +71,17 @@ def reference_store(refs: Any, *, base: str | os.PathLike[str] | None = None, **
 # -- loading the reference set ------------------------------------------------------------------
 
 
-def _load(refs: Any, options: dict[str, Any]) -> tuple[str, Any, str]:
-    """(a name for messages, the parsed ReferenceSet, the base for relative targets)."""
+def _load(refs: Any, options: dict[str, Any]) -> tuple[str, Any, str, bool]:
+    """(a name for messages, the parsed ReferenceSet, the base for relative targets, whether
+    the references were read from a remote URL)."""
     if isinstance(refs, dict):
-        return "<references>", _ext.ReferenceSet.parse_json(_dict_json(refs), "<references>"), os.getcwd()
+        return "<references>", _ext.ReferenceSet.parse_json(_dict_json(refs), "<references>"), os.getcwd(), False
     if isinstance(refs, (bytes, bytearray, memoryview)):
-        return "<references>", _ext.ReferenceSet.parse_json(bytes(refs), "<references>"), os.getcwd()
+        return "<references>", _ext.ReferenceSet.parse_json(bytes(refs), "<references>"), os.getcwd(), False
     if _is_virtual_dataset(refs):
         as_dict = refs.vz.to_kerchunk(format="dict")
-        return "<virtual dataset>", _ext.ReferenceSet.parse_json(_dict_json(as_dict), "<virtual dataset>"), os.getcwd()
+        return ("<virtual dataset>", _ext.ReferenceSet.parse_json(_dict_json(as_dict), "<virtual dataset>"),
+                os.getcwd(), False)
     if not isinstance(refs, (str, os.PathLike)) or not os.fspath(refs):
         raise InvalidTypeError("refs must be a path or URL, JSON bytes, a dict of references or a virtual"
                                f" xarray Dataset, got {type(refs).__module__}.{type(refs).__qualname__}")
@@ -76,18 +90,19 @@ def _load(refs: Any, options: dict[str, Any]) -> tuple[str, Any, str]:
     if scheme in ("", "file"):
         path = os.path.abspath(urlparse(location).path if scheme else location)
         if os.path.isdir(path):
-            return path, _load_parquet(path), os.path.dirname(path)
+            return path, _load_parquet(path), os.path.dirname(path), False
         try:
             with open(path, "rb") as f:
                 text = f.read()
         except OSError as e:
             raise FileNotFoundError(f"reference file {path}: {e.strerror}") from None
-        return path, _ext.ReferenceSet.parse_json(text, path), os.path.dirname(path)
+        return path, _ext.ReferenceSet.parse_json(text, path), os.path.dirname(path), False
     parent, _, leaf = location.rstrip("/").rpartition("/")
     remote = store(parent, **options).read(leaf)
     if not isinstance(remote, bytes):  # None: no such object
         raise FileNotFoundError(f"reference file {location} does not exist")
-    return location, _ext.ReferenceSet.parse_json(remote, location), os.getcwd()
+    # Relative targets live beside the reference file, as they do for a local one.
+    return location, _ext.ReferenceSet.parse_json(remote, location), parent, True
 
 
 def _dict_json(refs: dict[str, Any]) -> bytes:
@@ -194,12 +209,20 @@ def _add_row(refset: Any, key: str, columns: dict[str, list[Any]], row: int, whe
 # -- the target stores ------------------------------------------------------------------------
 
 
-def _open_targets(refset: Any, base: str, options: dict[str, Any]) -> list[tuple[Store, str]]:
-    """One store per bucket, host or local filesystem, and each target's key inside it."""
+def _open_targets(refset: Any, base: str, options: dict[str, Any], *, local_ok: bool,
+                  source: str) -> list[tuple[Store, str]]:
+    """One store per bucket, host or local filesystem, and each target's key inside it.
+    Every target is checked before any store is opened."""
     stores: dict[str, Store] = {}
     out = []
-    for i, url in enumerate(refset.targets):
-        root, key = _split_target(url, base, refset.first_key_of(i))
+    split = [_split_target(url, base, refset.first_key_of(i)) for i, url in enumerate(refset.targets)]
+    for i, (root, key) in enumerate(split):
+        if root == "/" and not local_ok:
+            # Nothing about the local file is looked at or said: only what the reference holds.
+            raise InvalidArgumentError(
+                f"reference {refset.first_key_of(i)!r} points to {refset.targets[i]!r}, a local file, and the"
+                f" references come from {source}: remote references may point only at remote targets"
+                " (pass allow_local_targets=True to read local files they name)")
         if root not in stores:
             stores[root] = store(root, **options)
         out.append((stores[root], key))
