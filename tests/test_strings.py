@@ -293,3 +293,18 @@ def test_v3_strings_in_nested_shards_with_the_index_first(tmp_path):
                       serializer=ShardingCodec(chunk_shape=(4, 6), codecs=[inner], index_location="start"))
     assert read_whole(ib.store(str(path)), "v").tolist() == np.asarray(expected, dtype=object).tolist()
     assert expected[4, 0] == values[4, 0] and expected[6, 0] == "~"
+
+
+def test_string_arrays_with_other_codecs_are_refused_by_name(tmp_path):
+    """docs/limits.md: a string array whose codecs are not vlen-utf8 (after a transpose or
+    inside shards) and bytes codecs is refused, naming the array and the codec found."""
+    path = tmp_path / "s.zarr"
+    zarr.open_group(str(path), mode="w", zarr_format=3)
+    (path / "labels").mkdir()
+    (path / "labels" / "zarr.json").write_text(json.dumps({
+        "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "string",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": "", "codecs": [{"name": "bytes"}]}))
+    with pytest.raises(ib.UnsupportedError, match=r"array 'labels': data type \"string\" is read with codec "
+                                                  r"\"vlen-utf8\" first .*found \"bytes\""):
+        ib.open_geometries(ib.store(str(path)), ["labels"])
