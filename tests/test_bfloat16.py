@@ -1,5 +1,6 @@
-"""bfloat16 arrays as tensorstore writes them (zarr v3 "bfloat16", an extension data type):
-read as ml_dtypes.bfloat16, bit for bit, through read_chunk and a dataset, fill values too."""
+"""bfloat16 arrays as tensorstore writes them (zarr v3 "bfloat16", an extension data type, and
+zarr v2 `"dtype": "bfloat16"`, tensorstore's v2 extension): read as ml_dtypes.bfloat16, bit for
+bit, through read_chunk and a dataset, fill values too."""
 
 from __future__ import annotations
 
@@ -14,19 +15,24 @@ ml_dtypes = pytest.importorskip("ml_dtypes")
 ts = pytest.importorskip("tensorstore")
 
 
-def write(path, values, chunks, fill_value, written=None):
-    t = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path / "v")}}, create=True,
+def write(path, values, chunks, fill_value, written=None, driver="zarr3"):
+    t = ts.open({"driver": driver, "kvstore": {"driver": "file", "path": str(path / "v")}}, create=True,
                 dtype=ts.bfloat16, shape=list(values.shape), fill_value=fill_value,
                 chunk_layout=ts.ChunkLayout(chunk_shape=list(chunks))).result()
     t[written or ...] = values[written or ...]
-    (path / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group"}))
-    return json.loads((path / "v" / "zarr.json").read_text())
+    if driver == "zarr3":
+        (path / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group"}))
+        return json.loads((path / "v" / "zarr.json").read_text())
+    (path / ".zgroup").write_text(json.dumps({"zarr_format": 2}))
+    return json.loads((path / "v" / ".zarray").read_text())
 
 
-def test_bfloat16_reads_bit_for_bit_with_its_fill_value(tmp_path):
+@pytest.mark.parametrize("driver", ["zarr3", "zarr"])
+def test_bfloat16_reads_bit_for_bit_with_its_fill_value(tmp_path, driver):
     values = np.random.default_rng(0).normal(size=(12, 7)).astype(ml_dtypes.bfloat16)
-    meta = write(tmp_path, values, (4, 7), 1.5, written=np.s_[:8])  # the last chunk is never written
-    assert meta["data_type"] == "bfloat16"
+    values[0, :3] = [np.inf, -np.inf, np.nan]  # special values keep their bits too
+    meta = write(tmp_path, values, (4, 7), 1.5, written=np.s_[:8], driver=driver)  # chunk 2 never written
+    assert meta["data_type" if driver == "zarr3" else "dtype"] == "bfloat16"
     store = ib.store(str(tmp_path))
     geoms = ib.open_geometries(store, variables=["v"])
     assert geoms["v"].dtype == np.dtype(ml_dtypes.bfloat16)
@@ -44,6 +50,21 @@ def test_bfloat16_reads_bit_for_bit_with_its_fill_value(tmp_path):
         np.testing.assert_array_equal(batch.arrays["v"].view(np.uint16), expected[batch.sample_indices].view(np.uint16))
         seen += len(batch)
     assert seen == 12
+    # tensorstore's own read of the same store, bit for bit.
+    theirs = ts.open({"driver": driver, "kvstore": {"driver": "file", "path": str(tmp_path / "v")}}).result().read().result()
+    np.testing.assert_array_equal(np.asarray(theirs).view(np.uint16), expected.view(np.uint16))
+
+
+def test_v2_bfloat16_without_a_fill_value_reads_zeros(tmp_path):
+    """tensorstore writes `"fill_value": null` by default; absent chunks read as +0.0, as it reads them."""
+    values = np.arange(12, dtype="f4").reshape(6, 2).astype(ml_dtypes.bfloat16)
+    meta = write(tmp_path, values, (3, 2), None, written=np.s_[:3], driver="zarr")
+    assert meta["fill_value"] is None
+    theirs = np.asarray(ts.open({"driver": "zarr", "kvstore": {"driver": "file", "path": str(tmp_path / "v")}})
+                        .result().read().result())
+    ours = ib.read_chunk(str(tmp_path), "v", (1, 0))
+    np.testing.assert_array_equal(ours.view(np.uint16), theirs[3:].view(np.uint16))
+    np.testing.assert_array_equal(ours.view(np.uint16), np.zeros((3, 2), np.uint16))
 
 
 def test_chunk_transforms_see_bfloat16_values_not_their_bits(tmp_path):

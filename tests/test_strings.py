@@ -200,3 +200,111 @@ def test_describe_has_no_string_section_without_strings(tmp_path):
     geoms = ib.open_geometries(store, ["x"])
     with ib.InSituDataset(store, ib.split_by_chunk(geoms["x"], fractions=(1.0, 0.0, 0.0)), geometries=geoms) as ds:
         assert "string_variables" not in ds.describe()
+
+
+def _stream_beside(path, zarr_format, name, values, chunks):
+    """Every row of string array `name` through a dataset pass, beside a numeric array of
+    the same sample axis: compared with `values` row for row."""
+    _write(path, zarr_format, "x", np.arange(values.shape[0], dtype="i4"), chunks[:1], "i4", 0)
+    store = ib.store(str(path))
+    geoms = ib.open_geometries(store, ["x", name])
+    with ib.InSituDataset(store, ib.split_by_chunk(geoms["x"], fractions=(1.0, 0.0, 0.0)), geometries=geoms,
+                          batch_size=3, seed=4) as ds:
+        rows = []
+        for batch in ds.train:
+            assert batch.arrays[name].tolist() == values[batch.sample_indices].tolist()
+            rows.extend(batch.sample_indices.tolist())
+    assert sorted(rows) == list(range(values.shape[0]))
+
+
+@pytest.mark.parametrize("dtype, fill", [(str, "-"), (zarr.dtype.VariableLengthBytes(), b"-")], ids=["string", "bytes"])
+def test_v3_strings_inside_shards(tmp_path, dtype, fill):
+    """zarr-python 3's sharding codec around vlen-utf8 / vlen-bytes: every shard read whole
+    (inner chunks scattered to their places, absent ones the fill value), as zarr-python reads it."""
+    values = _strings((11, 7), 5)
+    if fill == b"-":
+        values = np.array([s.encode() for s in values.ravel()], dtype=object).reshape(values.shape)
+    path = tmp_path / "s.zarr"
+    # Rows 6.. never written: whole inner chunks (and the last shard) stay absent.
+    expected = _write(path, 3, "v", values, (2, 3), dtype, fill, written=np.s_[:6], shards=(4, 6))
+    meta = json.loads((path / "v" / "zarr.json").read_text())
+    assert meta["codecs"][0]["name"] == "sharding_indexed"
+    ours = read_whole(ib.store(str(path)), "v")
+    assert ours.tolist() == np.asarray(expected, dtype=object).tolist()
+    # Rows 6-7 are an absent inner chunk of a stored shard, rows 8-10 an absent shard.
+    assert (path / "v" / "c" / "1" / "0").exists() and not (path / "v" / "c" / "2" / "0").exists()
+    assert ours[6, 0] == fill and ours[10, 0] == fill
+    _stream_beside(path, 3, "v", np.asarray(expected, dtype=object), (2, 3))
+
+
+@pytest.mark.parametrize("shape, chunks", [((5, 7), (3, 4)), ((4, 3, 5), (3, 2, 4))])
+@pytest.mark.parametrize("dtype", [str, zarr.dtype.VariableLengthBytes()], ids=["utf8", "bytes"])
+def test_v2_strings_in_order_f(tmp_path, shape, chunks, dtype):
+    """v2 `|O` arrays in order F store each chunk's items in F order (numcodecs' vlen
+    codecs serialize the transposed chunk): read back in place, as zarr-python reads them."""
+    values = _strings(shape, 6)
+    if dtype is not str:
+        values = np.array([s.encode() for s in values.ravel()], dtype=object).reshape(shape)
+    path = tmp_path / "s.zarr"
+    expected = _write(path, 2, "v", values, chunks, dtype, "", order="F")
+    assert json.loads((path / "v" / ".zarray").read_text())["order"] == "F"
+    assert np.asarray(expected, dtype=object).tolist() == values.tolist()
+    ours = read_whole(ib.store(str(path)), "v")
+    assert ours.tolist() == values.tolist()
+    _stream_beside(path, 2, "v", values, chunks)
+
+
+def test_v2_string_fill_value_zero_reads_as_empty(tmp_path):
+    """zarr 2 wrote `"fill_value": 0` for object arrays by default (and read absent items as
+    the integer 0). This reader reads them as "" (b"" for vlen-bytes), the empty item;
+    zarr-python 3.1 reads "0" there (docs/limits.md says so)."""
+    path = tmp_path / "s.zarr"
+    _write(path, 2, "v", np.array(["a", "b", "c", "d"], dtype=object), (2,), str, "", written=np.s_[:2])
+    zarray = json.loads((path / "v" / ".zarray").read_text())
+    zarray["fill_value"] = 0
+    (path / "v" / ".zarray").write_text(json.dumps(zarray))
+    assert zarr.open_array(str(path / "v"), mode="r")[...].tolist() == ["a", "b", "0", "0"]
+    assert read_whole(ib.store(str(path)), "v").tolist() == ["a", "b", "", ""]
+
+
+def test_a_corrupt_inner_chunk_of_a_string_shard_is_named(tmp_path):
+    path = tmp_path / "s.zarr"
+    _write(path, 3, "v", _strings((4, 4), 7), (2, 2), str, "", shards=(4, 4), compressors=None)
+    shard = path / "v" / "c" / "0" / "0"
+    data = bytearray(shard.read_bytes())
+    assert data[:4] == b"\x04\x00\x00\x00"  # inner chunk [0, 0] first: its item count
+    data[0] = 5
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ib.CorruptChunkError, match=r"v \[0, 0\].*inner chunk \[0, 0\].*holds 5 items"):
+        ib.read_chunk(ib.store(str(path)), "v", (0, 0))
+    shard.write_bytes(bytes(data[:-10]))  # the index cut short
+    with pytest.raises(ib.CorruptChunkError, match=r"v \[0, 0\].*shard index"):
+        ib.read_chunk(ib.store(str(path)), "v", (0, 0))
+
+
+def test_v3_strings_in_nested_shards_with_the_index_first(tmp_path):
+    from zarr.codecs import ShardingCodec, ZstdCodec
+    from zarr.codecs.vlen_utf8 import VLenUTF8Codec
+
+    values = _strings((8, 6), 8)
+    inner = ShardingCodec(chunk_shape=(2, 3), codecs=[VLenUTF8Codec(), ZstdCodec()])
+    path = tmp_path / "s.zarr"
+    expected = _write(path, 3, "v", values, (8, 6), str, "~", written=np.s_[:5], compressors=None,
+                      serializer=ShardingCodec(chunk_shape=(4, 6), codecs=[inner], index_location="start"))
+    assert read_whole(ib.store(str(path)), "v").tolist() == np.asarray(expected, dtype=object).tolist()
+    assert expected[4, 0] == values[4, 0] and expected[6, 0] == "~"
+
+
+def test_string_arrays_with_other_codecs_are_refused_by_name(tmp_path):
+    """docs/limits.md: a string array whose codecs are not vlen-utf8 (after a transpose or
+    inside shards) and bytes codecs is refused, naming the array and the codec found."""
+    path = tmp_path / "s.zarr"
+    zarr.open_group(str(path), mode="w", zarr_format=3)
+    (path / "labels").mkdir()
+    (path / "labels" / "zarr.json").write_text(json.dumps({
+        "zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "string",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": "", "codecs": [{"name": "bytes"}]}))
+    with pytest.raises(ib.UnsupportedError, match=r"array 'labels': data type \"string\" is read with codec "
+                                                  r"\"vlen-utf8\" first .*found \"bytes\""):
+        ib.open_geometries(ib.store(str(path)), ["labels"])

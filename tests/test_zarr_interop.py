@@ -269,3 +269,31 @@ def test_root_array(tmp_path):
     geoms = insitubatch.open_geometries(store)
     assert list(geoms) == [""]
     np.testing.assert_array_equal(insitubatch.read_chunk(store, "", (2, 0))[:1], values[4:5])
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+@pytest.mark.parametrize("dtype", [">f8", ">i4", ">u2", ">c8", ">M8[s]", ">m8[ms]"])
+def test_big_endian_arrays_come_back_native_endian(tmp_path, fmt, dtype):
+    """A big-endian array (v2 typestring `>`, v3 `bytes` endian big) comes back in native byte
+    order with the values written, through read_chunk and a dataset (docs/limits.md)."""
+    big = np.dtype(dtype)
+    native = big.newbyteorder("=")
+    values = source_values((9, 2), "int32", seed=5).astype("i8")
+    values = values.view(native) if big.kind in "Mm" else values.astype(native)
+    path = str(tmp_path / "s.zarr")
+    if fmt == 2:
+        arr = zarr.create_array(path, name="v", shape=values.shape, chunks=(4, 2), dtype=big, zarr_format=2)
+    else:
+        arr = zarr.create_array(path, name="v", shape=values.shape, chunks=(4, 2), dtype=native, zarr_format=3,
+                                serializer=BytesCodec(endian="big"))
+    arr[...] = values
+    geoms = insitubatch.open_geometries(path, ["v"])
+    assert geoms["v"].dtype == native and geoms["v"].dtype.isnative
+    chunk = insitubatch.read_chunk(path, "v", (1, 0))
+    assert chunk.dtype.isnative
+    np.testing.assert_array_equal(chunk, values[4:8], strict=True)
+    ds = insitubatch.InSituDataset(path, insitubatch.split_by_chunk(geoms["v"], fractions=(1.0, 0.0, 0.0)), geoms,
+                                   batch_size=4)
+    for batch in ds.train:
+        assert batch.arrays["v"].dtype.isnative
+        np.testing.assert_array_equal(batch.arrays["v"], values[batch.sample_indices], strict=True)

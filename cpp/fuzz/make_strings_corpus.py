@@ -1,13 +1,17 @@
 """Writes the seed corpus of strings_fuzz: for each layout (in the target's order), the first
-byte selecting it and a numcodecs encoding of six items, plus a truncated one.
+byte selecting it and a numcodecs encoding of six items (the sharded one as zarr-python
+writes the shard), plus a truncated one.
 
     .venv/bin/python cpp/fuzz/make_strings_corpus.py
 """
 
 from pathlib import Path
 
+import warnings
+
 import numcodecs
 import numpy as np
+import zarr
 
 OUT = Path(__file__).resolve().parent / "corpus" / "strings"
 values = np.array(["", "a", "Zürich", "東京", "x" * 40, "🙂"], dtype=object)
@@ -18,4 +22,13 @@ OUT.mkdir(parents=True, exist_ok=True)
 (OUT / "01_vlen_utf8_zstd").write_bytes(b"\x01" + numcodecs.Zstd().encode(utf8))
 raw = np.array([b"", b"\x00", b"ab", b"c", b"d", b"e"], dtype=object)
 (OUT / "02_vlen_bytes").write_bytes(b"\x02" + numcodecs.VLenBytes().encode(raw))
-print(f"wrote 4 seeds to {OUT}")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")  # zarr-python: v3 strings are not yet in the spec
+    store = zarr.storage.MemoryStore()
+    arr = zarr.create_array(store, shape=(2, 3), chunks=(1, 3), shards=(2, 3), dtype=str, fill_value="",
+                            compressors=None)
+    arr[...] = values.reshape(2, 3)
+    shard = store._store_dict["c/0/0"].to_bytes()
+(OUT / "03_sharded").write_bytes(b"\x03" + shard)
+(OUT / "04_transposed").write_bytes(b"\x04" + numcodecs.VLenUTF8().encode(values.reshape(2, 3).T.ravel()))
+print(f"wrote 6 seeds to {OUT}")

@@ -1,6 +1,7 @@
 // Fuzzes the variable-length string chunk decoder: input byte 0 picks a layout (vlen-utf8
-// plain, vlen-utf8 under zstd, vlen-bytes plain), the rest is a stored chunk of a [2, 3]
-// string array. Anything must either decode to exactly six items or fail with a Status.
+// plain, vlen-utf8 under zstd, vlen-bytes plain, vlen-utf8 in shards of [1, 3] inner
+// chunks, vlen-utf8 transposed), the rest is a stored chunk of a [2, 3] string array.
+// Anything must either decode to exactly six items or fail with a Status.
 
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +29,16 @@ const char* const kArrays[] = {
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}},
         "chunk_key_encoding": {"name": "default"}, "fill_value": "",
         "codecs": [{"name": "vlen-bytes"}]})",
+    R"({"zarr_format": 3, "node_type": "array", "shape": [5, 3], "data_type": "string",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": "",
+        "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [1, 3],
+          "codecs": [{"name": "vlen-utf8"}], "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+          {"name": "crc32c"}], "index_location": "end"}}]})",
+    R"({"zarr_format": 3, "node_type": "array", "shape": [5, 3], "data_type": "string",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}},
+        "chunk_key_encoding": {"name": "default"}, "fill_value": "",
+        "codecs": [{"name": "transpose", "configuration": {"order": [1, 0]}}, {"name": "vlen-utf8"}]})",
 };
 
 const std::vector<std::shared_ptr<const zarr::Array>>& Arrays() {

@@ -239,7 +239,17 @@ def _numpy_dtype(meta: dict[str, Any]) -> np.dtype:
     fields = json.loads(meta["record_fields"])
     if isinstance(fields, str):  # fixed-width bytes or unicode: "|S10", "<U5"
         return np.dtype(fields)
-    return np.dtype([(f[0], f[1], tuple(f[2])) if len(f) == 3 else (f[0], f[1]) for f in fields])
+    return np.dtype(_descr(fields))
+
+
+def _descr(fields: list[Any]) -> list[tuple[Any, ...]]:
+    """A numpy descr from its JSON form: a field's type is a typestring or, for a record
+    inside the record, a descr itself; a third entry is a sub-array shape."""
+    out: list[tuple[Any, ...]] = []
+    for f in fields:
+        kind = _descr(f[1]) if isinstance(f[1], list) else f[1]
+        out.append((f[0], kind, tuple(f[2])) if len(f) == 3 else (f[0], kind))
+    return out
 
 
 def needs_view(dtype: np.dtype) -> bool:

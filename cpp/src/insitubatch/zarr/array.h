@@ -12,6 +12,7 @@
 #include "insitubatch/io/store.h"
 #include "insitubatch/zarr/codec/codec_chain.h"
 #include "insitubatch/zarr/metadata.h"
+#include "insitubatch/zarr/string_decoder.h"
 
 namespace insitubatch::zarr {
 
@@ -48,7 +49,8 @@ class Array {
   // raw bytes as the dtype's text_kind says; the fill value where the chunk is absent.
   // Blocking. (string_array.cc)
   Result<std::vector<std::string>> ReadStringChunk(const std::vector<uint64_t>& coords) const;
-  // The items of one stored string chunk (the bytes codecs undone, then vlen-utf8's layout).
+  // The items of one stored string chunk (the codecs undone: vlen-utf8's layout under bytes
+  // codecs, a transpose or shards), in C order.
   Result<std::vector<std::string>> DecodeStringChunk(ByteSpan stored, const std::vector<uint64_t>& coords) const;
 
  private:
@@ -58,8 +60,8 @@ class Array {
   std::string path_;
   ArrayMetadata metadata_;
   CodecChain chain_;
-  // kString: the bytes -> bytes codecs after vlen-utf8 / vlen-bytes, in encode order.
-  std::vector<std::shared_ptr<const BytesToBytesCodec>> string_codecs_;
+  // kString: how a stored chunk becomes its items.
+  std::shared_ptr<const StringDecoder> string_decoder_;
   Status BindStringCodecs();
 };
 

@@ -102,6 +102,9 @@ Result<V2DataType> ParseV2TypeString(std::string_view typestr) {
     dtype.text_kind = 'U';
     return V2DataType{dtype, false};
   }
+  if (typestr == "bfloat16") {  // tensorstore's v2 extension: little-endian, no byte-order prefix
+    return V2DataType{DataType{DataTypeId::kBFloat16}, false};
+  }
   if (typestr.size() < 3) return unsupported();
   const char order = typestr[0];
   if (order != '<' && order != '>' && order != '|' && order != '=') return unsupported();

@@ -114,6 +114,14 @@ TEST(DataTypeTest, AVoidTypestringIsAnOpaqueRecord) {
   EXPECT_EQ(parsed->dtype.numpy_typestr(), "|V9");
 }
 
+TEST(DataTypeTest, TensorstoresV2Bfloat16IsLittleEndianBfloat16) {
+  auto parsed = ParseV2TypeString("bfloat16");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->dtype.id, DataTypeId::kBFloat16);
+  EXPECT_FALSE(parsed->big_endian);
+  EXPECT_EQ(ParseV2TypeString(">bfloat16").status().code(), StatusCode::kUnimplemented);
+}
+
 TEST(DataTypeTest, UnsupportedV2TypestringsAreUnimplemented) {
   for (const char* typestr : {"",        "<",
                               "<f",      "f4",

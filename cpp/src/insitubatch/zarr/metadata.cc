@@ -163,6 +163,30 @@ Status ValidateChunking(const std::vector<uint64_t>& shape, const std::vector<ui
   return Status::Ok();
 }
 
+Result<DataType> ParseDataTypeNameV3(const Json& value) {
+  const Json* name = &value;
+  // Extension data types are objects {"name": ..., "configuration": ...}.
+  if (value.is_object()) {
+    name = Find(value, "name");
+    if (name == nullptr) name = &value;
+  }
+  if (!name->is_string()) return InvalidArgument("\"data_type\" must be a data type name, got " + Abbrev(value));
+  if (*name == Json("numpy.datetime64") || *name == Json("numpy.timedelta64")) {
+    // zarr-python 3: {"name": "numpy.datetime64", "configuration": {"unit": "ns", "scale_factor": 1}}
+    const Json* config = value.is_object() ? Find(value, "configuration") : nullptr;
+    const Json* unit = config && config->is_object() ? Find(*config, "unit") : nullptr;
+    const Json* scale = config && config->is_object() ? Find(*config, "scale_factor") : nullptr;
+    const auto factor = scale ? NonNegativeInteger(*scale) : std::optional<uint64_t>(1);
+    if (unit == nullptr || !unit->is_string() || !factor) {
+      return InvalidArgument(Abbrev(*name) + " needs configuration {\"unit\": ..., \"scale_factor\": ...}, got " +
+                             Abbrev(value));
+    }
+    return DataType::Time(*name == Json("numpy.datetime64") ? DataTypeId::kDateTime64 : DataTypeId::kTimeDelta64,
+                          unit->get<std::string>(), *factor);
+  }
+  return DataType::FromV3Name(name->get<std::string>());
+}
+
 }  // namespace internal_metadata
 
 namespace {
@@ -188,31 +212,7 @@ Status CheckNesting(std::string_view text, std::string_view where) {
 }
 
 Result<DataType> ParseDataTypeV3(const Json& value, std::string_view where) {
-  const Json* name = &value;
-  // Extension data types are objects {"name": ..., "configuration": ...}.
-  if (value.is_object()) {
-    name = Find(value, "name");
-    if (name == nullptr) name = &value;
-  }
-  if (!name->is_string()) {
-    return Error(StatusCode::kInvalidArgument, where, "\"data_type\" must be a data type name, got " + Abbrev(value));
-  }
-  if (*name == Json("numpy.datetime64") || *name == Json("numpy.timedelta64")) {
-    // zarr-python 3: {"name": "numpy.datetime64", "configuration": {"unit": "ns", "scale_factor": 1}}
-    const Json* config = value.is_object() ? Find(value, "configuration") : nullptr;
-    const Json* unit = config && config->is_object() ? Find(*config, "unit") : nullptr;
-    const Json* scale = config && config->is_object() ? Find(*config, "scale_factor") : nullptr;
-    const auto factor = scale ? internal_metadata::NonNegativeInteger(*scale) : std::optional<uint64_t>(1);
-    if (unit == nullptr || !unit->is_string() || !factor) {
-      return Error(StatusCode::kInvalidArgument, where,
-                   Abbrev(*name) + " needs configuration {\"unit\": ..., \"scale_factor\": ...}, got " + Abbrev(value));
-    }
-    auto time = DataType::Time(*name == Json("numpy.datetime64") ? DataTypeId::kDateTime64 : DataTypeId::kTimeDelta64,
-                               unit->get<std::string>(), *factor);
-    if (!time.ok()) return Error(time.status().code(), where, time.status().message());
-    return *time;
-  }
-  auto dtype = DataType::FromV3Name(name->get<std::string>());
+  auto dtype = internal_metadata::ParseDataTypeNameV3(value);
   if (!dtype.ok()) return Error(dtype.status().code(), where, dtype.status().message());
   return *dtype;
 }

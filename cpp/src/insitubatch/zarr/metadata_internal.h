@@ -55,14 +55,20 @@ Status ValidateChunking(const std::vector<uint64_t>& shape, const std::vector<ui
 // "[10, 7]" for messages.
 std::string FormatShape(const std::vector<uint64_t>& shape);
 
+// A v3 "data_type" that is a name or {"name": ..., "configuration": ...}: numbers, bool,
+// bfloat16, strings, numpy.datetime64 / numpy.timedelta64 (not records or fixed-width text).
+Result<DataType> ParseDataTypeNameV3(const Json& value);
+
 // A structured data type (record.cc): its size and numpy descr in stored byte order.
 struct Record {
   DataType dtype;
   Json fields;
 };
-// v2: the numpy descr list of `.zarray` "dtype" (numeric fields, optional subarray shapes).
+// v2: the numpy descr list of `.zarray` "dtype" (typestring or nested-descr fields, optional
+// subarray shapes).
 Result<Record> ParseRecordV2(const Json& descr);
-// v3: zarr-python's `structured` configuration; fields stored little- (or `big_endian`) endian.
+// v3: zarr-python's `structured` configuration (numbers, times, fixed-width text, raw bytes,
+// nested records); fields stored little- (or `big_endian`) endian.
 Result<Record> ParseRecordV3(const Json& configuration, bool big_endian);
 // Fixed-width bytes / unicode typestrings ("|S10", "<U5", ">U5"); nullopt for anything else.
 std::optional<Record> ParseFixedText(std::string_view typestr);

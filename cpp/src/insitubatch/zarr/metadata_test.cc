@@ -360,6 +360,13 @@ Json BaseV2() {
   })");
 }
 
+// A v2 descr whose one field is a record `levels` deep.
+Json NestedDescr(int levels) {
+  Json descr = Json::parse(R"([["x", "<f4"]])");
+  for (int i = 0; i < levels; ++i) descr = Json::array({Json::array({"n", descr})});
+  return descr;
+}
+
 std::vector<Mutation> V2Mutations() {
   const auto bad = StatusCode::kInvalidArgument;
   const auto unimpl = StatusCode::kUnimplemented;
@@ -382,8 +389,9 @@ std::vector<Mutation> V2Mutations() {
       {"dtype_datetime_unit", "/dtype", "<M8[fortnight]", unimpl, "<M8[fortnight]"},
       {"dtype_unicode_order", "/dtype", "|U3", unimpl, "|U3"},
       {"dtype_raw_void", "/dtype", "|V8", unimpl, "raw void"},
-      {"dtype_structured_nested", "/dtype", Json::parse(R"([["a", [["x", "<f4"]]]])"), unimpl,
-       "structured dtype field"},
+      {"dtype_structured_deep", "/dtype", NestedDescr(9), unimpl, "nested over 8 deep"},
+      {"dtype_structured_field_kind", "/dtype", Json::parse(R"([["a", 4]])"), unimpl, "structured dtype field"},
+      {"dtype_structured_nested_object", "/dtype", Json::parse(R"([["a", [["x", "|O"]]]])"), unimpl, "|O"},
       {"dtype_structured_twice", "/dtype", Json::parse(R"([["a", "<f4"], ["a", "<i2"]])"), bad, "appears twice"},
       {"dtype_structured_empty", "/dtype", Json::array(), bad, "list of 1 to"},
       {"dtype_structured_field_type", "/dtype", Json::parse(R"([["a", "|O"]])"), unimpl, "|O"},
@@ -451,6 +459,51 @@ TEST(V2MetadataTest, StructuredDtypesAreRecordsInTheirOwnByteOrder) {
               HasSubstr("not base64 of one 9-byte record"));
   doc["fill_value"] = nullptr;
   EXPECT_EQ(ParseArrayMetadataV2(doc, Json(), kWhereV2)->fill_value.record, std::vector<std::byte>(9));
+}
+
+TEST(V2MetadataTest, NestedRecordsKeepTheirDescr) {
+  Json doc = BaseV2();
+  doc["dtype"] = Json::parse(R"([["a", "<i4"], ["b", [["x", ">f8"], ["s", "|S3"]], [2]], ["t", "<M8[s]"]])");
+  doc["fill_value"] = nullptr;
+  auto parsed = ParseArrayMetadataV2(doc, Json(), kWhereV2);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  EXPECT_EQ(parsed->dtype.itemsize(), 4u + 2 * (8u + 3u) + 8u);
+  EXPECT_EQ(parsed->record_fields, doc["dtype"]);
+}
+
+TEST(V3MetadataTest, RecordFieldsBeyondNumbers) {
+  for (const char* endian : {"little", "big"}) {
+    Json doc = Json::parse(R"({"zarr_format": 3, "node_type": "array", "shape": [6],
+      "data_type": {"name": "structured", "configuration": {"fields": [
+        ["n", {"name": "structured", "configuration": {"fields": [["x", "float64"], ["y", "uint8"]]}}],
+        ["s", {"name": "null_terminated_bytes", "configuration": {"length_bytes": 5}}],
+        ["u", {"name": "fixed_length_utf32", "configuration": {"length_bytes": 12}}],
+        ["r", {"name": "raw_bytes", "configuration": {"length_bytes": 3}}],
+        ["t", {"name": "numpy.datetime64", "configuration": {"unit": "ms", "scale_factor": 10}}],
+        ["ok", "bool"]]}},
+      "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+      "chunk_key_encoding": {"name": "default"}, "fill_value": null, "codecs": []})");
+    doc["codecs"] = Json::array({{{"name", "bytes"}, {"configuration", {{"endian", endian}}}}});
+    auto parsed = ParseArrayMetadataV3(doc, "zarr.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+    EXPECT_EQ(parsed->dtype.itemsize(), 9u + 5u + 12u + 3u + 8u + 1u);
+    const std::string o = std::string_view(endian) == "big" ? ">" : "<";
+    EXPECT_EQ(parsed->record_fields, Json::parse(R"([["n", [["x", ")" + o + R"(f8"], ["y", "|u1"]]], ["s", "|S5"],
+      ["u", ")" + o + R"(U3"], ["r", "|V3"], ["t", ")" +
+                                                 o + R"(M8[10ms]"], ["ok", "|b1"]])"));
+  }
+  const auto refused = [](const char* field) {
+    Json doc = Json::parse(R"({"zarr_format": 3, "node_type": "array", "shape": [6],
+      "data_type": {"name": "structured", "configuration": {"fields": []}},
+      "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+      "chunk_key_encoding": {"name": "default"}, "fill_value": null, "codecs": [{"name": "bytes"}]})");
+    doc["data_type"]["configuration"]["fields"].push_back(Json::parse(field));
+    return ParseArrayMetadataV3(doc, "zarr.json").status();
+  };
+  EXPECT_THAT(refused(R"(["s", "string"])").message(), HasSubstr("not supported in a record"));
+  EXPECT_THAT(refused(R"(["r", {"name": "raw_bytes", "configuration": {"length_bytes": 0}}])").message(),
+              HasSubstr("length_bytes"));
+  EXPECT_THAT(refused(R"(["x", "float128"])").message(), HasSubstr("structured field \"x\""));
 }
 
 TEST(V3MetadataTest, StructuredDataTypeTakesTheBytesCodecsOrder) {

@@ -234,15 +234,13 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs, std::strin
   }
   if (md.dtype.is_variable()) {
     // numpy objects: the first filter serializes them (numcodecs' object codec), as v3's
-    // vlen-utf8 / vlen-bytes do; the rest run on its bytes.
+    // vlen-utf8 / vlen-bytes do; the rest run on its bytes. In order F the items are
+    // serialized in F order: the transpose above puts them back.
     const std::string first = filter_codecs.empty() ? "" : filter_codecs.front().name;
     if (first != "vlen-utf8" && first != "vlen-bytes") {
       return Error(StatusCode::kUnimplemented, where,
                    "v2 dtype \"|O\" needs a vlen-utf8 or vlen-bytes filter first (object arrays"
                    " pickled or JSON/msgpack-encoded are not read here)");
-    }
-    if (fortran && md.ndim() > 1) {
-      return Error(StatusCode::kUnimplemented, where, "strings in order \"F\" are not supported");
     }
     md.dtype.text_kind = first == "vlen-utf8" ? 'U' : 'S';
   } else {

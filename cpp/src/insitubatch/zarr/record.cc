@@ -1,7 +1,9 @@
 // Structured (record) data types: the numpy descr v2 writes (`[["a", "<f4"], ["b", ">i2",
-// [3]]]`) and zarr-python 3's v3 `{"name": "structured", "configuration": {"fields":
-// [["a", "float32"], ...]}}`. A record is read as opaque bytes; its fields, in stored byte
-// order, travel as a numpy descr so the reader's numpy interprets them.
+// [3]], ["c", [["x", "<f8"]]]]`) and zarr-python 3's v3 `{"name": "structured",
+// "configuration": {"fields": [["a", "float32"], ["s", {"name": "null_terminated_bytes",
+// ...}], ...]}}`. A record is read as opaque bytes; its fields, in stored byte order, travel
+// as a numpy descr so the reader's numpy interprets them. Fields may be numbers, times,
+// fixed-width text, raw bytes or records themselves (nested up to kMaxDepth).
 
 #include <bit>
 #include <optional>
@@ -15,6 +17,7 @@ namespace {
 
 constexpr size_t kMaxFields = 1024;
 constexpr uint64_t kMaxRecordBytes = 1 << 20;
+constexpr int kMaxDepth = 8;  // records inside records; a hostile document must not recurse deeply
 
 struct FieldCheck {
   std::set<std::string> names;
@@ -42,9 +45,27 @@ Result<Record> Finish(FieldCheck& check, Json fields, std::string_view what) {
   return Record{DataType{DataTypeId::kStructured, static_cast<uint32_t>(check.size)}, std::move(fields)};
 }
 
-}  // namespace
+Result<Record> ParseRecordV2At(const Json& descr, int depth);
+Result<Record> ParseRecordV3At(const Json& configuration, bool big_endian, int depth);
 
-Result<Record> ParseRecordV2(const Json& descr) {
+// A v2 field's type: a typestring, or a nested descr (a record inside the record). Returns
+// the bytes of one item.
+Result<uint64_t> V2FieldItemBytes(const Json& type, int depth) {
+  if (type.is_array()) {
+    if (depth >= kMaxDepth) {
+      return Unimplemented("records nested over " + std::to_string(kMaxDepth) + " deep are not supported");
+    }
+    INSITU_ASSIGN_OR_RETURN(Record nested, ParseRecordV2At(type, depth + 1));
+    return uint64_t{nested.dtype.itemsize()};
+  }
+  auto parsed = ParseV2TypeString(type.get<std::string>());
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->dtype.is_variable()) return Unimplemented("\"|O\" (an object) is not supported in a record");
+  if (parsed->dtype.id == DataTypeId::kBFloat16) return Unimplemented("\"bfloat16\" is not supported in a record");
+  return uint64_t{parsed->dtype.itemsize()};
+}
+
+Result<Record> ParseRecordV2At(const Json& descr, int depth) {
   const std::string_view what = "structured dtype";
   if (!descr.is_array() || descr.empty() || descr.size() > kMaxFields) {
     return InvalidArgument("a structured dtype must be a list of 1 to " + std::to_string(kMaxFields) + " fields, got " +
@@ -53,15 +74,13 @@ Result<Record> ParseRecordV2(const Json& descr) {
   FieldCheck check;
   Json fields = Json::array();
   for (const Json& field : descr) {
-    if (!field.is_array() || field.size() < 2 || field.size() > 3 || !field[1].is_string()) {
+    if (!field.is_array() || field.size() < 2 || field.size() > 3 || !(field[1].is_string() || field[1].is_array())) {
       return Unimplemented("structured dtype field " + Abbrev(field) +
-                           " is not supported (fields are [name, typestring] or [name, typestring, shape])");
+                           " is not supported (fields are [name, type] or [name, type, shape], the type a"
+                           " typestring or a list of fields)");
     }
-    auto type = ParseV2TypeString(field[1].get<std::string>());
-    if (type.ok() && type->dtype.is_variable()) {
-      type = Unimplemented("\"|O\" (an object) is not supported in a record");
-    }
-    if (!type.ok()) return type.status().WithContext("structured dtype field " + Abbrev(field[0]));
+    auto item_bytes = V2FieldItemBytes(field[1], depth);
+    if (!item_bytes.ok()) return item_bytes.status().WithContext("structured dtype field " + Abbrev(field[0]));
     uint64_t count = 1;
     if (field.size() == 3) {
       INSITU_ASSIGN_OR_RETURN(auto extents, ParseExtents(field[2], "structured dtype field shape", 1, ""));
@@ -72,16 +91,52 @@ Result<Record> ParseRecordV2(const Json& descr) {
         count *= e;
       }
     }
-    if (count > kMaxRecordBytes / type->dtype.itemsize()) {
+    if (count > kMaxRecordBytes / *item_bytes) {
       return InvalidArgument("structured dtype field " + Abbrev(field[0]) + " is too large");
     }
-    INSITU_RETURN_IF_ERROR(AddField(check, field[0], count * type->dtype.itemsize(), what));
+    INSITU_RETURN_IF_ERROR(AddField(check, field[0], count * *item_bytes, what));
     fields.push_back(field);
   }
   return Finish(check, std::move(fields), what);
 }
 
-Result<Record> ParseRecordV3(const Json& configuration, bool big_endian) {
+// A v3 field's data type as its numpy descr entry type (a typestring in stored byte order,
+// or a nested descr) and its bytes.
+Result<std::pair<Json, uint64_t>> V3FieldType(const Json& type, bool big_endian, int depth) {
+  const char order = big_endian ? '>' : '<';
+  const Json* name = type.is_object() ? Find(type, "name") : &type;
+  if (name != nullptr && *name == Json("structured")) {
+    if (depth >= kMaxDepth) {
+      return Unimplemented("records nested over " + std::to_string(kMaxDepth) + " deep are not supported");
+    }
+    const Json* configuration = Find(type, "configuration");
+    INSITU_ASSIGN_OR_RETURN(Record nested,
+                            ParseRecordV3At(configuration ? *configuration : Json(), big_endian, depth + 1));
+    return std::pair<Json, uint64_t>{std::move(nested.fields), nested.dtype.itemsize()};
+  }
+  if (auto text = ParseFixedTextV3(type, big_endian)) {  // null_terminated_bytes, fixed_length_utf32
+    if (!text->ok()) return text->status();
+    return std::pair<Json, uint64_t>{(*text)->fields, (*text)->dtype.itemsize()};
+  }
+  if (name != nullptr && *name == Json("raw_bytes")) {
+    const Json* config = Find(type, "configuration");
+    const Json* length = config && config->is_object() ? Find(*config, "length_bytes") : nullptr;
+    const auto bytes = length ? NonNegativeInteger(*length) : std::nullopt;
+    if (!bytes || *bytes == 0 || *bytes > kMaxRecordBytes) {
+      return InvalidArgument("\"raw_bytes\" needs configuration.length_bytes, a positive integer, got " + Abbrev(type));
+    }
+    return std::pair<Json, uint64_t>{Json("|V" + std::to_string(*bytes)), *bytes};
+  }
+  INSITU_ASSIGN_OR_RETURN(DataType dtype, ParseDataTypeNameV3(type));
+  if (dtype.is_variable() || dtype.id == DataTypeId::kBFloat16) {
+    return Unimplemented("data type " + Abbrev(type) + " is not supported in a record");
+  }
+  std::string typestr = dtype.numpy_typestr();  // native order; the stored order is the codec's
+  if (dtype.itemsize() > 1) typestr[0] = order;
+  return std::pair<Json, uint64_t>{Json(typestr), dtype.itemsize()};
+}
+
+Result<Record> ParseRecordV3At(const Json& configuration, bool big_endian, int depth) {
   const std::string_view what = "data type \"structured\"";
   const Json* list = configuration.is_object() ? Find(configuration, "fields") : nullptr;
   if (list == nullptr || !list->is_array() || list->empty() || list->size() > kMaxFields) {
@@ -91,18 +146,23 @@ Result<Record> ParseRecordV3(const Json& configuration, bool big_endian) {
   FieldCheck check;
   Json fields = Json::array();
   for (const Json& field : *list) {
-    if (!field.is_array() || field.size() != 2 || !field[1].is_string()) {
-      return Unimplemented("structured field " + Abbrev(field) +
-                           " is not supported (fields are [name, numeric data type name])");
+    if (!field.is_array() || field.size() != 2 || !(field[1].is_string() || field[1].is_object())) {
+      return Unimplemented("structured field " + Abbrev(field) + " is not supported (fields are [name, data type])");
     }
-    auto type = DataType::FromV3Name(field[1].get<std::string>());
+    auto type = V3FieldType(field[1], big_endian, depth);
     if (!type.ok()) return type.status().WithContext("structured field " + Abbrev(field[0]));
-    INSITU_RETURN_IF_ERROR(AddField(check, field[0], type->itemsize(), what));
-    std::string typestr = type->numpy_typestr();  // native order; the stored order is the codec's
-    if (type->itemsize() > 1) typestr[0] = big_endian ? '>' : '<';
-    fields.push_back(Json::array({field[0], typestr}));
+    INSITU_RETURN_IF_ERROR(AddField(check, field[0], type->second, what));
+    fields.push_back(Json::array({field[0], std::move(type->first)}));
   }
   return Finish(check, std::move(fields), what);
+}
+
+}  // namespace
+
+Result<Record> ParseRecordV2(const Json& descr) { return ParseRecordV2At(descr, 0); }
+
+Result<Record> ParseRecordV3(const Json& configuration, bool big_endian) {
+  return ParseRecordV3At(configuration, big_endian, 0);
 }
 
 std::optional<Record> ParseFixedText(std::string_view typestr) {

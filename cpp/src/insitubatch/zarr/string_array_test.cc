@@ -1,6 +1,7 @@
 // Variable-length string arrays: metadata (v3 "string" / "variable_length_bytes", v2 "|O"
 // with vlen filters), decoding and fill values. Python's tests check zarr-python's stores.
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "insitubatch/io/memory_store.h"
@@ -70,6 +71,66 @@ TEST(StringArrayTest, OnlyBytesCodecsFollowTheVlenCodec) {
   auto array = Array::Create(std::make_shared<MemoryStore>(), "s", std::move(meta).value());
   EXPECT_EQ(array.status().code(), StatusCode::kUnimplemented);
   EXPECT_NE(array.status().message().find("vlen-utf8"), std::string::npos);
+}
+
+TEST(StringArrayTest, V2OrderFItemsComeBackInCOrder) {
+  auto store = std::make_shared<MemoryStore>();
+  auto array = Open(store, R"({"zarr_format": 2, "shape": [2, 3], "chunks": [2, 3], "dtype": "|O", "order": "F",
+      "fill_value": "", "filters": [{"id": "vlen-utf8"}], "compressor": null})",
+                    2);
+  ASSERT_NE(array, nullptr);
+  store->Set("s/0.0", Vlen({"a", "d", "b", "e", "c", "f"}));  // [[a, b, c], [d, e, f]] in F order
+  EXPECT_EQ(array->ReadStringChunk({0, 0}).value(), (std::vector<std::string>{"a", "b", "c", "d", "e", "f"}));
+}
+
+// A shard of [4] items in inner chunks of [2], index (bytes only) at the end.
+std::string Shard(const std::vector<std::string>& chunks, const std::vector<bool>& present) {
+  std::string body;
+  std::string index;
+  auto le64 = [](uint64_t v) {
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(v >> (8 * i));
+    return out;
+  };
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    index += present[i] ? le64(body.size()) + le64(chunks[i].size()) : le64(~uint64_t{0}) + le64(~uint64_t{0});
+    if (present[i]) body += chunks[i];
+  }
+  return body + index;
+}
+
+constexpr const char* kShardedStrings = R"({"zarr_format": 3, "node_type": "array", "shape": [8], "data_type": "string",
+    "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+    "chunk_key_encoding": {"name": "default"}, "fill_value": "-",
+    "codecs": [{"name": "sharding_indexed", "configuration": {"chunk_shape": [2], "codecs": [{"name": "vlen-utf8"}],
+      "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]}}]})";
+
+TEST(StringArrayTest, ShardedStringsPlaceInnerChunksAndFillAbsentOnes) {
+  auto store = std::make_shared<MemoryStore>();
+  auto array = Open(store, kShardedStrings, 3);
+  ASSERT_NE(array, nullptr);
+  store->Set("s/c/0", Shard({Vlen({"a", "b"}), ""}, {true, false}));
+  EXPECT_EQ(array->ReadStringChunk({0}).value(), (std::vector<std::string>{"a", "b", "-", "-"}));
+  store->Set("s/c/1", Shard({Vlen({"a"}), Vlen({"c", "d"})}, {true, true}));  // inner chunk [0] holds 1 item
+  auto bad = array->ReadStringChunk({1});
+  EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss);
+  EXPECT_THAT(bad.status().message(), testing::HasSubstr("s [1]"));
+  EXPECT_THAT(bad.status().message(), testing::HasSubstr("inner chunk [0]: the string chunk holds 1 items"));
+}
+
+TEST(StringArrayTest, ShardsNestedTooDeepAreUnimplemented) {
+  Json codecs = Json::array({{{"name", "vlen-utf8"}}});
+  for (int i = 0; i < 5; ++i) {
+    codecs = Json::array(
+        {{{"name", "sharding_indexed"}, {"configuration", {{"chunk_shape", Json::array({1})}, {"codecs", codecs}}}}});
+  }
+  Json doc = Json::parse(kShardedStrings);
+  doc["codecs"] = codecs;
+  auto meta = ParseArrayMetadataV3(doc, "s/zarr.json");
+  ASSERT_TRUE(meta.ok()) << meta.status().ToString();
+  auto array = Array::Create(std::make_shared<MemoryStore>(), "s", std::move(meta).value());
+  EXPECT_EQ(array.status().code(), StatusCode::kUnimplemented);
+  EXPECT_THAT(array.status().message(), testing::HasSubstr("nested over 4 deep"));
 }
 
 TEST(StringArrayTest, VariableLengthBytesFillIsBase64) {

@@ -9,11 +9,12 @@
 // must decode to exactly its size. Nested sharding works because inner chains come from
 // the same registry.
 
+#include "insitubatch/zarr/codec/sharding.h"
+
 #include <cstring>
 #include <utility>
 
 #include "insitubatch/zarr/codec/builtin_codecs.h"
-#include "insitubatch/zarr/codec/codec_chain.h"
 #include "insitubatch/zarr/codec/codec_config.h"
 
 namespace insitubatch::zarr {
@@ -21,7 +22,7 @@ namespace {
 
 using internal_codec::Bytes;
 
-constexpr uint64_t kAbsent = ~uint64_t{0};
+constexpr uint64_t kAbsent = ShardLayout::kAbsent;
 
 std::string CoordsText(const std::vector<uint64_t>& coords) {
   std::string out = "[";
@@ -105,21 +106,13 @@ Result<uint64_t> FixedIndexSize(const std::vector<CodecSpec>& specs, const Array
 
 class ShardingCodec final : public ArrayToBytesCodec {
  public:
-  ShardingCodec(ArrayRepr shard, std::vector<uint64_t> chunk_shape, CodecChain inner, CodecChain index,
-                uint64_t index_size, bool index_at_end)
-      : shard_(std::move(shard)),
-        chunk_shape_(std::move(chunk_shape)),
-        inner_(std::move(inner)),
-        index_(std::move(index)),
-        index_size_(index_size),
-        index_at_end_(index_at_end) {
-    const size_t ndim = chunk_shape_.size();
+  ShardingCodec(ArrayRepr shard, ShardLayout layout, CodecChain inner)
+      : shard_(std::move(shard)), layout_(std::move(layout)), inner_(std::move(inner)) {
+    const size_t ndim = layout_.chunk_shape.size();
     const uint64_t itemsize = shard_.dtype.itemsize();
-    grid_.resize(ndim);
     shard_strides_.resize(ndim);
     uint64_t stride = itemsize;
     for (size_t d = ndim; d-- > 0;) {
-      grid_[d] = shard_.shape[d] / chunk_shape_[d];
       shard_strides_[d] = stride;
       stride *= shard_.shape[d];
     }
@@ -127,34 +120,26 @@ class ShardingCodec final : public ArrayToBytesCodec {
     // (one index into the dims before `split_`) is contiguous in the shard.
     split_ = 0;
     for (size_t d = ndim; d-- > 0;) {
-      if (chunk_shape_[d] != shard_.shape[d]) {
+      if (layout_.chunk_shape[d] != shard_.shape[d]) {
         split_ = d;
         break;
       }
     }
-    run_bytes_ = ndim == 0 ? itemsize : chunk_shape_[split_] * shard_strides_[split_];
+    run_bytes_ = ndim == 0 ? itemsize : layout_.chunk_shape[split_] * shard_strides_[split_];
     contiguous_ = true;
-    for (size_t d = 0; d < split_; ++d) contiguous_ = contiguous_ && chunk_shape_[d] == 1;
+    for (size_t d = 0; d < split_; ++d) contiguous_ = contiguous_ && layout_.chunk_shape[d] == 1;
   }
 
   std::string name() const override { return "sharding_indexed"; }
 
   Status DecodeInto(ByteSpan in, const ArrayRepr& repr, MutableByteSpan out) const override {
     INSITU_RETURN_IF_ERROR(CheckRepr(repr, out.size()));
-    if (in.size() < index_size_) {
-      return DataLoss("sharding_indexed: shard index needs " + Bytes(index_size_) + ", the shard holds only " +
-                      Bytes(in.size()));
-    }
-    const ByteSpan index_bytes = index_at_end_ ? in.last(index_size_) : in.first(index_size_);
-    INSITU_ASSIGN_OR_RETURN(Buffer index, Buffer::Allocate(index_.repr().nbytes()));
-    if (Status s = index_.DecodeInto(index_bytes, index.span()); !s.ok()) {
-      return Prefix(s, "sharding_indexed: shard index");
-    }
+    INSITU_ASSIGN_OR_RETURN(Buffer index, DecodeShardIndex(layout_, in));
     const auto* entries = reinterpret_cast<const uint64_t*>(index.data());
 
     Buffer scratch;  // one inner chunk, reused, when its region is not contiguous
-    std::vector<uint64_t> coords(chunk_shape_.size(), 0);
-    const uint64_t n = index_.repr().elements() / 2;
+    std::vector<uint64_t> coords(layout_.chunk_shape.size(), 0);
+    const uint64_t n = layout_.inner_chunks();
     for (uint64_t i = 0; i < n; ++i, Advance(coords)) {
       const uint64_t offset = entries[2 * i];
       const uint64_t nbytes = entries[2 * i + 1];
@@ -192,14 +177,14 @@ class ShardingCodec final : public ArrayToBytesCodec {
   // Writes every inner chunk (C order, none skipped), then the index at its location.
   Result<Buffer> Encode(ByteSpan array, const ArrayRepr& repr) const override {
     INSITU_RETURN_IF_ERROR(CheckRepr(repr, array.size()));
-    const uint64_t n = index_.repr().elements() / 2;
-    INSITU_ASSIGN_OR_RETURN(Buffer index, Buffer::Allocate(index_.repr().nbytes()));
+    const uint64_t n = layout_.inner_chunks();
+    INSITU_ASSIGN_OR_RETURN(Buffer index, Buffer::Allocate(layout_.index.repr().nbytes()));
     auto* entries = reinterpret_cast<uint64_t*>(index.data());
     INSITU_ASSIGN_OR_RETURN(Buffer scratch, Buffer::Allocate(inner_.repr().nbytes()));
     std::vector<Buffer> chunks;
     chunks.reserve(n);
-    uint64_t pos = index_at_end_ ? 0 : index_size_;
-    std::vector<uint64_t> coords(chunk_shape_.size(), 0);
+    uint64_t pos = layout_.index_at_end ? 0 : layout_.index_size;
+    std::vector<uint64_t> coords(layout_.chunk_shape.size(), 0);
     for (uint64_t i = 0; i < n; ++i, Advance(coords)) {
       ForEachRun(coords, [&](uint64_t shard_pos, uint64_t chunk_pos, uint64_t len) {
         std::memcpy(scratch.data() + chunk_pos, array.data() + shard_pos, len);
@@ -210,20 +195,20 @@ class ShardingCodec final : public ArrayToBytesCodec {
       pos += encoded.size();
       chunks.push_back(std::move(encoded));
     }
-    INSITU_ASSIGN_OR_RETURN(Buffer encoded_index, index_.Encode(index.span()));
-    if (encoded_index.size() != index_size_) {
+    INSITU_ASSIGN_OR_RETURN(Buffer encoded_index, layout_.index.Encode(index.span()));
+    if (encoded_index.size() != layout_.index_size) {
       return FailedPrecondition("sharding_indexed: index encoded to " + Bytes(encoded_index.size()) + ", expected " +
-                                Bytes(index_size_));
+                                Bytes(layout_.index_size));
     }
-    INSITU_ASSIGN_OR_RETURN(Buffer shard, Buffer::Allocate(pos + (index_at_end_ ? index_size_ : 0)));
+    INSITU_ASSIGN_OR_RETURN(Buffer shard, Buffer::Allocate(pos + (layout_.index_at_end ? layout_.index_size : 0)));
     std::byte* cursor = shard.data();
     auto append = [&cursor](const Buffer& b) {
       if (!b.empty()) std::memcpy(cursor, b.data(), b.size());
       cursor += b.size();
     };
-    if (!index_at_end_) append(encoded_index);
+    if (!layout_.index_at_end) append(encoded_index);
     for (const Buffer& chunk : chunks) append(chunk);
-    if (index_at_end_) append(encoded_index);
+    if (layout_.index_at_end) append(encoded_index);
     return shard;
   }
 
@@ -243,7 +228,7 @@ class ShardingCodec final : public ArrayToBytesCodec {
   // Next inner-chunk grid position in C order.
   void Advance(std::vector<uint64_t>& coords) const {
     for (size_t d = coords.size(); d-- > 0;) {
-      if (++coords[d] < grid_[d]) return;
+      if (++coords[d] < layout_.grid[d]) return;
       coords[d] = 0;
     }
   }
@@ -252,7 +237,7 @@ class ShardingCodec final : public ArrayToBytesCodec {
   uint64_t RunStart(const std::vector<uint64_t>& coords) const {
     uint64_t pos = 0;
     for (size_t d = 0; d < coords.size(); ++d) {
-      pos += coords[d] * chunk_shape_[d] * shard_strides_[d];
+      pos += coords[d] * layout_.chunk_shape[d] * shard_strides_[d];
     }
     return pos;
   }
@@ -273,7 +258,7 @@ class ShardingCodec final : public ArrayToBytesCodec {
       fn(shard_pos, chunk_pos, run_bytes_);
       size_t d = split_;
       while (d-- > 0) {
-        if (++idx[d] < chunk_shape_[d]) break;
+        if (++idx[d] < layout_.chunk_shape[d]) break;
         idx[d] = 0;
       }
       if (d == static_cast<size_t>(-1)) return;
@@ -281,13 +266,9 @@ class ShardingCodec final : public ArrayToBytesCodec {
   }
 
   ArrayRepr shard_;
-  std::vector<uint64_t> chunk_shape_;
+  ShardLayout layout_;
   CodecChain inner_;
-  CodecChain index_;  // decodes to [grid..., 2] native uint64
-  uint64_t index_size_;
-  bool index_at_end_;
 
-  std::vector<uint64_t> grid_;           // inner chunks per dimension
   std::vector<uint64_t> shard_strides_;  // bytes per step of each shard dimension
   size_t split_ = 0;                     // last dimension the inner chunk does not span
   uint64_t run_bytes_ = 0;               // bytes of one contiguous run of an inner chunk
@@ -296,7 +277,8 @@ class ShardingCodec final : public ArrayToBytesCodec {
 
 }  // namespace
 
-Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& registry) {
+Result<ShardLayout> ParseShardLayout(const Json& config, const std::vector<uint64_t>& shard_shape,
+                                     const CodecRegistry& registry) {
   if (!config.is_object()) {
     return InvalidArgument("configuration must be an object with \"chunk_shape\", got " + config.dump());
   }
@@ -305,31 +287,31 @@ Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr, co
   if (shape_it == config.end() || !shape_it->is_array()) {
     return InvalidArgument("\"chunk_shape\" must be a list of positive integers");
   }
-  if (shape_it->size() != repr.shape.size()) {
+  if (shape_it->size() != shard_shape.size()) {
     return InvalidArgument("\"chunk_shape\" " + shape_it->dump() + " has " + std::to_string(shape_it->size()) +
-                           " dimensions, the shard has " + std::to_string(repr.shape.size()));
+                           " dimensions, the shard has " + std::to_string(shard_shape.size()));
   }
   std::vector<uint64_t> chunk_shape;
   uint64_t inner_count = 1;
-  for (size_t d = 0; d < repr.shape.size(); ++d) {
+  for (size_t d = 0; d < shard_shape.size(); ++d) {
     const Json& extent = (*shape_it)[d];
     // Signed or unsigned JSON integers (JSON built in code holds signed ones).
     if (!extent.is_number_integer() || extent.get<int64_t>() <= 0) {
       return InvalidArgument("\"chunk_shape\" must be a list of positive integers, got " + shape_it->dump());
     }
     const uint64_t c = extent.get<uint64_t>();
-    if (repr.shape[d] % c != 0) {
+    if (shard_shape[d] % c != 0) {
       return InvalidArgument("\"chunk_shape\" " + shape_it->dump() + " does not divide the shard shape " +
-                             CoordsText(repr.shape) + " (dimension " + std::to_string(d) + ")");
+                             CoordsText(shard_shape) + " (dimension " + std::to_string(d) + ")");
     }
     chunk_shape.push_back(c);
-    if (__builtin_mul_overflow(inner_count, repr.shape[d] / c, &inner_count)) {
-      return InvalidArgument("shard of " + CoordsText(repr.shape) + " holds too many chunks");
+    if (__builtin_mul_overflow(inner_count, shard_shape[d] / c, &inner_count)) {
+      return InvalidArgument("shard of " + CoordsText(shard_shape) + " holds too many chunks");
     }
   }
   // The index is 16 bytes per inner chunk; that product must fit too.
   if (uint64_t ignored; __builtin_mul_overflow(inner_count, uint64_t{16}, &ignored)) {
-    return InvalidArgument("shard of " + CoordsText(repr.shape) + " holds too many chunks");
+    return InvalidArgument("shard of " + CoordsText(shard_shape) + " holds too many chunks");
   }
 
   INSITU_ASSIGN_OR_RETURN(auto location, internal_codec::ConfigString(config, "index_location"));
@@ -343,14 +325,11 @@ Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr, co
   INSITU_ASSIGN_OR_RETURN(std::vector<CodecSpec> index_specs,
                           ParseCodecList(config, "index_codecs", {bytes_le, CodecSpec{"crc32c", Json::object()}}));
 
-  const ArrayRepr inner_repr{chunk_shape, repr.dtype, repr.fill_value};
-  auto inner = CodecChain::Build(inner_specs, inner_repr, registry);
-  if (!inner.ok()) return Prefix(inner.status(), "inner codecs");
-
   ArrayRepr index_repr;
-  for (size_t d = 0; d < repr.shape.size(); ++d) {
-    index_repr.shape.push_back(repr.shape[d] / chunk_shape[d]);
+  for (size_t d = 0; d < shard_shape.size(); ++d) {
+    index_repr.shape.push_back(shard_shape[d] / chunk_shape[d]);
   }
+  std::vector<uint64_t> grid = index_repr.shape;
   index_repr.shape.push_back(2);
   index_repr.dtype = DataType{DataTypeId::kUInt64};
   index_repr.fill_value.bytes.fill(std::byte{0xff});
@@ -359,8 +338,30 @@ Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr, co
   auto index_size = FixedIndexSize(index_specs, index_repr, registry, *index);
   if (!index_size.ok()) return Prefix(index_size.status(), "index codecs");
 
-  return AnyCodec(std::shared_ptr<const ArrayToBytesCodec>(std::make_shared<const ShardingCodec>(
-      repr, std::move(chunk_shape), std::move(inner).value(), std::move(index).value(), *index_size, at_end)));
+  return ShardLayout{std::move(chunk_shape),   std::move(grid), std::move(inner_specs),
+                     std::move(index).value(), *index_size,     at_end};
+}
+
+Result<Buffer> DecodeShardIndex(const ShardLayout& layout, ByteSpan shard) {
+  if (shard.size() < layout.index_size) {
+    return DataLoss("sharding_indexed: shard index needs " + Bytes(layout.index_size) + ", the shard holds only " +
+                    Bytes(shard.size()));
+  }
+  const ByteSpan index_bytes = layout.index_at_end ? shard.last(layout.index_size) : shard.first(layout.index_size);
+  INSITU_ASSIGN_OR_RETURN(Buffer index, Buffer::Allocate(layout.index.repr().nbytes()));
+  if (Status s = layout.index.DecodeInto(index_bytes, index.span()); !s.ok()) {
+    return Prefix(s, "sharding_indexed: shard index");
+  }
+  return index;
+}
+
+Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& registry) {
+  INSITU_ASSIGN_OR_RETURN(ShardLayout layout, ParseShardLayout(config, repr.shape, registry));
+  const ArrayRepr inner_repr{layout.chunk_shape, repr.dtype, repr.fill_value};
+  auto inner = CodecChain::Build(layout.inner_codecs, inner_repr, registry);
+  if (!inner.ok()) return Prefix(inner.status(), "inner codecs");
+  return AnyCodec(std::shared_ptr<const ArrayToBytesCodec>(
+      std::make_shared<const ShardingCodec>(repr, std::move(layout), std::move(inner).value())));
 }
 
 }  // namespace insitubatch::zarr
