@@ -37,8 +37,9 @@ from insitubatch import InSituDataset, open_geometries, read_chunk, split_by_chu
 
 EXAMPLES = int(os.environ.get("INSITU_PROPERTY_EXAMPLES", "100"))
 
-# Records of numeric fields only: every combination of these reaches sizes 1-40.
-RECORD_FIELDS = ["u1", "<i2", ">u2", "<f4", ">i4", "<f8", ">c8"]
+# Record fields: numbers in both byte orders and fixed-width text; combinations of up to
+# five reach every size from 1 to 40.
+RECORD_FIELDS = ["u1", "<i2", ">u2", "<f4", ">i4", "<f8", ">c8", "S3", "<U2"]
 V2_COMPRESSORS = {
     "none": None,
     "zstd": numcodecs.Zstd(level=1),
