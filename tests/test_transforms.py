@@ -273,6 +273,23 @@ def test_cast_native_where_defined_for_every_value(tmp_path, src, dst, native):
         np.testing.assert_array_equal(b.arrays["v"], values[b.sample_indices].astype(dst))
 
 
+def test_a_persisted_partial_chunk_holds_no_recycled_memory(tmp_path):
+    """The rows past the array's end in its last chunk, after a transform that writes a new
+    buffer (a cast), are zeros in the cache file: never the recycled memory the buffer held
+    (the test process poisons every buffer, so stale bytes would show as 0xA5)."""
+    values = np.random.default_rng(6).standard_normal((10, 3)).astype("f4")  # chunks of 4: the last holds 2
+    store, geoms, manifest = _one_array_store(tmp_path, values, (4, 3))
+    cache = tmp_path / "cache"
+    ds = InSituDataset(store, manifest, geoms, batch_size=5, cache_dir=str(cache), persist=True,
+                       chunk_transforms=[insitubatch.Cast("f8")])
+    assert sum(len(b) for b in ds.train) == 10
+    ds.close()
+    slots = [np.load(f).reshape(4, 3) for f in sorted(cache.rglob("*.npy"))]
+    last = [s for s in slots if np.array_equal(s[:2], values[8:].astype("f8"))]
+    assert len(slots) == 3 and len(last) == 1
+    np.testing.assert_array_equal(last[0][2:], np.zeros((2, 3)), strict=True)
+
+
 def test_scale_offset_scope_and_arguments_are_checked():
     with pytest.raises(insitubatch.InvalidArgumentError, match="no scale/offset for"):
         applies(["u10"], insitubatch.ScaleOffset({"t2m": 1.0}, {"t2m": 0.0}))

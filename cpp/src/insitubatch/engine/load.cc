@@ -316,6 +316,9 @@ void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, Load
     }
     INSITU_ASSIGN_OR_RETURN(Buffer output, pool_.TakeBuffer(source.resident.bytes()));
     INSITU_RETURN_IF_ERROR(source.transform->Apply(input, std::span<std::byte>(output.data(), out_bytes)));
+    // The rows past the array's end in a last partial chunk: never gathered, but a disk
+    // slot writes them to its file, and recycled memory must not end up there.
+    std::memset(output.data() + out_bytes, 0, output.size() - out_bytes);
     return output;
   };
   Result<Buffer> output = run();

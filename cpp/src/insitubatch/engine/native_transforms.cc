@@ -26,10 +26,12 @@ class ScaleTransform final : public ChunkTransform {
   }
 
   Status Apply(const ChunkTransformInput& in, std::span<std::byte> output) const override {
-    if (in.layout->dtype.id != dtype_.id || output.size() != in.samples * field_elements_ * dtype_.itemsize()) {
+    const size_t count = in.samples * field_elements_;
+    // The input must hold every element read (a larger field would read past it).
+    if (in.layout->dtype.id != dtype_.id || output.size() != count * dtype_.itemsize() ||
+        in.data->size() < count * dtype_.itemsize()) {
       return InvalidArgument("standard scaler: unexpected chunk layout");
     }
-    const size_t count = in.samples * field_elements_;
     if (dtype_.id == zarr::DataTypeId::kFloat32) {
       Run(stats32_, reinterpret_cast<const float*>(in.data->data()), reinterpret_cast<float*>(output.data()), count, 0);
     } else {

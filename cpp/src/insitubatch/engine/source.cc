@@ -21,6 +21,11 @@ Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array
     s.transform = std::move(transform);
     const SlotLayout& in = s.stored;
     const SlotLayout& out = s.resident;
+    // An array with no stored bytes per sample (an axis of extent 0) has nothing for a
+    // transform to read: its output would be gathered from an empty slot.
+    if (in.tiles == 0 && out.sample_bytes() != 0) {
+      return InvalidArgument("array '" + s.array->path() + "' has an axis of extent 0: its transform has no input");
+    }
     s.transform_in_decode = s.transform->fuses_into_decode() && sample_axis == 0 && in.tiles == 1 &&
                             in.tile_shape == in.field_shape && out.field_shape == in.field_shape &&
                             out.dtype.id == in.dtype.id;

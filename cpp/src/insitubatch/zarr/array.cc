@@ -68,6 +68,15 @@ Status Array::ValidateChunkCoords(const std::vector<uint64_t>& coords) const {
   return Status::Ok();
 }
 
+namespace {
+
+Status NoFixedSizeForm(const std::string& path, const std::vector<uint64_t>& coords) {
+  return FailedPrecondition(DescribeChunk(path, coords) +
+                            ": variable-length strings have no fixed-size form (ReadStringChunk reads them)");
+}
+
+}  // namespace
+
 std::string Array::ChunkKey(const std::vector<uint64_t>& coords) const {
   std::string key = metadata_.chunk_key_encoding.Key(coords);
   return path_.empty() ? key : path_ + "/" + key;
@@ -76,8 +85,7 @@ std::string Array::ChunkKey(const std::vector<uint64_t>& coords) const {
 Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords, MutableByteSpan out,
                           const DecodeProgress* progress) const {
   if (metadata_.dtype.is_variable()) {
-    return FailedPrecondition(DescribeChunk(path_, coords) +
-                              ": variable-length strings have no fixed-size form (ReadStringChunk reads them)");
+    return NoFixedSizeForm(path_, coords);
   }
   Status s = chain_.DecodeInto(stored, out, progress);
   if (s.ok()) return s;
@@ -105,6 +113,9 @@ void Array::FillChunk(MutableByteSpan out) const {
 
 Status Array::ReadChunk(const std::vector<uint64_t>& coords, MutableByteSpan out) const {
   INSITU_RETURN_IF_ERROR(ValidateChunkCoords(coords));
+  if (metadata_.dtype.is_variable()) {  // before the read: a missing chunk must not "fill" 8-byte items
+    return NoFixedSizeForm(path_, coords);
+  }
   if (out.size() != chunk_bytes()) {
     return InvalidArgument(DescribeChunk(path_, coords) + ": output buffer holds " + std::to_string(out.size()) +
                            " bytes, the chunk needs " + std::to_string(chunk_bytes()));

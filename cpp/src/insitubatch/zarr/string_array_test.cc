@@ -4,6 +4,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <iterator>
+
 #include "insitubatch/io/memory_store.h"
 #include "insitubatch/zarr/array.h"
 #include "insitubatch/zarr/metadata.h"
@@ -45,6 +48,11 @@ TEST(StringArrayTest, V3StringsWithTheirFillValue) {
   EXPECT_EQ(array->ReadStringChunk({1}).value(), (std::vector<std::string>(3, "n/a")));  // absent
   std::byte out[24];
   EXPECT_EQ(array->ReadChunk({0}, out).code(), StatusCode::kFailedPrecondition);  // no fixed form
+  // An absent chunk too: "filling" its 8-byte items with the fill text would hand out
+  // bytes no decoder wrote (the text's, and past its end).
+  std::fill(std::begin(out), std::end(out), std::byte{0xA5});
+  EXPECT_EQ(array->ReadChunk({1}, out).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(out[0], std::byte{0xA5});
 }
 
 TEST(StringArrayTest, V2ObjectArraysNeedAVlenFilter) {
