@@ -128,7 +128,8 @@ Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_vi
     out = compressor;
   } else if (id == "vlen-utf8" || id == "vlen-bytes") {  // object codecs: strings, bytes
     spec.name = id;
-  } else if (id == "crc32" || id == "adler32" || id == "fletcher32" || id == "bz2" || id == "lzma") {
+  } else if (id == "crc32" || id == "adler32" || id == "fletcher32" || id == "jenkins_lookup3" || id == "bz2" ||
+             id == "lzma") {
     spec.name = "numcodecs." + id;
     out = compressor;
   } else if (id == "zfpy" || id == "pcodec" || id == "jpeg2k" || id == "zfp") {
