@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import lzma
+import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -93,14 +95,67 @@ def test_v2_filters_and_compressors_match_zarr_python(tmp_path, name, values, fi
         assert (ours == "").sum() == 9 * 37 // 5 and ours[0, 2] == expected[0, 2]
 
 
-def test_categorize_to_variable_length_strings_is_named(tmp_path):
+def test_categorize_to_objects_elsewhere_than_an_object_arrays_first_filter_is_named(tmp_path):
     path = tmp_path / "s.zarr"
     zarr.create_array(str(path), name="v", shape=(4,), chunks=(4,), dtype="<u1", zarr_format=2, fill_value=0)
     meta = path / "v" / ".zarray"
     meta.write_text(meta.read_text().replace('"filters": null', '"filters": [{"id": "categorize",'
                                              ' "labels": ["a"], "dtype": "|O", "astype": "|u1"}]'))
-    with pytest.raises(ib.UnsupportedError, match='categorize to dtype "[|]O" is not supported'):
+    with pytest.raises(ib.UnsupportedError, match='categorize to dtype "[|]O" is not supported here.*first filter'):
         ib.read_chunk(ib.store(str(path)), "v", (0,))
+
+
+# String labels as integer codes, numcodecs' Categorize(dtype=object) as a v2 "|O" array's
+# object codec: written by zarr-python 2 (zarr-python 3 neither writes nor reads them), so
+# the store is a fixture (tests/data/make_zarr2_categorize.py) and the oracle is what
+# zarr-python 2 read back from it.
+ZARR2_CATEGORIZE = Path(__file__).resolve().parent / "data" / "zarr2_categorize.zarr"
+
+
+def _zarr2_categorize_read():
+    read = json.loads((ZARR2_CATEGORIZE.parent / "zarr2_categorize_read.json").read_text(encoding="utf-8"))
+    return {name: np.array(rows, dtype=object) for name, rows in read.items()}
+
+
+def test_zarr_python_2_categorized_string_labels_read_as_it_reads_them(tmp_path):
+    expected = _zarr2_categorize_read()
+    store = ib.store(str(ZARR2_CATEGORIZE))
+    geoms = ib.open_geometries(store)
+    assert sorted(geoms) == ["labels", "labels_i2", "x"]
+    for name in ("labels", "labels_i2"):
+        assert geoms[name].dtype == np.dtype(object)
+        assert read_whole(store, name).tolist() == expected[name].tolist(), name
+    # labels_i2's chunks past row 16 were never written: its fill value "cat".
+    assert not (ZARR2_CATEGORIZE / "labels_i2" / "2.0").exists()
+    assert set(expected["labels_i2"][16:].ravel()) == {"cat"}
+    # The codes in a stored chunk, as the numcodecs in this venv decodes them.
+    codec = numcodecs.get_codec(json.loads((ZARR2_CATEGORIZE / "labels" / ".zarray").read_text())["filters"][0])
+    codes = numcodecs.Zstd().decode((ZARR2_CATEGORIZE / "labels" / "1.0").read_bytes())
+    assert ib.read_chunk(store, "labels", (1, 0)).tolist() == codec.decode(codes).reshape(8, 3).tolist()
+
+    # Corrupt codes (a chunk of the wrong size) name the chunk.
+    broken = tmp_path / "s.zarr"
+    shutil.copytree(ZARR2_CATEGORIZE, broken)
+    (broken / "labels_i2" / "0.0").write_bytes(b"\x01\x00\x02")
+    with pytest.raises(ib.CorruptChunkError, match=r"labels_i2 \[0, 0\].*categorize: chunk of 3 bytes does not hold"):
+        ib.read_chunk(ib.store(str(broken)), "labels_i2", (0, 0))
+
+
+def test_zarr_python_2_categorized_string_labels_stream_beside_a_dataset():
+    expected = _zarr2_categorize_read()
+    store = ib.store(str(ZARR2_CATEGORIZE))
+    geoms = ib.open_geometries(store)
+    x = np.arange(37 * 3, dtype="<f4").reshape(37, 3)
+    manifest = ib.split_by_chunk(geoms["x"], fractions=(1.0, 0.0, 0.0))
+    with ib.InSituDataset(store, manifest, geometries=geoms, batch_size=4, seed=3) as ds:
+        seen = []
+        for batch in ds.train:
+            rows = batch.sample_indices
+            np.testing.assert_array_equal(batch.arrays["x"], x[rows])
+            for name in ("labels", "labels_i2"):
+                assert batch.arrays[name].tolist() == expected[name][rows].tolist(), name
+            seen.extend(rows.tolist())
+    assert sorted(seen) == list(range(37))
 
 
 @pytest.mark.parametrize("checksum", [numcodecs.Fletcher32(), numcodecs.JenkinsLookup3(initval=3)],

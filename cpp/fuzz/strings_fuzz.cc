@@ -1,6 +1,6 @@
 // Fuzzes the variable-length string chunk decoder: input byte 0 picks a layout (vlen-utf8
-// plain, vlen-utf8 under zstd, vlen-bytes plain), the rest is a stored chunk of a [2, 3]
-// string array. Anything must either decode to exactly six items or fail with a Status.
+// plain, vlen-utf8 under zstd, vlen-bytes plain, v2 categorize codes under zstd), the rest
+// is a stored chunk of a [2, 3] string array. Anything must either decode to exactly six items or fail with a Status.
 
 #include <cstddef>
 #include <cstdint>
@@ -28,6 +28,9 @@ const char* const kArrays[] = {
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}},
         "chunk_key_encoding": {"name": "default"}, "fill_value": "",
         "codecs": [{"name": "vlen-bytes"}]})",
+    R"({"zarr_format": 2, "shape": [5, 3], "chunks": [2, 3], "dtype": "|O", "order": "C", "fill_value": 0,
+        "filters": [{"id": "categorize", "labels": ["cat", "\u00e9meu", ""], "dtype": "|O", "astype": "<i2"}],
+        "compressor": {"id": "zstd", "level": 1}})",
 };
 
 const std::vector<std::shared_ptr<const zarr::Array>>& Arrays() {
@@ -35,7 +38,9 @@ const std::vector<std::shared_ptr<const zarr::Array>>& Arrays() {
     auto* out = new std::vector<std::shared_ptr<const zarr::Array>>();
     auto store = std::make_shared<MemoryStore>();
     for (const char* text : kArrays) {
-      auto meta = zarr::ParseArrayMetadataV3(zarr::Json::parse(text), "fuzz");
+      const zarr::Json doc = zarr::Json::parse(text);
+      auto meta = doc.at("zarr_format") == 2 ? zarr::ParseArrayMetadataV2(doc, zarr::Json(), "fuzz")
+                                             : zarr::ParseArrayMetadataV3(doc, "fuzz");
       if (!meta.ok()) std::abort();  // a broken harness, not a finding
       auto array = zarr::Array::Create(store, "s", std::move(meta).value());
       if (!array.ok()) std::abort();

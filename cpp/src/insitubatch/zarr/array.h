@@ -15,6 +15,8 @@
 
 namespace insitubatch::zarr {
 
+class CategorizeStrings;
+
 class Array {
  public:
   // Binds `metadata` to `store`; `path` is the array's key prefix ("" for a root array,
@@ -48,7 +50,8 @@ class Array {
   // raw bytes as the dtype's text_kind says; the fill value where the chunk is absent.
   // Blocking. (string_array.cc)
   Result<std::vector<std::string>> ReadStringChunk(const std::vector<uint64_t>& coords) const;
-  // The items of one stored string chunk (the bytes codecs undone, then vlen-utf8's layout).
+  // The items of one stored string chunk (the bytes codecs undone, then vlen-utf8's layout
+  // or categorize's codes).
   Result<std::vector<std::string>> DecodeStringChunk(ByteSpan stored, const std::vector<uint64_t>& coords) const;
 
  private:
@@ -58,8 +61,11 @@ class Array {
   std::string path_;
   ArrayMetadata metadata_;
   CodecChain chain_;
-  // kString: the bytes -> bytes codecs after vlen-utf8 / vlen-bytes, in encode order.
+  // kString: the bytes -> bytes codecs after vlen-utf8 / vlen-bytes (or categorize), in
+  // encode order.
   std::vector<std::shared_ptr<const BytesToBytesCodec>> string_codecs_;
+  // kString from codes: a v2 "|O" array whose object codec is numcodecs' categorize.
+  std::shared_ptr<const CategorizeStrings> categorize_strings_;
   Status BindStringCodecs();
 };
 

@@ -236,15 +236,18 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs, std::strin
     // numpy objects: the first filter serializes them (numcodecs' object codec), as v3's
     // vlen-utf8 / vlen-bytes do; the rest run on its bytes.
     const std::string first = filter_codecs.empty() ? "" : filter_codecs.front().name;
-    if (first != "vlen-utf8" && first != "vlen-bytes") {
+    // numcodecs' Categorize(dtype=object) is an object codec too: labels as integer codes.
+    const bool categorized = first == "categorize" && filter_codecs.front().configuration.is_object() &&
+                             filter_codecs.front().configuration.value("dtype", Json()) == Json("|O");
+    if (first != "vlen-utf8" && first != "vlen-bytes" && !categorized) {
       return Error(StatusCode::kUnimplemented, where,
-                   "v2 dtype \"|O\" needs a vlen-utf8 or vlen-bytes filter first (object arrays"
-                   " pickled or JSON/msgpack-encoded are not read here)");
+                   "v2 dtype \"|O\" needs a vlen-utf8, vlen-bytes or categorize (dtype \"|O\") filter first"
+                   " (object arrays pickled or JSON/msgpack-encoded are not read here)");
     }
     if (fortran && md.ndim() > 1) {
       return Error(StatusCode::kUnimplemented, where, "strings in order \"F\" are not supported");
     }
-    md.dtype.text_kind = first == "vlen-utf8" ? 'U' : 'S';
+    md.dtype.text_kind = first == "vlen-bytes" ? 'S' : 'U';
   } else {
     CodecSpec bytes{"bytes", Json::object()};
     if (md.dtype.component_size() > 1) {  // a record keeps its fields' own byte orders

@@ -1,12 +1,14 @@
 // Variable-length string arrays (v3 "string" / "variable_length_bytes", v2 "|O" with a
 // vlen filter): chunks decode to a list of items, not into fixed-size memory. The layout is
 // numcodecs' VLenUTF8 / VLenBytes: a little-endian uint32 item count, then per item a
-// uint32 byte length and the bytes.
+// uint32 byte length and the bytes. A v2 "|O" array whose first filter is categorize
+// (zarr-python 2's labels as integer codes) stores one code per item instead.
 
 #include <cstring>
 
 #include "insitubatch/util/text.h"
 #include "insitubatch/zarr/array.h"
+#include "insitubatch/zarr/codec/categorize_strings.h"
 #include "insitubatch/zarr/codec/registry.h"
 
 namespace insitubatch::zarr {
@@ -31,7 +33,13 @@ bool ValidUtf8(std::string_view s) {
 }  // namespace
 
 Status Array::BindStringCodecs() {
-  const std::string want = metadata_.dtype.text_kind == 'S' ? "vlen-bytes" : "vlen-utf8";
+  std::string want = metadata_.dtype.text_kind == 'S' ? "vlen-bytes" : "vlen-utf8";
+  if (!metadata_.codecs.empty() && metadata_.codecs.front().name == "categorize" && metadata_.dtype.text_kind == 'U') {
+    want = "categorize";  // a v2 "|O" array of labels stored as integer codes
+    auto made = CategorizeStrings::Make(metadata_.codecs.front().configuration);
+    if (!made.ok()) return made.status().WithContext("codec \"categorize\"");
+    categorize_strings_ = std::move(made).value();
+  }
   if (metadata_.codecs.empty() || metadata_.codecs.front().name != want) {
     return Unimplemented("data type \"" + std::string(metadata_.dtype.name()) + "\" is read with codec \"" + want +
                          "\" first; found " +
@@ -61,6 +69,10 @@ Result<std::vector<std::string>> Array::DecodeStringChunk(ByteSpan stored, const
     bytes = decoded.span();
   }
   const uint64_t n = metadata_.chunk_elements();
+  if (categorize_strings_) {
+    auto items = categorize_strings_->Decode(bytes, n, kMaxStringChunkBytes);
+    return items.ok() ? std::move(items) : items.status().WithContext(where);
+  }
   auto corrupt = [&](const std::string& why) { return DataLoss(where + ": " + why); };
   if (bytes.size() < 4) return corrupt("the string chunk has no item count");
   if (LoadLe32(bytes.data()) != n) {
