@@ -214,17 +214,16 @@ Result<LzmaRawFilter> ParseLzmaFilter(const Json& spec) {
     INSITU_RETURN_IF_ERROR(uint32_at("preset", preset));
     if (lzma_lzma_preset(&f.lzma, preset))
       return InvalidArgument("\"preset\" " + std::to_string(preset) + " is invalid");
-    uint32_t mode = f.lzma.mode, mf = f.lzma.mf;
     INSITU_RETURN_IF_ERROR(uint32_at("dict_size", f.lzma.dict_size));
     INSITU_RETURN_IF_ERROR(uint32_at("lc", f.lzma.lc));
     INSITU_RETURN_IF_ERROR(uint32_at("lp", f.lzma.lp));
     INSITU_RETURN_IF_ERROR(uint32_at("pb", f.lzma.pb));
-    INSITU_RETURN_IF_ERROR(uint32_at("mode", mode));
-    INSITU_RETURN_IF_ERROR(uint32_at("nice_len", f.lzma.nice_len));
-    INSITU_RETURN_IF_ERROR(uint32_at("mf", mf));
-    INSITU_RETURN_IF_ERROR(uint32_at("depth", f.lzma.depth));
-    f.lzma.mode = static_cast<lzma_mode>(mode);  // encoder settings: the decoder ignores them
-    f.lzma.mf = static_cast<lzma_match_finder>(mf);
+    // Encoder settings the decoder ignores: checked as Python checks them, then dropped
+    // (an arbitrary "mode" or "mf" is no valid enum value).
+    for (const char* key : {"mode", "nice_len", "mf", "depth"}) {
+      uint32_t ignored = 0;
+      INSITU_RETURN_IF_ERROR(uint32_at(key, ignored));
+    }
   } else if (id == LZMA_FILTER_DELTA) {
     f.delta.type = LZMA_DELTA_TYPE_BYTE;
     f.delta.dist = 1;
