@@ -4,6 +4,7 @@ byte selecting it and a numcodecs encoding that decodes to 4096 bytes.
     .venv/bin/python cpp/fuzz/make_numcodecs_corpus.py
 """
 
+import lzma
 from pathlib import Path
 
 import numcodecs
@@ -26,6 +27,12 @@ codecs = [
     (numcodecs.Shuffle(elementsize=8), rng.normal(size=512).astype("<f8")),
     (numcodecs.Categorize(["cat", "dog", "\u00e9meu"], dtype="<U4"),
      np.array(["cat", "dog", "\u00e9meu", "bee"] * 64, dtype="<U4")),
+    (numcodecs.JenkinsLookup3(initval=7), rng.integers(0, 255, 4096).astype("u1")),
+    (numcodecs.LZMA(format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_DELTA, "dist": 4},
+                                                     {"id": lzma.FILTER_LZMA2, "preset": 1}]),
+     np.cumsum(rng.integers(-3, 3, 1024)).astype("<i4")),
+    (numcodecs.LZMA(format=lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA1, "lc": 1, "lp": 0, "pb": 0}]),
+     np.repeat(rng.integers(0, 9, 256), 16).astype("u1")),
 ]
 OUT.mkdir(parents=True, exist_ok=True)
 for i, (codec, values) in enumerate(codecs):

@@ -1,5 +1,6 @@
-// libFuzzer target: numcodecs' filters (categorize too), checksums and the bz2 / lzma compressors, decoded
-// from arbitrary bytes (see codec_fuzz_util.h). The first byte picks the codec; the seed
+// libFuzzer target: numcodecs' filters (categorize too), checksums and the bz2 / lzma
+// compressors (lzma's FORMAT_RAW chains too), decoded from arbitrary bytes (see
+// codec_fuzz_util.h). The first byte picks the codec; the seed
 // corpus (make_numcodecs_corpus.py) holds a valid encoding for each.
 
 #include "codec_fuzz_util.h"
@@ -22,6 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
              R"(["numcodecs.lzma", {}])",
              R"(["numcodecs.shuffle", {"elementsize": 8}])",
              R"(["categorize", {"labels": ["cat", "dog", "\u00e9meu"], "dtype": "<U4", "astype": "|u1"}])",
+             R"(["numcodecs.jenkins_lookup3", {"initval": 7}])",
+             R"(["numcodecs.lzma", {"format": 3, "filters": [{"id": 3, "dist": 4}, {"id": 33, "preset": 1}]}])",
+             R"(["numcodecs.lzma", {"format": 3, "filters": [{"id": 4611686018427387905, "lc": 1, "pb": 0}]}])",
          }) {
       const Json j = Json::parse(spec);
       out.push_back(fuzz::MakeCodec(j[0].get<std::string>(), j[1]));

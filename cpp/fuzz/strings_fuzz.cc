@@ -1,7 +1,8 @@
 // Fuzzes the variable-length string chunk decoder: input byte 0 picks a layout (vlen-utf8
 // plain, vlen-utf8 under zstd, vlen-bytes plain, vlen-utf8 in shards of [1, 3] inner
-// chunks, vlen-utf8 transposed), the rest is a stored chunk of a [2, 3] string array.
-// Anything must either decode to exactly six items or fail with a Status.
+// chunks, vlen-utf8 transposed, v2 categorize codes under zstd), the rest is a stored chunk
+// of a [2, 3] string array. Anything must either decode to exactly six items or fail with
+// a Status.
 
 #include <cstddef>
 #include <cstdint>
@@ -39,6 +40,9 @@ const char* const kArrays[] = {
         "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2, 3]}},
         "chunk_key_encoding": {"name": "default"}, "fill_value": "",
         "codecs": [{"name": "transpose", "configuration": {"order": [1, 0]}}, {"name": "vlen-utf8"}]})",
+    R"({"zarr_format": 2, "shape": [5, 3], "chunks": [2, 3], "dtype": "|O", "order": "C", "fill_value": 0,
+        "filters": [{"id": "categorize", "labels": ["cat", "\u00e9meu", ""], "dtype": "|O", "astype": "<i2"}],
+        "compressor": {"id": "zstd", "level": 1}})",
 };
 
 const std::vector<std::shared_ptr<const zarr::Array>>& Arrays() {
@@ -46,7 +50,9 @@ const std::vector<std::shared_ptr<const zarr::Array>>& Arrays() {
     auto* out = new std::vector<std::shared_ptr<const zarr::Array>>();
     auto store = std::make_shared<MemoryStore>();
     for (const char* text : kArrays) {
-      auto meta = zarr::ParseArrayMetadataV3(zarr::Json::parse(text), "fuzz");
+      const zarr::Json doc = zarr::Json::parse(text);
+      auto meta = doc.at("zarr_format") == 2 ? zarr::ParseArrayMetadataV2(doc, zarr::Json(), "fuzz")
+                                             : zarr::ParseArrayMetadataV3(doc, "fuzz");
       if (!meta.ok()) std::abort();  // a broken harness, not a finding
       auto array = zarr::Array::Create(store, "s", std::move(meta).value());
       if (!array.ok()) std::abort();

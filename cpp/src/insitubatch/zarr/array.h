@@ -49,8 +49,8 @@ class Array {
   // raw bytes as the dtype's text_kind says; the fill value where the chunk is absent.
   // Blocking. (string_array.cc)
   Result<std::vector<std::string>> ReadStringChunk(const std::vector<uint64_t>& coords) const;
-  // The items of one stored string chunk (the codecs undone: vlen-utf8's layout under bytes
-  // codecs, a transpose or shards), in C order.
+  // The items of one stored string chunk (the codecs undone: vlen-utf8's layout or
+  // categorize's codes under bytes codecs, a transpose or shards), in C order.
   Result<std::vector<std::string>> DecodeStringChunk(ByteSpan stored, const std::vector<uint64_t>& coords) const;
 
  private:

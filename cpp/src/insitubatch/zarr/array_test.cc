@@ -157,11 +157,11 @@ TEST(ArrayTest, DescribeChunk) {
 TEST(ArrayTest, CreateRejectsUnsupportedCodecsAndBadShapes) {
   auto store = std::make_shared<MemoryStore>();
   ArrayMetadata m = SmallMetadata();
-  m.codecs = {CodecSpec{"numcodecs.jenkins_lookup3", Json::object()}, kBytesLE};
+  m.codecs = {CodecSpec{"numcodecs.pcodec", Json::object()}, kBytesLE};
   auto delta = Array::Create(store, "t2m", m);
   ASSERT_FALSE(delta.ok());
   EXPECT_EQ(delta.status().code(), StatusCode::kUnimplemented);
-  EXPECT_EQ(delta.status().message(), "array 't2m': codec \"numcodecs.jenkins_lookup3\" is not supported");
+  EXPECT_EQ(delta.status().message(), "array 't2m': codec \"numcodecs.pcodec\" is not supported");
 
   m = SmallMetadata();
   m.chunk_shape = {2};

@@ -128,7 +128,8 @@ Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_vi
     out = compressor;
   } else if (id == "vlen-utf8" || id == "vlen-bytes") {  // object codecs: strings, bytes
     spec.name = id;
-  } else if (id == "crc32" || id == "adler32" || id == "fletcher32" || id == "bz2" || id == "lzma") {
+  } else if (id == "crc32" || id == "adler32" || id == "fletcher32" || id == "jenkins_lookup3" || id == "bz2" ||
+             id == "lzma") {
     spec.name = "numcodecs." + id;
     out = compressor;
   } else if (id == "zfpy" || id == "pcodec" || id == "jpeg2k" || id == "zfp") {
@@ -237,12 +238,15 @@ Result<ArrayMetadata> ParseV2(const Json& zarray, const Json& zattrs, std::strin
     // vlen-utf8 / vlen-bytes do; the rest run on its bytes. In order F the items are
     // serialized in F order: the transpose above puts them back.
     const std::string first = filter_codecs.empty() ? "" : filter_codecs.front().name;
-    if (first != "vlen-utf8" && first != "vlen-bytes") {
+    // numcodecs' Categorize(dtype=object) is an object codec too: labels as integer codes.
+    const bool categorized = first == "categorize" && filter_codecs.front().configuration.is_object() &&
+                             filter_codecs.front().configuration.value("dtype", Json()) == Json("|O");
+    if (first != "vlen-utf8" && first != "vlen-bytes" && !categorized) {
       return Error(StatusCode::kUnimplemented, where,
-                   "v2 dtype \"|O\" needs a vlen-utf8 or vlen-bytes filter first (object arrays"
-                   " pickled or JSON/msgpack-encoded are not read here)");
+                   "v2 dtype \"|O\" needs a vlen-utf8, vlen-bytes or categorize (dtype \"|O\") filter first"
+                   " (object arrays pickled or JSON/msgpack-encoded are not read here)");
     }
-    md.dtype.text_kind = first == "vlen-utf8" ? 'U' : 'S';
+    md.dtype.text_kind = first == "vlen-bytes" ? 'S' : 'U';
   } else {
     CodecSpec bytes{"bytes", Json::object()};
     if (md.dtype.component_size() > 1) {  // a record keeps its fields' own byte orders

@@ -1,6 +1,6 @@
 // Variable-length string arrays (v3 "string" / "variable_length_bytes", v2 "|O" with a
-// vlen filter): chunks decode to a list of items, not into fixed-size memory
-// (string_decoder.cc knows their layouts).
+// vlen or categorize filter): chunks decode to a list of items, not into fixed-size
+// memory (string_decoder.cc knows their layouts).
 
 #include "insitubatch/zarr/array.h"
 

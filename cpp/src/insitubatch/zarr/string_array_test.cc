@@ -9,6 +9,7 @@
 
 #include "insitubatch/io/memory_store.h"
 #include "insitubatch/zarr/array.h"
+#include "insitubatch/zarr/codec/categorize_strings.h"
 #include "insitubatch/zarr/metadata.h"
 
 namespace insitubatch::zarr {
@@ -139,6 +140,66 @@ TEST(StringArrayTest, ShardsNestedTooDeepAreUnimplemented) {
   auto array = Array::Create(std::make_shared<MemoryStore>(), "s", std::move(meta).value());
   EXPECT_EQ(array.status().code(), StatusCode::kUnimplemented);
   EXPECT_THAT(array.status().message(), testing::HasSubstr("nested over 4 deep"));
+}
+
+// zarr-python 2 wrote string labels as integer codes with numcodecs' Categorize(dtype=object)
+// as the "|O" array's object codec (tests/test_numcodecs_filters.py reads such a store).
+Json CategorizedZarray(const char* astype, Json labels, Json fill_value, Json compressor) {
+  return Json{{"zarr_format", 2},
+              {"shape", {5}},
+              {"chunks", {5}},
+              {"dtype", "|O"},
+              {"order", "C"},
+              {"fill_value", std::move(fill_value)},
+              {"filters", {{{"id", "categorize"}, {"labels", std::move(labels)}, {"dtype", "|O"}, {"astype", astype}}}},
+              {"compressor", std::move(compressor)}};
+}
+
+std::shared_ptr<const Array> OpenV2(std::shared_ptr<MemoryStore> store, const Json& zarray) {
+  auto meta = ParseArrayMetadataV2(zarray, Json(), "s/.zarray");
+  EXPECT_TRUE(meta.ok()) << meta.status().ToString();
+  if (!meta.ok()) return nullptr;
+  auto array = Array::Create(std::move(store), "s", std::move(meta).value());
+  EXPECT_TRUE(array.ok()) << array.status().ToString();
+  return array.ok() ? *array : nullptr;
+}
+
+TEST(StringArrayTest, V2CategorizedObjectArraysReadTheirLabels) {
+  auto store = std::make_shared<MemoryStore>();
+  auto array = OpenV2(store, CategorizedZarray("<i2", {"cat", "\u00e9meu"}, "cat", nullptr));
+  ASSERT_NE(array, nullptr);
+  EXPECT_EQ(array->metadata().dtype.text_kind, 'U');
+  // Codes 1 and 2 are the labels; 0, 3 and -1 no label: "" (as numcodecs decodes them).
+  store->Set("s/0", std::string("\x01\x00\x02\x00\x00\x00\x03\x00\xff\xff", 10));
+  EXPECT_EQ(array->ReadStringChunk({0}).value(), (std::vector<std::string>{"cat", "émeu", "", "", ""}));
+  store->Set("s/0", std::string("\x01\x00\x02\x00\x00", 5));  // 2.5 codes
+  const Status short_chunk = array->ReadStringChunk({0}).status();
+  EXPECT_EQ(short_chunk.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(short_chunk.message(), ::testing::HasSubstr("categorize: chunk of 5 bytes does not hold 5 codes of <i2"));
+  store->Erase("s/0");
+  EXPECT_EQ(array->ReadStringChunk({0}).value(), (std::vector<std::string>(5, "cat")));  // absent: the fill
+}
+
+TEST(StringArrayTest, V2CategorizedLabelsAreBoundedAndChecked) {
+  // The items are bounded together (n copies of a long label), checked before any is made.
+  auto categorize = CategorizeStrings::Make(Json{{"labels", {std::string(40, 'x')}}, {"dtype", "|O"}});
+  ASSERT_TRUE(categorize.ok()) << categorize.status().ToString();
+  const std::byte ones[5] = {std::byte{1}, std::byte{1}, std::byte{1}, std::byte{1}, std::byte{1}};
+  EXPECT_TRUE((*categorize)->Decode(ones, 5, 200).ok());
+  const Status over = (*categorize)->Decode(ones, 5, 199).status();
+  EXPECT_EQ(over.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(over.message(), ::testing::HasSubstr("labels exceed 199 bytes"));
+  auto store = std::make_shared<MemoryStore>();
+  // Codes must be integers; the categorize must decode to objects to be an object codec.
+  auto floats = Array::Create(
+      store, "s", ParseArrayMetadataV2(CategorizedZarray("<f4", {"a"}, 0, nullptr), Json(), "s/.zarray").value());
+  EXPECT_EQ(floats.status().code(), StatusCode::kUnimplemented);
+  Json fixed = CategorizedZarray("|u1", {"a"}, 0, nullptr);
+  fixed["filters"][0]["dtype"] = "<U3";
+  EXPECT_EQ(ParseArrayMetadataV2(fixed, Json(), "s/.zarray").status().code(), StatusCode::kUnimplemented);
+  Json not_strings = CategorizedZarray("|u1", {1, 2}, 0, nullptr);
+  EXPECT_EQ(Array::Create(store, "s", ParseArrayMetadataV2(not_strings, Json(), "s/.zarray").value()).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(StringArrayTest, VariableLengthBytesFillIsBase64) {

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "insitubatch/util/text.h"
+#include "insitubatch/zarr/codec/categorize_strings.h"
 #include "insitubatch/zarr/codec/registry.h"
 #include "insitubatch/zarr/codec/sharding.h"
 
@@ -104,6 +105,25 @@ class VlenDecoder final : public StringDecoder {
  private:
   uint64_t items_;
   bool utf8_;
+  BytesCodecs codecs_;
+};
+
+// numcodecs' Categorize over an object array (a v2 "|O" array of labels as zarr-python 2
+// wrote them): one integer code per item under bytes codecs.
+class CategorizeDecoder final : public StringDecoder {
+ public:
+  CategorizeDecoder(uint64_t items, std::shared_ptr<const CategorizeStrings> labels, BytesCodecs codecs)
+      : items_(items), labels_(std::move(labels)), codecs_(std::move(codecs)) {}
+
+  Result<std::vector<std::string>> Decode(ByteSpan stored) const override {
+    Buffer scratch;
+    INSITU_ASSIGN_OR_RETURN(ByteSpan codes, UndoBytesCodecs(codecs_, stored, scratch));
+    return labels_->Decode(codes, items_, kMaxStringChunkBytes);
+  }
+
+ private:
+  uint64_t items_;
+  std::shared_ptr<const CategorizeStrings> labels_;
   BytesCodecs codecs_;
 };
 
@@ -226,6 +246,13 @@ Result<std::shared_ptr<const StringDecoder>> Make(const std::vector<CodecSpec>& 
     INSITU_ASSIGN_OR_RETURN(BytesCodecs bytes, BindBytesCodecs(rest, repr, vlen));
     return std::shared_ptr<const StringDecoder>(
         std::make_shared<const VlenDecoder>(Elements(shape), dtype.text_kind != 'S', std::move(bytes)));
+  }
+  if (first == "categorize" && dtype.text_kind == 'U') {  // a v2 "|O" array of labels as codes
+    auto labels = CategorizeStrings::Make(codecs.front().configuration);
+    if (!labels.ok()) return labels.status().WithContext("codec \"categorize\"");
+    INSITU_ASSIGN_OR_RETURN(BytesCodecs bytes, BindBytesCodecs(rest, repr, "categorize"));
+    return std::shared_ptr<const StringDecoder>(
+        std::make_shared<const CategorizeDecoder>(Elements(shape), std::move(labels).value(), std::move(bytes)));
   }
   if (first == "transpose") {
     std::vector<uint64_t> stored_shape;

@@ -23,7 +23,8 @@ class StringDecoder {
 };
 
 // The decoder for chunks of `chunk_shape` from the array's codec list: transpose*,
-// then vlen-utf8 (text_kind 'U') or vlen-bytes ('S'), then bytes -> bytes codecs; or
+// then vlen-utf8 (text_kind 'U'), vlen-bytes ('S') or categorize to objects ('U'), then
+// bytes -> bytes codecs; or
 // sharding_indexed (its inner codecs such a list, or sharded again), then bytes -> bytes
 // codecs. `fill` stands in for the items of absent inner chunks. Unimplemented naming the
 // codec for anything else.

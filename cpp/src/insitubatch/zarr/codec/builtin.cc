@@ -36,6 +36,7 @@ void RegisterBuiltinCodecs(CodecRegistry& registry) {
   registry.Register("numcodecs.crc32", MakeCrc32Codec);
   registry.Register("numcodecs.adler32", MakeAdler32Codec);
   registry.Register("numcodecs.fletcher32", MakeFletcher32Codec);
+  registry.Register("numcodecs.jenkins_lookup3", MakeJenkinsLookup3Codec);
   registry.Register("numcodecs.bz2", MakeBz2Codec);
   registry.Register("numcodecs.lzma", MakeLzmaCodec);
   registry.Register("crc32c", MakeCrc32cCodec);

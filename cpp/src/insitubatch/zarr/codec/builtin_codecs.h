@@ -30,6 +30,7 @@ Result<AnyCodec> MakeCategorizeArrayCodec(const Json& config, const ArrayRepr& r
 Result<AnyCodec> MakeCrc32Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeAdler32Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeFletcher32Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
+Result<AnyCodec> MakeJenkinsLookup3Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeBz2Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeLzmaCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeShuffleCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);

@@ -1,10 +1,12 @@
 // The 32-bit checksum codecs: v3's crc32c (stored little-endian after the payload; numcodecs
 // also allows "start"), numcodecs' crc32 and adler32 (zlib's, at the start by default, or
-// at the end) and fletcher32 (HDF5's, after the data). The checksum is verified; a mismatch
-// is a corrupt chunk. The payload is returned without a copy.
+// at the end), fletcher32 (HDF5's, after the data) and jenkins_lookup3 (Bob Jenkins' lookup3
+// `hashlittle` as HDF5 computes it, seeded with "initval", after the data). The checksum is
+// verified; a mismatch is a corrupt chunk. The payload is returned without a copy.
 
 #include <zlib.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 
@@ -17,10 +19,55 @@ namespace {
 
 using internal_codec::Bytes;
 
-enum class Kind { kCrc32c, kCrc32, kAdler32, kFletcher32 };
+enum class Kind { kCrc32c, kCrc32, kAdler32, kFletcher32, kJenkinsLookup3 };
 
-uint32_t Compute(Kind kind, ByteSpan data) {
+constexpr uint32_t Rotl(uint32_t x, int k) { return (x << k) | (x >> (32 - k)); }
+
+uint32_t LittleEndianWord(const unsigned char* p) {
+  return uint32_t(p[0]) | uint32_t(p[1]) << 8 | uint32_t(p[2]) << 16 | uint32_t(p[3]) << 24;
+}
+
+// Bob Jenkins' lookup3 hashlittle, byte by byte as HDF5's H5_checksum_lookup3 (which
+// numcodecs' jenkins_lookup3 ports): the same value on any host.
+uint32_t JenkinsLookup3(ByteSpan data, uint32_t initval) {
+  const auto* k = reinterpret_cast<const unsigned char*>(data.data());
+  size_t length = data.size();
+  // The length enters the seed modulo 2^32, as in the reference.
+  uint32_t a = 0xdeadbeef + static_cast<uint32_t>(length) + initval, b = a, c = a;
+  while (length > 12) {
+    a += LittleEndianWord(k);
+    b += LittleEndianWord(k + 4);
+    c += LittleEndianWord(k + 8);
+    a -= c, a ^= Rotl(c, 4), c += b;  // mix()
+    b -= a, b ^= Rotl(a, 6), a += c;
+    c -= b, c ^= Rotl(b, 8), b += a;
+    a -= c, a ^= Rotl(c, 16), c += b;
+    b -= a, b ^= Rotl(a, 19), a += c;
+    c -= b, c ^= Rotl(b, 4), b += a;
+    length -= 12;
+    k += 12;
+  }
+  if (length == 0) return c;  // no final() for an empty last block
+  // The last 1..12 bytes, zero-padded (adding the missing bytes as zeros is what the
+  // reference's fall-through switch does).
+  unsigned char last[12] = {};
+  std::memcpy(last, k, length);
+  a += LittleEndianWord(last);
+  b += LittleEndianWord(last + 4);
+  c += LittleEndianWord(last + 8);
+  c ^= b, c -= Rotl(b, 14);  // final()
+  a ^= c, a -= Rotl(c, 11);
+  b ^= a, b -= Rotl(a, 25);
+  c ^= b, c -= Rotl(b, 16);
+  a ^= c, a -= Rotl(c, 4);
+  b ^= a, b -= Rotl(a, 14);
+  c ^= b, c -= Rotl(b, 24);
+  return c;
+}
+
+uint32_t Compute(Kind kind, ByteSpan data, uint32_t seed) {
   if (kind == Kind::kCrc32c) return Crc32c(data);
+  if (kind == Kind::kJenkinsLookup3) return JenkinsLookup3(data, seed);
   const auto* p = reinterpret_cast<const unsigned char*>(data.data());
   if (kind == Kind::kFletcher32) {  // netcdf-c's H5checksum.c, as numcodecs ports it
     size_t words = data.size() / 2;
@@ -60,7 +107,7 @@ uint32_t Compute(Kind kind, ByteSpan data) {
 
 class Checksum32 final : public BytesToBytesCodec {
  public:
-  Checksum32(Kind kind, bool at_start) : kind_(kind), at_start_(at_start) {}
+  Checksum32(Kind kind, bool at_start, uint32_t seed = 0) : kind_(kind), at_start_(at_start), seed_(seed) {}
 
   std::string name() const override {
     switch (kind_) {
@@ -72,6 +119,8 @@ class Checksum32 final : public BytesToBytesCodec {
         return "adler32";
       case Kind::kFletcher32:
         return "fletcher32";
+      case Kind::kJenkinsLookup3:
+        return "jenkins_lookup3";
       default:  // out-of-range values: the fallback below
         break;
     }
@@ -84,11 +133,8 @@ class Checksum32 final : public BytesToBytesCodec {
       return DataLoss(name() + ": chunk of " + Bytes(in.size()) + " is too short for a 4-byte checksum");
     const ByteSpan payload = at_start_ ? in.subspan(4) : in.first(in.size() - 4);
     const std::byte* stored_at = at_start_ ? in.data() : in.data() + in.size() - 4;
-    const uint32_t stored = uint32_t(std::to_integer<unsigned>(stored_at[0])) |
-                            uint32_t(std::to_integer<unsigned>(stored_at[1])) << 8 |
-                            uint32_t(std::to_integer<unsigned>(stored_at[2])) << 16 |
-                            uint32_t(std::to_integer<unsigned>(stored_at[3])) << 24;
-    const uint32_t computed = Compute(kind_, payload);
+    const uint32_t stored = LittleEndianWord(reinterpret_cast<const unsigned char*>(stored_at));
+    const uint32_t computed = Compute(kind_, payload, seed_);
     if (stored != computed) {
       char text[64];
       std::snprintf(text, sizeof(text), ": checksum mismatch (stored 0x%08x, computed 0x%08x", stored, computed);
@@ -116,7 +162,7 @@ class Checksum32 final : public BytesToBytesCodec {
 
   Result<Buffer> Encode(ByteSpan in) const override {
     INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(in.size() + 4));
-    const uint32_t sum = Compute(kind_, in);
+    const uint32_t sum = Compute(kind_, in, seed_);
     std::byte* sum_at = at_start_ ? out.data() : out.data() + in.size();
     for (int i = 0; i < 4; ++i) sum_at[i] = std::byte((sum >> (8 * i)) & 0xff);
     if (!in.empty()) std::memcpy(out.data() + (at_start_ ? 4 : 0), in.data(), in.size());
@@ -126,6 +172,7 @@ class Checksum32 final : public BytesToBytesCodec {
  private:
   Kind kind_;
   bool at_start_;
+  uint32_t seed_;  // jenkins_lookup3's initval
 };
 
 // `at_start`: where the checksum sits without a "location"; fletcher32 takes none.
@@ -155,6 +202,19 @@ Result<AnyCodec> MakeAdler32Codec(const Json& config, const ArrayRepr&, const Co
 }
 Result<AnyCodec> MakeFletcher32Codec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
   return Make(Kind::kFletcher32, config, false, false);
+}
+
+// numcodecs' JenkinsLookup3 {"initval": uint32, "prefix": null}: the checksum follows the
+// data. A prefix (bytes hashed before the data) cannot be written to JSON by numcodecs nor
+// read back from it, so only its absence is accepted.
+Result<AnyCodec> MakeJenkinsLookup3Codec(const Json& config, const ArrayRepr&, const CodecRegistry&) {
+  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
+  INSITU_ASSIGN_OR_RETURN(int64_t initval, internal_codec::ConfigInt(config, "initval", 0, 0, UINT32_MAX));
+  if (config.is_object() && config.contains("prefix") && !config["prefix"].is_null()) {
+    return Unimplemented("jenkins_lookup3 with a \"prefix\" is not supported (numcodecs writes none to JSON)");
+  }
+  return AnyCodec(std::shared_ptr<const BytesToBytesCodec>(
+      std::make_shared<const Checksum32>(Kind::kJenkinsLookup3, /*at_start=*/false, static_cast<uint32_t>(initval))));
 }
 
 }  // namespace insitubatch::zarr

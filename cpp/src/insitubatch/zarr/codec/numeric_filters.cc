@@ -1,7 +1,8 @@
 // numcodecs' numeric filters, decode side, as bytes -> bytes codecs over the dtypes their
 // own configuration names (numcodecs reinterprets the buffer with them, whatever the
 // array's dtype): delta, fixedscaleoffset, astype, quantize, bitround and packbits; and
-// categorize, integer codes to fixed-width unicode labels.
+// categorize, integer codes to fixed-width unicode labels (or, categorize_strings.h, to
+// variable-length ones).
 // Semantics follow numcodecs 0.16 exactly where values are exact (delta's wraparound,
 // astype's truncation); a float that does not fit an integer target becomes the target's
 // minimum (x86's answer, never undefined behaviour).
@@ -16,6 +17,7 @@
 #include "insitubatch/util/text.h"
 #include "insitubatch/zarr/codec/builtin_codecs.h"
 #include "insitubatch/zarr/codec/byte_swap.h"
+#include "insitubatch/zarr/codec/categorize_strings.h"
 #include "insitubatch/zarr/codec/codec_config.h"
 
 namespace insitubatch::zarr {
@@ -244,6 +246,19 @@ class PackBitsCodec final : public BytesToBytesCodec {
   }
 };
 
+// The categorize code at `p` (an integer of `codes`' type; floats are refused at
+// construction). A uint64 above INT64_MAX reads negative: no label, as in numcodecs.
+int64_t CategoryCode(const Num& codes, const std::byte* p) {
+  return WithType(codes, [&](auto t) -> int64_t {
+    using T = decltype(t);
+    if constexpr (std::is_floating_point_v<T>) {
+      return -1;
+    } else {
+      return static_cast<int64_t>(Load<T>(p, codes.big));
+    }
+  });
+}
+
 // categorize: integer codes (`astype`) to fixed-width unicode labels (`dtype`, "<U5"):
 // code i + 1 is labels[i]; any other code is "" (as numcodecs decodes it). Labels longer
 // than the width are cut to it, as numpy's assignment does.
@@ -261,14 +276,7 @@ class CategorizeCodec final : public BytesToBytesCodec {
     }
     std::memset(out.data(), 0, out.size());
     for (size_t i = 0; i < n; ++i) {
-      const int64_t code = WithType(codes_, [&](auto t) -> int64_t {
-        using T = decltype(t);
-        if constexpr (std::is_floating_point_v<T>) {
-          return -1;  // refused at construction
-        } else {
-          return static_cast<int64_t>(Load<T>(in.data() + i * codes_.size, codes_.big));
-        }
-      });
+      const int64_t code = CategoryCode(codes_, in.data() + i * codes_.size);
       if (code >= 1 && static_cast<uint64_t>(code) <= labels_.size()) {
         const std::string& label = labels_[static_cast<size_t>(code - 1)];
         std::memcpy(out.data() + i * item, label.data(), label.size());
@@ -290,6 +298,59 @@ class CategorizeCodec final : public BytesToBytesCodec {
   size_t width_;
   std::vector<std::string> labels_;  // UTF-32 in the array's byte order, cut to width_
 };
+
+class CategorizeStringsImpl final : public CategorizeStrings {
+ public:
+  CategorizeStringsImpl(Num codes, std::vector<std::string> labels) : codes_(codes), labels_(std::move(labels)) {}
+
+  Result<std::vector<std::string>> Decode(ByteSpan in, uint64_t n, size_t max_bytes) const override {
+    if (in.size() % codes_.size != 0 || in.size() / codes_.size != n) {
+      return DataLoss("categorize: chunk of " + Bytes(in.size()) + " does not hold " + std::to_string(n) +
+                      " codes of " + codes_.text);
+    }
+    // Sized first: n copies of a long label must not be made before they are refused.
+    size_t total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const std::string* label = LabelAt(in.data() + i * codes_.size);
+      if (label != nullptr && label->size() > max_bytes - total)
+        return DataLoss("categorize: the chunk's labels exceed " + Bytes(max_bytes));
+      total += label ? label->size() : 0;
+    }
+    std::vector<std::string> items(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (const std::string* label = LabelAt(in.data() + i * codes_.size)) items[i] = *label;
+    }
+    return items;
+  }
+
+ private:
+  // The label of the code at `p`; null for a code without one ("").
+  const std::string* LabelAt(const std::byte* p) const {
+    const int64_t code = CategoryCode(codes_, p);
+    return code >= 1 && static_cast<uint64_t>(code) <= labels_.size() ? &labels_[static_cast<size_t>(code - 1)]
+                                                                      : nullptr;
+  }
+
+  Num codes_;
+  std::vector<std::string> labels_;  // UTF-8
+};
+
+Result<Num> CategorizeCodes(const Json& config) {
+  INSITU_ASSIGN_OR_RETURN(Num codes, ParseNum(config, "astype", "|u1"));
+  if (codes.kind == 'f') return Unimplemented("categorize codes of " + codes.text + " are not supported (integers)");
+  return codes;
+}
+
+// The "labels" list: strings, at most 2^20 of them.
+Result<const Json*> CategorizeLabels(const Json& config) {
+  const auto labels = config.find("labels");
+  if (labels == config.end() || !labels->is_array()) return InvalidArgument("\"labels\" must be a list of strings");
+  if (labels->size() > (uint64_t{1} << 20)) return InvalidArgument("\"labels\" holds more than 2^20 labels");
+  for (const Json& label : *labels) {
+    if (!label.is_string()) return InvalidArgument("\"labels\" must be a list of strings");
+  }
+  return &*labels;
+}
 
 // UTF-8 -> UTF-32 code units (in `big` or little-endian order), at most `width` of them.
 Result<std::string> Utf32(std::string_view text, size_t width, bool big) {
@@ -439,24 +500,41 @@ Result<AnyCodec> MakeCategorizeCodec(const Json& config, const ArrayRepr&, const
   auto dtype = ParseV2TypeString(*dtype_text);
   if (!dtype.ok() || dtype->dtype.id != DataTypeId::kStructured || dtype->dtype.text_kind != 'U') {
     return Unimplemented("categorize to dtype \"" + *dtype_text +
-                         "\" is not supported (fixed-width unicode such as \"<U8\"; variable-length"
-                         " strings are not read here)");
+                         "\" is not supported here (fixed-width unicode such as \"<U8\"; to \"|O\" it is"
+                         " read only as the object codec of a v2 \"|O\" array, its first filter)");
   }
-  INSITU_ASSIGN_OR_RETURN(Num codes, ParseNum(config, "astype", "|u1"));
-  if (codes.kind == 'f') return Unimplemented("categorize codes of " + codes.text + " are not supported (integers)");
-  const auto labels = config.find("labels");
-  if (labels == config.end() || !labels->is_array()) return InvalidArgument("\"labels\" must be a list of strings");
-  if (labels->size() > (uint64_t{1} << 20)) return InvalidArgument("\"labels\" holds more than 2^20 labels");
+  INSITU_ASSIGN_OR_RETURN(Num codes, CategorizeCodes(config));
+  INSITU_ASSIGN_OR_RETURN(const Json* labels, CategorizeLabels(config));
   const size_t width = dtype->dtype.itemsize() / 4;
   std::vector<std::string> utf32;
   for (const Json& label : *labels) {
-    if (!label.is_string()) return InvalidArgument("\"labels\" must be a list of strings");
     // Text keeps its stored order (the typestring's, not V2DataType's big_endian).
     auto text = Utf32(label.get_ref<const std::string&>(), width, dtype_text->starts_with('>'));
     if (!text.ok()) return text.status().WithContext("categorize");
     utf32.push_back(std::move(text).value());
   }
   return Bytes2Bytes(std::make_shared<const CategorizeCodec>(codes, width, std::move(utf32)));
+}
+
+Result<std::shared_ptr<const CategorizeStrings>> CategorizeStrings::Make(const Json& config) {
+  INSITU_RETURN_IF_ERROR(internal_codec::CheckConfigObject(config));
+  INSITU_ASSIGN_OR_RETURN(auto dtype_text, internal_codec::ConfigString(config, "dtype"));
+  if (dtype_text != "|O") {
+    return Unimplemented("categorize on an object array must decode to dtype \"|O\", got " +
+                         (dtype_text ? "\"" + *dtype_text + "\"" : std::string("none")));
+  }
+  INSITU_ASSIGN_OR_RETURN(Num codes, CategorizeCodes(config));
+  INSITU_ASSIGN_OR_RETURN(const Json* labels, CategorizeLabels(config));
+  std::vector<std::string> utf8;
+  for (const Json& label : *labels) {
+    const std::string& text = label.get_ref<const std::string&>();
+    for (size_t i = 0; i < text.size();) {
+      if (!NextUtf8(text, i)) return InvalidArgument("categorize: a label is not valid UTF-8");
+    }
+    utf8.push_back(text);
+  }
+  return std::shared_ptr<const CategorizeStrings>(
+      std::make_shared<const CategorizeStringsImpl>(codes, std::move(utf8)));
 }
 
 // The v3 form of filter `make`: "dtype" (`dtype_key`) from the array when absent, the
