@@ -1,5 +1,6 @@
 """Variable-length string arrays (zarr v3 ``string`` / ``variable_length_bytes``, v2 ``|O``
-with vlen-utf8 or vlen-bytes): labels, station names, file names kept beside the data.
+with vlen-utf8, vlen-bytes or a categorize object codec): labels, station names, file
+names kept beside the data.
 
 Their items have no fixed size, so no engine slot holds them: a dataset reads them beside
 the engine, a chunk at a time as batches need it, and hands each batch's rows as a numpy
