@@ -60,6 +60,26 @@ def test_a_reader_follows_no_planted_symlink(era, tmp_path, name):
     assert not target.exists()
 
 
+def test_a_chunk_file_replaced_by_a_link_is_never_read_or_written_through(era, tmp_path):
+    path, values = era
+    cache = tmp_path / "cache"
+    _warm(path, values, cache)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    name = _chunk_files(cache)[0]
+    shutil.move(cache / name, outside / name)  # the same bytes, now behind a link
+    (cache / name).symlink_to(outside / name)
+    before = (outside / name).read_bytes()
+    reader, _ = _dataset(path, cache, readonly_cache=True)
+    with pytest.raises(NotFoundError, match="is not in the cache"):
+        _epoch(reader, values)
+    reader.close()
+    ds, store = _dataset(path, cache, persist=True)
+    assert _epoch(ds, values) == 48 and _chunk_reads(store) == 1  # a miss, read again
+    ds.close()
+    assert not (cache / name).is_symlink() and (outside / name).read_bytes() == before
+
+
 def test_a_fifo_at_the_log_is_refused_without_hanging(era, tmp_path):
     path, _ = era
     cache = tmp_path / "cache"
