@@ -15,7 +15,9 @@ void BindCache(nb::module_& m) {
   m.def(
       "cache_is_network_filesystem", [](const std::string& t) { return cache::IsNetworkFilesystem(t); },
       nb::arg("type"));
-  m.def("cache_locks_work", &cache::AdvisoryLocksWork, nb::arg("dir"), "Whether advisory (flock) locks work in `dir`.");
+  m.def("cache_locks_work", &cache::AdvisoryLocksWork, nb::arg("dir"),
+        "Whether advisory (flock) locks work in `dir`: False only where the filesystem has none (ENOLCK, "
+        "EOPNOTSUPP). Creates and writes nothing.");
   m.def("cache_lock_holder", &cache::DirLock::DescribeHolder, nb::arg("dir"),
         "What the writer holding `dir` recorded (pid, host, since), or ''.");
 }

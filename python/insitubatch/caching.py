@@ -21,6 +21,7 @@ import shutil
 from typing import Any, Callable, Sequence
 
 from . import _ext
+from .errors import InvalidArgumentError, NotFoundError
 from .summary import format_bytes
 
 logger = logging.getLogger("insitubatch")
@@ -82,8 +83,16 @@ def array_fingerprints(chains: dict[str, Sequence[Callable[..., Any]]]) -> tuple
 
 
 def check_directory(cache_dir: str, *, readonly: bool, disk_bytes: int) -> None:
-    """Construction-time warnings about the directory: unarbitrated (a network filesystem,
-    or no advisory locks), or too small for what the splits will write."""
+    """Construction-time checks of the directory: an error when it is not a directory or
+    its parent is missing (the cache creates its directory, not its parents); warnings when
+    it is unarbitrated (a network filesystem, or no advisory locks) or too small for what
+    the splits will write."""
+    if os.path.lexists(cache_dir) and not os.path.isdir(cache_dir):
+        raise InvalidArgumentError(f"cache_dir {cache_dir} is not a directory")
+    parent = os.path.dirname(cache_dir) or "."
+    if not os.path.isdir(cache_dir) and not os.path.isdir(parent):
+        raise NotFoundError(f"cache_dir {cache_dir}: its parent directory {parent} does not exist (the cache"
+                            " creates its own directory, not its parents)")
     probe = cache_dir if os.path.isdir(cache_dir) else os.path.dirname(cache_dir) or "."
     fs_type = _ext.cache_filesystem_type(probe)
     if _ext.cache_is_network_filesystem(fs_type):
@@ -91,7 +100,7 @@ def check_directory(cache_dir: str, *, readonly: bool, disk_bytes: int) -> None:
             "cache_dir %s is on a network filesystem (%s): its locks do not arbitrate between"
             " hosts, so writers on two machines can corrupt each other. Use local disk, or a"
             " directory per host.", cache_dir, fs_type)
-    elif os.path.isdir(cache_dir) and not _ext.cache_locks_work(cache_dir):
+    elif os.path.isdir(cache_dir) and not _ext.cache_locks_work(cache_dir):  # False only where unsupported
         logger.warning(
             "cache_dir %s: this filesystem has no POSIX advisory locks, so the one-writer rule is"
             " not enforced: give each writer its own directory.", cache_dir)

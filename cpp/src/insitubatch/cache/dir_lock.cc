@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,20 +18,17 @@ namespace {
 
 std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
-std::string Join(const std::string& dir, const char* name) {
-  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+// Opens (creating it) a lock file of `dir` for writing.
+Result<int> OpenLockFile(const CacheDir& dir, const char* name) {
+  auto fd = OpenRegularFile(dir, name, O_RDWR | O_CREAT);
+  if (!fd.ok()) return fd.status().WithContext("the lock file");
+  return fd;
 }
 
-Result<int> OpenLockFile(const std::string& path) {
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    const int err = errno;
-    return IoError("cannot open the lock file " + path + ": " + ErrnoText(err)).set_detail(err);
-  }
-  return fd;
+Status LockError(const std::string& path, int err) {
+  std::string message = "cannot lock " + path + ": " + ErrnoText(err);
+  if (LocksUnsupported(err)) message += " (this filesystem has no advisory locks)";
+  return IoError(message).set_detail(err);
 }
 
 std::string HostName() {
@@ -50,15 +48,22 @@ std::string UtcNow() {
 
 }  // namespace
 
+bool LocksUnsupported(int err) { return err == ENOLCK || err == EOPNOTSUPP || err == ENOTSUP; }
+
 Result<DirLock> DirLock::Writer(const std::string& dir) {
-  const std::string path = Join(dir, kWriterLockName);
-  INSITU_ASSIGN_OR_RETURN(int fd, OpenLockFile(path));
+  INSITU_ASSIGN_OR_RETURN(auto opened, CacheDir::Open(dir, /*create=*/false));
+  return Writer(std::move(opened));
+}
+
+Result<DirLock> DirLock::Writer(std::shared_ptr<const CacheDir> dir) {
+  const std::string path = dir->PathOf(kWriterLockName);
+  INSITU_ASSIGN_OR_RETURN(int fd, OpenLockFile(*dir, kWriterLockName));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      const std::string holder = DescribeHolder(dir);
-      return Locked("the cache directory " + dir + " is being written by another process (" +
+      const std::string holder = DescribeHolder(dir->path());
+      return Locked("the cache directory " + dir->path() + " is being written by another process (" +
                     (holder.empty() ? "holder unknown" : holder) +
                     "). One writer per cache_dir: use readonly_cache=True to read it alongside the "
                     "writer, or a directory of your own. `fuser -v " +
@@ -67,9 +72,12 @@ Result<DirLock> DirLock::Writer(const std::string& dir) {
                     "ends with the holder's process (there are no stale locks), and a new file would "
                     "let the next two writers lock different inodes");
     }
-    return IoError("cannot lock " + path + ": " + ErrnoText(err) + " (advisory locks may not work on this filesystem)")
-        .set_detail(err);
+    return LockError(path, err);
   }
+  DirLock lock(dir, fd, -1);
+  // The file readers lock, made here so that readers never have to create it.
+  INSITU_ASSIGN_OR_RETURN(int readers, OpenLockFile(*dir, kReaderLockName));
+  ::close(readers);
   // A hint for the next contender's message (the lock, not this text, is what excludes).
   const std::string holder =
       nlohmann::json{{"pid", static_cast<int64_t>(::getpid())}, {"host", HostName()}, {"since", UtcNow()}}.dump() +
@@ -77,20 +85,31 @@ Result<DirLock> DirLock::Writer(const std::string& dir) {
   if (::ftruncate(fd, 0) == 0) {
     [[maybe_unused]] const ssize_t n = ::pwrite(fd, holder.data(), holder.size(), 0);
   }
-  return DirLock(dir, fd, -1);
+  return lock;
 }
 
 Result<DirLock> DirLock::Reader(const std::string& dir) {
-  const std::string path = Join(dir, kReaderLockName);
-  INSITU_ASSIGN_OR_RETURN(int fd, OpenLockFile(path));
+  INSITU_ASSIGN_OR_RETURN(auto opened, CacheDir::Open(dir, /*create=*/false));
+  return Reader(std::move(opened));
+}
+
+Result<DirLock> DirLock::Reader(std::shared_ptr<const CacheDir> dir) {
+  const std::string path = dir->PathOf(kReaderLockName);
+  auto opened = OpenRegularFile(*dir, kReaderLockName, O_RDONLY);
+  if (!opened.ok()) {
+    // No file: no writer ever made this directory (a copy): there is no one to exclude.
+    if (opened.status().code() == StatusCode::kNotFound) return DirLock(dir, -1, -1);
+    return opened.status().WithContext("the lock file");
+  }
+  const int fd = *opened;
   if (::flock(fd, LOCK_SH | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return Locked("the cache directory " + dir + " is being reset by its writer (" + DescribeHolder(dir) +
-                    "): open it again once the writer has rebuilt it");
+      return Locked("the cache directory " + dir->path() + " is being reset by its writer (" +
+                    DescribeHolder(dir->path()) + "): open it again once the writer has rebuilt it");
     }
-    return IoError("cannot lock " + path + ": " + ErrnoText(err)).set_detail(err);
+    return LockError(path, err);
   }
   return DirLock(dir, -1, fd);
 }
@@ -100,30 +119,44 @@ DirLock::DirLock(DirLock&& other) noexcept
       fd_(std::exchange(other.fd_, -1)),
       readers_fd_(std::exchange(other.readers_fd_, -1)) {}
 
-DirLock::~DirLock() {
+DirLock::~DirLock() {  // closing the descriptors drops the locks
   if (fd_ >= 0) ::close(fd_);
   if (readers_fd_ >= 0) ::close(readers_fd_);
 }
 
 Status DirLock::ExcludeReaders() {
   if (readers_fd_ >= 0) return Status::Ok();
-  const std::string path = Join(dir_, kReaderLockName);
-  INSITU_ASSIGN_OR_RETURN(int fd, OpenLockFile(path));
+  const std::string path = dir_->PathOf(kReaderLockName);
+  INSITU_ASSIGN_OR_RETURN(int fd, OpenLockFile(*dir_, kReaderLockName));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     ::close(fd);
     if (err == EWOULDBLOCK) {
-      return Locked("readonly_cache readers are using the cache directory " + dir_ +
+      return Locked("readonly_cache readers are using the cache directory " + dir_->path() +
                     ": stop them before reset_stale_cache=True deletes entries they may read");
     }
-    return IoError("cannot lock " + path + ": " + ErrnoText(err)).set_detail(err);
+    return LockError(path, err);
   }
   readers_fd_ = fd;
   return Status::Ok();
 }
 
+Status DirLock::Reassert() {
+  if (fd_ < 0) return Status::Ok();
+  struct stat held, named;
+  if (::fstat(fd_, &held) == 0 && ::fstatat(dir_->fd(), kWriterLockName, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+      held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+    return Status::Ok();
+  }
+  INSITU_ASSIGN_OR_RETURN(DirLock again, Writer(dir_));
+  std::swap(fd_, again.fd_);
+  return Status::Ok();
+}
+
 std::string DirLock::DescribeHolder(const std::string& dir) {
-  auto text = ReadSmallFile(Join(dir, kWriterLockName), 4096);
+  auto opened = CacheDir::Open(dir, /*create=*/false);
+  if (!opened.ok()) return "";
+  auto text = ReadSmallFile(**opened, kWriterLockName, 4096);
   if (!text.ok()) return "";
   const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return "";
@@ -141,11 +174,14 @@ std::string DirLock::DescribeHolder(const std::string& dir) {
 }
 
 bool AdvisoryLocksWork(const std::string& dir) {
-  auto fd = OpenLockFile(Join(dir, kReaderLockName));
-  if (!fd.ok()) return false;
-  const bool works = ::flock(*fd, LOCK_SH | LOCK_NB) == 0 || errno == EWOULDBLOCK;
-  ::close(*fd);  // closing drops the probe's lock, never another descriptor's
-  return works;
+  auto opened = CacheDir::Open(dir, /*create=*/false);
+  if (!opened.ok()) return true;  // nothing to probe: says nothing about locks
+  auto file = OpenRegularFile(**opened, kReaderLockName, O_RDONLY);
+  int fd = file.ok() ? *file : ::openat((*opened)->fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return true;
+  const bool unsupported = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && LocksUnsupported(errno);
+  ::close(fd);  // closing drops the probe's lock, never another descriptor's
+  return !unsupported;
 }
 
 }  // namespace insitubatch::cache

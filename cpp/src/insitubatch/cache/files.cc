@@ -61,26 +61,107 @@ Buffer FileMapping::Borrow(const std::shared_ptr<FileMapping>& mapping, uint64_t
   return Buffer::Borrow(mapping->data_ + offset, length, mapping);
 }
 
-Result<PendingFile> PendingFile::Create(const std::string& dir, const std::string& name, uint64_t reserve) {
-  INSITU_RETURN_IF_ERROR(CheckBasename(name, "cache file"));
-  const std::string final_path = Join(dir, name);
-  const std::string temp = final_path + "." + std::to_string(::getpid()) + "." +
-                           std::to_string(g_temp_counter.fetch_add(1)) + std::string(kTempSuffix);
+CacheDir::~CacheDir() { ::close(fd_); }
+
+Result<std::shared_ptr<const CacheDir>> CacheDir::Open(const std::string& path, bool create) {
+  if (create && ::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) {
+    const int err = errno;
+    if (err == ENOENT) {
+      return NotFound("cannot create the cache directory " + path +
+                      ": its parent directory does not exist (the cache creates its directory, not its parents)");
+    }
+    return FileError("cannot create the cache directory", path, err);
+  }
   int fd;
   do {
-    fd = ::open(temp.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   } while (fd < 0 && errno == EINTR);
-  if (fd < 0) return FileError("cannot create", temp, errno);
-  PendingFile file(fd, temp, final_path);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return NotFound("the cache directory " + path + " does not exist");
+    if (err == ENOTDIR) return InvalidArgument("the cache directory " + path + " is not a directory");
+    return FileError("cannot open the cache directory", path, err);
+  }
+  return std::shared_ptr<const CacheDir>(new CacheDir(path, fd));
+}
+
+std::string CacheDir::PathOf(std::string_view name) const { return Join(path_, std::string(name)); }
+
+bool CacheDir::Removed() const {
+  struct stat st;
+  return ::fstat(fd_, &st) != 0 || st.st_nlink == 0;
+}
+
+Result<int> OpenRegularFile(const CacheDir& dir, std::string_view name, int flags, mode_t mode) {
+  const std::string file(name);
+  const std::string path = dir.PathOf(name);
+  auto planted = [&](const std::string& what) {
+    return InvalidArgument(path + " is " + what +
+                           ", not a regular file: the cache directory is corrupt or was tampered with (the "
+                           "cache writes nothing through links or into special files; remove it)");
+  };
+  int fd;
+  do {
+    fd = ::openat(dir.fd(), file.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP) return planted("a symbolic link");
+    if (err == ENXIO) return planted("a FIFO or device");  // a FIFO without a reader, for writing
+    if (err == EISDIR) return planted("a directory");
+    // Creating, ENOENT means the directory itself is gone: an I/O error, not a missing entry.
+    if (err == ENOENT && (flags & O_CREAT) == 0) return NotFound(path + " does not exist");
+    return FileError((flags & O_CREAT) != 0 ? "cannot create" : "cannot open", path, err);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return FileError("cannot stat", path, err);
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return planted(S_ISDIR(st.st_mode)    ? "a directory"
+                   : S_ISFIFO(st.st_mode) ? "a FIFO"
+                   : S_ISSOCK(st.st_mode) ? "a socket"
+                                          : "a device");
+  }
+  return fd;
+}
+
+PendingFile::PendingFile(std::shared_ptr<const CacheDir> dir, int fd, std::string temp_name, std::string final_name)
+    : dir_(std::move(dir)),
+      fd_(fd),
+      temp_name_(std::move(temp_name)),
+      final_name_(std::move(final_name)),
+      temp_(dir_->PathOf(temp_name_)),
+      final_(dir_->PathOf(final_name_)) {}
+
+Result<PendingFile> PendingFile::Create(const std::string& dir, const std::string& name, uint64_t reserve) {
+  INSITU_ASSIGN_OR_RETURN(auto opened, CacheDir::Open(dir, /*create=*/false));
+  return Create(std::move(opened), name, reserve);
+}
+
+Result<PendingFile> PendingFile::Create(std::shared_ptr<const CacheDir> dir, const std::string& name,
+                                        uint64_t reserve) {
+  INSITU_RETURN_IF_ERROR(CheckBasename(name, "cache file"));
+  const std::string temp = name + "." + std::to_string(::getpid()) + "." + std::to_string(g_temp_counter.fetch_add(1)) +
+                           std::string(kTempSuffix);
+  // O_EXCL: a name planted in the way (a symlink included) is an error, never followed.
+  INSITU_ASSIGN_OR_RETURN(int fd, OpenRegularFile(*dir, temp, O_RDWR | O_CREAT | O_EXCL));
+  PendingFile file(std::move(dir), fd, temp, name);
   if (reserve != 0) {  // a whole download's blocks, so a full disk shows before it starts
     const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(reserve));
-    if (err != 0) return FileError("cannot reserve " + std::to_string(reserve) + " bytes for", temp, err);
+    if (err != 0) return FileError("cannot reserve " + std::to_string(reserve) + " bytes for", file.temp_, err);
   }
   return file;
 }
 
 PendingFile::PendingFile(PendingFile&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)),
+    : dir_(other.dir_),
+      fd_(std::exchange(other.fd_, -1)),
+      temp_name_(std::move(other.temp_name_)),
+      final_name_(std::move(other.final_name_)),
       temp_(std::move(other.temp_)),
       final_(std::move(other.final_)),
       size_(other.size_),
@@ -93,7 +174,7 @@ PendingFile::~PendingFile() {
   if (fd_ >= 0) ::close(fd_);
   // A mapping that removes its file on release takes care of it; otherwise an uncommitted
   // file is removed here, so a failed or abandoned write leaves nothing behind.
-  if (!committed_ && !(mapping_ && !mapping_->remove_path_.empty())) ::unlink(temp_.c_str());
+  if (!committed_ && !(mapping_ && !mapping_->remove_path_.empty())) ::unlinkat(dir_->fd(), temp_name_.c_str(), 0);
 }
 
 Result<std::shared_ptr<FileMapping>> PendingFile::Map(bool remove_with_mapping) {
@@ -121,7 +202,8 @@ Status PendingFile::Write(uint64_t offset, std::span<const std::byte> bytes) {
 
 Status PendingFile::Commit() {
   if (committed_) return Status::Ok();
-  if (::rename(temp_.c_str(), final_.c_str()) != 0) {
+  // A link planted at the final name is replaced, never followed (rename(2)).
+  if (::renameat(dir_->fd(), temp_name_.c_str(), dir_->fd(), final_name_.c_str()) != 0) {
     return FileError("cannot rename " + temp_ + " to", final_, errno);
   }
   committed_ = true;
@@ -129,15 +211,7 @@ Status PendingFile::Commit() {
   return Status::Ok();
 }
 
-Result<std::shared_ptr<FileMapping>> MapReadOnly(const std::string& path) {
-  int fd;
-  do {
-    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    if (errno == ENOENT || errno == ENOTDIR) return NotFound(path + " does not exist");
-    return FileError("cannot open", path, errno);
-  }
+Result<std::shared_ptr<FileMapping>> FileMapping::MapWhole(int fd, const std::string& path) {
   struct stat st;
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0) {
     ::close(fd);
@@ -151,15 +225,27 @@ Result<std::shared_ptr<FileMapping>> MapReadOnly(const std::string& path) {
   return std::shared_ptr<FileMapping>(new FileMapping(static_cast<std::byte*>(data), size));
 }
 
-Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
+Result<std::shared_ptr<FileMapping>> MapReadOnly(const std::string& path) {
   int fd;
   do {
     fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) {
-    if (errno == ENOENT) return NotFound(path + " does not exist");
+    if (errno == ENOENT || errno == ENOTDIR) return NotFound(path + " does not exist");
     return FileError("cannot open", path, errno);
   }
+  return FileMapping::MapWhole(fd, path);
+}
+
+Result<std::shared_ptr<FileMapping>> MapReadOnly(const CacheDir& dir, std::string_view name) {
+  INSITU_ASSIGN_OR_RETURN(int fd, OpenRegularFile(dir, name, O_RDONLY));
+  return FileMapping::MapWhole(fd, dir.PathOf(name));
+}
+
+namespace {
+
+// Reads all of `fd` (closing it), up to `max_bytes`.
+Result<std::string> ReadDescriptor(int fd, const std::string& path, uint64_t max_bytes) {
   std::string out;
   char chunk[65536];
   for (;;) {
@@ -182,36 +268,83 @@ Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
   return out;
 }
 
-Status WriteFileAtomically(const std::string& path, std::string_view contents) {
-  const size_t slash = path.rfind('/');
-  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  INSITU_ASSIGN_OR_RETURN(PendingFile file, PendingFile::Create(dir, name));
+// Calls `visit` with every entry of `dir` (its name); a directory that cannot be listed
+// has none.
+void ForEachEntry(const CacheDir& dir, const std::function<void(const char*)>& visit) {
+  const int fd = ::openat(dir.fd(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR* d = ::fdopendir(fd);
+  if (d == nullptr) {
+    ::close(fd);
+    return;
+  }
+  while (dirent* e = ::readdir(d)) visit(e->d_name);
+  ::closedir(d);
+}
+
+bool AllDigits(std::string_view text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes) {
+  int fd;
+  do {
+    fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) {
+    if (errno == ENOENT) return NotFound(path + " does not exist");
+    return FileError("cannot open", path, errno);
+  }
+  return ReadDescriptor(fd, path, max_bytes);
+}
+
+Result<std::string> ReadSmallFile(const CacheDir& dir, std::string_view name, uint64_t max_bytes) {
+  INSITU_ASSIGN_OR_RETURN(int fd, OpenRegularFile(dir, name, O_RDONLY));
+  return ReadDescriptor(fd, dir.PathOf(name), max_bytes);
+}
+
+Status WriteFileAtomically(std::shared_ptr<const CacheDir> dir, const std::string& name, std::string_view contents) {
+  INSITU_ASSIGN_OR_RETURN(PendingFile file, PendingFile::Create(std::move(dir), name));
   INSITU_RETURN_IF_ERROR(file.Write(0, std::as_bytes(std::span(contents.data(), contents.size()))));
   return file.Commit();
 }
 
-size_t SweepTempFiles(const std::string& dir) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return 0;
-  size_t removed = 0;
-  while (dirent* e = ::readdir(d)) {
-    const std::string_view name(e->d_name);
-    if (name.ends_with(kTempSuffix) && ::unlinkat(::dirfd(d), e->d_name, 0) == 0) ++removed;
+Status WriteFileAtomically(const std::string& path, std::string_view contents) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
+  INSITU_ASSIGN_OR_RETURN(auto opened, CacheDir::Open(dir, /*create=*/false));
+  return WriteFileAtomically(std::move(opened), name, contents);
+}
+
+bool IsTempFileName(std::string_view name, const std::function<bool(std::string_view)>& ours) {
+  if (!name.ends_with(kTempSuffix)) return false;
+  std::string_view rest = name.substr(0, name.size() - kTempSuffix.size());  // "<final>.<pid>.<n>"
+  for (int field = 0; field < 2; ++field) {
+    const size_t dot = rest.rfind('.');
+    if (dot == std::string_view::npos || !AllDigits(rest.substr(dot + 1))) return false;
+    rest = rest.substr(0, dot);
   }
-  ::closedir(d);
+  return ours(rest);
+}
+
+size_t SweepTempFiles(const CacheDir& dir, const std::function<bool(std::string_view)>& ours) {
+  size_t removed = 0;
+  ForEachEntry(dir, [&](const char* name) {
+    if (IsTempFileName(name, ours) && ::unlinkat(dir.fd(), name, 0) == 0) ++removed;
+  });
   return removed;
 }
 
-size_t SweepUnlisted(const std::string& dir, std::string_view suffix, const std::unordered_set<std::string>& keep) {
-  DIR* d = ::opendir(dir.c_str());
-  if (d == nullptr) return 0;
+size_t SweepFiles(const CacheDir& dir, const std::function<bool(std::string_view)>& unlisted) {
   size_t removed = 0;
-  while (dirent* e = ::readdir(d)) {
-    const std::string name(e->d_name);
-    if (name.ends_with(suffix) && !keep.count(name) && ::unlinkat(::dirfd(d), e->d_name, 0) == 0) ++removed;
-  }
-  ::closedir(d);
+  ForEachEntry(dir, [&](const char* name) {
+    struct stat st;
+    if (!unlisted(name) || ::fstatat(dir.fd(), name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return;
+    if (::unlinkat(dir.fd(), name, 0) == 0) ++removed;
+  });
   return removed;
 }
 

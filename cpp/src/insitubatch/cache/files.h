@@ -11,9 +11,16 @@
 //    large folios, which makes mapping them again later about four times cheaper than
 //    mapping pages a writable mapping faulted in one by one (bench/cache_bench.py).
 // Names read back from disk (a log, a directory listing) are untrusted: CheckBasename.
+// The directory is hostile ground too: every file in it is opened relative to the held
+// directory (CacheDir) with O_NOFOLLOW and O_NONBLOCK, and must be a regular file, so a
+// planted symlink, FIFO or device is refused naming it -- nothing outside the directory is
+// ever written or followed, and no open blocks.
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -26,6 +33,35 @@
 namespace insitubatch::cache {
 
 inline constexpr std::string_view kTempSuffix = ".insitu-tmp";
+
+// A cache directory held open by descriptor: the root every cache file is opened under.
+// The root itself may be a symlink (the user's choice of path); nothing below it may be.
+class CacheDir {
+ public:
+  // Opens `path` (creating it first, not its parents, when `create`). NotFound when it or,
+  // with `create`, its parent is missing; InvalidArgument when it is not a directory.
+  static Result<std::shared_ptr<const CacheDir>> Open(const std::string& path, bool create);
+  ~CacheDir();
+  CacheDir(const CacheDir&) = delete;
+  CacheDir& operator=(const CacheDir&) = delete;
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  std::string PathOf(std::string_view name) const;
+  // Whether the directory was removed since it was opened (its descriptor outlives it).
+  bool Removed() const;
+
+ private:
+  CacheDir(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+};
+
+// Opens the file `name` of `dir` with `flags` (plus O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC)
+// and checks it is a regular file: InvalidArgument naming it when it is a symlink, FIFO,
+// socket, device or directory (the cache directory is corrupt or was tampered with);
+// NotFound when it is missing; IoError (ResourceExhausted for a full disk) otherwise.
+Result<int> OpenRegularFile(const CacheDir& dir, std::string_view name, int flags, mode_t mode = 0644);
 
 // OK for a bare file name: not empty, no '/', not "." or "..", no NUL, not a temp file's
 // name; otherwise InvalidArgument naming `what` (the cache is corrupt or tampered with).
@@ -47,6 +83,9 @@ class FileMapping {
  private:
   friend class PendingFile;
   friend Result<std::shared_ptr<FileMapping>> MapReadOnly(const std::string& path);
+  friend Result<std::shared_ptr<FileMapping>> MapReadOnly(const CacheDir& dir, std::string_view name);
+  // Maps all of the open file `fd` (closing it); NotFound when it is not a non-empty regular file.
+  static Result<std::shared_ptr<FileMapping>> MapWhole(int fd, const std::string& path);
   FileMapping(std::byte* data, uint64_t size) : data_(data), size_(size) {}
   std::byte* data_;
   uint64_t size_;
@@ -58,6 +97,7 @@ class FileMapping {
 // (renamed to `name`, replacing any earlier file of that name) or removed.
 class PendingFile {
  public:
+  static Result<PendingFile> Create(std::shared_ptr<const CacheDir> dir, const std::string& name, uint64_t reserve = 0);
   static Result<PendingFile> Create(const std::string& dir, const std::string& name, uint64_t reserve = 0);
   PendingFile(PendingFile&& other) noexcept;
   PendingFile& operator=(PendingFile&&) = delete;
@@ -75,9 +115,11 @@ class PendingFile {
   const std::string& final_path() const { return final_; }
 
  private:
-  PendingFile(int fd, std::string temp, std::string final)
-      : fd_(fd), temp_(std::move(temp)), final_(std::move(final)) {}
+  PendingFile(std::shared_ptr<const CacheDir> dir, int fd, std::string temp_name, std::string final_name);
+  std::shared_ptr<const CacheDir> dir_;
   int fd_ = -1;
+  std::string temp_name_;
+  std::string final_name_;
   std::string temp_;
   std::string final_;
   uint64_t size_ = 0;  // bytes written (the end of the furthest write)
@@ -87,18 +129,27 @@ class PendingFile {
 
 // The whole of an existing file mapped read-only; NotFound when it is missing.
 Result<std::shared_ptr<FileMapping>> MapReadOnly(const std::string& path);
+// The same for the file `name` of `dir`, which must be a regular file (OpenRegularFile).
+Result<std::shared_ptr<FileMapping>> MapReadOnly(const CacheDir& dir, std::string_view name);
 
 // The file's contents (a small file: a lock's holder record, a log); NotFound if missing.
 Result<std::string> ReadSmallFile(const std::string& path, uint64_t max_bytes);
+// The same for the file `name` of `dir`, which must be a regular file.
+Result<std::string> ReadSmallFile(const CacheDir& dir, std::string_view name, uint64_t max_bytes);
 // Replaces `path` with `contents` atomically (temp file + rename).
 Status WriteFileAtomically(const std::string& path, std::string_view contents);
+Status WriteFileAtomically(std::shared_ptr<const CacheDir> dir, const std::string& name, std::string_view contents);
 
-// Removes the temp files a killed writer left in `dir` (only the process holding the
-// writer lock may call it); returns how many.
-size_t SweepTempFiles(const std::string& dir);
-// Removes the files of `dir` whose names end with `suffix` and are not in `keep` (a writer's
-// files a crash left unlogged between their commit and their log entry); returns how many.
-size_t SweepUnlisted(const std::string& dir, std::string_view suffix, const std::unordered_set<std::string>& keep);
+// Whether `name` is a temp file PendingFile made for a final name `ours` accepts:
+// "<final>.<pid>.<n>.insitu-tmp" exactly.
+bool IsTempFileName(std::string_view name, const std::function<bool(std::string_view)>& ours);
+// Removes the temp files a killed writer left in `dir` for final names `ours` accepts
+// (only the process holding the writer lock may call it; a file of any other name is never
+// touched); returns how many.
+size_t SweepTempFiles(const CacheDir& dir, const std::function<bool(std::string_view)>& ours);
+// Removes the regular files of `dir` that `unlisted` names (a writer's files a crash left
+// unlogged between their commit and their log entry); returns how many.
+size_t SweepFiles(const CacheDir& dir, const std::function<bool(std::string_view)>& unlisted);
 
 // The filesystem type holding `path` ("ext4", "nfs4", "fuse.s3fs", ...; "" if unknown),
 // from /proc/self/mountinfo (the longest mount point that prefixes the resolved path).

@@ -1,9 +1,14 @@
 #include "insitubatch/cache/files.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "insitubatch/util/temp_dir_testutil.h"
@@ -69,35 +74,102 @@ TEST(CacheFilesTest, AFileAppearsOnlyWhenCommitted) {
   EXPECT_EQ(MapReadOnly(dir / "missing").status().code(), StatusCode::kNotFound);
 }
 
+bool IsX(std::string_view name) { return name == "x.npy"; }
+
+std::shared_ptr<const CacheDir> OpenDir(const TempDir& dir) { return CacheDir::Open(dir.path(), false).value(); }
+
 TEST(CacheFilesTest, TempFilesOfAKilledWriterAreSwept) {
   TempDir dir;
   auto file = PendingFile::Create(dir.path(), "x.npy", 10);
   ASSERT_TRUE(file.ok());
   ASSERT_TRUE(WriteFileAtomically(dir / "keep.json", "{}").ok());
-  EXPECT_EQ(SweepTempFiles(dir.path()), 1u);
-  EXPECT_EQ(CountFiles(dir.path()), 1u);
+  // Only a temp file of a name the caller owns, in exactly PendingFile's form, is swept.
+  for (const char* other : {"y.npy.1.2.insitu-tmp", "x.npy.insitu-tmp", "x.npy.1.insitu-tmp", "x.npy.a.2.insitu-tmp"}) {
+    std::ofstream(dir / other) << "mine";
+  }
+  EXPECT_EQ(SweepTempFiles(*OpenDir(dir), IsX), 1u);
+  EXPECT_EQ(CountFiles(dir.path()), 5u);
+  for (const char* other : {"y.npy.1.2.insitu-tmp", "x.npy.insitu-tmp", "x.npy.1.insitu-tmp", "x.npy.a.2.insitu-tmp"}) {
+    fs::remove(dir / other);
+  }
   auto text = ReadSmallFile(dir / "keep.json", 100);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(*text, "{}");
   EXPECT_EQ(ReadSmallFile(dir / "keep.json", 1).status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(CacheFilesTest, UnlistedFilesOfASuffixAreSwept) {
+TEST(CacheFilesTest, SweepRemovesOnlyTheRegularFilesNamed) {
   TempDir dir;
   for (const char* name : {"a.npy", "b.npy", "log.jsonl"}) ASSERT_TRUE(WriteFileAtomically(dir / name, "x").ok());
-  EXPECT_EQ(SweepUnlisted(dir.path(), ".npy", {"a.npy"}), 1u);
-  EXPECT_EQ(CountFiles(dir.path()), 2u);  // a.npy (listed) and the log (another suffix)
+  fs::create_symlink(dir / "a.npy", dir / "c.npy");
+  EXPECT_EQ(SweepFiles(*OpenDir(dir), [](std::string_view n) { return n != "a.npy" && n.ends_with(".npy"); }), 1u);
+  EXPECT_EQ(CountFiles(dir.path()), 3u);  // a.npy, the log, and the link (to a.npy)
+  EXPECT_TRUE(fs::is_symlink(dir / "c.npy"));
   EXPECT_TRUE(ReadSmallFile(dir / "a.npy", 10).ok());
 }
 
-TEST(CacheFilesTest, AReadOnlyDirectoryIsAnErrorNamingIt) {
-  if (::geteuid() == 0) GTEST_SKIP() << "root writes anywhere";
+// A symlink or FIFO planted in the directory is refused naming it: nothing is written or
+// created through it, and nothing blocks.
+TEST(CacheFilesTest, PlantedLinksAndFifosAreRefused) {
   TempDir dir;
-  fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
+  TempDir outside;
+  const std::string victim = outside / "victim";
+  ASSERT_TRUE(WriteFileAtomically(victim, "precious").ok());
+  fs::create_symlink(victim, dir / "link");
+  fs::create_symlink(outside / "absent", dir / "dangling");
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  ASSERT_EQ(::mkdir((dir / "sub").c_str(), 0755), 0);
+  auto d = OpenDir(dir);
+  for (int flags : {O_RDONLY, O_WRONLY | O_APPEND | O_CREAT, O_RDWR | O_CREAT}) {
+    for (const char* name : {"link", "dangling", "fifo", "sub"}) {
+      auto fd = OpenRegularFile(*d, name, flags);
+      ASSERT_FALSE(fd.ok()) << name;
+      EXPECT_EQ(fd.status().code(), StatusCode::kInvalidArgument) << name;
+      EXPECT_NE(fd.status().message().find(dir / name), std::string::npos) << fd.status().message();
+      EXPECT_NE(fd.status().message().find("not a regular file"), std::string::npos) << fd.status().message();
+    }
+  }
+  EXPECT_EQ(ReadSmallFile(*d, "fifo", 10).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(MapReadOnly(*d, "link").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ReadSmallFile(victim, 100), "precious");
+  EXPECT_FALSE(fs::exists(outside / "absent"));
+  // A final name that is a link is replaced by the commit, its target untouched.
+  ASSERT_TRUE(WriteFileAtomically(d, "link", "new").ok());
+  EXPECT_FALSE(fs::is_symlink(dir / "link"));
+  EXPECT_EQ(*ReadSmallFile(victim, 100), "precious");
+}
+
+TEST(CacheFilesTest, ACacheDirectoryIsCreatedNotItsParents) {
+  TempDir dir;
+  auto missing_parent = CacheDir::Open(dir / "a/b", true);
+  EXPECT_EQ(missing_parent.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing_parent.status().message().find("parent directory does not exist"), std::string::npos);
+  ASSERT_TRUE(WriteFileAtomically(dir / "file", "x").ok());
+  EXPECT_EQ(CacheDir::Open(dir / "file", true).status().code(), StatusCode::kInvalidArgument);
+  auto made = CacheDir::Open(dir / "a", true);
+  ASSERT_TRUE(made.ok());
+  EXPECT_FALSE((*made)->Removed());
+  fs::remove(dir / "a");
+  EXPECT_TRUE((*made)->Removed());
+}
+
+TEST(CacheFilesTest, AReadOnlyDirectoryIsAnErrorNamingIt) {
+  TempDir dir;
+  // Root ignores file modes: a read-only mount where one can be made, else a mode.
+  const bool mounted = ::mount("tmpfs", dir.path().c_str(), "tmpfs", MS_RDONLY, "size=64k") == 0;
+  if (!mounted) {
+    if (::geteuid() == 0) GTEST_SKIP() << "root writes anywhere and cannot mount here";
+    fs::permissions(dir.path(), fs::perms::owner_read | fs::perms::owner_exec);
+  }
   auto file = PendingFile::Create(dir.path(), "a.npy", 10);
   EXPECT_FALSE(file.ok());
   EXPECT_NE(file.status().message().find(dir.path()), std::string::npos);
-  fs::permissions(dir.path(), fs::perms::owner_all);
+  EXPECT_EQ(file.status().message().find("not a regular file"), std::string::npos) << file.status().message();
+  if (mounted) {
+    ::umount2(dir.path().c_str(), MNT_DETACH);
+  } else {
+    fs::permissions(dir.path(), fs::perms::owner_all);
+  }
 }
 
 TEST(CacheFilesTest, FilesystemTypes) {

@@ -1,6 +1,7 @@
 #include "insitubatch/cache/log.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -96,10 +97,15 @@ Result<LogContents> ParseLog(std::string_view text, std::string_view where) {
 }
 
 Result<CacheLog> CacheLog::Open(const std::string& dir, bool writable) {
-  const std::string path = dir.empty() || dir.back() == '/' ? dir + kLogName : dir + "/" + kLogName;
+  INSITU_ASSIGN_OR_RETURN(auto opened, CacheDir::Open(dir, /*create=*/false));
+  return Open(std::move(opened), writable);
+}
+
+Result<CacheLog> CacheLog::Open(std::shared_ptr<const CacheDir> dir, bool writable) {
+  const std::string path = dir->PathOf(kLogName);
   std::vector<LogEntry> entries;
   bool torn = false;
-  auto text = ReadSmallFile(path, kMaxLogBytes);
+  auto text = ReadSmallFile(*dir, kLogName, kMaxLogBytes);
   if (text.ok()) {
     INSITU_ASSIGN_OR_RETURN(LogContents contents, ParseLog(*text, path));
     entries = std::move(contents.entries);
@@ -107,18 +113,27 @@ Result<CacheLog> CacheLog::Open(const std::string& dir, bool writable) {
   } else if (text.status().code() != StatusCode::kNotFound) {
     return text.status();
   }
-  CacheLog log(path, std::move(entries), torn, writable);
+  CacheLog log(std::move(dir), std::move(entries), torn, writable);
+  log.file_ = log.NamedFile();
   // Appending after a torn line would glue the next entry onto it: drop the tail first.
   if (writable && torn) INSITU_RETURN_IF_ERROR(log.Rewrite(log.entries_));
   return log;
 }
 
+std::optional<std::pair<dev_t, ino_t>> CacheLog::NamedFile() const {
+  struct stat st;
+  if (::fstatat(dir_->fd(), kLogName, &st, AT_SYMLINK_NOFOLLOW) != 0) return std::nullopt;
+  return std::pair{st.st_dev, st.st_ino};
+}
+
 CacheLog::CacheLog(CacheLog&& other) noexcept
-    : path_(std::move(other.path_)),
+    : dir_(other.dir_),
+      path_(std::move(other.path_)),
       entries_(std::move(other.entries_)),
       torn_tail_(other.torn_tail_),
       writable_(other.writable_),
-      fd_(std::exchange(other.fd_, -1)) {}
+      fd_(std::exchange(other.fd_, -1)),
+      file_(other.file_) {}
 
 CacheLog::~CacheLog() {
   if (fd_ >= 0) ::close(fd_);
@@ -127,15 +142,11 @@ CacheLog::~CacheLog() {
 Status CacheLog::EnsureOpen() {
   if (fd_ >= 0) return Status::Ok();
   if (!writable_) return FailedPrecondition("the cache log " + path_ + " is read-only here");
-  int fd;
-  do {
-    fd = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    const int err = errno;
-    return IoError("cannot open the cache log " + path_ + ": " + ErrnoText(err)).set_detail(err);
-  }
-  fd_ = fd;
+  auto fd = OpenRegularFile(*dir_, kLogName, O_WRONLY | O_APPEND | O_CREAT);
+  if (!fd.ok()) return fd.status().WithContext("the cache log");
+  fd_ = *fd;
+  struct stat st;
+  if (::fstat(fd_, &st) == 0) file_ = std::pair{st.st_dev, st.st_ino};
   // A new (empty) log starts with its header.
   if (::lseek(fd_, 0, SEEK_END) == 0) {
     const std::string header = LogHeader();
@@ -171,7 +182,8 @@ Status CacheLog::Rewrite(std::vector<LogEntry> keep) {
   if (!writable_) return FailedPrecondition("the cache log " + path_ + " is read-only here");
   std::string text = LogHeader();
   for (const LogEntry& e : keep) text += LogLine(e);
-  INSITU_RETURN_IF_ERROR(WriteFileAtomically(path_, text));
+  INSITU_RETURN_IF_ERROR(WriteFileAtomically(dir_, kLogName, text));
+  file_ = NamedFile();
   if (fd_ >= 0) {  // the old descriptor points at the replaced file
     ::close(fd_);
     fd_ = -1;
@@ -179,6 +191,17 @@ Status CacheLog::Rewrite(std::vector<LogEntry> keep) {
   entries_ = std::move(keep);
   torn_tail_ = false;
   return Status::Ok();
+}
+
+Status CacheLog::Reattach(const std::function<bool(const LogEntry&)>& still_there) {
+  if (!writable_) return Status::Ok();
+  const auto named = NamedFile();
+  if (named == file_) return Status::Ok();
+  std::vector<LogEntry> keep;
+  for (const LogEntry& e : entries_) {
+    if (still_there(e)) keep.push_back(e);
+  }
+  return Rewrite(std::move(keep));
 }
 
 }  // namespace insitubatch::cache

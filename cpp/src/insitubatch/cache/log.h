@@ -12,11 +12,17 @@
 // unreadable header or a malformed line before the last is corruption (InvalidArgument), and every
 // file name must be a bare basename.
 
+#include <sys/types.h>
+
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "insitubatch/cache/files.h"
 #include "insitubatch/util/result.h"
 
 namespace insitubatch::cache {
@@ -47,6 +53,8 @@ class CacheLog {
  public:
   // Opens `dir`'s log: its entries, or none when it does not exist yet. `writable`: appends
   // are allowed (the caller holds the writer lock); the file is created on the first one.
+  // The log must be a regular file (OpenRegularFile): a link or FIFO is refused.
+  static Result<CacheLog> Open(std::shared_ptr<const CacheDir> dir, bool writable);
   static Result<CacheLog> Open(const std::string& dir, bool writable);
   CacheLog(CacheLog&& other) noexcept;
   CacheLog& operator=(CacheLog&&) = delete;
@@ -60,16 +68,28 @@ class CacheLog {
   Status Append(const LogEntry& entry);
   // Replaces the whole log with `keep` (atomically: temp file + rename).
   Status Rewrite(std::vector<LogEntry> keep);
+  // A log removed or replaced under a writer (the directory emptied while it runs): writes
+  // a new one holding the entries `still_there` accepts. OK at once when the log at the
+  // name is the one this object read or wrote.
+  Status Reattach(const std::function<bool(const LogEntry&)>& still_there);
 
  private:
-  CacheLog(std::string path, std::vector<LogEntry> entries, bool torn, bool writable)
-      : path_(std::move(path)), entries_(std::move(entries)), torn_tail_(torn), writable_(writable) {}
+  CacheLog(std::shared_ptr<const CacheDir> dir, std::vector<LogEntry> entries, bool torn, bool writable)
+      : dir_(std::move(dir)),
+        path_(dir_->PathOf(kLogName)),
+        entries_(std::move(entries)),
+        torn_tail_(torn),
+        writable_(writable) {}
   Status EnsureOpen();
+  // The identity (device, inode) of the file now at the log's name, if any.
+  std::optional<std::pair<dev_t, ino_t>> NamedFile() const;
+  std::shared_ptr<const CacheDir> dir_;
   std::string path_;
   std::vector<LogEntry> entries_;
   bool torn_tail_ = false;
   bool writable_ = false;
-  int fd_ = -1;  // O_APPEND, opened on the first append
+  int fd_ = -1;                                  // O_APPEND, opened on the first append
+  std::optional<std::pair<dev_t, ino_t>> file_;  // the log file this object read or wrote
 };
 
 }  // namespace insitubatch::cache

@@ -1,6 +1,9 @@
 #include "insitubatch/cache/log.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
 
 #include "insitubatch/cache/files.h"
 #include "insitubatch/util/temp_dir_testutil.h"
@@ -64,6 +67,50 @@ TEST(CacheLogTest, TamperedLogsAreCorruption) {
   auto empty = ParseLog("", "x");
   ASSERT_TRUE(empty.ok());
   EXPECT_TRUE(empty->entries.empty());
+}
+
+// A link or FIFO at the log's name is refused, for reading and appending: no line lands in
+// a link's target, and opening a FIFO never blocks.
+TEST(CacheLogTest, ALinkOrFifoAtTheLogIsRefused) {
+  TempDir outside;
+  const std::string victim = outside / "victim";
+  ASSERT_TRUE(WriteFileAtomically(victim, "").ok());
+  for (const std::string& target : {victim, outside / "absent"}) {
+    TempDir dir;
+    std::filesystem::create_symlink(target, dir / kLogName);
+    auto log = CacheLog::Open(dir.path(), true);
+    ASSERT_FALSE(log.ok());
+    EXPECT_EQ(log.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(log.status().message().find(dir / kLogName + " is a symbolic link"), std::string::npos)
+        << log.status().message();
+  }
+  EXPECT_EQ(*ReadSmallFile(victim, 100), "");
+  EXPECT_FALSE(std::filesystem::exists(outside / "absent"));
+  TempDir dir;
+  ASSERT_EQ(::mkfifo((dir / kLogName).c_str(), 0644), 0);
+  auto log = CacheLog::Open(dir.path(), true);
+  ASSERT_FALSE(log.ok());
+  EXPECT_NE(log.status().message().find("is a FIFO"), std::string::npos) << log.status().message();
+}
+
+// A log removed under its writer is written again, with the entries whose files remain.
+TEST(CacheLogTest, AWriterReattachesARemovedLog) {
+  TempDir dir;
+  auto log = CacheLog::Open(dir.path(), true);
+  ASSERT_TRUE(log.ok());
+  auto all = [](const LogEntry&) { return true; };
+  ASSERT_TRUE(log->Reattach(all).ok());  // nothing yet: nothing to do
+  EXPECT_FALSE(std::filesystem::exists(dir / kLogName));
+  ASSERT_TRUE(log->Append({"t2m#0", "t2m.0.npy", 100, "src:a"}).ok());
+  ASSERT_TRUE(log->Append({"t2m#1", "t2m.1.npy", 100, "src:a"}).ok());
+  std::filesystem::remove(dir / kLogName);
+  ASSERT_TRUE(log->Reattach([](const LogEntry& e) { return e.file == "t2m.1.npy"; }).ok());
+  ASSERT_TRUE(log->Append({"t2m#2", "t2m.2.npy", 100, "src:a"}).ok());
+  auto again = CacheLog::Open(dir.path(), false);
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ(again->entries().size(), 2u);
+  EXPECT_EQ(again->entries()[0].key, "t2m#1");
+  EXPECT_EQ(again->entries()[1].key, "t2m#2");
 }
 
 }  // namespace

@@ -1,7 +1,10 @@
 #include "insitubatch/engine/backing.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <functional>
@@ -32,9 +35,28 @@ std::string PathHash(const std::string& path) {
   return std::string(text, 8);
 }
 
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.back() == '/' ? dir + name : dir + "/" + name;
+bool AllOf(std::string_view text, bool (*ok)(char)) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), ok);
 }
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+bool IsLowerHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f'); }
+bool IsSanitized(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || IsDigit(c) || c == '_' || c == '.' || c == '-';
+}
+
+std::string ChunkFileName(const std::string& path, std::string_view chunk) {
+  return Sanitize(path) + "." + PathHash(path) + "." + std::string(chunk) + ".npy";
+}
+
+// The chunk file the backing would name for a log key "<path>#<chunk>" ("" for another key).
+std::string ChunkFileNameOfKey(const std::string& key) {
+  const size_t hash = key.rfind('#');
+  if (hash == std::string::npos || !AllOf(std::string_view(key).substr(hash + 1), IsDigit)) return "";
+  return ChunkFileName(key.substr(0, hash), std::string_view(key).substr(hash + 1));
+}
+
+// Whether `name` is one of the files the backing generates (and so may sweep).
+bool IsOwnFileName(std::string_view name) { return name == cache::kLogName || DiskBacking::IsChunkFileName(name); }
 
 }  // namespace
 
@@ -53,27 +75,39 @@ std::vector<std::string> StaleArrays(const std::vector<cache::LogEntry>& entries
   return {stale.begin(), stale.end()};
 }
 
+bool DiskBacking::IsChunkFileName(std::string_view name) {
+  // "<sanitized path>.<8 hex>.<chunk>.npy", the form FileName() gives.
+  if (!name.ends_with(".npy")) return false;
+  std::string_view rest = name.substr(0, name.size() - 4);
+  const size_t chunk_dot = rest.rfind('.');
+  if (chunk_dot == std::string_view::npos || !AllOf(rest.substr(chunk_dot + 1), IsDigit)) return false;
+  rest = rest.substr(0, chunk_dot);
+  const size_t hash_dot = rest.rfind('.');
+  if (hash_dot == std::string_view::npos) return false;
+  const std::string_view hash = rest.substr(hash_dot + 1);
+  const std::string_view sanitized = rest.substr(0, hash_dot);
+  return hash.size() == 8 && AllOf(hash, IsLowerHex) && sanitized.size() <= 120 && AllOf(sanitized, IsSanitized);
+}
+
 Result<std::shared_ptr<DiskBacking>> DiskBacking::Open(DiskCacheOptions options, std::vector<CachedArray> arrays) {
   if (options.dir.empty()) return InvalidArgument("cache_dir is empty");
   while (options.dir.size() > 1 && options.dir.back() == '/') options.dir.pop_back();
-  struct stat st;
-  if (::stat(options.dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    if (options.read_only) {
+  auto opened = cache::CacheDir::Open(options.dir, /*create=*/!options.read_only);
+  if (!opened.ok()) {
+    if (options.read_only && opened.status().code() == StatusCode::kNotFound) {
       return NotFound("readonly_cache=True: the cache directory " + options.dir +
                       " does not exist (a reader never creates one; warm it with persist=True)");
     }
-    if (::mkdir(options.dir.c_str(), 0755) != 0 && errno != EEXIST) {
-      const int err = errno;
-      return IoError("cannot create the cache directory " + options.dir + ": " + std::strerror(err)).set_detail(err);
-    }
+    return opened.status();
   }
-  INSITU_ASSIGN_OR_RETURN(cache::DirLock lock, options.read_only ? cache::DirLock::Reader(options.dir)
-                                                                 : cache::DirLock::Writer(options.dir));
-  if (!options.read_only) cache::SweepTempFiles(options.dir);
+  std::shared_ptr<const cache::CacheDir> dir = std::move(*opened);
+  INSITU_ASSIGN_OR_RETURN(cache::DirLock lock,
+                          options.read_only ? cache::DirLock::Reader(dir) : cache::DirLock::Writer(dir));
+  if (!options.read_only) cache::SweepTempFiles(*dir, IsOwnFileName);
   std::optional<cache::CacheLog> log;
   if (options.persist || options.read_only) {
-    INSITU_ASSIGN_OR_RETURN(cache::CacheLog opened, cache::CacheLog::Open(options.dir, !options.read_only));
-    log.emplace(std::move(opened));
+    INSITU_ASSIGN_OR_RETURN(cache::CacheLog opened_log, cache::CacheLog::Open(dir, !options.read_only));
+    log.emplace(std::move(opened_log));
     const std::vector<std::string> stale = StaleArrays(log->entries(), arrays);
     if (!stale.empty()) {
       std::string names;
@@ -89,28 +123,37 @@ Result<std::shared_ptr<DiskBacking>> DiskBacking::Open(DiskCacheOptions options,
         const bool drop = std::any_of(arrays.begin(), arrays.end(), [&](const CachedArray& a) {
           return e.key.starts_with(a.path + "#") && e.tag != a.fingerprint;
         });
-        if (drop) {
-          ::unlink(Join(options.dir, e.file).c_str());
-        } else {
+        if (!drop) {
           keep.push_back(e);
+        } else if (e.file == ChunkFileNameOfKey(e.key)) {  // only a file the cache named: never a user's
+          ::unlinkat(dir->fd(), e.file.c_str(), 0);
         }
       }
       INSITU_RETURN_IF_ERROR(log->Rewrite(std::move(keep)));
     }
-    if (!options.read_only) {  // a file committed but never logged (killed in between) is not trusted
-      std::unordered_set<std::string> logged;
+    if (!options.read_only) {
+      // A chunk file committed but never logged (killed in between) is not trusted. Only
+      // this dataset's arrays' names are swept: never a file the cache did not name.
+      std::unordered_set<std::string> logged, prefixes;
       for (const cache::LogEntry& e : log->entries()) logged.insert(e.file);
-      cache::SweepUnlisted(options.dir, ".npy", logged);
+      for (const CachedArray& a : arrays) prefixes.insert(Sanitize(a.path) + "." + PathHash(a.path) + ".");
+      cache::SweepFiles(*dir, [&](std::string_view name) {
+        if (logged.count(std::string(name)) || !IsChunkFileName(name)) return false;
+        const size_t chunk_dot = name.rfind('.', name.size() - 5);
+        return prefixes.count(std::string(name.substr(0, chunk_dot + 1))) != 0;
+      });
     }
   }
   return std::shared_ptr<DiskBacking>(
-      new DiskBacking(std::move(options), std::move(arrays), std::move(lock), std::move(log)));
+      new DiskBacking(std::move(options), std::move(arrays), std::move(dir), std::move(lock), std::move(log)));
 }
 
-DiskBacking::DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arrays, cache::DirLock lock,
+DiskBacking::DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arrays,
+                         std::shared_ptr<const cache::CacheDir> dir, cache::DirLock lock,
                          std::optional<cache::CacheLog> log)
     : options_(std::move(options)),
       arrays_(std::move(arrays)),
+      dir_(std::move(dir)),
       lock_(std::move(lock)),
       log_(std::move(log)),
       fill_buffers_(BufferRecycler::Create(kMaxIdleFillBytes)) {
@@ -118,6 +161,37 @@ DiskBacking::DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arra
   if (log_) {
     for (const cache::LogEntry& e : log_->entries()) entries_[e.key] = e;
   }
+}
+
+Result<std::shared_ptr<const cache::CacheDir>> DiskBacking::IntactDirectory() {
+  if (dir_->Removed()) {
+    INSITU_ASSIGN_OR_RETURN(auto dir, cache::CacheDir::Open(options_.dir, /*create=*/true));
+    INSITU_ASSIGN_OR_RETURN(cache::DirLock lock, cache::DirLock::Writer(dir));
+    std::optional<cache::CacheLog> log;
+    if (log_) {
+      INSITU_ASSIGN_OR_RETURN(cache::CacheLog opened, cache::CacheLog::Open(dir, /*writable=*/true));
+      log.emplace(std::move(opened));
+    }
+    dir_ = std::move(dir);
+    lock_.reset();
+    lock_.emplace(std::move(lock));
+    log_.reset();
+    if (log) log_.emplace(std::move(*log));
+    entries_.clear();  // their files went with the old directory
+    if (log_) {
+      for (const cache::LogEntry& e : log_->entries()) entries_[e.key] = e;
+    }
+    return dir_;
+  }
+  INSITU_RETURN_IF_ERROR(lock_->Reassert());
+  if (log_) {
+    const int fd = dir_->fd();
+    INSITU_RETURN_IF_ERROR(log_->Reattach([fd](const cache::LogEntry& e) {
+      struct stat st;
+      return ::fstatat(fd, e.file.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+    }));
+  }
+  return dir_;
 }
 
 std::string DiskBacking::Describe() const {
@@ -129,8 +203,7 @@ std::string DiskBacking::LogKey(SlotKey key) const {
 }
 
 std::string DiskBacking::FileName(SlotKey key) const {
-  const std::string& path = arrays_.at(key.source).path;
-  return Sanitize(path) + "." + PathHash(path) + "." + std::to_string(key.chunk) + ".npy";
+  return ChunkFileName(arrays_.at(key.source).path, std::to_string(key.chunk));
 }
 
 std::string DiskBacking::Header(uint32_t source) const {
@@ -152,7 +225,12 @@ std::string DiskBacking::Header(uint32_t source) const {
 
 Result<Buffer> DiskBacking::WriteFile(SlotKey key, const Buffer& data) {
   const std::string& header = headers_[key.source];
-  INSITU_ASSIGN_OR_RETURN(cache::PendingFile file, cache::PendingFile::Create(options_.dir, FileName(key)));
+  std::shared_ptr<const cache::CacheDir> dir;
+  {
+    std::lock_guard lock(mutex_);
+    INSITU_ASSIGN_OR_RETURN(dir, IntactDirectory());
+  }
+  INSITU_ASSIGN_OR_RETURN(cache::PendingFile file, cache::PendingFile::Create(std::move(dir), FileName(key)));
   INSITU_RETURN_IF_ERROR(file.Write(0, std::as_bytes(std::span(header.data(), header.size()))));
   INSITU_RETURN_IF_ERROR(file.Write(header.size(), data.span()));
   if (options_.persist) INSITU_RETURN_IF_ERROR(file.Commit());
@@ -183,14 +261,19 @@ Result<Buffer> DiskBacking::Allocate(SlotKey key, uint64_t bytes, bool resident)
 std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes) {
   if (!log_) return std::nullopt;
   cache::LogEntry entry;
+  std::shared_ptr<const cache::CacheDir> dir;
   {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(LogKey(key));
     if (it == entries_.end()) return std::nullopt;
     entry = it->second;
+    dir = dir_;
   }
   const std::string& header = headers_[key.source];
-  auto mapping = cache::MapReadOnly(Join(options_.dir, entry.file));
+  // Only the file the cache names for this chunk, never one a tampered log points at.
+  auto mapping = entry.file == FileName(key)
+                     ? cache::MapReadOnly(*dir, entry.file)
+                     : Result<std::shared_ptr<cache::FileMapping>>(NotFound(entry.file + " is not this chunk's file"));
   const bool fits = mapping.ok() && (*mapping)->size() == header.size() + bytes &&
                     std::memcmp((*mapping)->data(), header.data(), header.size()) == 0;
   std::lock_guard lock(mutex_);

@@ -15,6 +15,12 @@
 // slower twice over: it faults the file's pages in one at a time, and every later mapping
 // of pages made that way (a revival, a reader) costs four times more than of pages
 // write(2) made (bench/cache_bench.py). Without persist the files go when their slots do.
+//
+// The directory may hold other files: the backing touches only names it generates (a
+// chunk file, "<sanitized path>.<8 hex>.<chunk>.npy"; the log; the two lock files; their
+// temp files), so a user's own files beside them are never swept or deleted. If the
+// directory is emptied or removed while a writer runs, its next write recreates what it
+// needs (the directory, its lock, a log of the entries whose files are still there).
 
 #include <cstdint>
 #include <map>
@@ -106,21 +112,27 @@ class DiskBacking final : public SlotBacking {
   uint64_t logged_bytes() const;
   // The file a slot lives in (for tests and error messages).
   std::string FileName(SlotKey key) const;
+  // Whether `name` has the form of a chunk file this backing generates (of any array).
+  static bool IsChunkFileName(std::string_view name);
 
  private:
-  DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arrays, cache::DirLock lock,
-              std::optional<cache::CacheLog> log);
+  DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arrays, std::shared_ptr<const cache::CacheDir> dir,
+              cache::DirLock lock, std::optional<cache::CacheLog> log);
   std::string LogKey(SlotKey key) const;
   // The .npy header of a slot of `source` (padded so the data starts on a page).
   std::string Header(uint32_t source) const;
   // Writes `data` (after the header) to the slot's file and maps it.
   Result<Buffer> WriteFile(SlotKey key, const Buffer& data);
+  // A writer's directory as it must be before a write (under mutex_): recreated with its
+  // lock and log if it was removed; its lock and log re-made if they were.
+  Result<std::shared_ptr<const cache::CacheDir>> IntactDirectory();
 
   DiskCacheOptions options_;
   std::vector<CachedArray> arrays_;
   std::vector<std::string> headers_;  // per source
-  cache::DirLock lock_;
   mutable std::mutex mutex_;
+  std::shared_ptr<const cache::CacheDir> dir_;  // replaced when recreated (under mutex_)
+  std::optional<cache::DirLock> lock_;
   std::optional<cache::CacheLog> log_;              // persist or read-only: the log
   std::map<std::string, cache::LogEntry> entries_;  // log key -> its latest entry
   // What slots fill in before their file is written: recycled, so memory stays warm.

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include "insitubatch/engine/engine.h"
@@ -161,6 +162,71 @@ TEST(DiskBackingTest, ReadOnlyMissesStaleArraysAndWrongShapes) {
   // A reader never creates a directory.
   auto missing = DiskBacking::Open({d.dir / "nope", false, true, false}, d.Arrays());
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+// The directory may hold a user's files: only names the backing generates are swept or
+// deleted, even when a tampered log points a reset at another file.
+TEST(DiskBackingTest, OnlyTheCachesOwnFilesAreTouched) {
+  Disk d;
+  const std::vector<std::string> mine = {"my_features.npy",   "labels.npy",       "t2m.0.npy",
+                                         "t2m.1234567.0.npy", "notes.insitu-tmp", "labels.npy.1.2.insitu-tmp"};
+  for (const std::string& name : mine) std::ofstream(d.dir / name) << "mine";
+  {
+    auto engine = d.MakeEngine({.persist = true});
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+  }
+  // A committed chunk file of this array that the log does not list is swept...
+  auto backing = DiskBacking::Open({d.dir.path(), true, true, false}, d.Arrays());
+  ASSERT_TRUE(backing.ok());
+  const std::string unlisted = (*backing)->FileName({0, 9});
+  backing->reset();
+  std::ofstream(d.dir / unlisted) << "crash leftover";
+  std::ofstream(d.dir / cache::kLogName, std::ios::app)
+      << R"({"key": "t2m#0", "file": "labels.npy", "bytes": 4, "tag": "old"})"
+      << "\n";
+  {
+    auto reset = d.MakeEngine({.persist = true, .reset_stale = true});
+    ASSERT_TRUE(reset.ok()) << reset.status().ToString();
+  }
+  EXPECT_FALSE(fs::exists(d.dir / unlisted));
+  // ...and none of the user's files, whatever the log said.
+  for (const std::string& name : mine) {
+    std::ifstream in(d.dir / name);
+    EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "mine") << name;
+  }
+  EXPECT_TRUE(DiskBacking::IsChunkFileName("t2m.95735051.12.npy"));
+  EXPECT_TRUE(DiskBacking::IsChunkFileName("a_b.c-d.0123abcd.0.npy"));
+  for (const char* other : {"labels.npy", "t2m.0.npy", "t2m.9573505.1.npy", "t2m.95735051.x.npy", "t2m.9573505G.1.npy",
+                            "t 2m.95735051.1.npy", ".95735051.1.npy", "t2m.95735051.1.npz"}) {
+    EXPECT_FALSE(DiskBacking::IsChunkFileName(other)) << other;
+  }
+}
+
+// The directory removed or emptied under a running writer: its next write recreates the
+// directory, the lock and the log, and what it writes then is revived by the next run.
+TEST(DiskBackingTest, AWriterRecoversWhenItsDirectoryIsRemoved) {
+  for (bool whole : {true, false}) {
+    Disk d;
+    {
+      auto engine = d.MakeEngine({.persist = true});
+      ASSERT_TRUE(engine.ok());
+      auto* disk = static_cast<DiskBacking*>((*engine)->pool().backing().get());
+      // Emptied (or removed) before the pass that writes every chunk.
+      for (const auto& e : fs::directory_iterator(d.dir.path())) fs::remove(e.path());
+      if (whole) fs::remove(d.dir.path());
+      ASSERT_EQ(d.Pass(**engine).value(), 16u) << whole;
+      EXPECT_EQ(disk->counters().files_written, 4u);
+      EXPECT_TRUE(fs::exists(d.dir / cache::kWriterLockName));
+      EXPECT_EQ(d.MakeEngine({.persist = true}).status().code(), StatusCode::kLocked);
+    }
+    d.store->Reset();
+    auto engine = d.MakeEngine({.persist = true});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+    EXPECT_EQ(d.store->total(), 0) << whole;
+    EXPECT_EQ(d.last_stats.revived, 4u);
+  }
 }
 
 }  // namespace
