@@ -18,6 +18,7 @@ import pytest
 from servers import FaultProxy, RangeServer
 
 import planfetch as pf
+from insitubatch import InvalidArgumentError
 
 TESTS = Path(__file__).parent
 
@@ -132,3 +133,36 @@ def test_downloads_survive_a_server_restart(tmp_path, down_s):
         assert [Path(p).read_bytes() for p in paths] == data
         assert cache.stats()["retries"] >= 8
         assert elapsed >= down_s * 0.8
+
+
+# -- 3 and 4: indexes that are not UTF-8, lines that would eat memory --------------------------
+@pytest.mark.parametrize("pack_uris", [False, True])
+@pytest.mark.parametrize("column", ["s3_path", "class_id"])
+def test_an_index_that_is_not_utf8_is_refused_at_load_naming_where(tmp_path, pack_uris, column):
+    index = tmp_path / "latin1.csv"
+    row = "s3://b/café.jpg,1" if column == "s3_path" else "s3://b/a.jpg,chat-é"
+    index.write_bytes(("s3_path,class_id\ns3://b/x.jpg,0\n" + row + "\n").encode("latin-1"))
+    offset = index.read_bytes().index(b"\xe9")
+    with pytest.raises(InvalidArgumentError,
+                       match=rf"latin1\.csv line 3, byte offset {offset}: byte 0xE9 is not UTF-8"):
+        pf.load_index_csv(index, s3_uri_col="s3_path", class_col="class_id", pack_uris=pack_uris)
+
+
+def test_a_line_of_commas_is_refused_in_memory_of_the_line(tmp_path):
+    index = tmp_path / "commas.csv"
+    with open(index, "wb") as f:
+        f.write(b"s3_path,class_id\ns3://b/a.jpg,1\n")
+        f.write(b"," * (16 << 20) + b"\n")
+    out = subprocess.run(_python(f"""
+        import resource
+        import planfetch as pf
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        try:
+            pf.load_index_csv({str(index)!r}, s3_uri_col="s3_path", class_col="class_id")
+        except ValueError as exc:
+            print(exc)
+        print((resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024)
+    """), capture_output=True, text=True, timeout=60)
+    message, grown = out.stdout.strip().splitlines()
+    assert "commas.csv line 3: has more than 2 fields, the header 2" in message, out
+    assert int(grown) < 100 << 20  # the file (16 MiB) and little else; 1 GB before
