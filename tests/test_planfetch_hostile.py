@@ -65,6 +65,13 @@ def test_a_job_restarted_after_its_main_process_died_does_not_hang(tmp_path):
                 time.sleep(0.01)
             time.sleep(0.2)
             pids = []
+            busy = os.fork()  # a worker busy elsewhere (decoding), never waiting in the cache
+            if busy == 0:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, 1)
+                os.dup2(null, 2)
+                time.sleep(120)
+                os._exit(0)
             for _ in range(2):
                 pid = os.fork()
                 if pid == 0:
@@ -75,38 +82,48 @@ def test_a_job_restarted_after_its_main_process_died_does_not_hang(tmp_path):
                         print("worker:", type(exc).__name__, exc, flush=True)
                         os._exit(3)
                 pids.append(pid)
-            print(*pids, flush=True)
+            print(busy, *pids, flush=True)
             time.sleep(600)
         """), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        workers = [int(p) for p in main.stdout.readline().split()]
+        busy, *workers = [int(p) for p in main.stdout.readline().split()]
         assert len(workers) == 2, main.stderr.read()
-        time.sleep(0.5)
-        # A waiter is bounded: another process's download that never ends is an error.
-        waiter = subprocess.run(_python(f"""
-            import planfetch as pf
-            try:
-                pf.SharedDiskCache({str(cache_dir)!r}, lock_wait_seconds=1).ensure_local({uri!r})
-            except OSError as exc:
-                print(exc)
-        """), capture_output=True, text=True, timeout=30)
-        assert "lock_wait_seconds" in waiter.stdout and "obj0.bin.insitu-dl" in waiter.stdout, waiter
-        main.send_signal(signal.SIGKILL)  # the main process alone
-        main.wait(timeout=10)
-        # Its workers notice and exit rather than wait for ever.
-        deadline = time.monotonic() + 10
-        while any(_alive(p) for p in workers) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not any(_alive(p) for p in workers), "workers outlived their main process"
-        assert "has exited" in main.stdout.read()
-        # A new job over the same directory takes the download over at once.
-        t0 = time.monotonic()
-        new = subprocess.run(_python(f"""
-            import planfetch as pf
-            print(pf.SharedDiskCache({str(cache_dir)!r}).ensure_local({uri!r}))
-        """), capture_output=True, text=True, timeout=30)
-        assert new.returncode == 0, new.stderr
-        assert Path(new.stdout.strip()).read_bytes() == data[0]
-        assert time.monotonic() - t0 < 20
+        try:
+            _restart_after_the_main_process_dies(main, busy, workers, cache_dir, uri, data[0])
+        finally:
+            for pid in (busy, *workers):
+                if _alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def _restart_after_the_main_process_dies(main, busy, workers, cache_dir, uri, data):
+    time.sleep(0.5)
+    # A waiter is bounded: another process's download that never ends is an error.
+    waiter = subprocess.run(_python(f"""
+        import planfetch as pf
+        try:
+            pf.SharedDiskCache({str(cache_dir)!r}, lock_wait_seconds=1).ensure_local({uri!r})
+        except OSError as exc:
+            print(exc)
+    """), capture_output=True, text=True, timeout=30)
+    assert "lock_wait_seconds" in waiter.stdout and "obj0.bin.insitu-dl" in waiter.stdout, waiter
+    main.send_signal(signal.SIGKILL)  # the main process alone
+    main.wait(timeout=10)
+    assert _alive(busy)  # it lives on, with whatever it inherited
+    # Its waiting workers notice and exit rather than wait for ever.
+    deadline = time.monotonic() + 10
+    while any(_alive(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(p) for p in workers), "workers outlived their main process"
+    assert "has exited" in main.stdout.read()
+    # A new job over the same directory takes the download over at once.
+    t0 = time.monotonic()
+    new = subprocess.run(_python(f"""
+        import planfetch as pf
+        print(pf.SharedDiskCache({str(cache_dir)!r}).ensure_local({uri!r}))
+    """), capture_output=True, text=True, timeout=30)
+    assert new.returncode == 0, new.stderr
+    assert Path(new.stdout.strip()).read_bytes() == data
+    assert time.monotonic() - t0 < 20
 
 
 # -- 5: a short outage costs time, not the epoch -----------------------------------------------
