@@ -126,6 +126,52 @@ def _restart_after_the_main_process_dies(main, busy, workers, cache_dir, uri, da
     assert time.monotonic() - t0 < 20
 
 
+@pytest.mark.skipif(os.uname().machine != "x86_64", reason="forks with the raw x86-64 fork syscall")
+@pytest.mark.timeout(90)
+def test_a_dead_processs_lock_kept_by_a_child_that_skipped_the_fork_handlers_is_not_waited_on(tmp_path):
+    data = _objects(tmp_path / "served", 1)
+    cache_dir = tmp_path / "cache"
+    with RangeServer(tmp_path / "served") as server, FaultProxy(server.url, hang_seconds=60) as proxy:
+        uri = f"{proxy.url}/bucket/obj0.bin"
+        proxy.plan.per_path("hang")
+        # The raw fork syscall runs no pthread_atfork handler: the child keeps its copy of
+        # the main process's lock descriptor, as a child made some other way might.
+        main = subprocess.Popen(_python(f"""
+            import ctypes, os, time
+            import planfetch as pf
+            cache = pf.SharedDiskCache({str(cache_dir)!r})
+            cache.prefetch([{uri!r}])
+            while not os.path.exists(cache.local_path({uri!r}) + ".insitu-dl"):
+                time.sleep(0.01)
+            time.sleep(0.2)
+            pid = ctypes.PyDLL(None).syscall(57)  # SYS_fork
+            if pid == 0:
+                null = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(null, 1)
+                os.dup2(null, 2)
+                time.sleep(120)
+                os._exit(0)
+            print(pid, flush=True)
+            time.sleep(600)
+        """), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        holder = int(main.stdout.readline())
+        try:
+            main.send_signal(signal.SIGKILL)
+            main.wait(timeout=10)
+            assert _alive(holder)
+            t0 = time.monotonic()
+            new = subprocess.run(_python(f"""
+                import planfetch as pf
+                print(pf.SharedDiskCache({str(cache_dir)!r}).ensure_local({uri!r}))
+            """), capture_output=True, text=True, timeout=30)
+            assert new.returncode == 0, new.stderr
+            assert Path(new.stdout.strip()).read_bytes() == data[0]
+            assert time.monotonic() - t0 < 10
+        finally:
+            if _alive(holder):
+                os.kill(holder, signal.SIGKILL)
+
+
 # -- 5: a short outage costs time, not the epoch -----------------------------------------------
 def _refused(port: int) -> bool:
     with socket.socket() as s:

@@ -2,8 +2,10 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,6 +13,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 #include <thread>
 
@@ -130,6 +134,29 @@ bool IsGeneratedSegment(std::string_view name) {
     decoded += static_cast<char>(value);
   }
   return SafeSegment(decoded) == name;
+}
+
+// Whether every process /proc/locks names as holding a flock on the file `st` describes
+// has exited (flock records the process that took the lock, whoever shares it since).
+// False when that is not known: no /proc, no entry (an overlay's inode), a pid outside our
+// namespace (0), a process we may not signal.
+bool HolderHasExited(const struct stat& st) {
+  std::ifstream in("/proc/locks");
+  char id[64];
+  std::snprintf(id, sizeof(id), "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
+                static_cast<unsigned long long>(st.st_ino));
+  bool any = false;
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream fields(line);
+    std::string number, kind, advisory, mode, dev;
+    long pid = 0;
+    fields >> number >> kind;
+    if (kind != "FLOCK") continue;  // another kind, or "->": a waiter, not a holder
+    if (!(fields >> advisory >> mode >> pid >> dev) || dev != id) continue;
+    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return false;
+    any = true;
+  }
+  return any;
 }
 
 double AgeSeconds(const struct stat& st) {
@@ -500,9 +527,13 @@ Status ObjectCache::CheckParent() const {
   return Status::Ok();
 }
 
-// Whether the download lock on `temp` (in `dir`) is free: the other process finished, gave
-// up or died (the kernel drops a dead process's lock).
-Result<bool> ObjectCache::LockFree(int dir, const Location& at) const {
+// Whether the download lock on the object's temp file (in `dir`) is free: the other
+// process finished, gave up or died (the kernel drops a dead process's lock). With
+// `check_holder`, a lock whose holder has exited is treated as free too: it lives on only
+// in a descriptor some child inherited without the fork handler running, and nobody will
+// ever release it; the temp's name is unlinked (its inode stays locked, unnamed) so the
+// next download starts on a fresh inode.
+Result<bool> ObjectCache::LockFree(int dir, const Location& at, bool check_holder) const {
   const std::string temp_name = at.name + std::string(kDownloadSuffix);
   const int fd = LockFds::OpenAt(dir, temp_name, O_RDONLY);
   if (fd < 0) {
@@ -510,7 +541,14 @@ Result<bool> ObjectCache::LockFree(int dir, const Location& at) const {
     if (errno == ELOOP) return Planted(at.path + std::string(kDownloadSuffix), "a symlink");
     return FileError("cannot open", at.path + std::string(kDownloadSuffix), errno);
   }
-  const bool free = ::flock(fd, LOCK_SH | LOCK_NB) == 0;
+  bool free = ::flock(fd, LOCK_SH | LOCK_NB) == 0;
+  struct stat held, named;
+  if (!free && check_holder && ::fstat(fd, &held) == 0 && HolderHasExited(held) &&
+      ::fstatat(dir, temp_name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_ino == held.st_ino &&
+      named.st_dev == held.st_dev) {
+    ::unlinkat(dir, temp_name.c_str(), 0);
+    free = true;
+  }
   LockFds::Close(fd);
   return free;
 }
@@ -547,11 +585,14 @@ Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::fu
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                std::chrono::duration<double>(options_.lock_wait_seconds));
+    auto next_holder_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     for (;;) {
       INSITU_ASSIGN_OR_RETURN(int dir, OpenDir(at, /*create=*/false));
       if (dir < 0) break;  // removed under us: try ourselves
       auto present = Stat(dir, at);
-      auto free = present.ok() && !present->has_value() ? LockFree(dir, at) : Result<bool>(true);
+      const bool check_holder = std::chrono::steady_clock::now() >= next_holder_check;
+      if (check_holder) next_holder_check += std::chrono::seconds(1);
+      auto free = present.ok() && !present->has_value() ? LockFree(dir, at, check_holder) : Result<bool>(true);
       ::close(dir);
       INSITU_RETURN_IF_ERROR(present.status());
       INSITU_RETURN_IF_ERROR(free.status());

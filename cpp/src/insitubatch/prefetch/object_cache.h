@@ -118,7 +118,7 @@ class ObjectCache {
   Result<int> OpenDir(const Location& at, bool create) const;
   Result<std::optional<uint64_t>> Stat(int dir, const Location& at) const;
   Result<std::optional<uint64_t>> Lookup(const Location& at) const;
-  Result<bool> LockFree(int dir, const Location& at) const;
+  Result<bool> LockFree(int dir, const Location& at, bool check_holder) const;
   Status CheckParent() const;
   void Pump();                                                         // starts queued downloads within the limit
   void Begin(std::shared_ptr<Download> d);                             // on a pool thread: lock, then read
