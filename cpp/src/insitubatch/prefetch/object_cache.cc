@@ -587,6 +587,7 @@ Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::fu
                                                std::chrono::duration<double>(options_.lock_wait_seconds));
     auto next_holder_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     for (;;) {
+      INSITU_RETURN_IF_ERROR(CheckParent());
       INSITU_ASSIGN_OR_RETURN(int dir, OpenDir(at, /*create=*/false));
       if (dir < 0) break;  // removed under us: try ourselves
       auto present = Stat(dir, at);
@@ -597,7 +598,6 @@ Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::fu
       INSITU_RETURN_IF_ERROR(present.status());
       INSITU_RETURN_IF_ERROR(free.status());
       if (present->has_value() || *free) break;
-      INSITU_RETURN_IF_ERROR(CheckParent());
       if (interrupted) INSITU_RETURN_IF_ERROR(interrupted());
       if (std::chrono::steady_clock::now() > deadline) {
         char waited[32];
