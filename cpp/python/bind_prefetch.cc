@@ -111,10 +111,12 @@ void BindPrefetch(nb::module_& m) {
   nb::class_<ObjectCache>(m, "ObjectCache", "Objects downloaded to local files (planfetch).")
       .def_static(
           "open",
-          [](const std::string& dir, uint64_t max_bytes, size_t download_threads, double min_age) {
-            return ValueOrThrow(ObjectCache::Open({dir, max_bytes, download_threads, min_age}));
+          [](const std::string& dir, uint64_t max_bytes, size_t download_threads, double min_age, double lock_wait,
+             int parent_pid) {
+            return ValueOrThrow(ObjectCache::Open({dir, max_bytes, download_threads, min_age, lock_wait, parent_pid}));
           },
-          nb::arg("dir"), nb::arg("max_bytes"), nb::arg("download_threads"), nb::arg("min_age_seconds"))
+          nb::arg("dir"), nb::arg("max_bytes"), nb::arg("download_threads"), nb::arg("min_age_seconds"),
+          nb::arg("lock_wait_seconds") = 600.0, nb::arg("parent_pid") = 0)
       .def("register_store", &ObjectCache::RegisterStore, nb::arg("prefix"), nb::arg("store"))
       .def("has_store_for", &ObjectCache::HasStoreFor, nb::arg("uri"))
       .def("local_path", [](const ObjectCache& c, std::string_view uri) { return ValueOrThrow(c.LocalPath(uri)); })

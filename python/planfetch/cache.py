@@ -3,8 +3,10 @@ process (cpp/src/insitubatch/prefetch/object_cache.h has the mechanics).
 
 Downloads run on insitubatch's native IO layer (libcurl: S3 with SigV4 and the whole AWS
 credential chain, ``AWS_ENDPOINT_URL`` / ``AWS_ENDPOINT_URL_S3`` as botocore reads them;
-gs://, http(s)://, file://), at most ``download_threads`` at once, retried with
-exponential backoff and jitter up to 6 attempts. With ``s3_client=`` (a boto3 client), or
+gs://, http(s)://, file://), at most ``download_threads`` at once, retried as insitubatch's
+stores retry (backoff with jitter within ``retry_timeout``, 3 min, and
+``connect_retry_timeout``, 20 s, for a server that refuses connections), up to
+``max_retries=20``; every store option can be passed to SharedDiskCache. With ``s3_client=`` (a boto3 client), or
 ``use_rust=False``, the bytes come through boto3 instead, on a thread pool; everything else
 (paths, locks, pruning) is the same.
 """
@@ -18,6 +20,11 @@ from typing import Any, Iterable
 
 from insitubatch import _ext, arguments, stores
 from insitubatch.errors import FailedPreconditionError, InvalidArgumentError, MissingDependencyError
+
+# The engine's retry windows (retry_timeout 3 min, connect_retry_timeout 20 s, backoff with
+# full jitter from 100 ms to 15 s); more attempts than its 11, so the windows, not the count,
+# end the retries: thousands of downloads in flight through a 10 s outage all survive it.
+_RETRIES = {"max_retries": 20}
 
 _INHERITED: list[Any] = []  # a forked child's copies of its parent's caches: never used
 
@@ -89,7 +96,7 @@ class SharedDiskCache:
     def __init__(self, cache_dir: str | os.PathLike[str], max_bytes: int = 10 * 10**9,
                  download_threads: int = 64, s3_max_pool_connections: int = 256,
                  min_age_seconds_before_delete: float = 2.0, use_rust: bool = True,
-                 s3_client: Any = None, **store_options: Any) -> None:
+                 s3_client: Any = None, lock_wait_seconds: float = 600.0, **store_options: Any) -> None:
         if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
             raise InvalidArgumentError(f"cache_dir must be a directory path, got {cache_dir!r}")
         self.cache_dir = os.path.abspath(os.fspath(cache_dir))
@@ -103,16 +110,20 @@ class SharedDiskCache:
             raise InvalidArgumentError(
                 f"min_age_seconds_before_delete must be a number >= 0, got {min_age_seconds_before_delete!r}")
         self.min_age_seconds_before_delete = float(min_age_seconds_before_delete)
+        if isinstance(lock_wait_seconds, bool) or not isinstance(lock_wait_seconds, (int, float)) \
+                or not 0 < lock_wait_seconds <= 86400:
+            raise InvalidArgumentError(f"lock_wait_seconds must be a number in (0, 86400], got {lock_wait_seconds!r}")
+        self.lock_wait_seconds = float(lock_wait_seconds)
         self.use_rust = arguments.flag("use_rust", use_rust) and s3_client is None
         self.s3_client = s3_client
         self.store_options = dict(store_options)
         self._lock = threading.Lock()
         self._open()
 
-    def _open(self) -> None:
+    def _open(self, parent_pid: int = 0) -> None:
         self._pid = os.getpid()
         self._native = _ext.ObjectCache.open(self.cache_dir, self.max_bytes, self.download_threads,
-                                             self.min_age_seconds_before_delete)
+                                             self.min_age_seconds_before_delete, self.lock_wait_seconds, parent_pid)
         self._registered: set[str] = set()
         self._boto_pool: ThreadPoolExecutor | None = None
 
@@ -121,11 +132,10 @@ class SharedDiskCache:
         if prefix.startswith(("s3://", "s3a://")):
             if not self.use_rust:
                 return self._boto3_store(prefix)
-            options = {"max_retries": 5, "max_connections_per_host": self.s3_max_pool_connections,
-                       **self.store_options}
+            options = {**_RETRIES, "max_connections_per_host": self.s3_max_pool_connections, **self.store_options}
             return stores.store(prefix, **options)
         if prefix.startswith(("gs://", "http://", "https://")):
-            return stores.store(prefix, max_retries=5, **self.store_options)
+            return stores.store(prefix, **{**_RETRIES, **self.store_options})
         if prefix.startswith("file://"):
             return stores.store("file:///")
         raise InvalidArgumentError(
@@ -144,12 +154,14 @@ class SharedDiskCache:
         return _ext_python_store(_Boto3Store(client, prefix.split("://", 1)[1].rstrip("/"), self._boto_pool))
 
     def _cache(self) -> Any:
-        """The native cache, re-opened in a forked child (the parent's threads are not there)."""
+        """The native cache, re-opened in a forked child (the parent's threads are not there).
+        The child's waits end once the process that forked it has exited: a DataLoader
+        worker whose main process died stops instead of waiting on downloads nobody runs."""
         if self._pid != os.getpid():
             with self._lock:
                 if self._pid != os.getpid():
                     _INHERITED.append(self._native)
-                    self._open()
+                    self._open(parent_pid=_watched_parent(self._pid))
         return self._native
 
     def _register(self, uri: str) -> str:
@@ -225,13 +237,28 @@ class SharedDiskCache:
                              download_threads=self.download_threads,
                              s3_max_pool_connections=self.s3_max_pool_connections,
                              min_age_seconds_before_delete=self.min_age_seconds_before_delete,
-                             use_rust=self.use_rust, **self.store_options)}
+                             use_rust=self.use_rust, lock_wait_seconds=self.lock_wait_seconds,
+                             **self.store_options)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         SharedDiskCache.__init__(self, **state["args"])
 
     def __repr__(self) -> str:
         return f"SharedDiskCache({self.cache_dir!r}, max_bytes={self.max_bytes})"
+
+
+def _watched_parent(opener: int) -> int:
+    """The process a forked child's waits watch: the one that opened the cache when it is
+    the child's parent or has died already (then waits end at once), else the parent."""
+    if os.getppid() == opener:
+        return opener
+    try:
+        os.kill(opener, 0)
+    except ProcessLookupError:
+        return opener
+    except PermissionError:
+        pass
+    return os.getppid()
 
 
 def _ext_python_store(obj: Any) -> Any:

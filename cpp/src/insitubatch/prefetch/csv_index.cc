@@ -1,12 +1,17 @@
 #include "insitubatch/prefetch/csv_index.h"
 
+#include <algorithm>
 #include <charconv>
+#include <cstdio>
 #include <limits>
+
+#include "insitubatch/util/text.h"
 
 namespace insitubatch::prefetch {
 namespace {
 
 constexpr size_t kMaxFieldBytes = 64 * 1024;
+constexpr size_t kMaxHeaderFields = 4096;
 
 // Splits RFC 4180 records: Next() fills `fields` with one record's fields (quotes
 // removed, doubled quotes collapsed) and returns false at the end of the text.
@@ -16,11 +21,13 @@ class CsvReader {
     if (text_.starts_with("\xEF\xBB\xBF")) text_.remove_prefix(3);  // a UTF-8 byte order mark
   }
 
-  Result<bool> Next(std::vector<std::string>* fields) {
+  // At most `max_fields` fields and kMaxRecordBytes bytes: memory stays O(record).
+  Result<bool> Next(std::vector<std::string>* fields, size_t max_fields) {
     fields->clear();
     if (pos_ >= text_.size()) return false;
     ++line_;
     record_line_ = line_;
+    const size_t record_start = pos_;
     std::string field;
     bool quoted = false;      // inside quotes
     bool was_quoted = false;  // this field began with a quote
@@ -32,7 +39,7 @@ class CsvReader {
       }
       if (!quoted && !was_quoted) {  // the common case: copy up to the next special byte
         const size_t stop = text_.find_first_of(",\r\n\"", pos_);
-        const size_t end = stop == std::string_view::npos ? text_.size() : stop;
+        const size_t end = std::min(stop == std::string_view::npos ? text_.size() : stop, pos_ + kMaxFieldBytes + 1);
         field.append(text_.substr(pos_, end - pos_));
         pos_ = end;
         if (field.size() > kMaxFieldBytes) return Error("a field longer than 64 KiB");
@@ -52,6 +59,10 @@ class CsvReader {
           field += c;
         }
       } else if (c == ',') {
+        if (fields->size() + 1 >= max_fields) {
+          return Error("has more than " + std::to_string(max_fields) + " fields" +
+                       (max_fields == kMaxHeaderFields ? std::string() : ", the header " + std::to_string(max_fields)));
+        }
         fields->push_back(std::move(field));
         field.clear();
         was_quoted = false;
@@ -67,6 +78,7 @@ class CsvReader {
         field += c;
       }
       if (field.size() > kMaxFieldBytes) return Error("a field longer than 64 KiB");
+      if (pos_ - record_start > kMaxCsvRecordBytes) return Error("a row longer than 1 MiB");
     }
   }
 
@@ -108,9 +120,27 @@ Result<std::string> BucketPrefix(std::string_view uri) {
 }
 
 Result<CsvIndex> ParseCsvIndex(std::string_view text, const CsvIndexOptions& options) {
+  // Every field becomes a Python str: bytes that are not UTF-8 are an error here, naming
+  // where, rather than a decoding error later (or none, for a packed list).
+  size_t line = 1;
+  for (size_t pos = 0; pos < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[pos]);
+    if (c < 0x80) {
+      line += c == '\n';
+      ++pos;
+      continue;
+    }
+    const size_t at = pos;
+    if (!NextUtf8(text, pos)) {
+      char byte[8];
+      std::snprintf(byte, sizeof(byte), "0x%02X", c);
+      return InvalidArgument(options.where + " line " + std::to_string(line) + ", byte offset " + std::to_string(at) +
+                             ": byte " + byte + " is not UTF-8 (an index must be UTF-8 text)");
+    }
+  }
   CsvReader reader(text, options.where);
   std::vector<std::string> fields;
-  INSITU_ASSIGN_OR_RETURN(bool has_header, reader.Next(&fields));
+  INSITU_ASSIGN_OR_RETURN(bool has_header, reader.Next(&fields, kMaxHeaderFields));
   if (!has_header || (fields.size() == 1 && fields[0].empty())) {
     return InvalidArgument(options.where + " is empty: an index needs a header row naming its columns");
   }
@@ -134,7 +164,7 @@ Result<CsvIndex> ParseCsvIndex(std::string_view text, const CsvIndexOptions& opt
   bool prefix_known = !options.pack || options.prefix.has_value();
 
   for (;;) {
-    INSITU_ASSIGN_OR_RETURN(bool more, reader.Next(&fields));
+    INSITU_ASSIGN_OR_RETURN(bool more, reader.Next(&fields, header.size()));
     if (!more) break;
     if (fields.size() == 1 && fields[0].empty()) continue;  // a blank line
     if (fields.size() != header.size()) {

@@ -3,7 +3,10 @@
 // The CSV index of an object-per-sample dataset: one row per sample, a column of object
 // URIs and (optionally) a column of class labels. RFC 4180 fields (quoted fields may hold
 // commas, doubled quotes and line breaks; LF or CRLF rows); the first row names the
-// columns. Untrusted input: every malformed row is an error naming its line.
+// columns. Untrusted input: every malformed row is an error naming its line, and memory
+// stays O(row): a row has at most the header's fields (the header at most 4096), a field
+// at most 64 KiB, a row at most kMaxCsvRecordBytes; the text must be UTF-8 (an error
+// names the line and byte offset of the first byte that is not).
 
 #include <cstdint>
 #include <optional>
@@ -15,6 +18,8 @@
 #include "insitubatch/util/result.h"
 
 namespace insitubatch::prefetch {
+
+inline constexpr size_t kMaxCsvRecordBytes = size_t{1} << 20;
 
 struct CsvIndexOptions {
   std::string uri_column;

@@ -65,5 +65,42 @@ TEST(CsvIndexTest, TextLabelsAndClearErrors) {
   EXPECT_NE(other_bucket.status().message().find("one bucket"), std::string::npos);
 }
 
+TEST(CsvIndexTest, RowsAreBoundedByTheHeaderAndALineLimit) {
+  // A line of commas stops at the header's column count, not after millions of fields.
+  auto commas = ParseCsvIndex("s3_path,class_id\ns3://b/a,1\n" + std::string(size_t{8} << 20, ',') + "\n", Options());
+  ASSERT_FALSE(commas.ok());
+  EXPECT_NE(commas.status().message().find("line 3: has more than 2 fields, the header 2"), std::string::npos)
+      << commas.status().message();
+  std::string wide = "s3_path";
+  for (int i = 0; i < 5000; ++i) wide += ",c";
+  auto header = ParseCsvIndex(wide + "\ns3://b/a\n", Options());
+  ASSERT_FALSE(header.ok());
+  EXPECT_NE(header.status().message().find("line 1: has more than 4096 fields"), std::string::npos);
+  // Fields under 64 KiB each, but a row over the line limit.
+  std::string names, row;
+  for (int i = 0; i < 20; ++i) {
+    names += "c" + std::to_string(i) + ",";
+    row += std::string(60000, 'x') + ",";
+  }
+  auto long_row = ParseCsvIndex(names + "s3_path,class_id\n" + row + "s3://b/a,1\n", Options());
+  ASSERT_FALSE(long_row.ok());
+  EXPECT_NE(long_row.status().message().find("line 2: a row longer than 1 MiB"), std::string::npos)
+      << long_row.status().message();
+}
+
+TEST(CsvIndexTest, BytesThatAreNotUtf8AreNamedByLineAndOffset) {
+  for (bool pack : {false, true}) {
+    auto r = ParseCsvIndex("s3_path,class_id\ns3://b/a,1\ns3://b/caf\xe9.jpg,2\n", Options(pack));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("line 3, byte offset 38: byte 0xE9 is not UTF-8"), std::string::npos)
+        << r.status().message();
+  }
+  auto surrogate = ParseCsvIndex("s3_path,class_id\ns3://b/a,\xed\xa0\x80\n", Options());
+  ASSERT_FALSE(surrogate.ok());
+  EXPECT_NE(surrogate.status().message().find("line 2, byte offset 26"), std::string::npos);
+  EXPECT_TRUE(ParseCsvIndex("s3_path,class_id\ns3://b/caf\xc3\xa9.jpg,\xe7\x8c\xab\n", Options()).ok());
+}
+
 }  // namespace
 }  // namespace insitubatch::prefetch

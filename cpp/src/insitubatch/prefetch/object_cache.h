@@ -2,15 +2,20 @@
 
 // ObjectCache: objects of an object store, one local file each under a directory -- what
 // planfetch's SharedDiskCache is. A URI maps to a fixed path (scheme/authority/key, every
-// segment checked so none can climb out). A download is written to "<path>.insitu-dl" and
-// renamed into place, so no partial file is ever visible under the final name; the
-// downloader holds an exclusive flock on that temp file, so another process (a DataLoader
-// worker) that wants the same object waits for it instead of downloading it again, and
-// takes over if the downloader dies (the kernel drops its lock). Within a process, one
-// download serves every caller; at most `download_threads` are in flight. Pruning deletes
-// files outside a keep-set (window) or the least recently used while over max_bytes
-// (pressure), never one younger than min_age_seconds, from this process's own accounting
-// (meta) or from a scan of the directory (every process's files).
+// segment checked so none can climb out, injectively: no two URIs share a file). A
+// download is written to "<path>.insitu-dl" and renamed into place, so no partial file is
+// ever visible under the final name; the downloader holds an exclusive flock on that temp
+// file, so another process (a DataLoader worker) that wants the same object waits for it
+// (at most lock_wait_seconds) instead of downloading it again, and takes over if the
+// downloader dies (the kernel drops its lock; a forked child closes its copies of the lock
+// descriptors at once, so they never outlive the parent). Every file below the root is
+// opened level by level without following symlinks: a symlink or non-regular file where
+// the cache keeps its own is refused as DataLoss naming it, and missing directories are
+// made again on the next write. Within a process, one download serves every caller; at
+// most `download_threads` are in flight. Pruning deletes files outside a keep-set (window)
+// or the least recently used while over max_bytes (pressure), never one younger than
+// min_age_seconds, from this process's own accounting (meta) or from a scan of the
+// directory (every process's files whose names the cache generates; nothing else).
 
 #include <chrono>
 #include <condition_variable>
@@ -20,7 +25,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -40,6 +45,10 @@ struct ObjectCacheOptions {
   uint64_t max_bytes = uint64_t{10} << 30;
   size_t download_threads = 64;
   double min_age_seconds = 2.0;
+  // The longest EnsureLocal waits on another process's download lock before it fails.
+  double lock_wait_seconds = 600.0;
+  // A forked worker's parent: once it has exited, waits fail (Cancelled). 0 = none.
+  int parent_pid = 0;
 };
 
 enum class PruneMode { kWindow, kPressure };
@@ -95,16 +104,27 @@ class ObjectCache {
 
  private:
   struct Download;
+  // Where a URI's file lives: its directories below the root and its name.
+  struct Location {
+    std::string path;
+    std::vector<std::string> dirs;
+    std::string name;
+  };
   explicit ObjectCache(ObjectCacheOptions options, std::unique_ptr<ThreadPool> pool);
 
   // The download for `path`, started (queued) if none is under way; null if on disk.
-  std::shared_ptr<Download> Start(std::string_view uri, const std::string& path);
+  std::shared_ptr<Download> Start(std::string_view uri, const Location& at);
+  Result<Location> Locate(std::string_view uri) const;
+  Result<int> OpenDir(const Location& at, bool create) const;
+  Result<std::optional<uint64_t>> Stat(int dir, const Location& at) const;
+  Result<std::optional<uint64_t>> Lookup(const Location& at) const;
+  Result<bool> LockFree(int dir, const Location& at, bool check_holder) const;
+  Status CheckParent() const;
   void Pump();                                                         // starts queued downloads within the limit
   void Begin(std::shared_ptr<Download> d);                             // on a pool thread: lock, then read
   void Finish(std::shared_ptr<Download> d, Result<ReadResult> bytes);  // on a pool thread
   void Done(const std::shared_ptr<Download>& d, Status status, bool elsewhere);
   void Account(const std::string& path, uint64_t bytes);
-  Status MakeParents(const std::string& path);
 
   ObjectCacheOptions options_;
   std::unique_ptr<ThreadPool> pool_;
@@ -124,7 +144,6 @@ class ObjectCache {
   };
   std::unordered_map<std::string, FileInfo> files_;  // meta: what this process knows of
   uint64_t bytes_ = 0;
-  std::set<std::string> made_dirs_;
   ObjectCacheStats stats_;
 };
 

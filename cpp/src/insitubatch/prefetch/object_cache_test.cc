@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "insitubatch/io/counting_store.h"
@@ -187,6 +188,98 @@ TEST(ObjectCacheTest, AKeepPlanKeepsTheNeighboursWindowToo) {
   std::vector<int64_t> short_keep(keep.begin(), keep.begin() + 8);
   EXPECT_FALSE(prefetcher->SetPlan(own, 2, short_keep, 4).ok());  // batch counts differ
   EXPECT_FALSE(prefetcher->SetPlan(own, 2, {0, 99}, 2).ok());
+}
+
+TEST(ObjectCacheTest, KeySegmentsMapToNamesInjectively) {
+  Fixture f;
+  auto name = [&](const std::string& segment) {
+    const std::string path = f.cache->LocalPath("mem://b/" + segment).value();
+    return path.substr(path.rfind('/') + 1);
+  };
+  std::set<std::string> names;
+  for (size_t n : {199, 200, 201, 400}) {
+    const std::string segment(n, 'a');
+    const std::string got = name(segment);
+    EXPECT_LE(got.size(), 200u) << n;
+    if (n <= 200) EXPECT_EQ(got, segment);  // short names stay readable
+    names.insert(got);
+  }
+  EXPECT_EQ(names.size(), 4u);
+  // A 200-byte key that already has the hashed form is not stored under that name.
+  const std::string hashed = name(std::string(201, 'a'));
+  ASSERT_EQ(hashed.size(), 200u);
+  ASSERT_EQ(hashed[167], '~');
+  EXPECT_NE(name(hashed), hashed);
+  EXPECT_LE(name(hashed).size(), 200u);
+  // Two long keys sharing their first 200 bytes get different names.
+  EXPECT_NE(name(std::string(300, 'b') + "1"), name(std::string(300, 'b') + "2"));
+  // And both downloads land in files of their own.
+  f.Put(std::string(201, 'a'), 10);
+  f.memory->Set(hashed, std::string("other"));
+  const std::string p1 = f.cache->EnsureLocal("mem://b/" + std::string(201, 'a')).value();
+  const std::string p2 = f.cache->EnsureLocal("mem://b/" + hashed).value();
+  EXPECT_NE(p1, p2);
+  EXPECT_EQ(Read(p1), std::string(10, 'a'));
+  EXPECT_EQ(Read(p2), "other");
+}
+
+TEST(ObjectCacheTest, PlantedSymlinksAreRefusedNeverFollowed) {
+  Fixture f;
+  const std::string root = f.dir.path() + "/cache", outside = f.dir.path() + "/outside";
+  fs::create_directories(outside);
+  fs::create_directories(root + "/mem/b");
+  std::ofstream(outside + "/victim") << "precious";
+  for (const char* key : {"t.jpg", "k/a.jpg", "f.jpg"}) f.Put(key, 100);
+  // A symlink at the temp name: its target must not get the object's bytes.
+  fs::create_symlink(outside + "/victim", root + "/mem/b/t.jpg.insitu-dl");
+  auto temp = f.cache->EnsureLocal("mem://b/t.jpg");
+  EXPECT_EQ(temp.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(temp.status().message().find(root + "/mem/b/t.jpg.insitu-dl"), std::string::npos)
+      << temp.status().message();
+  EXPECT_EQ(Read(outside + "/victim"), "precious");
+  // A symlinked directory level: nothing is downloaded outside the cache.
+  fs::create_directory_symlink(outside, root + "/mem/b/k");
+  auto level = f.cache->EnsureLocal("mem://b/k/a.jpg");
+  EXPECT_EQ(level.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(level.status().message().find(root + "/mem/b/k"), std::string::npos) << level.status().message();
+  EXPECT_FALSE(fs::exists(outside + "/a.jpg"));
+  EXPECT_FALSE(fs::exists(outside + "/a.jpg.insitu-dl"));
+  // A symlink at the final name is not served as the object.
+  fs::create_symlink(outside + "/victim", root + "/mem/b/f.jpg");
+  auto final_ = f.cache->EnsureLocal("mem://b/f.jpg");
+  EXPECT_EQ(final_.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(final_.status().message().find(root + "/mem/b/f.jpg"), std::string::npos);
+  EXPECT_EQ(f.store->total_reads(), 0u);
+  // A scan prune deletes neither links nor files whose names the cache never generates.
+  ObjectCacheOptions o;
+  o.min_age_seconds = 0;
+  o.dir = root;
+  auto cache = ObjectCache::Open(o).value();
+  std::ofstream(root + "/notes.txt") << "mine";
+  std::ofstream(root + "/mem/b/%zz") << "mine";
+  std::ofstream(root + "/mem/b/%41") << "mine";  // "A" is never escaped
+  auto pruned = cache->Prune(PruneMode::kWindow, PruneBackend::kScan, {});
+  ASSERT_TRUE(pruned.ok());
+  EXPECT_EQ(pruned->removed_files, 0u);
+  for (const char* kept : {"/notes.txt", "/mem/b/%zz", "/mem/b/%41", "/mem/b/f.jpg", "/mem/b/t.jpg.insitu-dl"}) {
+    EXPECT_TRUE(fs::symlink_status(root + kept).type() != fs::file_type::not_found) << kept;
+  }
+  EXPECT_EQ(Read(outside + "/victim"), "precious");
+}
+
+TEST(ObjectCacheTest, DirectoriesRemovedUnderAnOpenCacheComeBack) {
+  Fixture f;
+  for (const char* key : {"k/a.jpg", "k/b.jpg", "k/c.jpg"}) f.Put(key, 10);
+  ASSERT_TRUE(f.cache->EnsureLocal("mem://b/k/a.jpg").ok());
+  const std::string root = f.dir.path() + "/cache";
+  for (const auto& e : fs::directory_iterator(root)) fs::remove_all(e.path());  // rm -rf cache/*
+  auto again = f.cache->EnsureLocal("mem://b/k/b.jpg");
+  ASSERT_TRUE(again.ok()) << again.status().message();
+  EXPECT_EQ(Read(*again), std::string(10, 'g'));
+  fs::remove_all(root);  // rm -rf cache
+  auto root_gone = f.cache->EnsureLocal("mem://b/k/c.jpg");
+  ASSERT_TRUE(root_gone.ok()) << root_gone.status().message();
+  EXPECT_EQ(Read(*root_gone), std::string(10, 'g'));
 }
 
 }  // namespace

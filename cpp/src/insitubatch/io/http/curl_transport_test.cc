@@ -216,6 +216,22 @@ TEST(CurlTransportTest, ARetriedReadReportsWhatItTook) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(3));
 }
 
+TEST(CurlTransportTest, ADelayOvershootingTheRetryWindowEndsAtItForOneLastAttempt) {
+  // Delays drawn from [0, 100 s] against a 500 ms window: the draw is cut to the window's
+  // end and tried there, not given up on after the first attempt.
+  HttpStoreOptions o = FastRetries(5);
+  o.transport.retry.base_delay = o.transport.retry.max_delay = milliseconds(100000);
+  o.transport.retry.connect_deadline = milliseconds(500);
+  auto dead = HttpStore::Open("http://127.0.0.1:" + std::to_string(UnusedLoopbackPort()), o).value();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto refused = dead->Read("k");
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(), HasSubstr("gave up after 2 attempts"));
+  EXPECT_GE(took, milliseconds(450));
+  EXPECT_LT(took, std::chrono::seconds(5));
+}
+
 TEST(CurlTransportTest, StoreReleasedInsideItsOwnCallback) {
   ScriptedServer server({Reply(200, "OK", "x")});
   auto store = HttpStore::Open(server.url(), FastRetries(1)).value();
