@@ -471,8 +471,9 @@ def cache_filesystem_type(path: str) -> str:
 def cache_is_network_filesystem(type: str) -> bool: ...
 
 def cache_locks_work(dir: str) -> bool:
-    """Whether advisory (flock) locks work in `dir`: False only where the filesystem has
-    none (ENOLCK, EOPNOTSUPP). Creates and writes nothing."""
+    """
+    Whether advisory (flock) locks work in `dir`: False only where the filesystem has none (ENOLCK, EOPNOTSUPP). Creates and writes nothing.
+    """
 
 def cache_lock_holder(dir: str) -> str:
     """What the writer holding `dir` recorded (pid, host, since), or ''."""
