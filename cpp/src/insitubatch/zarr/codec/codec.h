@@ -63,6 +63,9 @@ class BytesToBytesCodec {
   // output (DataLoss past it) so a hostile frame cannot exhaust memory.
   virtual Result<Buffer> Decode(ByteSpan in, size_t max_size) const = 0;
   virtual Result<Buffer> Encode(ByteSpan in) const = 0;
+  // The most bytes any valid encoding of `decoded` bytes can take (what a reader may accept
+  // before it reads a stored object); UINT64_MAX where the codec knows no bound.
+  virtual uint64_t MaxEncodedSize(uint64_t decoded) const { return UINT64_MAX; }
 
   // Codecs whose decoded form is a sub-range of the input (checksums) return it here,
   // validated, so no copy is made; the default returns nullopt-like empty Result.
@@ -71,6 +74,14 @@ class BytesToBytesCodec {
     return Unimplemented(name() + " does not decode to a subspan");
   }
 };
+
+// What a compressor's MaxEncodedSize allows beyond its library's own worst-case bound: room
+// for framing a writer may add (a gzip file name or extra field, a zstd skippable frame),
+// so only an object far beyond any real encoding of its chunk is refused.
+inline constexpr uint64_t kCompressedFramingSlack = uint64_t{64} << 10;
+
+// a + b, or UINT64_MAX where that overflows (an unknown bound stays unknown).
+inline uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 // Array -> bytes (`bytes`, `sharding_indexed`).
 class ArrayToBytesCodec {
