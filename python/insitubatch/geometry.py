@@ -13,6 +13,8 @@ import itertools
 import json
 import logging
 import math
+import os
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
@@ -318,18 +320,44 @@ def _batchable_paths(hierarchy: Any, store: Any, sample_axis: int) -> list[str]:
     return list(kept)
 
 
+# read_chunk's parsed hierarchy of the last store *object* it read (not of a URL or path,
+# which makes a new store per call): (that object, its hierarchy). One entry, so at most one
+# store and its metadata are kept alive by it; the hierarchy holds the store.
+_read_hierarchy: tuple[Any, Any] | None = None
+_read_hierarchy_lock = threading.Lock()
+
+
+def _hierarchy_for_reads(store: Any) -> Any:
+    """The hierarchy of ``store``: parsed once per store object while it is the last one read."""
+    global _read_hierarchy
+    if isinstance(store, (str, os.PathLike)):
+        return _ext.open_hierarchy(_native(store))
+    with _read_hierarchy_lock:
+        cached = _read_hierarchy
+    if cached is not None and cached[0] is store:
+        return cached[1]
+    hierarchy = _ext.open_hierarchy(_native(store))
+    with _read_hierarchy_lock:
+        _read_hierarchy = (store, hierarchy)
+    return hierarchy
+
+
 def read_chunk(store: Any, array_path: str, chunk_coords: Sequence[int]) -> np.ndarray:
     """The decoded stored chunk at ``chunk_coords`` (full chunk shape, fill value if absent);
     for a variable-length string array, an object array of ``str`` (or ``bytes``).
 
     A low-level tool for tests and diagnostics; the engine never goes through Python.
+    Repeated calls on the same store object reuse its metadata, read and parsed at the
+    first of them (only the last store object read is remembered): metadata rewritten since
+    is seen through a new store object, or by passing the URL or path, which opens the store
+    afresh on every call. Chunk data is read anew every time.
     """
     from . import arguments  # lazy: geometry also loads on its own (its sizing tests do)
 
     if isinstance(chunk_coords, (str, bytes)) or not hasattr(chunk_coords, "__iter__"):
         raise InvalidTypeError(f"chunk_coords must be a sequence of ints, got {chunk_coords!r}")
     coords = [arguments.integer(f"chunk_coords[{i}]", c, (0, 2**63 - 1)) for i, c in enumerate(chunk_coords)]
-    hierarchy = _ext.open_hierarchy(_native(store))
+    hierarchy = _hierarchy_for_reads(store)
     path = str(array_path).strip("/")
     array = hierarchy.open_array(path)
     if "string_kind" in array.metadata:  # variable-length strings: an object array
