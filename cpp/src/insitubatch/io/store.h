@@ -30,8 +30,8 @@ struct ByteRange {
 
   static ByteRange All() { return {}; }
   static ByteRange AllAtMost(uint64_t max_size) { return {Kind::kAll, 0, 0, max_size}; }
-  static ByteRange Range(uint64_t offset, uint64_t length) { return {Kind::kRange, offset, length}; }
-  static ByteRange Suffix(uint64_t length) { return {Kind::kSuffix, 0, length}; }
+  static ByteRange Range(uint64_t offset, uint64_t length) { return {Kind::kRange, offset, length, UINT64_MAX}; }
+  static ByteRange Suffix(uint64_t length) { return {Kind::kSuffix, 0, length, UINT64_MAX}; }
 
   // "" for kAll, " [bytes 10-19]" or " [last 16 bytes]" otherwise; used in error context.
   std::string Describe() const;

@@ -431,16 +431,16 @@ Result<Json> ParseJson(std::string_view text, std::string_view where) {
     }
     constexpr std::string_view kLastRead = "; last read: '";
     constexpr size_t kMaxToken = 40;
-    std::string text(message);
-    if (const size_t at = text.find(kLastRead); at != std::string::npos) {
+    std::string shown(message);
+    if (const size_t at = shown.find(kLastRead); at != std::string::npos) {
       std::string_view token = message.substr(at + kLastRead.size());
       if (token.ends_with('\'')) token.remove_suffix(1);
       const bool cut = token.size() > kMaxToken;
       if (cut) token = token.substr(token.size() - kMaxToken);
-      text = text.substr(0, at) + std::string(kLastRead) + (cut ? "..." : "") + std::string(token) + "'";
+      shown = shown.substr(0, at) + std::string(kLastRead) + (cut ? "..." : "") + std::string(token) + "'";
     }
     // A metadata error, not a corrupt chunk: the document cannot describe an array at all.
-    return Error(StatusCode::kInvalidArgument, where, "not valid JSON: " + EscapeInvalidUtf8(text));
+    return Error(StatusCode::kInvalidArgument, where, "not valid JSON: " + EscapeInvalidUtf8(shown));
   } catch (const std::exception& e) {
     return Error(StatusCode::kResourceExhausted, where, std::string("parsing JSON failed: ") + e.what());
   }
