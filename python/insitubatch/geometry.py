@@ -320,26 +320,32 @@ def _batchable_paths(hierarchy: Any, store: Any, sample_axis: int) -> list[str]:
     return list(kept)
 
 
-# read_chunk's parsed hierarchy of the last store *object* it read (not of a URL or path,
-# which makes a new store per call): (that object, its hierarchy). One entry, so at most one
-# store and its metadata are kept alive by it; the hierarchy holds the store.
-_read_hierarchy: tuple[Any, Any] | None = None
-_read_hierarchy_lock = threading.Lock()
+# What read_chunk parsed for the last store *object* it read (not for a URL or path, which
+# makes a new store per call): that object, its hierarchy, and per array path the opened
+# array with its metadata dict. One entry, so at most one store and its metadata are kept
+# alive by it (the hierarchy holds the store).
+_read_cache: tuple[Any, Any, dict[str, tuple[Any, dict[str, Any]]]] | None = None
+_read_cache_lock = threading.Lock()
 
 
-def _hierarchy_for_reads(store: Any) -> Any:
-    """The hierarchy of ``store``: parsed once per store object while it is the last one read."""
-    global _read_hierarchy
-    if isinstance(store, (str, os.PathLike)):
-        return _ext.open_hierarchy(_native(store))
-    with _read_hierarchy_lock:
-        cached = _read_hierarchy
-    if cached is not None and cached[0] is store:
-        return cached[1]
-    hierarchy = _ext.open_hierarchy(_native(store))
-    with _read_hierarchy_lock:
-        _read_hierarchy = (store, hierarchy)
-    return hierarchy
+def _array_for_reads(store: Any, path: str) -> tuple[Any, dict[str, Any]]:
+    """The opened array at ``path`` and its metadata dict, parsed once per store object
+    while it is the last one read (a metadata dict holds the attributes: not remade per call)."""
+    global _read_cache
+    cached = None
+    if not isinstance(store, (str, os.PathLike)):
+        with _read_cache_lock:
+            cached = _read_cache if _read_cache is not None and _read_cache[0] is store else None
+    if cached is None:
+        cached = (store, _ext.open_hierarchy(_native(store)), {})
+        if not isinstance(store, (str, os.PathLike)):
+            with _read_cache_lock:
+                _read_cache = cached
+    arrays = cached[2]
+    if path not in arrays:
+        array = cached[1].open_array(path)
+        arrays[path] = (array, array.metadata)
+    return arrays[path]
 
 
 def read_chunk(store: Any, array_path: str, chunk_coords: Sequence[int]) -> np.ndarray:
@@ -357,15 +363,13 @@ def read_chunk(store: Any, array_path: str, chunk_coords: Sequence[int]) -> np.n
     if isinstance(chunk_coords, (str, bytes)) or not hasattr(chunk_coords, "__iter__"):
         raise InvalidTypeError(f"chunk_coords must be a sequence of ints, got {chunk_coords!r}")
     coords = [arguments.integer(f"chunk_coords[{i}]", c, (0, 2**63 - 1)) for i, c in enumerate(chunk_coords)]
-    hierarchy = _hierarchy_for_reads(store)
-    path = str(array_path).strip("/")
-    array = hierarchy.open_array(path)
-    if "string_kind" in array.metadata:  # variable-length strings: an object array
+    array, meta = _array_for_reads(store, str(array_path).strip("/"))
+    if "string_kind" in meta:  # variable-length strings: an object array
         from .strings import read_string_chunk
 
-        return read_string_chunk(array, coords)
+        return read_string_chunk(array, coords, tuple(meta["chunks"]))
     data = np.asarray(array.read_chunk(coords))
-    return as_stored(data, _numpy_dtype(hierarchy.array_metadata(path)))
+    return as_stored(data, _numpy_dtype(meta))
 
 
 __all__ = ["ArrayGeometry", "open_geometries", "open_hierarchy", "read_chunk"]
