@@ -198,9 +198,17 @@ def test_read_chunk_parses_a_store_objects_metadata_once(tmp_path):
     assert store.gets.get("v/zarr.json") == 1
     assert [store.gets.get(f"v/c/{i}/0") for i in range(4)] == [1, 1, 1, 1]  # chunks are read every time
     # A native store object is remembered the same way; a new object parses afresh.
-    counting = ib.geometry._native(store)
+    counting = ib.as_native_store(store)
     assert ib.read_chunk(counting, "v", (0, 0)).shape == (3, 5)
     assert ib.read_chunk(counting, "v", (1, 0)).shape == (3, 5)
     assert store.gets["v/zarr.json"] == 2
     assert ib.read_chunk(store, "v", (0, 0)).shape == (3, 5)  # the last store read was `counting`
     assert store.gets["v/zarr.json"] == 3
+
+
+def test_read_chunk_by_path_sees_metadata_rewritten_between_calls(tmp_path):
+    root = tmp_path / "s.zarr"
+    _write(root, 3)
+    assert ib.read_chunk(str(root), "v", (0, 0)).dtype == np.float64
+    zarr.create_array(zarr.storage.LocalStore(root), name="v", shape=(4,), chunks=(2,), dtype="i2", overwrite=True)[...] = 7
+    np.testing.assert_array_equal(ib.read_chunk(str(root), "v", (1,)), np.array([7, 7], dtype="i2"))
