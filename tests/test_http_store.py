@@ -90,10 +90,29 @@ def test_an_unconsolidated_group_opens_named_arrays_and_says_why_it_cannot_list_
 def test_connections_are_reused(demo, server):
     server.clear_log()
     store = insitubatch.store(server.url + "/demo.zarr", io_threads=1)
-    check_every_chunk(store, demo[0], arrays=["t2m"])
+    for _ in range(3):  # the metadata is read once (read_chunk keeps it), the chunks every time
+        check_every_chunk(store, demo[0], arrays=["t2m"])
     clients = [r["client"] for r in server.requests]
     assert len(clients) > 10
     assert len(set(clients)) <= 2, clients  # keep-alive: one socket (two at most), not one per read
+
+
+def test_an_oversized_chunk_is_refused_from_its_content_length(tmp_path):
+    import zarr
+
+    root = tmp_path / "big.zarr"
+    arr = zarr.create_array(zarr.storage.LocalStore(root), name="v", shape=(6, 5), chunks=(3, 5), dtype="f8",
+                            compressors=None, fill_value=0)
+    arr[...] = np.arange(30, dtype="f8").reshape(6, 5)
+    (root / "v" / "c" / "1" / "0").write_bytes(bytes(1 << 20))  # 1 MiB for a 120-byte chunk
+    with RangeServer(tmp_path) as srv:
+        store = insitubatch.store(srv.url + "/big.zarr")
+        with pytest.raises(insitubatch.CorruptChunkError,
+                           match=rf"v \[1, 0\]: reading {srv.url}/big.zarr/v/c/1/0: object is 1048576 bytes, more"
+                                 r" than the 120 its reader accepts \(refused unread\)"):
+            insitubatch.read_chunk(store, "v", (1, 0))
+        assert len([r for r in srv.requests if r["path"].endswith("/v/c/1/0")]) == 1  # not retried
+        np.testing.assert_array_equal(insitubatch.read_chunk(store, "v", (0, 0)), arr[:3])
 
 
 def test_headers_authenticate_and_never_leak(demo, tmp_path):

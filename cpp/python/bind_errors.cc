@@ -44,7 +44,16 @@ void BindErrors(nb::module_& m) {
     } catch (const StatusException& e) {
       nb::object errors = nb::module_::import_("insitubatch.errors");
       nb::object cls = errors.attr(ClassNameFor(e.status.code()));
-      nb::object exc = cls(nb::str(e.status.message().c_str()));
+      // A message may quote untrusted bytes (a key, a document); never let one that is
+      // not UTF-8 turn the error into nanobind's bare conversion RuntimeError.
+      const std::string& message = e.status.message();
+      nb::object text =
+          nb::steal(PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()), "backslashreplace"));
+      if (!text.is_valid()) {
+        PyErr_Clear();
+        text = nb::str("(an error message that could not be decoded)");
+      }
+      nb::object exc = cls(text);
       if (e.status.detail() != 0) {
         nb::setattr(exc, "detail", nb::int_(e.status.detail()));
       }

@@ -40,11 +40,12 @@ nb::dict MetadataToDict(const zarr::ArrayMetadata& meta) {
   d["read_chunks"] = ToTuple(ReadChunkShape(meta));
   d["dtype"] = meta.dtype.numpy_typestr();
   nb::list codecs;
-  for (const auto& c : meta.codecs) codecs.append(nb::str(c.name.c_str()));
+  for (const auto& c : meta.codecs) codecs.append(nb::str(c.name.data(), c.name.size()));
   d["codecs"] = codecs;
   d["attributes_json"] = meta.attributes.dump();
   nb::list dims;
-  for (const auto& name : meta.dimension_names) dims.append(nb::str(name.c_str()));
+  for (const auto& name : meta.dimension_names)
+    dims.append(nb::str(name.data(), name.size()));  // "\u0000" may be inside
   d["dimension_names"] = nb::tuple(dims);
   if (!meta.record_fields.is_null()) d["record_fields"] = meta.record_fields.dump();
   if (meta.dtype.is_variable()) {  // a string: its UTF-8 (or raw) bytes, any length

@@ -13,6 +13,8 @@ import itertools
 import json
 import logging
 import math
+import os
+import threading
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterator, Sequence
 
@@ -328,26 +330,56 @@ def _batchable_paths(hierarchy: Any, store: Any, sample_axis: int) -> list[str]:
     return list(kept)
 
 
+# What read_chunk parsed for the last store *object* it read (not for a URL or path, which
+# makes a new store per call): that object, its hierarchy, and per array path the opened
+# array with its metadata dict. One entry, so at most one store and its metadata are kept
+# alive by it (the hierarchy holds the store).
+_read_cache: tuple[Any, Any, dict[str, tuple[Any, dict[str, Any]]]] | None = None
+_read_cache_lock = threading.Lock()
+
+
+def _array_for_reads(store: Any, path: str) -> tuple[Any, dict[str, Any]]:
+    """The opened array at ``path`` and its metadata dict, parsed once per store object
+    while it is the last one read (a metadata dict holds the attributes: not remade per call)."""
+    global _read_cache
+    cached = None
+    if not isinstance(store, (str, os.PathLike)):
+        with _read_cache_lock:
+            cached = _read_cache if _read_cache is not None and _read_cache[0] is store else None
+    if cached is None:
+        cached = (store, _ext.open_hierarchy(_native(store)), {})
+        if not isinstance(store, (str, os.PathLike)):
+            with _read_cache_lock:
+                _read_cache = cached
+    arrays = cached[2]
+    if path not in arrays:
+        array = cached[1].open_array(path)
+        arrays[path] = (array, array.metadata)
+    return arrays[path]
+
+
 def read_chunk(store: Any, array_path: str, chunk_coords: Sequence[int]) -> np.ndarray:
     """The decoded stored chunk at ``chunk_coords`` (full chunk shape, fill value if absent);
     for a variable-length string array, an object array of ``str`` (or ``bytes``).
 
     A low-level tool for tests and diagnostics; the engine never goes through Python.
+    Repeated calls on the same store object reuse its metadata, read and parsed at the
+    first of them (only the last store object read is remembered): metadata rewritten since
+    is seen through a new store object, or by passing the URL or path, which opens the store
+    afresh on every call. Chunk data is read anew every time.
     """
     from . import arguments  # lazy: geometry also loads on its own (its sizing tests do)
 
     if isinstance(chunk_coords, (str, bytes)) or not hasattr(chunk_coords, "__iter__"):
         raise InvalidTypeError(f"chunk_coords must be a sequence of ints, got {chunk_coords!r}")
     coords = [arguments.integer(f"chunk_coords[{i}]", c, (0, 2**63 - 1)) for i, c in enumerate(chunk_coords)]
-    hierarchy = _ext.open_hierarchy(_native(store))
-    path = str(array_path).strip("/")
-    array = hierarchy.open_array(path)
-    if "string_kind" in array.metadata:  # variable-length strings: an object array
+    array, meta = _array_for_reads(store, str(array_path).strip("/"))
+    if "string_kind" in meta:  # variable-length strings: an object array
         from .strings import read_string_chunk
 
-        return read_string_chunk(array, coords)
+        return read_string_chunk(array, coords, tuple(meta["chunks"]))
     data = np.asarray(array.read_chunk(coords))
-    return as_stored(data, _numpy_dtype(hierarchy.array_metadata(path)))
+    return as_stored(data, _numpy_dtype(meta))
 
 
 __all__ = ["ArrayGeometry", "open_geometries", "open_hierarchy", "read_chunk"]

@@ -29,12 +29,13 @@ def is_string(dtype: np.dtype) -> bool:
     return np.dtype(dtype).kind == "O"
 
 
-def read_string_chunk(array: Any, coords: Sequence[int]) -> np.ndarray:
-    """One stored chunk of a native string array as an object array of the chunk shape."""
+def read_string_chunk(array: Any, coords: Sequence[int], chunks: tuple[int, ...] | None = None) -> np.ndarray:
+    """One stored chunk of a native string array as an object array of the chunk shape
+    (``chunks``, when the caller has it, spares remaking the metadata dict)."""
     items = array.read_string_chunk(list(coords))
     out = np.empty(len(items), dtype=object)
     out[:] = items
-    return out.reshape(tuple(array.metadata["chunks"]))
+    return out.reshape(chunks if chunks is not None else tuple(array.metadata["chunks"]))
 
 
 class StringColumn:

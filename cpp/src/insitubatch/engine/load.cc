@@ -150,7 +150,7 @@ void Engine::StartRead(TileRead read) {
   Engine* self = this;
   auto holder = std::make_shared<TileRead>(std::move(read));
   source.array->store()->ReadAsync(
-      key, ByteRange::All(),
+      key, source.array->ChunkReadRange(),  // an oversized object is refused unread
       [self, holder, t0](Result<ReadResult> bytes) mutable {
         const double waited = SecondsSince(t0);
         // IO threads never decode: hand the bytes to the decode pool. (std::function needs

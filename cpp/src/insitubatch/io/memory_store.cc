@@ -11,6 +11,10 @@ Result<ResolvedRange> ResolveRange(ByteRange range, uint64_t size) {
   };
   switch (range.kind) {
     case ByteRange::Kind::kAll:
+      if (size > range.max_size) {
+        return DataLoss("object is " + std::to_string(size) + " bytes, more than the " +
+                        std::to_string(range.max_size) + " its reader accepts (refused unread)");
+      }
       return ResolvedRange{0, size};
     case ByteRange::Kind::kRange:
       // Written as a subtraction so offset + length cannot overflow.

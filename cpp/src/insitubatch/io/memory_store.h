@@ -26,7 +26,8 @@ class MemoryStore final : public Store {
 };
 
 // Applies `range` to an object of `size` bytes: the [begin, end) offsets, or DataLoss when
-// the range runs past the end (a truncated object). Shared by every store backend.
+// the range runs past the end (a truncated object) or the whole object is larger than
+// the range's max_size. Shared by every store backend.
 struct ResolvedRange {
   uint64_t begin = 0;
   uint64_t end = 0;

@@ -23,10 +23,15 @@ struct ByteRange {
   Kind kind = Kind::kAll;
   uint64_t offset = 0;  // kRange: first byte
   uint64_t length = 0;  // kRange: byte count; kSuffix: the last `length` bytes
+  // kAll: the largest object the reader accepts (a zarr chunk: the largest valid encoding
+  // of it). A store that learns the size first (file, memory, references) refuses a larger
+  // object with DataLoss before reading or allocating anything.
+  uint64_t max_size = UINT64_MAX;
 
   static ByteRange All() { return {}; }
-  static ByteRange Range(uint64_t offset, uint64_t length) { return {Kind::kRange, offset, length}; }
-  static ByteRange Suffix(uint64_t length) { return {Kind::kSuffix, 0, length}; }
+  static ByteRange AllAtMost(uint64_t max_size) { return {Kind::kAll, 0, 0, max_size}; }
+  static ByteRange Range(uint64_t offset, uint64_t length) { return {Kind::kRange, offset, length, UINT64_MAX}; }
+  static ByteRange Suffix(uint64_t length) { return {Kind::kSuffix, 0, length, UINT64_MAX}; }
 
   // "" for kAll, " [bytes 10-19]" or " [last 16 bytes]" otherwise; used in error context.
   std::string Describe() const;

@@ -63,4 +63,22 @@ std::optional<uint32_t> NextUtf8(std::string_view s, size_t& pos) {
   return cp;
 }
 
+std::string EscapeInvalidUtf8(std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(s.size());
+  for (size_t pos = 0; pos < s.size();) {
+    const size_t start = pos;
+    if (NextUtf8(s, pos)) {
+      out.append(s.substr(start, pos - start));
+      continue;
+    }
+    const auto c = static_cast<unsigned char>(s[pos++]);
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 15];
+  }
+  return out;
+}
+
 }  // namespace insitubatch

@@ -1,7 +1,7 @@
 #pragma once
 
 // Small text helpers the stores and codecs share: ASCII trimming and lower-casing,
-// percent-decoding, and strict UTF-8 decoding of untrusted bytes.
+// percent-decoding, and strict UTF-8 decoding (and escaping) of untrusted bytes.
 
 #include <cstdint>
 #include <optional>
@@ -24,5 +24,9 @@ std::optional<std::string> PercentDecode(std::string_view s, bool strict);
 // what Python's decoder refuses too (a bad or truncated sequence, an overlong form, a
 // surrogate, past U+10FFFF).
 std::optional<uint32_t> NextUtf8(std::string_view s, size_t& pos);
+
+// `s` with every byte that is not part of a valid UTF-8 sequence written as \xNN (as
+// Python's "backslashreplace"), so untrusted bytes quoted in a message stay printable text.
+std::string EscapeInvalidUtf8(std::string_view s);
 
 }  // namespace insitubatch

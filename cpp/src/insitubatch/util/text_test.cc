@@ -32,5 +32,16 @@ TEST(TextTest, Utf8AsPythonDecodesIt) {
   }
 }
 
+TEST(TextTest, EscapeInvalidUtf8KeepsValidTextAndEscapesTheRest) {
+  EXPECT_EQ(EscapeInvalidUtf8("a\xc3\xa9"
+                              "b"),
+            "a\xc3\xa9"
+            "b");  // é stays as it is
+  EXPECT_EQ(EscapeInvalidUtf8("X\xffZ"), "X\\xffZ");
+  EXPECT_EQ(EscapeInvalidUtf8("\xe6\x9d"), "\\xe6\\x9d");  // a truncated sequence, byte by byte
+  EXPECT_EQ(EscapeInvalidUtf8("\xed\xa0\x80!"), "\\xed\\xa0\\x80!");
+  EXPECT_EQ(EscapeInvalidUtf8(""), "");
+}
+
 }  // namespace
 }  // namespace insitubatch

@@ -50,7 +50,13 @@ Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store,
   auto chain = CodecChain::Build(md.codecs, repr, BuiltinCodecRegistry());
   if (!chain.ok()) return chain.status().WithContext(what);
   array->chain_ = std::move(chain).value();
+  array->max_stored_bytes_ = array->chain_.MaxEncodedSize();
   return std::shared_ptr<const Array>(std::move(array));
+}
+
+std::string Array::OversizeText(uint64_t stored_bytes) const {
+  return "stored object is " + std::to_string(stored_bytes) + " bytes, more than the " +
+         std::to_string(max_stored_bytes_) + " any valid encoding of the chunk takes (" + chain_.Describe() + ")";
 }
 
 Status Array::ValidateChunkCoords(const std::vector<uint64_t>& coords) const {
@@ -87,7 +93,8 @@ Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords, 
   if (metadata_.dtype.is_variable()) {
     return NoFixedSizeForm(path_, coords);
   }
-  Status s = chain_.DecodeInto(stored, out, progress);
+  Status s = stored.size() > max_stored_bytes_ ? DataLoss(OversizeText(stored.size()))
+                                               : chain_.DecodeInto(stored, out, progress);
   if (s.ok()) return s;
   return s.WithContext(DescribeChunk(path_, coords) + " (" + store_->Describe(ChunkKey(coords)) + ")");
 }
@@ -120,7 +127,7 @@ Status Array::ReadChunk(const std::vector<uint64_t>& coords, MutableByteSpan out
     return InvalidArgument(DescribeChunk(path_, coords) + ": output buffer holds " + std::to_string(out.size()) +
                            " bytes, the chunk needs " + std::to_string(chunk_bytes()));
   }
-  auto read = store_->Read(ChunkKey(coords));
+  auto read = store_->Read(ChunkKey(coords), ChunkReadRange());
   if (!read.ok()) return read.status().WithContext(DescribeChunk(path_, coords));
   if (!read->found) {
     FillChunk(out);

@@ -30,13 +30,20 @@ class Array {
   // Bytes of one decoded stored chunk (the full chunk shape, edge chunks included).
   uint64_t chunk_bytes() const { return metadata_.chunk_bytes(); }
 
+  // The most bytes a valid stored chunk takes (CodecChain::MaxEncodedSize; UINT64_MAX
+  // when unbounded: sharding, strings), and the whole-object read that refuses a larger
+  // one unread where the store knows sizes first.
+  uint64_t max_stored_bytes() const { return max_stored_bytes_; }
+  ByteRange ChunkReadRange() const { return ByteRange::AllAtMost(max_stored_bytes_); }
+
   // InvalidArgument unless coords has ndim entries each inside the chunk grid.
   Status ValidateChunkCoords(const std::vector<uint64_t>& coords) const;
   // The store key of the stored chunk at `coords`.
   std::string ChunkKey(const std::vector<uint64_t>& coords) const;
 
   // Decodes the stored bytes of chunk `coords` into `out` (chunk_bytes(), C order over
-  // the chunk shape, native-endian). Errors name the array path and chunk coordinates.
+  // the chunk shape, native-endian). Errors name the array path and chunk coordinates;
+  // stored bytes above max_stored_bytes() are DataLoss before any codec runs.
   // `progress` as in CodecChain::DecodeInto.
   Status DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords, MutableByteSpan out,
                      const DecodeProgress* progress = nullptr) const;
@@ -60,9 +67,12 @@ class Array {
   std::string path_;
   ArrayMetadata metadata_;
   CodecChain chain_;
+  uint64_t max_stored_bytes_ = UINT64_MAX;
   // kString: how a stored chunk becomes its items.
   std::shared_ptr<const StringDecoder> string_decoder_;
   Status BindStringCodecs();
+  // "stored object is N bytes, more than the M any valid encoding ... (bytes -> zstd)".
+  std::string OversizeText(uint64_t stored_bytes) const;
 };
 
 // "t2m [1, 0, 0]" — how errors name a chunk.

@@ -124,6 +124,48 @@ TEST_F(MemoryArrayTest, CorruptChunkNamesArrayCoordsAndLocation) {
   EXPECT_THAT(s.message(), HasSubstr("t2m [1, 0] (memory://t2m/c/1/0): zstd"));
 }
 
+// The bound a reader puts on a stored chunk: exact without a compressor, each compressor's
+// worst case plus framing room with one, none through sharding.
+TEST(ArrayTest, MaxStoredBytesFollowsTheCodecChain) {
+  auto with = [](std::vector<CodecSpec> codecs) {
+    ArrayMetadata m = SmallMetadata();  // chunks of 2 x 4 uint16: 16 bytes
+    m.codecs = std::move(codecs);
+    auto array = Array::Create(std::make_shared<MemoryStore>(), "t2m", m);
+    EXPECT_TRUE(array.ok()) << array.status().ToString();
+    return array.ok() ? (*array)->max_stored_bytes() : 0;
+  };
+  const CodecSpec crc{"crc32c", Json::object()};
+  EXPECT_EQ(with({kBytesLE}), 16u);
+  EXPECT_EQ(with({kBytesLE, crc}), 20u);
+  const uint64_t zstd = with({kBytesLE, kZstd});
+  EXPECT_GE(zstd, CompressedBound(16));
+  EXPECT_LT(zstd, CompressedBound(16 + 128));
+  EXPECT_EQ(with({kBytesLE, kZstd, crc}), zstd + 4);
+  const CodecSpec sharded{
+      "sharding_indexed",
+      Json::parse(R"({"chunk_shape": [1, 4], "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]})")};
+  EXPECT_EQ(with({sharded}), UINT64_MAX);
+}
+
+TEST_F(MemoryArrayTest, OversizedChunkIsRefusedNamingItsSizeAndTheBound) {
+  ArrayMetadata m = SmallMetadata();
+  m.codecs = {kBytesLE};
+  auto array = Array::Create(store_, "raw", m);
+  ASSERT_TRUE(array.ok());
+  store_->Set("raw/c/1/0", std::string(17, '\0'));  // one byte more than the chunk
+  std::string out(16, '\0');
+  Status s = (*array)->ReadChunk({1, 0}, Span(out));
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("raw [1, 0]: reading memory://raw/c/1/0: object is 17 bytes, more than the 16 "
+                                     "its reader accepts (refused unread)"));
+  // Bytes that arrive without the store's check are refused before any codec runs.
+  const std::string big(17, '\0');
+  Status decoded = (*array)->DecodeChunk(Span(big), {1, 0}, Span(out));
+  EXPECT_EQ(decoded.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(decoded.message(), HasSubstr("raw [1, 0] (memory://raw/c/1/0): stored object is 17 bytes, more than "
+                                           "the 16 any valid encoding of the chunk takes (bytes)"));
+}
+
 TEST_F(MemoryArrayTest, StoreErrorsNameTheChunk) {
   auto store = std::make_shared<MemoryStore>();
   auto array = Array::Create(store, "a/../b", SmallMetadata());  // a key the store rejects

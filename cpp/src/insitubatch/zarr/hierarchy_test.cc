@@ -229,12 +229,12 @@ TEST(HierarchyTest, CorruptRootDocuments) {
     std::string substring;
   };
   const std::vector<Case> cases = {
-      {"zarr.json", "{\"zarr_format\": 3, \"node_type\": ", StatusCode::kDataLoss,
+      {"zarr.json", "{\"zarr_format\": 3, \"node_type\": ", StatusCode::kInvalidArgument,
        "memory://zarr.json: not valid JSON"},
       {"zarr.json", "[]", StatusCode::kInvalidArgument, "zarr.json must be a JSON object"},
       {"zarr.json", R"({"zarr_format": 2, "node_type": "group"})", StatusCode::kInvalidArgument, "expected 3"},
       {"zarr.json", R"({"zarr_format": 3, "node_type": "folder"})", StatusCode::kInvalidArgument, "node_type must be"},
-      {".zgroup", "{", StatusCode::kDataLoss, "memory://.zgroup"},
+      {".zgroup", "{", StatusCode::kInvalidArgument, "memory://.zgroup: not valid JSON"},
       {".zarray", R"({"zarr_format": 2})", StatusCode::kInvalidArgument,
        "memory://.zarray: missing required field \"shape\""},
   };
@@ -330,8 +330,8 @@ TEST(HierarchyTest, CorruptChildDocumentNamesItsKey) {
   store->Set("ok/zarr.json", kArrayV3);
   store->Set("bad/zarr.json", R"({"zarr_format": 3, "node_type": "arr)");
   Status status = OpenStatus(store);
-  EXPECT_EQ(status.code(), StatusCode::kDataLoss);
-  EXPECT_THAT(status.message(), HasSubstr("memory://bad/zarr.json"));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("memory://bad/zarr.json: not valid JSON"));
 
   auto v2 = std::make_shared<MemoryStore>();
   v2->Set(".zgroup", R"({"zarr_format": 2})");

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "insitubatch/util/json_nesting.h"
+#include "insitubatch/util/text.h"
 #include "insitubatch/zarr/metadata_internal.h"
 
 namespace insitubatch::zarr {
@@ -422,12 +423,25 @@ Result<Json> ParseJson(std::string_view text, std::string_view where) {
   try {
     return Json::parse(text.begin(), text.end());
   } catch (const Json::exception& e) {
-    // what() reads "[json.exception.parse_error.101] parse error at line 1, ...".
+    // what() reads "[json.exception.parse_error.101] parse error at line 1, column 9:
+    // ...; last read: '<token>'". The token holds the document's own bytes (a byte that
+    // is not UTF-8, a whole long string): cut to its end and escaped, so the message is text.
     std::string_view message = e.what();
     if (auto end = message.find("] "); message.starts_with("[json.") && end != message.npos) {
       message.remove_prefix(end + 2);
     }
-    return Error(StatusCode::kDataLoss, where, "not valid JSON: " + std::string(message));
+    constexpr std::string_view kLastRead = "; last read: '";
+    constexpr size_t kMaxToken = 40;
+    std::string shown(message);
+    if (const size_t at = shown.find(kLastRead); at != std::string::npos) {
+      std::string_view token = message.substr(at + kLastRead.size());
+      if (token.ends_with('\'')) token.remove_suffix(1);
+      const bool cut = token.size() > kMaxToken;
+      if (cut) token = token.substr(token.size() - kMaxToken);
+      shown = shown.substr(0, at) + std::string(kLastRead) + (cut ? "..." : "") + std::string(token) + "'";
+    }
+    // A metadata error, not a corrupt chunk: the document cannot describe an array at all.
+    return Error(StatusCode::kInvalidArgument, where, "not valid JSON: " + EscapeInvalidUtf8(shown));
   } catch (const std::exception& e) {
     return Error(StatusCode::kResourceExhausted, where, std::string("parsing JSON failed: ") + e.what());
   }

@@ -70,7 +70,8 @@ struct ArrayMetadata {
 Result<ArrayMetadata> ParseArrayMetadataV3(const Json& document, std::string_view where);
 // Parses a v2 `.zarray` (plus optional `.zattrs`) into the normalized form.
 Result<ArrayMetadata> ParseArrayMetadataV2(const Json& zarray, const Json& zattrs, std::string_view where);
-// Parses JSON text, naming `where` on a syntax error (DataLoss: the document is corrupt).
+// Parses JSON text. A syntax error, or a string that is not UTF-8, is InvalidArgument
+// naming `where` and the line and column (the message is UTF-8 whatever the bytes were).
 Result<Json> ParseJson(std::string_view text, std::string_view where);
 
 // Decodes a fill value written in v3 JSON form (numbers, "NaN", "Infinity", "-Infinity",

@@ -11,9 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "insitubatch/util/text.h"
+
 namespace insitubatch::zarr {
 namespace {
 
+using ::testing::AnyOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
@@ -576,13 +579,33 @@ TEST(V2MetadataTest, EmptyFilterListIsAccepted) {
 // ---------------------------------------------------------------------------------------
 // ParseJson and chunk keys.
 
-TEST(ParseJsonTest, SyntaxErrorsAreDataLossNamingTheDocument) {
+TEST(ParseJsonTest, SyntaxErrorsAreMetadataErrorsNamingTheDocumentAndPosition) {
   for (std::string_view text : {"", "hello", "{\"shape\": [1, 2", "{\"a\": 1,}", "[1, 2] x", "{\"a\": \"\xff\"}"}) {
     auto parsed = ParseJson(text, "s3://bucket/a/zarr.json");
     ASSERT_FALSE(parsed.ok()) << text;
-    EXPECT_EQ(parsed.status().code(), StatusCode::kDataLoss) << text;
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument) << text;
     EXPECT_THAT(parsed.status().message(), HasSubstr("s3://bucket/a/zarr.json: not valid JSON"));
+    EXPECT_THAT(parsed.status().message(), HasSubstr("at line 1, column "));
     EXPECT_THAT(parsed.status().message(), Not(HasSubstr("[json.exception")));
+  }
+  auto multiline = ParseJson("{\n  \"shape\": [1,\n  }", "zarr.json");
+  EXPECT_THAT(multiline.status().message(), HasSubstr("at line 3, column 3"));
+}
+
+// A byte that is not UTF-8 is refused where the document is parsed, and the message
+// quoting it is UTF-8 itself (the binding turns it into a Python str).
+TEST(ParseJsonTest, NonUtf8StringsAreRefusedWithATextMessage) {
+  const std::string long_value(1000, 'v');
+  for (const std::string& text : {std::string("{\"note\": \"X\xffZ\"}"), "{\"" + long_value + "\xc3\": 1}"}) {
+    auto parsed = ParseJson(text, "/data/a/.zattrs");
+    ASSERT_FALSE(parsed.ok());
+    const std::string& message = parsed.status().message();
+    EXPECT_EQ(parsed.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(message, HasSubstr("/data/a/.zattrs: not valid JSON: parse error at line 1, column "));
+    EXPECT_THAT(message, HasSubstr("ill-formed UTF-8 byte"));
+    EXPECT_THAT(message, AnyOf(HasSubstr("X\\xff"), HasSubstr("v\\xc3")));
+    EXPECT_LT(message.size(), 300u);  // the long string is cut to its end
+    for (size_t pos = 0; pos < message.size();) ASSERT_TRUE(NextUtf8(message, pos).has_value()) << message;
   }
 }
 

@@ -224,6 +224,15 @@ size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
   return size * count;
 }
 
+// A whole-object read of an object larger than the reader accepts (ByteRange::max_size):
+// DataLoss, as ResolveRange says it for the stores that know sizes first, and not retried.
+Status TooLargeForReader(const Transfer& t, uint64_t size) {
+  const bool declared = t.content_length.has_value();
+  return DataLoss(t.Context() + ": object is " + (declared ? "" : "at least ") + std::to_string(size) +
+                  " bytes, more than the " + std::to_string(t.request.range.max_size) +
+                  " its reader accepts (refused " + (declared ? "unread)" : "while reading)"));
+}
+
 // Decides where the body goes once the status is known, and sizes the first buffer.
 bool StartBody(Transfer* t) {
   t->body_started = true;
@@ -240,6 +249,10 @@ bool StartBody(Transfer* t) {
     }
     cap = range.length;  // what we asked for; more is refused below
   } else if (t->content_length) {
+    if (range.kind == ByteRange::Kind::kAll && *t->content_length > range.max_size) {
+      t->sink_error = TooLargeForReader(*t, *t->content_length);
+      return false;
+    }
     if (*t->content_length > t->max_body) {
       t->sink_error = ResourceExhausted(t->Context() + ": the response declares " + std::to_string(*t->content_length) +
                                         " bytes, over the " + std::to_string(t->max_body) + "-byte limit of one read");
@@ -273,6 +286,10 @@ size_t WriteCallback(char* data, size_t size, size_t count, void* user) {
       t->sink_error = IoError(t->Context() + ": partial response carries more bytes than the " +
                               std::to_string(t->request.range.length) + " requested");
       t->sink_retry = true;
+      return 0;
+    }
+    if (t->request.range.kind == ByteRange::Kind::kAll && need > t->request.range.max_size) {
+      t->sink_error = TooLargeForReader(*t, need);  // no Content-Length: refused as it grows past
       return 0;
     }
     if (need > t->max_body) {

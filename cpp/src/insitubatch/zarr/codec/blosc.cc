@@ -53,6 +53,9 @@ class BloscCodec final : public BytesToBytesCodec {
       : cname_(std::move(cname)), clevel_(clevel), shuffle_(shuffle), typesize_(typesize), blocksize_(blocksize) {}
 
   std::string name() const override { return "blosc"; }
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    return CompressedBound(SaturatingAdd(decoded, BLOSC_MAX_OVERHEAD));
+  }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     INSITU_ASSIGN_OR_RETURN(Header h, ReadHeader(in));

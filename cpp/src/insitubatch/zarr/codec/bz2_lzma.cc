@@ -132,6 +132,17 @@ class StreamCodec final : public BytesToBytesCodec {
   StreamCodec(std::string name, DecodeFn decode) : name_(std::move(name)), decode_(std::move(decode)) {}
 
   std::string name() const override { return name_; }
+  // bzip2: 1% + 600 bytes (its manual); xz / lzma: liblzma's own bound.
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    uint64_t bound = 0;
+    if (name_ == "bz2") {
+      bound = SaturatingAdd(decoded, decoded / 100 + 600);
+    } else {
+      bound = lzma_stream_buffer_bound(static_cast<size_t>(decoded));
+      if (bound == 0) return UINT64_MAX;
+    }
+    return CompressedBound(bound);
+  }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     auto produced = decode_(in, out, true);

@@ -127,6 +127,7 @@ class Checksum32 final : public BytesToBytesCodec {
     return "checksum";
   }
   bool decodes_to_subspan() const override { return true; }
+  uint64_t MaxEncodedSize(uint64_t decoded) const override { return SaturatingAdd(decoded, 4); }
 
   Result<ByteSpan> DecodeSubspan(ByteSpan in) const override {
     if (in.size() < 4)

@@ -63,6 +63,9 @@ class BytesToBytesCodec {
   // output (DataLoss past it) so a hostile frame cannot exhaust memory.
   virtual Result<Buffer> Decode(ByteSpan in, size_t max_size) const = 0;
   virtual Result<Buffer> Encode(ByteSpan in) const = 0;
+  // The most bytes any valid encoding of `decoded` bytes can take (what a reader may accept
+  // before it reads a stored object); UINT64_MAX where the codec knows no bound.
+  virtual uint64_t MaxEncodedSize(uint64_t decoded) const { return UINT64_MAX; }
 
   // Codecs whose decoded form is a sub-range of the input (checksums) return it here,
   // validated, so no copy is made; the default returns nullopt-like empty Result.
@@ -71,6 +74,18 @@ class BytesToBytesCodec {
     return Unimplemented(name() + " does not decode to a subspan");
   }
 };
+
+// a + b, or UINT64_MAX where that overflows (an unknown bound stays unknown).
+inline uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
+// A compressor's MaxEncodedSize: its library's worst case for its own encoder, plus a
+// quarter and 64 KiB. Other writers may encode worse than the library's encoder (deflate in
+// fixed-Huffman blocks grows incompressible data by 1/8, LZMA1 streams by about 1.5%) or add
+// framing (a gzip file name, zstd skippable frames); the bound exists only to refuse an
+// object far beyond any real encoding of its chunk before it is read.
+inline uint64_t CompressedBound(uint64_t library_bound) {
+  return SaturatingAdd(SaturatingAdd(library_bound, library_bound / 4), uint64_t{64} << 10);
+}
 
 // Array -> bytes (`bytes`, `sharding_indexed`).
 class ArrayToBytesCodec {

@@ -47,6 +47,13 @@ Result<CodecChain> CodecChain::Build(const std::vector<CodecSpec>& specs, const 
   return chain;
 }
 
+uint64_t CodecChain::MaxEncodedSize() const {
+  uint64_t size = array_to_bytes_ == nullptr ? 0 : array_to_bytes_->FixedEncodedSize(array_reprs_.back());
+  if (size == 0) return UINT64_MAX;
+  for (const auto& codec : bytes_to_bytes_) size = codec->MaxEncodedSize(size);  // encode order
+  return size;
+}
+
 Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress) const {
   bool reported = false;
   INSITU_RETURN_IF_ERROR(Decode(stored, out, progress, reported));

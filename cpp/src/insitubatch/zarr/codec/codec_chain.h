@@ -29,6 +29,11 @@ class CodecChain {
   // Encodes one chunk (tests, fuzz seeds, benchmarks).
   Result<Buffer> Encode(ByteSpan decoded) const;
 
+  // The most bytes a valid stored chunk can take: exact for a chain without compressors
+  // (the `bytes` form plus any checksums), each compressor's CompressedBound otherwise;
+  // UINT64_MAX where a codec knows no bound (sharding).
+  uint64_t MaxEncodedSize() const;
+
   const ArrayRepr& repr() const { return repr_; }
   // "transpose -> bytes -> zstd" for messages and debug output.
   std::string Describe() const;

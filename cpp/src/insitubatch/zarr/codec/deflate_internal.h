@@ -5,6 +5,7 @@
 // compressor numcodecs uses, so levels mean the same).
 
 #include <cstddef>
+#include <cstdint>
 
 #include "insitubatch/util/buffer.h"
 #include "insitubatch/zarr/codec/codec.h"
@@ -25,6 +26,10 @@ Result<Buffer> InflateUnknownSize(ByteSpan in, size_t max_size, DeflateFormat fo
 
 // Deflates `in` at zlib `level` (0-9, -1 default) into the given container.
 Result<Buffer> DeflateEncode(ByteSpan in, int level, DeflateFormat format);
+
+// What deflate may add to `n` bytes at worst, a zlib header and trailer included (zlib's
+// compressBound() less n, computed in 64 bits).
+inline uint64_t DeflateExpansion(uint64_t n) { return (n >> 12) + (n >> 14) + (n >> 25) + 13; }
 
 // Number of zero bytes at the start of `in` (gzip padding between/after members).
 size_t LeadingZeros(ByteSpan in);

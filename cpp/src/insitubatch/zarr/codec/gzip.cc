@@ -18,6 +18,9 @@ class GzipCodec final : public BytesToBytesCodec {
   explicit GzipCodec(int level) : level_(level) {}
 
   std::string name() const override { return "gzip"; }
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    return CompressedBound(SaturatingAdd(decoded, internal_codec::DeflateExpansion(decoded) + 18));
+  }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     if (in.empty()) return DataLoss("gzip: empty input, expected a gzip stream");

@@ -19,6 +19,10 @@ class Lz4Codec final : public BytesToBytesCodec {
   explicit Lz4Codec(int acceleration) : acceleration_(acceleration) {}
 
   std::string name() const override { return "lz4"; }
+  // The size header, then LZ4_COMPRESSBOUND's block bound (without its int limit).
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    return CompressedBound(SaturatingAdd(decoded, kHeaderSize + decoded / 255 + 16));
+  }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     INSITU_ASSIGN_OR_RETURN(uint32_t declared, ReadHeader(in));

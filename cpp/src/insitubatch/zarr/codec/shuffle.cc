@@ -17,6 +17,7 @@ class ShuffleCodec final : public BytesToBytesCodec {
   explicit ShuffleCodec(size_t elementsize) : elementsize_(elementsize) {}
 
   std::string name() const override { return "shuffle"; }
+  uint64_t MaxEncodedSize(uint64_t decoded) const override { return decoded; }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     if (in.size() != out.size()) {

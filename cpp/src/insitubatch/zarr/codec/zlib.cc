@@ -18,6 +18,9 @@ class ZlibCodec final : public BytesToBytesCodec {
   explicit ZlibCodec(int level) : level_(level) {}
 
   std::string name() const override { return "zlib"; }
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    return CompressedBound(SaturatingAdd(decoded, internal_codec::DeflateExpansion(decoded)));
+  }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     if (in.empty()) return DataLoss("zlib: empty input, expected a zlib stream");

@@ -86,6 +86,10 @@ class ZstdCodec final : public BytesToBytesCodec {
   ZstdCodec(int level, bool checksum) : level_(level), checksum_(checksum) {}
 
   std::string name() const override { return "zstd"; }
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    const size_t bound = ZSTD_compressBound(static_cast<size_t>(decoded));
+    return ZSTD_isError(bound) ? UINT64_MAX : CompressedBound(bound);
+  }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     INSITU_ASSIGN_OR_RETURN(FrameScan scan, ScanFrames(in));
