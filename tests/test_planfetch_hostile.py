@@ -47,7 +47,8 @@ def _alive(pid: int) -> bool:
 
 # -- 1: forked workers and a main process that dies --------------------------------------------
 @pytest.mark.timeout(90)
-def test_a_job_restarted_after_its_main_process_died_does_not_hang(tmp_path):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_job_restarted_after_its_main_process_died_does_not_hang(tmp_path, sig):
     data = _objects(tmp_path / "served", 1)
     cache_dir = tmp_path / "cache"
     with RangeServer(tmp_path / "served") as server, FaultProxy(server.url, hang_seconds=60) as proxy:
@@ -88,14 +89,14 @@ def test_a_job_restarted_after_its_main_process_died_does_not_hang(tmp_path):
         busy, *workers = [int(p) for p in main.stdout.readline().split()]
         assert len(workers) == 2, main.stderr.read()
         try:
-            _restart_after_the_main_process_dies(main, busy, workers, cache_dir, uri, data[0])
+            _restart_after_the_main_process_dies(main, busy, workers, cache_dir, uri, data[0], sig)
         finally:
             for pid in (busy, *workers):
                 if _alive(pid):
                     os.kill(pid, signal.SIGKILL)
 
 
-def _restart_after_the_main_process_dies(main, busy, workers, cache_dir, uri, data):
+def _restart_after_the_main_process_dies(main, busy, workers, cache_dir, uri, data, sig):
     time.sleep(0.5)
     # A waiter is bounded: another process's download that never ends is an error.
     waiter = subprocess.run(_python(f"""
@@ -106,7 +107,7 @@ def _restart_after_the_main_process_dies(main, busy, workers, cache_dir, uri, da
             print(exc)
     """), capture_output=True, text=True, timeout=30)
     assert "lock_wait_seconds" in waiter.stdout and "obj0.bin.insitu-dl" in waiter.stdout, waiter
-    main.send_signal(signal.SIGKILL)  # the main process alone
+    main.send_signal(sig)  # the main process alone (the OOM killer's SIGKILL, or a SIGTERM)
     main.wait(timeout=10)
     assert _alive(busy)  # it lives on, with whatever it inherited
     # Its waiting workers notice and exit rather than wait for ever.

@@ -55,6 +55,14 @@ inline ByteSpan AsBytes(const std::vector<std::byte>& v) { return {v.data(), v.s
 inline MutableByteSpan AsBytes(std::vector<std::byte>& v) { return {v.data(), v.size()}; }
 inline ByteSpan AsBytes(const Buffer& b) { return b.span(); }
 
+// bytes((i * 37 + 11) & 0xff for i in range(n)): the input the numcodecs-made expected
+// values of the checksum and lzma tests were computed from.
+inline std::vector<std::byte> Pattern(size_t n) {
+  std::vector<std::byte> out(n);
+  for (size_t i = 0; i < n; ++i) out[i] = std::byte((i * 37 + 11) & 0xff);
+  return out;
+}
+
 // Bytes of a smooth field with noise (compresses like real data, never all equal).
 inline std::vector<std::byte> FieldBytes(size_t n, uint32_t seed = 1) {
   std::vector<std::byte> out(n);

@@ -16,12 +16,7 @@ namespace {
 using testing::AsBytes;
 using testing::MakeBytesToBytes;
 using testing::MakeRepr;
-
-std::vector<std::byte> Pattern(size_t n) {  // bytes((i * 37 + 11) & 0xff for i in range(n))
-  std::vector<std::byte> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = std::byte((i * 37 + 11) & 0xff);
-  return out;
-}
+using testing::Pattern;
 
 std::vector<std::byte> FromHex(std::string_view hex) {
   std::vector<std::byte> out;
