@@ -76,6 +76,8 @@ V2_CASES = [
     ("categorize-i4", ANIMALS.astype("<U8"), [numcodecs.Categorize(LABELS, dtype="<U8", astype="<i4")], None),
     ("delta-then-bz2", np.cumsum(rng.integers(0, 9, (37, 9)), axis=0).astype("<i4"), [numcodecs.Delta("<i4")],
      numcodecs.BZ2()),
+    ("base64", SMOOTH.astype("<f4"), [numcodecs.Base64()], None),
+    ("delta-base64-zstd", INTS, [numcodecs.Delta("<i4"), numcodecs.Base64()], numcodecs.Zstd()),
 ]
 
 

@@ -129,7 +129,7 @@ Result<std::optional<CodecSpec>> MapCodec(const Json& compressor, std::string_vi
   } else if (id == "vlen-utf8" || id == "vlen-bytes") {  // object codecs: strings, bytes
     spec.name = id;
   } else if (id == "crc32" || id == "adler32" || id == "fletcher32" || id == "jenkins_lookup3" || id == "bz2" ||
-             id == "lzma") {
+             id == "lzma" || id == "base64") {
     spec.name = "numcodecs." + id;
     out = compressor;
   } else if (id == "zfpy" || id == "pcodec" || id == "jpeg2k" || id == "zfp") {

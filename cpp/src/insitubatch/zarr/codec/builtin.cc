@@ -17,6 +17,7 @@ void RegisterBuiltinCodecs(CodecRegistry& registry) {
   registry.Register("numcodecs.zlib", MakeZlibCodec);
   registry.Register("numcodecs.lz4", MakeLz4Codec);
   registry.Register("numcodecs.shuffle", MakeShuffleCodec);
+  registry.Register("numcodecs.base64", MakeBase64Codec);
   // numcodecs' numeric filters: bytes -> bytes under their v2 ids (a .zarray's "filters"
   // run after serialization), array -> array under the v3 names zarr-python 3 writes.
   registry.Register("delta", MakeDeltaCodec);

@@ -34,6 +34,7 @@ Result<AnyCodec> MakeJenkinsLookup3Codec(const Json& config, const ArrayRepr& re
 Result<AnyCodec> MakeBz2Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeLzmaCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeShuffleCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
+Result<AnyCodec> MakeBase64Codec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeCrc32cCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry&);
 Result<AnyCodec> MakeShardingCodec(const Json& config, const ArrayRepr& repr, const CodecRegistry& registry);
 
