@@ -22,6 +22,9 @@ zarr::DataType NumpyDtype(const std::string& typestr) {
 
 void BindSizing(nb::module_& m) {
   m.def(
+      "machine_memory_bytes", [] { return engine::MachineMemoryBytes(); },
+      "The memory this process may use: physical RAM, or the cgroup's limit where lower.");
+  m.def(
       "slot_layout",
       [](std::vector<uint64_t> shape, std::vector<uint64_t> chunks, int sample_axis, const std::string& dtype,
          std::optional<std::vector<uint64_t>> out_field, std::optional<std::string> out_dtype) {

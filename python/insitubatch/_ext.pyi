@@ -442,6 +442,11 @@ def shuffle_quality(rows: Annotated[NDArray[numpy.int64], dict(shape=(None, None
     0 when fewer than 2 rows.
     """
 
+def machine_memory_bytes() -> int:
+    """
+    The memory this process may use: physical RAM, or the cgroup's limit where lower.
+    """
+
 def slot_layout(shape: Sequence[int], chunks: Sequence[int], sample_axis: int, dtype: str, out_field: Sequence[int] | None = None, out_dtype: str | None = None) -> dict:
     """
     One array's slot as the pool holds it: stored tile bytes and count, the slot charge

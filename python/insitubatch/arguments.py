@@ -10,7 +10,6 @@ from __future__ import annotations
 import math
 import numbers
 import operator
-import os
 from typing import Any
 
 import numpy as np
@@ -71,20 +70,12 @@ def finite_fraction(name: str, value: Any) -> float:
 
 
 def machine_memory_bytes() -> int:
-    """The memory this process may use: physical RAM, or the cgroup limit if lower."""
-    try:
-        total = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, AttributeError):  # pragma: no cover - non-POSIX
-        total = 1 << 40
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path) as f:
-                text = f.read().strip()
-        except OSError:
-            continue
-        if text.isdigit():
-            total = min(total, int(text))
-    return int(total)
+    """The memory this process may use: physical RAM, or the cgroup limit if lower. The
+    engine's own figure (engine/sizing), so a requested budget is checked against what the
+    engine's automatic budget grows toward."""
+    from . import _ext  # lazy: arguments loads without the extension in its own tests
+
+    return int(_ext.machine_memory_bytes())
 
 
 __all__ = ["LIMITS", "finite_fraction", "flag", "integer", "machine_memory_bytes"]

@@ -333,11 +333,11 @@ def test_views_of_other_iterables_are_staged_instead():
     assert torch_adapter._EnginePages.attach([1, 2], 1 << 20, (1, 2)) is None
 
 
-def test_default_pin_budget_is_an_eighth_of_ram():
-    from insitubatch.frameworks import default_pin_budget_bytes, physical_memory_bytes
+def test_default_pin_budget_is_an_eighth_of_the_machines_memory():
+    from insitubatch.arguments import machine_memory_bytes
+    from insitubatch.frameworks import default_pin_budget_bytes
 
-    ram = physical_memory_bytes()
-    assert ram is None or default_pin_budget_bytes() == ram // 8
+    assert default_pin_budget_bytes() == machine_memory_bytes() // 8
     assert CpuFeeder(pin=True).pin_budget_bytes == default_pin_budget_bytes()
 
 

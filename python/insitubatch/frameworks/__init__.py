@@ -9,7 +9,6 @@ torch, JAX and TensorFlow load duplicate OpenMP/XLA/protobuf runtimes.
 from __future__ import annotations
 
 import importlib
-import os
 from typing import Any
 
 import numpy as np
@@ -96,22 +95,12 @@ def owned_copy(arr: np.ndarray) -> np.ndarray:
     return np.array(arr, dtype=arr.dtype.newbyteorder("="), order="C", copy=True)
 
 
-def physical_memory_bytes() -> int | None:
-    """Physical RAM in bytes, or None where the platform does not say."""
-    try:
-        pages = os.sysconf("SC_PHYS_PAGES")
-        page = os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, ValueError, OSError):
-        return None
-    if pages <= 0 or page <= 0:
-        return None
-    return int(pages) * int(page)
-
-
 def default_pin_budget_bytes() -> int:
-    """1/8 of physical RAM, or 1 GiB where RAM size is unknown."""
-    ram = physical_memory_bytes()
-    return ram // 8 if ram else 1 << 30
+    """1/8 of the memory this process may use (the engine's figure: a container's cgroup
+    limit where lower than physical RAM)."""
+    from ..arguments import machine_memory_bytes
+
+    return machine_memory_bytes() // 8
 
 
 def __getattr__(name: str) -> Any:

@@ -364,7 +364,8 @@ def as_torch(view: Any, *, device: Any = None, pin_budget_bytes: int | None = No
     With a CUDA ``device`` the host side of each copy is page-locked: the engine locks its
     recycled batch buffers in place while the locked bytes (plus any batch-transform output
     staged through torch's pinned allocator) stay within ``pin_budget_bytes`` (default: 1/8
-    of physical RAM); past it, copies come from pageable memory with one WARNING.
+    of the machine's memory, a container's cgroup limit where lower than RAM); past it,
+    copies come from pageable memory with one WARNING.
     """
     torch = _torch()
     if pin_budget_bytes is not None:

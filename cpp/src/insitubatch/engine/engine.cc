@@ -1,19 +1,15 @@
 #include "insitubatch/engine/engine.h"
 
-#include <unistd.h>
-
 #include <chrono>
+
+#include "insitubatch/engine/sizing.h"
 
 namespace insitubatch::engine {
 namespace {
 
-// Half the machine's memory: how far the automatic budget may grow for concurrent passes.
-uint64_t DefaultAutoBudgetCeiling() {
-  const long pages = sysconf(_SC_PHYS_PAGES);
-  const long page_size = sysconf(_SC_PAGESIZE);
-  if (pages <= 0 || page_size <= 0) return uint64_t{8} << 30;
-  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) / 2;
-}
+// Half the memory this process may use (a container's limit where lower than RAM): how far
+// the automatic budget may grow for concurrent passes.
+uint64_t DefaultAutoBudgetCeiling() { return MachineMemoryBytes() / 2; }
 
 std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
 

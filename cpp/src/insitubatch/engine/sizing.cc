@@ -1,6 +1,9 @@
 #include "insitubatch/engine/sizing.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <fstream>
 #include <map>
 
 namespace insitubatch::engine {
@@ -131,6 +134,30 @@ uint64_t PassRows(const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_
     if (stop > start) rows += static_cast<uint64_t>(stop - start);
   }
   return rows;
+}
+
+uint64_t MachineMemoryBytes(uint64_t physical, const std::vector<std::string>& cgroup_limits) {
+  uint64_t total = physical != 0 ? physical : uint64_t{1} << 40;
+  for (const std::string& text : cgroup_limits) {
+    // A limit is a plain decimal number of bytes; "max", empty or anything else is none.
+    if (text.empty() || text.size() > 19 || text.find_first_not_of("0123456789") != std::string::npos) continue;
+    total = std::min<uint64_t>(total, std::stoull(text));
+  }
+  return total;
+}
+
+uint64_t MachineMemoryBytes() {
+  const long pages = ::sysconf(_SC_PHYS_PAGES);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  const uint64_t physical =
+      pages > 0 && page_size > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size) : 0;
+  std::vector<std::string> limits;
+  for (const char* path : {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+    std::ifstream file(path);
+    std::string text;
+    if (file && std::getline(file, text)) limits.push_back(text);
+  }
+  return MachineMemoryBytes(physical, limits);
 }
 
 }  // namespace insitubatch::engine

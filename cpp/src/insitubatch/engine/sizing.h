@@ -92,4 +92,13 @@ AnchorRange ValidAnchorRange(const std::vector<int64_t>& offsets, int64_t n_samp
 // Rows one pass over `chunk_ids` yields: their samples inside `valid`.
 uint64_t PassRows(const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_samples, AnchorRange valid);
 
+// The memory this process may use: physical RAM, or the cgroup's limit where lower (v2
+// memory.max, v1 memory.limit_in_bytes), so a container sees its own limit. The one
+// figure every memory default starts from (the automatic budget's ceiling, the check of a
+// requested budget, the page-lock budget); 1 TiB where the platform says nothing.
+uint64_t MachineMemoryBytes();
+// The same from given figures: `physical` (0: unknown) and the cgroup files' texts (empty:
+// absent; "max": no limit).
+uint64_t MachineMemoryBytes(uint64_t physical, const std::vector<std::string>& cgroup_limits);
+
 }  // namespace insitubatch::engine

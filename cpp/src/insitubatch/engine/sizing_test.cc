@@ -1,6 +1,7 @@
 #include "insitubatch/engine/sizing.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 namespace insitubatch::engine {
 namespace {
@@ -53,6 +54,24 @@ TEST(SizingTest, BlockChunksAnchorsAndRows) {
   const AnchorRange empty = ValidAnchorRange({0, 25}, 20);
   EXPECT_EQ(empty.lo, empty.hi);
   EXPECT_EQ(PassRows({0, 1, 3, 4}, 4, 18, r), 2u + 4 + 3);  // [2,4) + [4,8) + [12,15)
+}
+
+// A container's cgroup limit caps physical RAM (v2 "max" and v1's huge "no limit" number
+// leave it); an unknown RAM size is 1 TiB. The live figure is never above physical RAM.
+TEST(SizingTest, MachineMemoryIsTheLowerOfRamAndTheCgroupLimit) {
+  const uint64_t gib = uint64_t{1} << 30;
+  EXPECT_EQ(MachineMemoryBytes(64 * gib, {}), 64 * gib);
+  EXPECT_EQ(MachineMemoryBytes(64 * gib, {"8589934592"}), 8 * gib);
+  EXPECT_EQ(MachineMemoryBytes(64 * gib, {"max"}), 64 * gib);
+  EXPECT_EQ(MachineMemoryBytes(64 * gib, {"9223372036854771712"}), 64 * gib);
+  EXPECT_EQ(MachineMemoryBytes(64 * gib, {"", "4294967296"}), 4 * gib);
+  EXPECT_EQ(MachineMemoryBytes(64 * gib, {"99999999999999999999999", "12abc"}), 64 * gib);
+  EXPECT_EQ(MachineMemoryBytes(0, {}), uint64_t{1} << 40);
+  const uint64_t live = MachineMemoryBytes();
+  EXPECT_GT(live, 0u);
+  EXPECT_LE(live,
+            MachineMemoryBytes(
+                static_cast<uint64_t>(::sysconf(_SC_PHYS_PAGES)) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)), {}));
 }
 
 }  // namespace
