@@ -257,7 +257,7 @@ void BindEngine(nb::module_& m) {
           nb::arg("gather_threads") = 0, nb::arg("pass_floor_bytes") = 0, nb::arg("auto_budget") = false,
           nb::arg("max_auto_budget_bytes") = 0, nb::arg("cache_dir") = nb::none(), nb::arg("persist") = false,
           nb::arg("readonly_cache") = false, nb::arg("reset_stale_cache") = false,
-          nb::arg("fingerprints") = std::vector<std::string>(), nb::arg("eviction") = "lru")
+          nb::arg("fingerprints") = std::vector<std::string>(), nb::arg("eviction") = "next_use")
       .def(
           "start_pass",
           [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows, const Int64Array& block_start,

@@ -52,8 +52,9 @@ struct EngineConfig {
   uint64_t max_auto_budget_bytes = 0;
   // Where slot memory lives (backing.h); null = the heap.
   std::shared_ptr<SlotBacking> backing;
-  // Which slot an admission evicts when it needs room.
-  Eviction eviction = Eviction::kLru;
+  // Which slot an admission evicts when it needs room; farthest next use is the documented
+  // default (InSituDataset(eviction="next_use")), which this and the binding share.
+  Eviction eviction = Eviction::kNextUse;
 };
 
 // Limits on the thread counts (a value past them is an InvalidArgument, not a thread storm).
