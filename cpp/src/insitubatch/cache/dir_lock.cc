@@ -12,11 +12,10 @@
 #include <system_error>
 
 #include "insitubatch/cache/files.h"
+#include "insitubatch/util/text.h"
 
 namespace insitubatch::cache {
 namespace {
-
-std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 // Opens (creating it) a lock file of `dir` for writing.
 Result<int> OpenLockFile(const CacheDir& dir, const char* name) {

@@ -16,10 +16,10 @@
 #include <sstream>
 #include <system_error>
 
+#include "insitubatch/util/text.h"
+
 namespace insitubatch::cache {
 namespace {
-
-std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 // ENOSPC and EDQUOT are the disk filling up; EROFS / EACCES a directory we cannot write.
 Status FileError(const std::string& what, const std::string& path, int err) {

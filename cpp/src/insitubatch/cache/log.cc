@@ -9,14 +9,13 @@
 #include <system_error>
 
 #include "insitubatch/cache/files.h"
+#include "insitubatch/util/text.h"
 
 namespace insitubatch::cache {
 namespace {
 
 constexpr uint64_t kMaxLogBytes = uint64_t{1} << 30;  // ~10 million entries
 constexpr size_t kMaxFieldBytes = 4096;
-
-std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 Status Corrupt(std::string_view where, size_t line, const std::string& why) {
   return InvalidArgument("cache log " + std::string(where) + " line " + std::to_string(line) + ": " + why +

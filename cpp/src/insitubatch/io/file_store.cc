@@ -13,13 +13,12 @@
 #include <utility>
 
 #include "insitubatch/io/memory_store.h"  // ResolveRange
+#include "insitubatch/util/text.h"
 
 namespace insitubatch {
 namespace {
 
 constexpr size_t kDefaultIoThreads = 8;
-
-std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 // Closes a file descriptor on every return path.
 class FdCloser {

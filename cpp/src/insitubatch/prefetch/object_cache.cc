@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "insitubatch/io/aws/aws_sigv4.h"
+#include "insitubatch/util/text.h"
 
 namespace insitubatch::prefetch {
 namespace {
@@ -28,8 +29,6 @@ constexpr size_t kHashHex = 32;                         // 128 bits of SHA-256
 constexpr size_t kHashAt = kMaxSegment - kHashHex - 1;  // where "~" sits in a hashed name
 constexpr size_t kWriterThreads = 8;                    // file work only: the network parallelism is the store's
 constexpr auto kPoll = std::chrono::milliseconds(10);
-
-std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 Status FileError(const std::string& what, const std::string& path, int err) {
   std::string message = what + " " + path + ": " + ErrnoText(err);

@@ -1,5 +1,7 @@
 #include "insitubatch/util/text.h"
 
+#include <system_error>
+
 namespace insitubatch {
 namespace {
 
@@ -80,5 +82,7 @@ std::string EscapeInvalidUtf8(std::string_view s) {
   }
   return out;
 }
+
+std::string ErrnoText(int err) { return std::error_code(err, std::generic_category()).message(); }
 
 }  // namespace insitubatch

@@ -1,7 +1,7 @@
 #pragma once
 
 // Small text helpers the stores and codecs share: ASCII trimming and lower-casing,
-// percent-decoding, and strict UTF-8 decoding (and escaping) of untrusted bytes.
+// percent-decoding, strict UTF-8 decoding (and escaping) of untrusted bytes, errno text.
 
 #include <cstdint>
 #include <optional>
@@ -28,5 +28,8 @@ std::optional<uint32_t> NextUtf8(std::string_view s, size_t& pos);
 // `s` with every byte that is not part of a valid UTF-8 sequence written as \xNN (as
 // Python's "backslashreplace"), so untrusted bytes quoted in a message stay printable text.
 std::string EscapeInvalidUtf8(std::string_view s);
+
+// The C library's text for errno value `err` ("No such file or directory"), for messages.
+std::string ErrnoText(int err);
 
 }  // namespace insitubatch
