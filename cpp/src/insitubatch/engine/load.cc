@@ -4,8 +4,6 @@
 // the pass itself, so it may outlive that pass; the slot's CancelFlag ends it early when
 // nobody needs the slot any more.
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -17,19 +15,10 @@
 
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/gather.h"
+#include "insitubatch/util/clock.h"
 
 namespace insitubatch::engine {
 namespace {
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Writes the NaN-or-fill tile used by on_bad_chunk="nan".
 void FillBadTile(const zarr::Array& array, std::span<std::byte> tile) {

@@ -1,5 +1,3 @@
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,19 +7,10 @@
 
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/gather.h"
+#include "insitubatch/util/clock.h"
 
 namespace insitubatch::engine {
 namespace {
-
-double ThreadCpuSeconds() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
-}
-
-double SecondsSince(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // How long a stall must persist before it is reported. Alone, a pass whose producer waits on
 // blocks its scheduler cannot admit, with nothing in flight, can never progress; the delay
