@@ -259,11 +259,12 @@ Result<Buffer> DiskBacking::Allocate(SlotKey key, uint64_t bytes, bool resident)
 }
 
 std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes) {
-  if (!log_) return std::nullopt;
   cache::LogEntry entry;
   std::shared_ptr<const cache::CacheDir> dir;
   {
+    // Under the lock: a writer whose directory was removed replaces log_ (IntactDirectory).
     std::lock_guard lock(mutex_);
+    if (!log_) return std::nullopt;
     auto it = entries_.find(LogKey(key));
     if (it == entries_.end()) return std::nullopt;
     entry = it->second;
