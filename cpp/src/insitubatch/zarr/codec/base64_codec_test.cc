@@ -12,12 +12,7 @@ using testing::AsBytes;
 using testing::MakeBytesToBytes;
 using testing::MakeRepr;
 using testing::Pattern;
-
-std::vector<std::byte> Text(const std::string& s) {
-  std::vector<std::byte> out(s.size());
-  for (size_t i = 0; i < s.size(); ++i) out[i] = std::byte(static_cast<unsigned char>(s[i]));
-  return out;
-}
+using testing::Text;
 
 // numcodecs.Base64().encode(bytes((i * 37 + 11) & 0xff for i in range(n))), every padding.
 TEST(Base64CodecTest, DecodesWhatNumcodecsWritesAtEveryPadding) {

@@ -16,12 +16,7 @@ using testing::AsBytes;
 using testing::MakeBytesToBytes;
 using testing::MakeRepr;
 using testing::Pattern;
-
-std::vector<std::byte> Text(std::string_view s) {
-  std::vector<std::byte> out(s.size());
-  for (size_t i = 0; i < s.size(); ++i) out[i] = std::byte(static_cast<unsigned char>(s[i]));
-  return out;
-}
+using testing::Text;
 
 std::vector<std::byte> WithChecksum(std::vector<std::byte> payload, uint32_t sum) {
   for (int i = 0; i < 4; ++i) payload.push_back(std::byte((sum >> (8 * i)) & 0xff));

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "insitubatch/zarr/codec/codec_chain.h"
@@ -60,6 +61,13 @@ inline ByteSpan AsBytes(const Buffer& b) { return b.span(); }
 inline std::vector<std::byte> Pattern(size_t n) {
   std::vector<std::byte> out(n);
   for (size_t i = 0; i < n; ++i) out[i] = std::byte((i * 37 + 11) & 0xff);
+  return out;
+}
+
+// The bytes of `s` (test vectors given as text).
+inline std::vector<std::byte> Text(std::string_view s) {
+  std::vector<std::byte> out(s.size());
+  if (!s.empty()) std::memcpy(out.data(), s.data(), s.size());
   return out;
 }
 

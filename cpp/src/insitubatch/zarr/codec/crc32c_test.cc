@@ -14,12 +14,7 @@ using testing::ExpectRoundTrip;
 using testing::FieldBytes;
 using testing::MakeBytesToBytes;
 using testing::MakeRepr;
-
-std::vector<std::byte> Text(std::string_view s) {
-  std::vector<std::byte> out(s.size());
-  if (!s.empty()) std::memcpy(out.data(), s.data(), s.size());
-  return out;
-}
+using testing::Text;
 
 std::vector<std::byte> Sequence(size_t n, int mul, int add, int mod) {
   std::vector<std::byte> out(n);
