@@ -233,3 +233,9 @@ def test_a_line_of_commas_is_refused_in_memory_of_the_line(tmp_path):
     message, grown = out.stdout.strip().splitlines()
     assert "commas.csv line 3: has more than 2 fields, the header 2" in message, out
     assert int(grown) < 100 << 20  # the file (16 MiB) and little else; 1 GB before
+
+
+@pytest.mark.parametrize("bad", [0, -1, 86401, True, "10", float("nan")])
+def test_lock_wait_seconds_must_be_a_positive_number_of_seconds(tmp_path, bad):
+    with pytest.raises(InvalidArgumentError, match=r"lock_wait_seconds must be a number in \(0, 86400\]"):
+        pf.SharedDiskCache(str(tmp_path / "cache"), lock_wait_seconds=bad)
