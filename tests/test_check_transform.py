@@ -34,7 +34,7 @@ def test_preserving_transform_passes(store_url, capsys):
                         "--chunk", "1", "--threads", "2", "--min-seconds", "0.05", "--repeats", "1"], capsys)
     assert "8/chunk" in out and "3 chunks" in out and "(8, 6, 8)" in out
     assert "shape- and dtype-preserving" in out and "cacheable as-is" in out
-    assert "GIL probe" in out
+    assert "GIL-release probe (thread-scaling, 2 threads):" in out
     assert code in (0, 1)  # the GIL verdict depends on this machine's load; never a hard timing assert
 
 
@@ -42,7 +42,11 @@ def test_declared_reshape_ok(store_url, capsys):
     code, out, _ = run([store_url, "--var", "t2m", "--transform", f"{EXAMPLES}:coarsen2x", "--no-gil-probe"],
                        capsys)
     assert code == 0, out
-    assert "-> (8, 3, 4)" in out and "[OK]" in out and "PASS" in out
+    assert "(8, 6, 8) float32  ->  (8, 3, 4) float32" in out and "[OK]" in out and "PASS" in out
+    # The original CLI's words, which scripts grep.
+    assert "  inner shape : (6, 8)  dtype=float32  inner tiles/chunk=2\n" in out
+    assert "  declares output_inner -> (3, 4) float32  [OK]\n" in out
+    assert out.rstrip().endswith("PASS: chunk_transform checks all passed.")
 
 
 def test_mismatch_and_undeclared_reshape_fail(store_url, tmp_path, capsys):
@@ -61,6 +65,7 @@ def test_mismatch_and_undeclared_reshape_fail(store_url, tmp_path, capsys):
         "    return c\n")
     code, out, _ = run([store_url, "--var", "t2m", "--transform", f"{module}:liar", "--no-gil-probe"], capsys)
     assert code == 1 and "[MISMATCH]" in out and "FAIL" in out
+    assert "  FAIL: declared (6, 3)/float32 != actual (6, 2)/float32" in out
     code, out, _ = run([store_url, "--var", "t2m", "--transform", f"{module}:undeclared", "--no-gil-probe"], capsys)
     assert code == 1 and "does not declare output_inner" in out
 
@@ -68,10 +73,20 @@ def test_mismatch_and_undeclared_reshape_fail(store_url, tmp_path, capsys):
 def test_usage_errors_exit_2(store_url, tmp_path, capsys):
     for target in ["nope", f"{tmp_path}/missing.py:f", f"{EXAMPLES}:absent", "json:dumps_not_there"]:
         code, _, err = run([store_url, "--var", "t2m", "--transform", target, "--no-gil-probe"], capsys)
-        assert code == 2 and err.startswith("error:"), target
+        assert code == 2 and err.startswith(f"error: could not load --transform {target!r}: "), (target, err)
     code, _, err = run([store_url, "--var", "t2m", "--transform", f"{EXAMPLES}:kelvin_to_celsius",
                         "--chunk", "3", "--no-gil-probe"], capsys)
-    assert code == 2 and "--chunk 3" in err
+    assert code == 2 and err == "error: --chunk 3 out of range [0, 3)\n"
+
+
+def test_a_transform_scoped_to_another_variable_fails(store_url, tmp_path, capsys):
+    module = tmp_path / "scoped.py"
+    module.write_text("from insitubatch import applies\nonly_u10 = applies(['u10'], lambda c: c)\n"
+                      "both = applies(['u10', 't2m'], lambda c: c)\n")
+    code, out, _ = run([store_url, "--var", "t2m", "--transform", f"{module}:only_u10", "--no-gil-probe"], capsys)
+    assert code == 1 and "FAIL: this transform is scoped with applies(['u10'])" in out
+    code, out, _ = run([store_url, "--var", "t2m", "--transform", f"{module}:both", "--no-gil-probe"], capsys)
+    assert code == 0 and "  scope       : applies to ['t2m', 'u10']" in out
 
 
 def test_load_target_forms(tmp_path):
