@@ -96,12 +96,39 @@ void BindStores(nb::module_& m) {
           },
           nb::arg("prefix") = "", "Every key under `prefix`, sorted.")
       .def("describe", &Store::Describe, nb::arg("key") = "", "Where `key` lives, as a path or URL.")
+      .def_prop_ro("writable", &Store::writable, "Whether write/delete are served (opened with read_only=False).")
+      .def(
+          "write",
+          [](Store& store, std::string key, nb::bytes value, bool if_absent) {
+            const std::string_view bytes(value.c_str(), value.size());  // `value` outlives the call
+            GilRelease release;
+            return ValueOrThrow(store.Write(std::move(key), bytes,
+                                            if_absent ? Store::WriteMode::kIfAbsent : Store::WriteMode::kOverwrite));
+          },
+          nb::arg("key"), nb::arg("value"), nb::arg("if_absent") = false,
+          "Writes a whole object; with if_absent only when none is there (atomically). Returns whether it wrote.")
+      .def(
+          "delete",
+          [](Store& store, std::string key) {
+            GilRelease release;
+            ThrowIfError(store.Delete(std::move(key)));
+          },
+          nb::arg("key"), "Removes an object (a missing key is fine).")
+      .def(
+          "delete_prefix",
+          [](Store& store, std::string prefix) {
+            GilRelease release;
+            ThrowIfError(store.DeletePrefix(std::move(prefix)));
+          },
+          nb::arg("prefix"), "Removes every object under `prefix` + '/' ('' = all).")
       .def("__repr__", [](const Store& store) { return "<insitubatch.Store " + store.Describe("") + ">"; });
 
   nb::class_<FileStore, Store>(m, "FileStore", nb::dynamic_attr()).def_prop_ro("root", &FileStore::root);
 
   nb::class_<MemoryStore, Store>(m, "MemoryStore", nb::dynamic_attr())
-      .def("__init__", [](MemoryStore* self) { new (self) MemoryStore(); })
+      .def(
+          "__init__", [](MemoryStore* self, bool writable) { new (self) MemoryStore(writable); },
+          nb::arg("writable") = false)
       .def(
           "set",
           [](MemoryStore& store, std::string key, nb::bytes value) {
@@ -111,12 +138,13 @@ void BindStores(nb::module_& m) {
           nb::arg("key"), nb::arg("value"))
       .def("erase", &MemoryStore::Erase, nb::arg("key"));
 
-  nb::class_<CountingStore, Store>(m, "CountingStore", nb::dynamic_attr(), "Wraps a store and counts reads per key.")
+  nb::class_<CountingStore, Store>(m, "CountingStore", nb::dynamic_attr(), "Wraps a store and counts reads (and writes) per key.")
       .def(
           "__init__",
           [](CountingStore* self, std::shared_ptr<Store> inner) { new (self) CountingStore(std::move(inner)); },
           nb::arg("inner"))
       .def("reads", &CountingStore::reads, "Reads per key since the last reset.")
+      .def("writes", &CountingStore::writes, "Writes per key since the last reset.")
       .def_prop_ro("total_reads", &CountingStore::total_reads)
       .def("reset", &CountingStore::Reset);
 
@@ -176,8 +204,11 @@ void BindStores(nb::module_& m) {
 
   m.def(
       "open_file_store",
-      [](const std::string& root) -> std::shared_ptr<Store> { return ValueOrThrow(FileStore::Open(root)); },
-      nb::arg("root"), "A store over a local directory (a path or a file:// URL).");
+      [](const std::string& root, bool writable) -> std::shared_ptr<Store> {
+        return ValueOrThrow(FileStore::Open(root, 0, writable));
+      },
+      nb::arg("root"), nb::arg("writable") = false,
+      "A store over a local directory (a path or a file:// URL); writable creates it when missing.");
 }
 
 }  // namespace insitubatch::python

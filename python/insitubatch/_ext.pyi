@@ -26,6 +26,21 @@ class Store:
     def describe(self, key: str = '') -> str:
         """Where `key` lives, as a path or URL."""
 
+    @property
+    def writable(self) -> bool:
+        """Whether write/delete are served (opened with read_only=False)."""
+
+    def write(self, key: str, value: bytes, if_absent: bool = False) -> bool:
+        """
+        Writes a whole object; with if_absent only when none is there (atomically). Returns whether it wrote.
+        """
+
+    def delete(self, key: str) -> None:
+        """Removes an object (a missing key is fine)."""
+
+    def delete_prefix(self, prefix: str) -> None:
+        """Removes every object under `prefix` + '/' ('' = all)."""
+
     def __repr__(self) -> str: ...
 
 class FileStore(Store):
@@ -33,19 +48,22 @@ class FileStore(Store):
     def root(self) -> str: ...
 
 class MemoryStore(Store):
-    def __init__(self) -> None: ...
+    def __init__(self, writable: bool = False) -> None: ...
 
     def set(self, key: str, value: bytes) -> None: ...
 
     def erase(self, key: str) -> None: ...
 
 class CountingStore(Store):
-    """Wraps a store and counts reads per key."""
+    """Wraps a store and counts reads (and writes) per key."""
 
     def __init__(self, inner: Store) -> None: ...
 
     def reads(self) -> dict[str, int]:
         """Reads per key since the last reset."""
+
+    def writes(self) -> dict[str, int]:
+        """Writes per key since the last reset."""
 
     @property
     def total_reads(self) -> int: ...
@@ -98,8 +116,10 @@ def open_reference_store(refs: ReferenceSet, targets: Sequence[tuple[Store, str]
     A store over `refs` (which it takes over, leaving it empty); targets[i] = (store, key) serves refs.targets[i].
     """
 
-def open_file_store(root: str) -> Store:
-    """A store over a local directory (a path or a file:// URL)."""
+def open_file_store(root: str, writable: bool = False) -> Store:
+    """
+    A store over a local directory (a path or a file:// URL); writable creates it when missing.
+    """
 
 class TransportOptions:
     """Timeouts, retries and TLS settings of the HTTP transport."""

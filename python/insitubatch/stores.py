@@ -39,7 +39,7 @@ logger = logging.getLogger("insitubatch")
 
 Store = _ext.Store
 
-# Options every backend accepts (zarr's read_only flag: we only ever read).
+# Options every backend accepts (zarr's read_only flag: True unless the store is written).
 _COMMON_OPTIONS = frozenset({"read_only"})
 
 # Options of the HTTP transport shared by http(s)://, s3:// and gs://.
@@ -170,8 +170,6 @@ def _check_options(scheme: str, options: dict[str, Any], allowed: frozenset[str]
     for name in sorted(given):
         logger.debug("store option %r does not apply to %s stores: ignored", name, scheme)
         del options[name]
-    if options.get("read_only", True) is not True:
-        raise InvalidArgumentError("insitubatch stores are read-only: read_only must be True")
 
 
 # -- obstore's nested forms -----------------------------------------------------------------
@@ -439,12 +437,21 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
         raise InvalidArgumentError(f"store url must be a non-empty string, got {type(url).__name__}")
     recipe = (url, dict(options))
     scheme = urlparse(url).scheme.lower() if "://" in url else ""
+    read_only = options.pop("read_only", True)
+    if not isinstance(read_only, bool):
+        raise InvalidTypeError(f"option 'read_only' must be True or False, got {read_only!r}")
     if scheme in ("", "file"):
         _check_options("file://", options, frozenset())
-        return _with_recipe(_ext.open_file_store(url), *recipe)
+        return _with_recipe(_ext.open_file_store(url, writable=not read_only), *recipe)
     if scheme == "memory":
         _check_options("memory://", options, frozenset())
-        return _ext.MemoryStore()
+        return _ext.MemoryStore(writable=not read_only)
+    if not read_only and scheme in ("http", "https") and not _is_azure_blob_url(url):
+        raise InvalidArgumentError(f"option 'read_only': {url} cannot be opened for writing: HTTP has no write"
+                                   " verb (write through s3://, gs://, az:// or a local path instead)")
+    if not read_only:
+        raise UnsupportedError(f"option 'read_only': writing to {scheme}:// stores is not supported yet"
+                               " (local paths, file:// and memory:// stores are writable)")
     if scheme == "https" and _is_azure_blob_url(url):  # https://<account>.blob.core.windows.net/...
         scheme = "az"
     backend = _BACKENDS.get(scheme)
@@ -515,12 +522,14 @@ def reopen_store(old: Any) -> Any:
 
 
 def obstore_store(url: str, **options: Any) -> Any:
-    """:func:`store` (same URLs and options) as a read-only zarr-python ``Store`` that the
-    engine also reads natively: hand it to ``zarr.open_group``, ``xarray.open_zarr`` or
-    ``InSituDataset`` alike. (It imports zarr; :func:`store` does not.) ``memory://`` gives
-    the native memory store."""
+    """:func:`store` (same URLs and options) as a zarr-python ``Store`` that the engine also
+    reads natively: hand it to ``zarr.open_group``, ``xarray.open_zarr`` or ``InSituDataset``
+    alike. (It imports zarr; :func:`store` does not.) With ``read_only=False`` (local paths,
+    ``file://`` and ``memory://``) zarr-python and xarray write through it, each object
+    replaced whole so a reader never sees part of one. A read-only ``memory://`` gives the
+    native memory store."""
     native = store(url, **options)
-    if isinstance(native, _ext.MemoryStore):
+    if isinstance(native, _ext.MemoryStore) and not native.writable:
         return native
     from .zarr_store import ZarrStore
 

@@ -1,9 +1,11 @@
-"""The engine's native stores as read-only zarr-python Stores.
+"""The engine's native stores as zarr-python Stores.
 
 :func:`insitubatch.obstore_store` returns a :class:`ZarrStore`: one object that
 ``zarr.open_group``, ``xarray.open_zarr``, xbatcher or zarr's ``WrapperStore`` read through our
 native IO (each read on a worker thread, the GIL released while it waits), and that the engine
-reads directly (``as_native_store`` unwraps it: no bridge). Imported only when one is made,
+reads directly (``as_native_store`` unwraps it: no bridge). A store opened with
+``read_only=False`` is written through as well (``set``, ``set_if_not_exists``, ``delete``,
+``delete_dir``), on the same native IO. Imported only when one is made,
 because importing zarr costs a quarter of a second.
 """
 
@@ -35,22 +37,34 @@ def _read(native: Any, key: str, byte_range: ByteRequest | None) -> bytes | None
 
 
 class ZarrStore(Store):
-    """A native store (``.native``) behind zarr-python's read-only ``Store`` interface. The
-    native store's own methods (``read``, ``describe``, ``transport_stats``, ...) are
-    available on it too; ``list`` is zarr's (async)."""
+    """A native store (``.native``) behind zarr-python's ``Store`` interface: read-only unless
+    the native store was opened writable. The native store's own methods (``read``,
+    ``describe``, ``transport_stats``, ...) are available on it too; ``list`` is zarr's
+    (async)."""
 
-    supports_writes = False
-    supports_deletes = False
-    supports_partial_writes = False
     supports_listing = True
 
-    def __init__(self, native: Any) -> None:
-        super().__init__(read_only=True)
+    def __init__(self, native: Any, read_only: bool | None = None) -> None:
+        writable = bool(getattr(native, "writable", False))
+        if read_only is None:
+            read_only = not writable
+        if not read_only and not writable:
+            raise InvalidArgumentError(f"{native.describe('')} was opened read-only: open it with"
+                                       " read_only=False to write through it")
+        super().__init__(read_only=read_only)
         self._native = native
 
     @property
     def native(self) -> Any:
         return self._native
+
+    @property
+    def supports_writes(self) -> bool:
+        return bool(getattr(self._native, "writable", False))
+
+    @property
+    def supports_deletes(self) -> bool:
+        return self.supports_writes
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name == "_native":  # unpickling, copy: no native yet
@@ -67,18 +81,21 @@ class ZarrStore(Store):
         return id(self._native)
 
     def __repr__(self) -> str:
-        return f"ZarrStore({self._native!r})"
+        return f"ZarrStore({self._native!r}{'' if self.read_only else ', writable'})"
 
-    def __reduce__(self) -> tuple[type, tuple[Any]]:
-        return ZarrStore, (self._native,)
+    def __reduce__(self) -> tuple[type, tuple[Any, bool]]:
+        return ZarrStore, (self._native, self.read_only)
+
+    def _check_writable(self) -> None:
+        # zarr's own words, as the ValueError zarr raises (InvalidArgumentError is one).
+        if self.read_only:
+            raise InvalidArgumentError(f"{self._native.describe('')}: store was opened in read-only mode and does"
+                                       " not support writing (open it with read_only=False to write)")
 
     def with_read_only(self, read_only: bool = False) -> "ZarrStore":
-        self._check_read_only(read_only)
-        return self
-
-    def _check_read_only(self, read_only: bool) -> None:
-        if not read_only:
-            raise InvalidArgumentError(f"{self._native.describe('')} is read-only: insitubatch stores never write")
+        """The same native store with zarr's read_only flag set (writable only when the
+        native store was opened writable)."""
+        return self if read_only == self.read_only else ZarrStore(self._native, read_only=read_only)
 
     async def get(self, key: str, prototype: BufferPrototype,
                   byte_range: ByteRequest | None = None) -> Buffer | None:
@@ -99,13 +116,20 @@ class ZarrStore(Store):
         return len(data)
 
     async def set(self, key: str, value: Buffer) -> None:
-        self._check_read_only(False)
+        self._check_writable()
+        await asyncio.to_thread(self._native.write, key, value.to_bytes())
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
-        self._check_read_only(False)
+        self._check_writable()  # atomic against other writers: a conditional create
+        await asyncio.to_thread(self._native.write, key, value.to_bytes(), if_absent=True)
 
     async def delete(self, key: str) -> None:
-        self._check_read_only(False)
+        self._check_writable()
+        await asyncio.to_thread(self._native.delete, key)
+
+    async def delete_dir(self, prefix: str) -> None:
+        self._check_writable()
+        await asyncio.to_thread(self._native.delete_prefix, prefix)
 
     async def _keys(self, prefix: str) -> list[str]:
         return [k for k in await asyncio.to_thread(self._native.list, prefix) if k.startswith(prefix)]

@@ -1,6 +1,6 @@
 #pragma once
 
-// CountingStore: wraps another store and counts reads per key. Tests use it to prove
+// CountingStore: wraps another store and counts reads (and writes) per key. Tests use it to prove
 // decode-once ("each stored chunk fetched once per epoch"); tools use it to see what a
 // pass actually fetched.
 
@@ -22,7 +22,14 @@ class CountingStore final : public Store {
   Result<std::vector<std::string>> List(std::string_view prefix) override { return inner_->List(prefix); }
   std::string Describe(std::string_view key) const override { return inner_->Describe(key); }
 
+  bool writable() const override { return inner_->writable(); }
+  Result<bool> Write(std::string key, std::string_view value, WriteMode mode) override;
+  Status Delete(std::string key) override { return inner_->Delete(std::move(key)); }
+  Status DeletePrefix(std::string prefix) override { return inner_->DeletePrefix(std::move(prefix)); }
+
   std::map<std::string, uint64_t> reads() const;
+  // Writes per key that reached the inner store (whether or not they succeeded).
+  std::map<std::string, uint64_t> writes() const;
   uint64_t total_reads() const;
   void Reset();
 
@@ -30,6 +37,7 @@ class CountingStore final : public Store {
   std::shared_ptr<Store> inner_;
   mutable std::mutex mutex_;
   std::map<std::string, uint64_t> reads_;
+  std::map<std::string, uint64_t> writes_;
   uint64_t total_ = 0;
 };
 

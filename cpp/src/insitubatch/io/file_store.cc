@@ -1,10 +1,12 @@
 #include "insitubatch/io/file_store.h"
 
 #include <fcntl.h>
+#include <stdio.h>  // renameat2, RENAME_NOREPLACE
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -32,7 +34,59 @@ class FdCloser {
   int fd_;
 };
 
+constexpr std::string_view kWriteTempMarker = ".insitu-write-";
+
+// A temp name no other writer (thread or process) uses: pid, a counter, and the object's
+// own name so a stray one says what it was for.
+std::string WriteTempName(std::string_view base) {
+  static std::atomic<uint64_t> counter{0};
+  return "." + std::string(base) + std::string(kWriteTempMarker) + std::to_string(::getpid()) + "-" +
+         std::to_string(counter.fetch_add(1));
+}
+
+// A full disk or quota is a resource the user can free, not a broken store.
+Status WriteError(const std::string& message, int err) {
+  if (err == ENOSPC || err == EDQUOT) return ResourceExhausted(message + ": " + ErrnoText(err)).set_detail(err);
+  return IoError(message + ": " + ErrnoText(err)).set_detail(err);
+}
+
+Status WriteAll(int fd, std::string_view value, const std::string& what) {
+  size_t done = 0;
+  while (done < value.size()) {
+    const size_t want = std::min<size_t>(value.size() - done, size_t{1} << 30);
+    const ssize_t got = ::write(fd, value.data() + done, want);
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      return WriteError("cannot write " + what, errno);
+    }
+    done += static_cast<size_t>(got);
+  }
+  return Status::Ok();
+}
+
+// Moves `temp` to `path` only when nothing is at `path`: renameat2(RENAME_NOREPLACE) where
+// the filesystem has it, else link + unlink (both atomic against a racing creator).
+// Returns false when an object was already there (`temp` is then removed).
+Result<bool> MoveIfAbsent(const std::string& temp, const std::string& path) {
+  if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) return true;
+  int err = errno;
+  if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {
+    if (::link(temp.c_str(), path.c_str()) == 0) {
+      ::unlink(temp.c_str());
+      return true;
+    }
+    err = errno;
+  }
+  ::unlink(temp.c_str());
+  if (err == EEXIST) return false;
+  return IoError("cannot create " + path + ": " + ErrnoText(err)).set_detail(err);
+}
+
 }  // namespace
+
+bool IsWriteTempName(std::string_view file_name) {
+  return file_name.starts_with('.') && file_name.find(kWriteTempMarker) != std::string_view::npos;
+}
 
 Result<std::string> LocalPathFromUrl(const std::string& url) {
   const size_t scheme_end = url.find("://");
@@ -50,9 +104,16 @@ Result<std::string> LocalPathFromUrl(const std::string& url) {
   return rest;
 }
 
-Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root, size_t io_threads) {
+Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root, size_t io_threads, bool writable) {
   INSITU_ASSIGN_OR_RETURN(std::string path, LocalPathFromUrl(root));
   if (path.empty()) return InvalidArgument("file store root is empty");
+  if (writable) {  // a store being written may not exist yet (zarr creates it on first write)
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec && ec != std::errc::file_exists) {
+      return IoError("cannot create file store root \"" + path + "\": " + ec.message()).set_detail(ec.value());
+    }
+  }
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
@@ -68,11 +129,14 @@ Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root, size
   while (path.size() > 1 && path.back() == '/') path.pop_back();
   if (io_threads == 0) io_threads = kDefaultIoThreads;
   INSITU_ASSIGN_OR_RETURN(auto pool, ThreadPool::Create(io_threads, "insitu-file"));
-  return std::shared_ptr<FileStore>(new FileStore(std::move(path), std::move(pool)));
+  return std::shared_ptr<FileStore>(new FileStore(std::move(path), std::move(pool), writable));
 }
 
-FileStore::FileStore(std::string root, std::unique_ptr<ThreadPool> pool)
-    : root_(std::move(root)), pool_(std::move(pool)), read_buffers_(BufferRecycler::Create(kMaxIdleReadBufferBytes)) {}
+FileStore::FileStore(std::string root, std::unique_ptr<ThreadPool> pool, bool writable)
+    : root_(std::move(root)),
+      writable_(writable),
+      pool_(std::move(pool)),
+      read_buffers_(BufferRecycler::Create(kMaxIdleReadBufferBytes)) {}
 
 // Drains queued reads (their callbacks still run) before the root string goes away.
 FileStore::~FileStore() { pool_.reset(); }
@@ -173,6 +237,7 @@ Result<std::vector<std::string>> FileStore::List(std::string_view prefix) {
     std::error_code type_ec;
     // Regular files (through symlinks too); zarr v2 ".zarray"-style names are kept.
     if (!it->is_regular_file(type_ec)) continue;
+    if (IsWriteTempName(it->path().filename().native())) continue;
     std::string key = it->path().lexically_relative(root_).generic_string();
     if (key.starts_with(prefix)) keys.push_back(std::move(key));
   }
@@ -181,6 +246,74 @@ Result<std::vector<std::string>> FileStore::List(std::string_view prefix) {
   }
   std::sort(keys.begin(), keys.end());
   return keys;
+}
+
+Result<bool> FileStore::Write(std::string key, std::string_view value, WriteMode mode) {
+  namespace fs = std::filesystem;
+  INSITU_RETURN_IF_ERROR(CheckWritable(key));
+  const std::string path = Describe(key);
+  const fs::path target(path);
+  std::error_code ec;
+  fs::create_directories(target.parent_path(), ec);
+  if (ec && ec != std::errc::file_exists) {
+    return IoError("cannot write " + path + ": cannot create " + target.parent_path().string() + ": " + ec.message())
+        .set_detail(ec.value());
+  }
+  const std::string temp = (target.parent_path() / WriteTempName(target.filename().native())).string();
+  int fd;
+  do {
+    // O_NOFOLLOW | O_EXCL: the temp is a new file of ours, never something planted there.
+    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+  } while (fd < 0 && errno == EINTR);
+  if (fd < 0) return WriteError("cannot write " + path + ": cannot create a file beside it", errno);
+  Status written = WriteAll(fd, value, path);
+  // close() reports deferred write errors on some filesystems (NFS): check it too.
+  if (::close(fd) != 0 && written.ok()) written = WriteError("cannot write " + path, errno);
+  if (!written.ok()) {
+    ::unlink(temp.c_str());
+    return written;
+  }
+  if (mode == WriteMode::kIfAbsent) return MoveIfAbsent(temp, path);
+  if (::rename(temp.c_str(), path.c_str()) != 0) {
+    const Status error = WriteError("cannot write " + path, errno);
+    ::unlink(temp.c_str());
+    return error;
+  }
+  return true;
+}
+
+Status FileStore::Delete(std::string key) {
+  INSITU_RETURN_IF_ERROR(CheckWritable(key));
+  const std::string path = Describe(key);
+  if (::unlink(path.c_str()) == 0) return Status::Ok();
+  const int err = errno;
+  if (err == ENOENT || err == ENOTDIR) return Status::Ok();
+  if (err == EISDIR || err == EPERM) {  // a directory at the key: zarr's LocalStore removes it whole
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (!ec) return Status::Ok();
+    return IoError("cannot delete " + path + ": " + ec.message()).set_detail(ec.value());
+  }
+  return IoError("cannot delete " + path + ": " + ErrnoText(err)).set_detail(err);
+}
+
+Status FileStore::DeletePrefix(std::string prefix) {
+  namespace fs = std::filesystem;
+  INSITU_ASSIGN_OR_RETURN(const std::string under, CheckWritablePrefix(prefix));
+  // The root itself stays (it is what the store was opened on); everything below goes.
+  const fs::path dir = under.empty() ? fs::path(root_) : fs::path(root_) / under.substr(0, under.size() - 1);
+  std::error_code ec;
+  if (fs::is_symlink(dir, ec) || !fs::is_directory(dir, ec)) return Status::Ok();
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::error_code remove_ec;
+    fs::remove_all(it->path(), remove_ec);
+    if (remove_ec) {
+      return IoError("cannot delete " + it->path().string() + ": " + remove_ec.message()).set_detail(remove_ec.value());
+    }
+  }
+  if (ec) return IoError("cannot delete under " + dir.string() + ": " + ec.message()).set_detail(ec.value());
+  if (!under.empty()) fs::remove(dir, ec);  // the emptied directory, as zarr's LocalStore does
+  return Status::Ok();
 }
 
 }  // namespace insitubatch

@@ -13,9 +13,10 @@ namespace insitubatch {
 
 class FileStore final : public Store {
  public:
-  // `root` is a directory path or file:// URL. NotFound if it does not exist.
+  // `root` is a directory path or file:// URL. NotFound if it does not exist, unless
+  // `writable`: then it is created (with its parents) when missing.
   // `io_threads` bounds concurrent preads (0 = a default of 8).
-  static Result<std::shared_ptr<FileStore>> Open(const std::string& root, size_t io_threads = 0);
+  static Result<std::shared_ptr<FileStore>> Open(const std::string& root, size_t io_threads = 0, bool writable = false);
   ~FileStore() override;
 
   using Store::ReadAsync;
@@ -23,20 +24,33 @@ class FileStore final : public Store {
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 
+  // Writes go to a temporary file beside the object, renamed over it when complete, so a
+  // reader (or a process killed mid-write) never leaves or sees part of an object.
+  // Directories are created as needed; the key rules are the reads'.
+  bool writable() const override { return writable_; }
+  Result<bool> Write(std::string key, std::string_view value, WriteMode mode) override;
+  Status Delete(std::string key) override;
+  Status DeletePrefix(std::string prefix) override;
+
   // Blocking read on the calling thread (no pool hop).
   Result<ReadResult> ReadNow(const std::string& key, ByteRange range) const;
 
   const std::string& root() const { return root_; }
 
  private:
-  FileStore(std::string root, std::unique_ptr<ThreadPool> pool);
+  FileStore(std::string root, std::unique_ptr<ThreadPool> pool, bool writable);
   // Idle read buffers kept for reuse (stored chunks are read into them, then decoded).
   static constexpr size_t kMaxIdleReadBufferBytes = size_t{128} << 20;
 
   std::string root_;
+  const bool writable_;
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<BufferRecycler> read_buffers_;
 };
+
+// Whether a file name is one of FileStore's in-progress write temporaries (listings skip
+// them; a writer killed mid-write leaves one behind, never a partial object).
+bool IsWriteTempName(std::string_view file_name);
 
 // Strips "file://" from a URL (percent-decoding not needed for local test paths); other
 // schemes are InvalidArgument.

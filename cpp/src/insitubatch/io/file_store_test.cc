@@ -6,11 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "insitubatch/util/temp_dir_testutil.h"
 
@@ -167,6 +170,131 @@ TEST_F(FileStoreTest, DestructionRunsQueuedCallbacks) {
     }
   }
   EXPECT_EQ(completed.load(), 500);
+}
+
+// Every name in the directory tree, temporaries included (List hides those).
+std::vector<std::string> AllNames(const std::string& root) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::recursive_directory_iterator(root)) {
+    names.push_back(entry.path().lexically_relative(root).generic_string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+std::string ReadBack(Store& store, const std::string& key) {
+  auto r = store.Read(key);
+  if (!r.ok() || !r->found) return "<missing>";
+  return std::string(reinterpret_cast<const char*>(r->data.data()), r->data.size());
+}
+
+TEST_F(FileStoreTest, AReadOnlyStoreRefusesWritesNamingWhere) {
+  Write("a", "x");
+  auto store = Open();
+  EXPECT_FALSE(store->writable());
+  auto w = store->Write("a", "y", Store::WriteMode::kOverwrite);
+  ASSERT_EQ(w.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(w.status().message(), HasSubstr(root_ + "/a"));
+  EXPECT_THAT(w.status().message(), HasSubstr("read-only"));
+  EXPECT_EQ(store->Delete("a").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store->DeletePrefix("").code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReadBack(*store, "a"), "x");
+}
+
+TEST_F(FileStoreTest, AWritableStoreCreatesItsRootAndDirectories) {
+  const std::string root = root_ + "/new/x.zarr";
+  auto store = FileStore::Open("file://" + root, 0, true);
+  ASSERT_TRUE(store.ok()) << store.status().ToString();
+  EXPECT_TRUE((*store)->writable());
+  ASSERT_TRUE(fs::is_directory(root));
+  auto w = (*store)->Write("t2m/c/0/0", "chunk", Store::WriteMode::kOverwrite);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_TRUE(*w);
+  EXPECT_EQ(ReadBack(**store, "t2m/c/0/0"), "chunk");
+  ASSERT_TRUE((*store)->Write("t2m/c/0/0", "replaced", Store::WriteMode::kOverwrite).ok());
+  EXPECT_EQ(ReadBack(**store, "t2m/c/0/0"), "replaced");
+  // Nothing but the objects and their directories: no temporary left behind.
+  EXPECT_THAT(AllNames(root), ElementsAre("t2m", "t2m/c", "t2m/c/0", "t2m/c/0/0"));
+  ASSERT_TRUE((*store)->Write("empty", "", Store::WriteMode::kOverwrite).ok());
+  EXPECT_EQ(ReadBack(**store, "empty"), "");
+}
+
+TEST_F(FileStoreTest, IfAbsentWritesExactlyOnceAmongRacingWriters) {
+  auto store = FileStore::Open(root_, 0, true);
+  ASSERT_TRUE(store.ok());
+  constexpr int kWriters = 8;
+  std::atomic<int> wins{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> writers;
+  for (int i = 0; i < kWriters; ++i) {
+    writers.emplace_back([&, i] {
+      auto w = (*store)->Write("zarr.json", "writer " + std::to_string(i), Store::WriteMode::kIfAbsent);
+      if (!w.ok()) errors++;
+      if (w.ok() && *w) wins++;
+    });
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(wins.load(), 1);
+  EXPECT_THAT(ReadBack(**store, "zarr.json"), ::testing::StartsWith("writer "));
+  EXPECT_THAT(AllNames(root_), ElementsAre("zarr.json"));
+  auto again = (*store)->Write("zarr.json", "late", Store::WriteMode::kIfAbsent);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(*again);
+}
+
+TEST_F(FileStoreTest, DeleteAndDeletePrefix) {
+  auto store = FileStore::Open(root_, 0, true);
+  ASSERT_TRUE(store.ok());
+  for (const char* key : {"a/0", "a/b/1", "ab/2", "c"}) {
+    ASSERT_TRUE((*store)->Write(key, "v", Store::WriteMode::kOverwrite).ok());
+  }
+  EXPECT_TRUE((*store)->Delete("missing/key").ok());
+  EXPECT_TRUE((*store)->Delete("c").ok());
+  EXPECT_TRUE((*store)->DeletePrefix("a/").ok());  // "a" and "a/" name the same directory
+  EXPECT_THAT((*store)->List("").value(), ElementsAre("ab/2"));
+  EXPECT_TRUE((*store)->DeletePrefix("nothing/here").ok());
+  EXPECT_TRUE((*store)->DeletePrefix("").ok());
+  EXPECT_TRUE((*store)->List("").value().empty());
+  EXPECT_TRUE(fs::is_directory(root_));  // the root the store was opened on stays
+}
+
+TEST_F(FileStoreTest, WriteKeysFollowTheReadRules) {
+  auto store = FileStore::Open(root_ + "/inner", 0, true);
+  ASSERT_TRUE(store.ok());
+  for (const char* key : {"../escape", "/abs", "a//b", "", "a/./b"}) {
+    EXPECT_EQ((*store)->Write(key, "v", Store::WriteMode::kOverwrite).status().code(), StatusCode::kInvalidArgument)
+        << key;
+    EXPECT_EQ((*store)->Delete(key).code(), StatusCode::kInvalidArgument) << key;
+  }
+  EXPECT_EQ((*store)->DeletePrefix("..").code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(AllNames(root_), ElementsAre("inner"));
+}
+
+TEST_F(FileStoreTest, AFailedWriteNamesThePathAndLeavesNothing) {
+  Write("file", "x");
+  auto store = FileStore::Open(root_, 0, true);
+  ASSERT_TRUE(store.ok());
+  // A directory is needed where a file is: the write cannot happen.
+  auto w = (*store)->Write("file/chunk", "v", Store::WriteMode::kOverwrite);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), StatusCode::kIoError);
+  EXPECT_THAT(w.status().message(), HasSubstr(root_ + "/file/chunk"));
+  // The object's path is a directory: rename cannot replace it.
+  fs::create_directories(fs::path(root_) / "dir/sub");
+  auto onto_dir = (*store)->Write("dir", "v", Store::WriteMode::kOverwrite);
+  ASSERT_FALSE(onto_dir.ok());
+  EXPECT_THAT(onto_dir.status().message(), HasSubstr(root_ + "/dir"));
+  EXPECT_THAT(AllNames(root_), ElementsAre("dir", "dir/sub", "file"));
+}
+
+TEST_F(FileStoreTest, ListingSkipsWriteTemporaries) {
+  Write("t2m/.0.insitu-write-123-4", "partial");  // what a writer killed mid-write leaves
+  Write("t2m/.zarray", "{}");
+  auto store = Open();
+  EXPECT_THAT(store->List("").value(), ElementsAre("t2m/.zarray"));
+  EXPECT_TRUE(IsWriteTempName(".0.insitu-write-1-0"));
+  EXPECT_FALSE(IsWriteTempName(".zarray"));
 }
 
 }  // namespace

@@ -74,6 +74,30 @@ Result<std::vector<std::string>> MemoryStore::List(std::string_view prefix) {
   return keys;  // std::map order is sorted order
 }
 
+Result<bool> MemoryStore::Write(std::string key, std::string_view value, WriteMode mode) {
+  INSITU_RETURN_IF_ERROR(CheckWritable(key));
+  std::string bytes(value);  // copied before the lock: readers are not held up by a big write
+  std::lock_guard lock(mutex_);
+  if (mode == WriteMode::kIfAbsent) return objects_.try_emplace(std::move(key), std::move(bytes)).second;
+  objects_.insert_or_assign(std::move(key), std::move(bytes));
+  return true;
+}
+
+Status MemoryStore::Delete(std::string key) {
+  INSITU_RETURN_IF_ERROR(CheckWritable(key));
+  std::lock_guard lock(mutex_);
+  objects_.erase(key);
+  return Status::Ok();
+}
+
+Status MemoryStore::DeletePrefix(std::string prefix) {
+  INSITU_ASSIGN_OR_RETURN(const std::string under, CheckWritablePrefix(prefix));
+  std::lock_guard lock(mutex_);
+  auto it = objects_.lower_bound(under);
+  while (it != objects_.end() && it->first.starts_with(under)) it = objects_.erase(it);
+  return Status::Ok();
+}
+
 std::string MemoryStore::Describe(std::string_view key) const { return "memory://" + std::string(key); }
 
 }  // namespace insitubatch

@@ -12,6 +12,9 @@ namespace insitubatch {
 
 class MemoryStore final : public Store {
  public:
+  // `writable`: whether Write/Delete are served (Set and Erase, for tests, always are).
+  explicit MemoryStore(bool writable = false) : writable_(writable) {}
+
   void Set(std::string key, std::string bytes);
   void Erase(const std::string& key);
 
@@ -20,7 +23,13 @@ class MemoryStore final : public Store {
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 
+  bool writable() const override { return writable_; }
+  Result<bool> Write(std::string key, std::string_view value, WriteMode mode) override;
+  Status Delete(std::string key) override;
+  Status DeletePrefix(std::string prefix) override;
+
  private:
+  const bool writable_;
   mutable std::mutex mutex_;
   std::map<std::string, std::string, std::less<>> objects_;
 };

@@ -126,5 +126,28 @@ TEST(MemoryStoreTest, ConcurrentWritersAndReaders) {
   EXPECT_THAT(*keys, ElementsAre("t2/0", "t2/1", "t2/2", "t2/3", "t2/4", "t2/5", "t2/6", "t2/7", "t2/8", "t2/9"));
 }
 
+TEST(MemoryStoreTest, WritesNeedAWritableStore) {
+  MemoryStore read_only;
+  auto refused = read_only.Write("k", "v", Store::WriteMode::kOverwrite);
+  ASSERT_EQ(refused.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(), HasSubstr("memory://k"));
+
+  MemoryStore store(/*writable=*/true);
+  EXPECT_TRUE(store.Write("g/a", "1", Store::WriteMode::kOverwrite).value());
+  EXPECT_FALSE(store.Write("g/a", "2", Store::WriteMode::kIfAbsent).value());
+  EXPECT_TRUE(store.Write("g/b/c", "3", Store::WriteMode::kIfAbsent).value());
+  EXPECT_TRUE(store.Write("gx", "4", Store::WriteMode::kOverwrite).value());
+  auto a = store.Read("g/a");
+  ASSERT_TRUE(a.ok() && a->found);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(a->data.data()), a->data.size()), "1");
+  EXPECT_EQ(store.Write("../x", "v", Store::WriteMode::kOverwrite).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(store.Delete("g/a").ok());
+  EXPECT_TRUE(store.Delete("g/a").ok());  // already gone: fine
+  EXPECT_TRUE(store.DeletePrefix("g").ok());
+  EXPECT_THAT(store.List("").value(), ElementsAre("gx"));
+  EXPECT_TRUE(store.DeletePrefix("").ok());
+  EXPECT_TRUE(store.List("").value().empty());
+}
+
 }  // namespace
 }  // namespace insitubatch

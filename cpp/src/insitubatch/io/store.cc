@@ -26,6 +26,38 @@ Result<ReadResult> Store::Read(std::string key, ByteRange range) {
   return future.get();
 }
 
+std::string Store::WriteRefusal() const {
+  return "the store was opened read-only (open it with read_only=False to write)";
+}
+
+Status Store::CheckWritable(std::string_view key) const {
+  if (!writable()) return FailedPrecondition("cannot write " + Describe(key) + ": " + WriteRefusal());
+  return ValidateKey(key);
+}
+
+Result<std::string> Store::CheckWritablePrefix(std::string_view prefix) const {
+  while (!prefix.empty() && prefix.back() == '/') prefix.remove_suffix(1);
+  if (!writable()) return FailedPrecondition("cannot delete under " + Describe(prefix) + ": " + WriteRefusal());
+  if (prefix.empty()) return std::string();
+  INSITU_RETURN_IF_ERROR(ValidateKey(prefix));
+  return std::string(prefix) + "/";
+}
+
+Result<bool> Store::Write(std::string key, std::string_view, WriteMode) {
+  INSITU_RETURN_IF_ERROR(CheckWritable(key));
+  return Unimplemented("cannot write " + Describe(key) + ": this store does not implement writes");
+}
+
+Status Store::Delete(std::string key) {
+  INSITU_RETURN_IF_ERROR(CheckWritable(key));
+  return Unimplemented("cannot delete " + Describe(key) + ": this store does not implement deletes");
+}
+
+Status Store::DeletePrefix(std::string prefix) {
+  INSITU_RETURN_IF_ERROR(CheckWritablePrefix(prefix).status());
+  return Unimplemented("cannot delete under " + Describe(prefix) + ": this store does not implement deletes");
+}
+
 Status ValidateKey(std::string_view key) {
   auto bad = [&](const char* why) { return InvalidArgument("invalid store key \"" + std::string(key) + "\": " + why); };
   if (key.empty()) return bad("empty");

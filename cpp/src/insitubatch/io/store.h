@@ -80,8 +80,34 @@ class Store {
   // A human-readable location for `key` (a path or URL) used in error messages.
   virtual std::string Describe(std::string_view key) const = 0;
 
+  // Writes, for a store opened writable (zarr-python and xarray write through it). They
+  // block the calling thread and are safe from any thread. A reader never sees part of an
+  // object: each write replaces the whole object at once. A store that cannot write --
+  // opened read-only, or a protocol with no write verb -- refuses with FailedPrecondition
+  // naming itself and why (WriteRefusal).
+  virtual bool writable() const { return false; }
+  // kOverwrite replaces any object at `key` and returns true. kIfAbsent writes only when no
+  // object is there, atomically against every other writer (a conditional create), and
+  // returns whether it wrote.
+  enum class WriteMode { kOverwrite, kIfAbsent };
+  virtual Result<bool> Write(std::string key, std::string_view value, WriteMode mode);
+  // Removes the object at `key`; a missing key is not an error.
+  virtual Status Delete(std::string key);
+  // Removes every object whose key starts with `prefix` + "/" (zarr's delete_dir); ""
+  // removes every object in the store.
+  virtual Status DeletePrefix(std::string prefix);
+
   // Blocking read.
   Result<ReadResult> Read(std::string key, ByteRange range = ByteRange::All());
+
+ protected:
+  // Why this store refuses writes, completing "cannot write <where>: ..." (the default:
+  // it was opened read-only).
+  virtual std::string WriteRefusal() const;
+  // Checks a write to `key` is allowed here and the key is valid.
+  Status CheckWritable(std::string_view key) const;
+  // The same for a DeletePrefix: the validated "prefix/" ("" for the whole store).
+  Result<std::string> CheckWritablePrefix(std::string_view prefix) const;
 };
 
 // Rejects keys that could escape the store root ("..", absolute, empty segments, NUL).

@@ -35,6 +35,11 @@ class HttpStore final : public Store {
 
   TransportStats transport_stats() const { return transport_->stats(); }
 
+ protected:
+  std::string WriteRefusal() const override {
+    return "HTTP has no write verb (write through s3://, gs://, az:// or a local path instead)";
+  }
+
  private:
   HttpStore(HttpUrl base, std::shared_ptr<CurlTransport> transport, std::vector<std::string> headers,
             uint64_t max_body_bytes);

@@ -47,6 +47,11 @@ class ReferenceStore final : public Store {
   const ReferenceSet& references() const { return refs_; }
   const std::string& name() const { return name_; }
 
+ protected:
+  std::string WriteRefusal() const override {
+    return "a reference store maps keys onto byte ranges of other files: it is read-only";
+  }
+
  private:
   ReferenceStore(ReferenceSet refs, std::vector<ReferenceTarget> targets, std::string name)
       : refs_(std::move(refs)), targets_(std::move(targets)), name_(std::move(name)) {}
