@@ -484,7 +484,7 @@ class _ProxyHandler(_QuietHandler):
         conn = http.client.HTTPConnection("127.0.0.1", self.owner.upstream_port, timeout=30)
         try:
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("connection",)}
-            conn.request(self.command, self.path, headers=headers)
+            conn.request(self.command, self.path, body=self._request_body or None, headers=headers)
             resp = conn.getresponse()
             body = resp.read()
             return resp.status, [(k, v) for k, v in resp.getheaders()
@@ -511,6 +511,9 @@ class _ProxyHandler(_QuietHandler):
             pass
 
     def _handle(self) -> None:
+        # A PUT/POST body is read first: a fault answered early still drains it, so the
+        # connection stays usable for the client's retry.
+        self._request_body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.owner.record(self)
         plan = self.owner.plan
         if plan.latency:
@@ -575,6 +578,15 @@ class _ProxyHandler(_QuietHandler):
         self._handle()
 
     def do_HEAD(self) -> None:
+        self._handle()
+
+    def do_PUT(self) -> None:  # writes (S3 PutObject, multipart parts)
+        self._handle()
+
+    def do_POST(self) -> None:
+        self._handle()
+
+    def do_DELETE(self) -> None:
         self._handle()
 
 

@@ -173,8 +173,10 @@ void BindCloudStores(nb::module_& m) {
       [](const std::string& url, const TransportOptions& transport, const std::string& region,
          const std::string& endpoint, std::optional<bool> virtual_hosted_style, bool skip_signature, bool request_payer,
          const std::string& access_key_id, const std::string& secret_access_key, const std::string& session_token,
-         const std::string& profile) -> std::shared_ptr<Store> {
+         const std::string& profile, bool writable, uint64_t multipart_part_size) -> std::shared_ptr<Store> {
         S3StoreOptions options;
+        options.writable = writable;
+        options.multipart_part_bytes = multipart_part_size;
         options.transport = transport;
         options.region = region;
         options.endpoint = endpoint;
@@ -195,7 +197,9 @@ void BindCloudStores(nb::module_& m) {
       nb::arg("url"), nb::arg("transport"), nb::arg("region") = "", nb::arg("endpoint") = "",
       nb::arg("virtual_hosted_style") = nb::none(), nb::arg("skip_signature") = false, nb::arg("request_payer") = false,
       nb::arg("access_key_id") = "", nb::arg("secret_access_key") = "", nb::arg("session_token") = "",
-      nb::arg("profile") = "", "An S3 store at s3://bucket/prefix (use insitubatch.store() for checked options).");
+      nb::arg("profile") = "", nb::arg("writable") = false,
+      nb::arg("multipart_part_size") = S3StoreOptions().multipart_part_bytes,
+      "An S3 store at s3://bucket/prefix (use insitubatch.store() for checked options).");
 
   m.def(
       "open_gcs_store",

@@ -276,7 +276,7 @@ def open_http_store(url: str, transport: TransportOptions, headers: Mapping[str,
     An HTTP(S) store at `url` (use insitubatch.store() for checked options).
     """
 
-def open_s3_store(url: str, transport: TransportOptions, region: str = '', endpoint: str = '', virtual_hosted_style: bool | None = None, skip_signature: bool = False, request_payer: bool = False, access_key_id: str = '', secret_access_key: str = '', session_token: str = '', profile: str = '') -> Store:
+def open_s3_store(url: str, transport: TransportOptions, region: str = '', endpoint: str = '', virtual_hosted_style: bool | None = None, skip_signature: bool = False, request_payer: bool = False, access_key_id: str = '', secret_access_key: str = '', session_token: str = '', profile: str = '', writable: bool = False, multipart_part_size: int = 67108864) -> Store:
     """
     An S3 store at s3://bucket/prefix (use insitubatch.store() for checked options).
     """

@@ -53,7 +53,7 @@ _HTTP_OPTIONS = _TRANSPORT_OPTIONS | {"headers"}
 _S3_OPTIONS = _TRANSPORT_OPTIONS | {
     "skip_signature", "region", "endpoint", "request_payer", "access_key_id",
     "secret_access_key", "session_token", "token", "profile", "virtual_hosted_style_request",
-    "s3_express",
+    "s3_express", "multipart_part_size",
 }
 _GCS_OPTIONS = _TRANSPORT_OPTIONS | {"skip_signature", "token", "endpoint", "service_account_key",
                                      "service_account_path", "application_credentials"}
@@ -312,6 +312,9 @@ def _s3_store(url: str, options: dict[str, Any]) -> Store:
     if "virtual_hosted_style_request" in options:
         kwargs["virtual_hosted_style"] = _bool("virtual_hosted_style_request",
                                                options["virtual_hosted_style_request"])
+    if "multipart_part_size" in options:  # bytes per part of an upload (S3: 5 MiB to 5 GiB)
+        kwargs["multipart_part_size"] = _int("multipart_part_size", options["multipart_part_size"], 5 << 20, 5 << 30)
+    kwargs["writable"] = bool(options.get("writable", False))
     return _ext.open_s3_store(url, _transport(options), **kwargs)
 
 
@@ -449,9 +452,9 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     if not read_only and scheme in ("http", "https") and not _is_azure_blob_url(url):
         raise InvalidArgumentError(f"option 'read_only': {url} cannot be opened for writing: HTTP has no write"
                                    " verb (write through s3://, gs://, az:// or a local path instead)")
-    if not read_only:
+    if not read_only and scheme not in ("s3", "s3a"):
         raise UnsupportedError(f"option 'read_only': writing to {scheme}:// stores is not supported yet"
-                               " (local paths, file:// and memory:// stores are writable)")
+                               " (local paths, file://, memory:// and s3:// stores are writable)")
     if scheme == "https" and _is_azure_blob_url(url):  # https://<account>.blob.core.windows.net/...
         scheme = "az"
     backend = _BACKENDS.get(scheme)
@@ -467,8 +470,10 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     elif label == "az://":
         options = _without_prefix(_without_prefix(options, "azure_storage_", _AZURE_OPTIONS), "azure_", _AZURE_OPTIONS)
     _check_options(label, options, allowed)
-    options.pop("read_only", None)
-    return _with_recipe(open_backend(url, _flatten_nested(options)), *recipe)
+    opened = _flatten_nested(options)
+    if not read_only:
+        opened["writable"] = True  # checked above: this backend writes
+    return _with_recipe(open_backend(url, opened), *recipe)
 
 
 # -- across processes: pickling, and re-opening in a forked child ---------------------------------

@@ -78,7 +78,8 @@ S3Signer::S3Signer(std::shared_ptr<AwsCredentialProvider> credentials, std::stri
 
 Result<std::vector<std::string>> S3Signer::Sign(std::string_view method, std::string_view canonical_uri,
                                                 const std::vector<std::pair<std::string, std::string>>& query,
-                                                std::string_view range, std::string_view amz_date) const {
+                                                std::string_view range, std::string_view amz_date,
+                                                bool has_body) const {
   std::vector<std::string> lines;
   if (request_payer_) lines.push_back("x-amz-request-payer: requester");
   if (!credentials_) return lines;
@@ -87,7 +88,7 @@ Result<std::vector<std::string>> S3Signer::Sign(std::string_view method, std::st
   request.method = std::string(method);
   request.canonical_uri = canonical_uri.empty() ? "/" : std::string(canonical_uri);
   request.query = query;
-  request.payload_hash = std::string(kEmptyPayloadSha256);
+  request.payload_hash = has_body ? "UNSIGNED-PAYLOAD" : std::string(kEmptyPayloadSha256);
   request.headers = {
       {"host", host_}, {"x-amz-content-sha256", request.payload_hash}, {"x-amz-date", std::string(amz_date)}};
   if (!range.empty()) request.headers.push_back({"range", std::string(range)});

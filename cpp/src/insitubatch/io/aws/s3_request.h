@@ -49,9 +49,12 @@ class S3Signer {
   // Header lines for one attempt: x-amz-date, x-amz-content-sha256, [range,]
   // x-amz-request-payer, x-amz-security-token and Authorization. `canonical_uri` is the
   // encoded path as sent; `query` the raw parameters; `range` a Range header value or "".
+  // `has_body`: the request carries a body (a PUT of an object, a POST), sent as
+  // UNSIGNED-PAYLOAD as the AWS SDKs do for uploads: hashing every object before sending
+  // would read it twice.
   Result<std::vector<std::string>> Sign(std::string_view method, std::string_view canonical_uri,
                                         const std::vector<std::pair<std::string, std::string>>& query,
-                                        std::string_view range, std::string_view amz_date) const;
+                                        std::string_view range, std::string_view amz_date, bool has_body = false) const;
 
   bool anonymous() const { return credentials_ == nullptr; }
 

@@ -24,6 +24,10 @@ std::string RegionHint(const HttpResponse& response, const std::string& region) 
 
 Result<std::shared_ptr<S3Store>> S3Store::Open(const std::string& url, S3StoreOptions options, const EnvLookup& env) {
   INSITU_ASSIGN_OR_RETURN(BucketUrl location, ParseBucketUrl(url, "s3"));
+  if (options.multipart_part_bytes < S3StoreOptions::kMinPartBytes) {
+    return InvalidArgument("multipart_part_size " + std::to_string(options.multipart_part_bytes) +
+                           " is below S3's smallest part, 5 MiB (5242880 bytes)");
+  }
   AwsConfigRequest request;
   request.access_key_id = options.access_key_id;
   request.secret_access_key = options.secret_access_key;
@@ -68,6 +72,8 @@ Result<std::shared_ptr<S3Store>> S3Store::Open(const std::string& url, S3StoreOp
                                                     options.request_payer);
   store->transport_ = std::move(transport);
   store->max_body_bytes_ = options.max_body_bytes;
+  store->writable_ = options.writable;
+  store->part_bytes_ = options.multipart_part_bytes;
   return store;
 }
 
@@ -92,7 +98,8 @@ HttpRequest S3Store::MakeRequest(std::string path, std::vector<std::pair<std::st
   request.max_body_bytes = max_body_bytes_;
   // The signer is shared and immutable; each attempt signs with the current time.
   request.sign = [signer = signer_, path = std::move(path), query = std::move(query)](const HttpRequest& r) {
-    return signer->Sign(r.method, path, query, RangeHeaderValue(r.range), AmzDate(std::chrono::system_clock::now()));
+    return signer->Sign(r.method, path, query, RangeHeaderValue(r.range), AmzDate(std::chrono::system_clock::now()),
+                        !r.body.empty());
   };
   return request;
 }

@@ -2,8 +2,10 @@
 
 // S3Store: s3://bucket/prefix over the S3 REST API with SigV4 (or anonymous) requests on
 // the curl transport. Reads are GetObject (Range for byte ranges; 404 is a missing key);
-// List is ListObjectsV2, paginated. Credentials and region resolve as aws_credentials.h
-// describes; Describe() shows s3://bucket/key and nothing secret.
+// List is ListObjectsV2, paginated. A writable store PUTs objects (multipart above the
+// part size, parts in flight together under the transport's connection budget),
+// conditional creates send If-None-Match: *, and deletes are DeleteObject. Credentials and region resolve as
+// aws_credentials.h describes; Describe() shows s3://bucket/key and nothing secret.
 
 #include <memory>
 #include <optional>
@@ -26,6 +28,10 @@ struct S3StoreOptions {
   std::string profile;
   TransportOptions transport;
   uint64_t max_body_bytes = kDefaultMaxBodyBytes;
+  bool writable = false;
+  // Objects larger than this are uploaded in parts of this size (at least S3's 5 MiB).
+  uint64_t multipart_part_bytes = uint64_t{64} << 20;
+  static constexpr uint64_t kMinPartBytes = uint64_t{5} << 20;
 };
 
 class S3Store final : public Store {
@@ -37,6 +43,11 @@ class S3Store final : public Store {
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
+
+  bool writable() const override { return writable_; }
+  Result<bool> Write(std::string key, std::string_view value, WriteMode mode) override;
+  Status Delete(std::string key) override;
+  Status DeletePrefix(std::string prefix) override;
 
   const std::string& region() const { return region_; }
   // Where requests go ("https://bucket.s3.us-east-1.amazonaws.com"); no secrets.
@@ -54,6 +65,17 @@ class S3Store final : public Store {
   HttpRequest MakeRequest(std::string path, std::vector<std::pair<std::string, std::string>> query, std::string where,
                           ByteRange range) const;
   Status ListError(long status, const HttpResponse& response) const;
+  // The request path of an object ("/bucket/prefix/key", percent-encoded).
+  std::string ObjectPath(std::string_view key) const;
+  // A failed write or delete: the HTTP error, and the permission it needs on 401/403.
+  Status WriteError(std::string_view verb, std::string_view key, const HttpResponse& response,
+                    std::string_view permission) const;
+  // A PUT of `value` whose If-None-Match was refused after a retry: whether the object there
+  // is this write's (its first attempt landed, and the reply was lost).
+  Result<bool> IsOurs(const std::string& key, std::string_view value);
+  Result<bool> WriteMultipart(const std::string& key, std::string_view value, WriteMode mode);
+  // Aborts incomplete multipart uploads of `key` (a writer killed mid-upload leaves one).
+  Status AbortStaleUploads(const std::string& key);
 
   BucketUrl location_;
   std::string region_;
@@ -62,6 +84,8 @@ class S3Store final : public Store {
   std::string credentials_source_;
   std::shared_ptr<CurlTransport> transport_;
   uint64_t max_body_bytes_ = kDefaultMaxBodyBytes;
+  bool writable_ = false;
+  uint64_t part_bytes_ = uint64_t{64} << 20;
 };
 
 }  // namespace insitubatch

@@ -161,7 +161,7 @@ struct Transfer {
   // State of the current attempt.
   long status = 0;
   std::optional<uint64_t> content_length;
-  std::string content_range, retry_after, bucket_region;
+  std::string content_range, retry_after, bucket_region, etag;
   bool body_started = false;
   bool to_error_body = false;
   Buffer body;
@@ -171,7 +171,12 @@ struct Transfer {
   bool sink_retry = false;
   char errbuf[CURL_ERROR_SIZE];
 
-  std::string Context() const { return "reading " + request.where + request.range.Describe(); }
+  std::string Context() const {
+    const std::string_view verb = request.method == "PUT" || request.method == "POST" ? "writing "
+                                  : request.method == "DELETE"                        ? "deleting "
+                                                                                      : "reading ";
+    return std::string(verb) + request.where + request.range.Describe();
+  }
 
   void ResetAttempt() {
     status = 0;
@@ -179,6 +184,7 @@ struct Transfer {
     content_range.clear();
     retry_after.clear();
     bucket_region.clear();
+    etag.clear();
     body_started = false;
     to_error_body = false;
     body = Buffer();
@@ -198,6 +204,7 @@ size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
     t->content_range.clear();
     t->retry_after.clear();
     t->bucket_region.clear();
+    t->etag.clear();
     return size * count;
   }
   const size_t colon = line.find(':');
@@ -220,6 +227,8 @@ size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
     t->retry_after = std::string(value.substr(0, 32));
   } else if (IEquals(name, "x-amz-bucket-region")) {
     t->bucket_region = std::string(value.substr(0, 64));
+  } else if (IEquals(name, "etag")) {
+    t->etag = std::string(value.substr(0, 256));
   }
   return size * count;
 }
@@ -527,16 +536,20 @@ class CurlTransport::Worker {
     if (const std::string range = RangeHeaderValue(t->request.range); !range.empty()) {
       append(t->request.range_header + ": " + range);
     }
+    // No "Expect: 100-continue" round trip before a body: the stores send whole objects.
+    if (!t->request.body.empty()) append("Expect:");
     curl_easy_setopt(e, CURLOPT_URL, t->request.url.c_str());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_list);
     if (t->request.method == "HEAD") {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else if (t->request.method == "PUT" || t->request.method == "POST") {
-      // Small bodies only: IMDSv2's empty session-token PUT, STS's form POST.
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, static_cast<long>(t->request.body.size()));
-      curl_easy_setopt(e, CURLOPT_COPYPOSTFIELDS, t->request.body.c_str());
+      // The body stays in the request, alive for the whole transfer and every retry: no copy.
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->request.body.size()));
+      curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->request.body.data());
       if (t->request.method == "PUT") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
+    } else if (t->request.method == "DELETE") {
+      curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");
     } else {
       curl_easy_setopt(e, CURLOPT_HTTPGET, 1L);
     }
@@ -610,6 +623,7 @@ class CurlTransport::Worker {
       response.content_length = t->content_length;
       response.content_range = std::move(t->content_range);
       response.bucket_region = std::move(t->bucket_region);
+      response.etag = std::move(t->etag);
       response.error_body = std::move(t->error_body);
       response.retry = std::move(t->retry);
       if (t->body_started && !t->to_error_body) {

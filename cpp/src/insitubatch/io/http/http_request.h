@@ -23,8 +23,8 @@ namespace insitubatch {
 inline constexpr uint64_t kDefaultMaxBodyBytes = uint64_t{16} << 30;
 
 struct HttpRequest {
-  std::string method = "GET";  // "GET", "HEAD", or "PUT" / "POST" with `body`
-  std::string body;            // PUT / POST only; small (credential exchanges), may be secret
+  std::string method = "GET";  // "GET", "HEAD", "DELETE", or "PUT" / "POST" with `body`
+  std::string body;            // PUT / POST only (an object written, a credential exchange); may be secret
   std::string url;             // never holds credentials (they go in headers/userpwd)
   // "Name: value" lines. May carry secrets (Authorization, tokens): never printed.
   std::vector<std::string> headers;
@@ -49,6 +49,7 @@ struct HttpResponse {
   std::optional<uint64_t> content_length;
   std::string content_range;
   std::string bucket_region;  // x-amz-bucket-region (S3 redirects name the right region)
+  std::string etag;           // ETag (an uploaded part's, for completing a multipart upload)
   RetryRecord retry;          // the transient failures retried on the way to this response
 };
 
