@@ -108,8 +108,8 @@ def test_backends_that_cannot_write_say_so():
         insitubatch.store("http://127.0.0.1:9/x.zarr", read_only=False)
     with pytest.raises(insitubatch.FailedPreconditionError, match="HTTP has no write verb"):
         insitubatch.store("http://127.0.0.1:9/x.zarr").write("k", b"v")
-    with pytest.raises(insitubatch.UnsupportedError, match="s3:// stores is not supported yet"):
-        insitubatch.store("s3://bucket/x.zarr", read_only=False, skip_signature=True)
+    with pytest.raises(insitubatch.UnsupportedError, match="gs:// stores is not supported yet"):
+        insitubatch.store("gs://bucket/x.zarr", read_only=False, skip_signature=True)
     with pytest.raises(insitubatch.InvalidTypeError, match="read_only"):
         insitubatch.store("memory://", read_only="no")
 
