@@ -9,8 +9,7 @@ disagree. This module formats those figures and adds the advice.
 
 Geometries are duck-typed: anything with the attributes of
 :class:`insitubatch.geometry.ArrayGeometry` (``path, shape, chunks, dtype, offset,
-sample_axis, n_samples, sample_chunk_size, n_chunks, inner_shape, inner_chunks,
-n_inner_chunks(), tile_shape(), chunk_bytes``) will do.
+sample_axis, n_samples, sample_chunk_size, n_chunks, inner_shape, inner_chunks``) will do.
 """
 
 from __future__ import annotations
