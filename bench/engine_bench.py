@@ -165,9 +165,11 @@ def machine() -> dict:
                 break
     except OSError:
         pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     import insitubatch
     import zarr
+    from insitubatch import _ext
+
+    mem = _ext.machine_memory_bytes()  # the engine's figure: a container's limit where lower than RAM
 
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem / 2**30, 1),
             "python": platform.python_version(), "insitubatch": insitubatch.__version__,

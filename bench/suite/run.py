@@ -192,7 +192,9 @@ def machine() -> dict:
         cpu = next(ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    from insitubatch import _ext  # the engine's figure: a container's limit where lower than RAM
+
+    mem = _ext.machine_memory_bytes()
     return {"cpu": cpu, "cores": os.cpu_count(), "memory_gib": round(mem / 2**30, 1),
             "system": f"{platform.system()} {platform.release()}"}
 

@@ -467,15 +467,101 @@ def machine_memory_bytes() -> int:
     The memory this process may use: physical RAM, or the cgroup's limit where lower.
     """
 
-def slot_layout(shape: Sequence[int], chunks: Sequence[int], sample_axis: int, dtype: str, out_field: Sequence[int] | None = None, out_dtype: str | None = None) -> dict:
+ALLOCATOR_RETENTION: float = 1.25
+
+def pin_budget_bytes() -> int:
     """
-    One array's slot as the pool holds it: stored tile bytes and count, the slot charge
-    and the gather run; `out_field` / `out_dtype`: after a chunk transform.
+    The framework adapters' default page-lock budget: an eighth of machine_memory_bytes().
     """
 
-def working_set_floor(labels: Sequence[tuple[str, int, int, int]], block_chunks: int, ref_spc: int, shuffle: bool, n_train_chunks: int, reread_spill: bool = False) -> int:
+class SizedLabel:
     """
-    The residency floor for labels (path, slot_bytes, samples per chunk, offset).
+    One label the memory model sizes (an input of memory_model): its array as
+    stored, its window offset, what gather writes per sample (`out_field` x
+    `out_dtype`; the stored field when None) and whether a chunk transform
+    assembles its slot.
+    """
+
+    def __init__(self, path: str, shape: Sequence[int], chunks: Sequence[int], sample_axis: int, dtype: str, offset: int = 0, out_field: Sequence[int] | None = None, out_dtype: str | None = None, transformed: bool = False) -> None: ...
+
+class LabelTerms:
+    """One label's figures in memory_model's result."""
+
+    @property
+    def stored_chunk_bytes(self) -> int: ...
+
+    @property
+    def stored_chunks(self) -> int: ...
+
+    @property
+    def slot_bytes(self) -> int: ...
+
+    @property
+    def logical_chunk_bytes(self) -> int: ...
+
+    @property
+    def gather_run_bytes(self) -> int: ...
+
+    @property
+    def output_sample_bytes(self) -> int: ...
+
+class MemoryTerms:
+    """
+    Every figure of the memory model, by name (engine/sizing.h): what
+    describe() prints and the construction check tests.
+    """
+
+    @property
+    def labels(self) -> list[LabelTerms]: ...
+
+    @property
+    def ref_spc(self) -> int: ...
+
+    @property
+    def working_set_bytes(self) -> int: ...
+
+    @property
+    def budget_bytes(self) -> int: ...
+
+    @property
+    def budget_is_automatic(self) -> bool: ...
+
+    @property
+    def residency_bytes(self) -> int: ...
+
+    @property
+    def inflight_bytes(self) -> int: ...
+
+    @property
+    def queued_batches(self) -> int: ...
+
+    @property
+    def queue_bytes(self) -> int: ...
+
+    @property
+    def scratch_bytes(self) -> int: ...
+
+    @property
+    def accounted_bytes(self) -> int: ...
+
+    @property
+    def estimated_peak_bytes(self) -> int: ...
+
+    @property
+    def disk_bytes(self) -> int: ...
+
+    @property
+    def floor_ram_bytes(self) -> int: ...
+
+    @property
+    def machine_bytes(self) -> int: ...
+
+def memory_model(labels: Sequence[SizedLabel], *, batch_size: int, block_chunks: int, ref_spc: int, max_inflight: int, prefetch_depth: int, shuffle: bool, reread_spill: bool, batch_transforms: bool, n_train_chunks: int, split_chunks: int, budget: int | None, iterations: int, cache_dir: bool) -> MemoryTerms:
+    """
+    The whole memory model from geometry and configuration alone (engine/sizing's SizeMemory):
+    per-label slot, gather and chunk figures, the working-set floor, the budget, residency,
+    reads in flight, batch queue, scratch, accounted and estimated peak, cache_dir disk and the
+    machine's memory. `ref_spc` 0: the labels' smallest sample chunk; `budget` None: the floor.
     """
 
 def resolve_block_chunks(requested: int, batch_size: int, ref_spc: int, n_chunks: int) -> int:

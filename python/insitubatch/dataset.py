@@ -11,7 +11,6 @@ import logging
 import math
 import os
 import weakref
-from dataclasses import replace as dataclasses_replace
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
@@ -179,28 +178,24 @@ class InSituDataset:
         # later needs come back from the cache directory, so three blocks are the floor.
         windowed = any(g.offset != 0 for g in self.geometries.values())
         self._reread_spill = self.persist and windowed and self._shuffle
-        self._working_set_bytes = summary.working_set_bytes(
-            self.geometries, self._outputs, block_chunks=self._block_chunks, ref_spc=ref_spc,
-            shuffle=self._shuffle, n_train_chunks=len(manifest.chunks.get("train", [])),
-            reread_spill=self._reread_spill, has_chunk_transforms=bool(self.chunk_transforms))
+        self._explicit_budget = cache_budget_bytes
+        # The memory model, once: the floor, the budget, the RAM check and the disk check.
+        sizing = summary.memory_terms(self.geometries, self._outputs, self._summary_config(shuffle_quality=False),
+                                      reread_spill=self._reread_spill)
+        self._working_set_bytes = int(sizing.working_set_bytes)
         try:
             self._budget = summary.resolve_budget(
                 cache_budget_bytes, self._working_set_bytes, block_chunks=self._block_chunks,
                 n_variables=len(self.geometries))
         except ValueError as exc:
             raise InvalidArgumentError(str(exc)) from None
-        self._explicit_budget = cache_budget_bytes
-        self._check_memory()
+        self._check_memory(sizing)
         self._fingerprints: dict[str, str] = {}
         if self.cache_dir is not None:
             self._fingerprints, weak = caching.array_fingerprints(self._chains)
             if weak and self.persist:
                 caching.warn_best_effort(weak)
-            report = summary.describe(self.geometries, self._outputs,
-                                      self._summary_config(shuffle_quality=False),
-                                      reread_spill=self._reread_spill)
-            caching.check_directory(self.cache_dir, readonly=self.readonly_cache,
-                                    disk_bytes=report["memory"]["disk_bytes"])
+            caching.check_directory(self.cache_dir, readonly=self.readonly_cache, disk_bytes=int(sizing.disk_bytes))
         self._labels = [(label, self._paths.index(g.path), g.offset) for label, g in self.geometries.items()]
         class_plans.check_plan(plan, labels, self._batch_size)
         self._plan = plan
@@ -334,20 +329,17 @@ class InSituDataset:
                 f"the window (offsets {offsets}) spans {max(offsets.values()) - min(offsets.values()) + 1}"
                 f" samples but the sample axis has {n_samples}: no anchor fits it")
 
-    def _check_memory(self) -> None:
-        """What the configuration must hold at once (the report's accounted memory) fits
-        the machine: a chunk, batch or queue no machine can hold fails here, not mid-epoch."""
-        have = arguments.machine_memory_bytes()
-        config = self._summary_config(shuffle_quality=False)
-        floor_only = summary.describe(self.geometries, self._outputs,
-                                      dataclasses_replace(config, cache_budget_bytes=None))["memory"]
-        # With a cache_dir the slots are file pages the kernel may write back and drop:
-        # residency is disk, not RAM.
-        ram = floor_only["accounted_bytes"] - (floor_only["residency_bytes"] if self.cache_dir else 0)
+    def _check_memory(self, sizing: _ext.MemoryTerms) -> None:
+        """What the configuration must hold at once in RAM (``sizing``'s floor_ram_bytes: the
+        report's accounted memory at the automatic budget, less what a cache_dir's file pages
+        hold) fits the machine: a chunk, batch or queue no machine can hold fails here, not
+        mid-epoch."""
+        have = int(sizing.machine_bytes)
+        ram = int(sizing.floor_ram_bytes)
         if ram > have:
-            rows = {"the working-set floor (cache_budget_bytes)": floor_only["residency_bytes"],
-                    "reads in flight (max_inflight x stored chunk)": floor_only["inflight_bytes"],
-                    "the batch queue ((prefetch_depth + 1) x batch)": floor_only["queue_bytes"]}
+            rows = {"the working-set floor (cache_budget_bytes)": int(sizing.working_set_bytes),
+                    "reads in flight (max_inflight x stored chunk)": int(sizing.inflight_bytes),
+                    "the batch queue ((prefetch_depth + 1) x batch)": int(sizing.queue_bytes)}
             worst = max(rows, key=lambda k: rows[k])
             raise ResourceExhaustedError(
                 f"this configuration needs {summary.format_bytes(ram)} at once"

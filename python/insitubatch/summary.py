@@ -1,16 +1,15 @@
 """The static memory and layout report behind ``describe()`` / ``print_summary()``.
 
-Everything here is arithmetic over geometry and configuration: no store is opened, no chunk
-is read and no pass runs. The numbers the engine enforces -- the pool's per-slot charge
-(:func:`slot_bytes`), the gather run, the residency floor (:func:`working_set_bytes`) and
-``block_chunks`` widening -- are computed by the engine's own sizing code (C++, through the
-bindings), so the automatic budget and the report can never disagree. This module formats
-them and adds the advice.
+Everything here comes from geometry and configuration: no store is opened, no chunk is read
+and no pass runs. Every figure of the memory model -- the pool's per-slot charge, the gather
+run, the residency floor, reads in flight, the batch queue, scratch, disk and the machine's
+memory -- is computed by the engine's own sizing code (``engine/sizing.h``) in one call,
+:func:`memory_terms`, so the automatic budget, the construction check and the report can never
+disagree. This module formats those figures and adds the advice.
 
 Geometries are duck-typed: anything with the attributes of
 :class:`insitubatch.geometry.ArrayGeometry` (``path, shape, chunks, dtype, offset,
-sample_axis, n_samples, sample_chunk_size, n_chunks, inner_shape, inner_chunks,
-n_inner_chunks(), tile_shape(), chunk_bytes``) will do.
+sample_axis, n_samples, sample_chunk_size, n_chunks, inner_shape, inner_chunks``) will do.
 """
 
 from __future__ import annotations
@@ -30,8 +29,8 @@ KIB = 1 << 10
 MIB = 1 << 20
 GIB = 1 << 30
 
-#: Measured peak RSS / accounted bytes (1.22-1.27x on one geometry); ESTIMATED uses it.
-ALLOCATOR_RETENTION = 1.25
+#: Measured peak RSS / accounted bytes; ESTIMATED uses it (the engine's constant).
+ALLOCATOR_RETENTION = float(_ext.ALLOCATOR_RETENTION)
 #: A gather run shorter than this is reported as ``short-gather-run``.
 SHORT_GATHER_RUN_BYTES = 1024
 #: A slot this much larger than its logical chunk is reported as ``ragged-grid``.
@@ -143,18 +142,58 @@ def _output_for(label: str, geometry: Any, outputs: Mapping[str, OutputField] | 
     return OutputField.of(geometry) if out is None else out
 
 
-def _stored_chunk_bytes(geometry: Any) -> int:
-    """Bytes of one stored chunk (one tile), decoded."""
-    return int(math.prod(geometry.tile_shape()) * np.dtype(geometry.dtype).itemsize)
+def _transformed(label: str, outputs: Mapping[str, OutputField] | None, has_ct: bool) -> bool:
+    """Whether ``label``'s slot is assembled by a chunk transform: ``outputs`` lists the
+    transformed labels (all of them when it is None)."""
+    return has_ct and (outputs is None or label in outputs)
 
 
-def _slot(geometry: Any, output: OutputField | None) -> dict[str, int]:
-    """The engine's slot layout for ``geometry`` (``output``: after a chunk transform)."""
-    kwargs: dict[str, Any] = {}
-    if output is not None:
-        kwargs = {"out_field": list(output.inner_shape), "out_dtype": engine_typestr(output.dtype)}
-    return _ext.slot_layout([int(x) for x in geometry.shape], [int(x) for x in geometry.chunks],
-                            int(geometry.sample_axis), engine_typestr(geometry.dtype), **kwargs)
+def _sized_label(label: str, g: Any, outputs: Mapping[str, OutputField] | None, has_ct: bool) -> _ext.SizedLabel:
+    """``label`` as the engine's memory model takes it."""
+    out = _output_for(label, g, outputs)
+    return _ext.SizedLabel(g.path, [int(x) for x in g.shape], [int(x) for x in g.chunks], int(g.sample_axis),
+                           engine_typestr(g.dtype), int(g.offset), list(out.inner_shape),
+                           engine_typestr(out.dtype), _transformed(label, outputs, has_ct))
+
+
+def _model(geometries: Mapping[str, Any], outputs: Mapping[str, OutputField] | None, has_ct: bool,
+           **config: Any) -> _ext.MemoryTerms:
+    """The engine's memory model of ``geometries``; ``config`` overrides a one-iteration,
+    automatic-budget, heap-backed configuration."""
+    kwargs: dict[str, Any] = dict(
+        batch_size=1, block_chunks=1, ref_spc=0, max_inflight=1, prefetch_depth=1, shuffle=False,
+        reread_spill=False, batch_transforms=False, n_train_chunks=0, split_chunks=0, budget=None,
+        iterations=1, cache_dir=False)
+    kwargs.update(config)
+    labels = [_sized_label(label, g, outputs, has_ct) for label, g in geometries.items()]
+    return _ext.memory_model(labels, **kwargs)
+
+
+def memory_terms(
+    geometries: Mapping[str, Any],
+    outputs: Mapping[str, OutputField] | None,
+    config: SummaryConfig,
+    *,
+    iterations: int = 1,
+    reread_spill: bool = False,
+) -> _ext.MemoryTerms:
+    """Every figure of the memory model for this configuration, by name (the engine's
+    ``SizeMemory``, one call): per-label slot, gather and chunk bytes (``labels``, in the
+    order of ``geometries``), the working-set floor, the budget, residency, reads in flight,
+    batch queue, scratch, accounted and estimated peak, cache_dir disk, the RAM the
+    construction check tests (``floor_ram_bytes``) and the machine's memory. An explicit
+    budget below the floor is not refused here (:func:`resolve_budget` refuses it)."""
+    split_chunks = dict(config.split_chunks)
+    budget = config.cache_budget_bytes
+    return _model(
+        geometries, outputs, bool(config.chunk_transforms),
+        batch_size=int(config.batch_size), block_chunks=int(config.block_chunks),
+        ref_spc=int(config.samples_per_chunk), max_inflight=int(config.max_inflight),
+        prefetch_depth=int(config.prefetch_depth), shuffle=bool(config.shuffle), reread_spill=bool(reread_spill),
+        batch_transforms=bool(config.batch_transforms), n_train_chunks=max(0, split_chunks.get("train", 0)),
+        split_chunks=sum(split_chunks.values()), budget=None if budget is None else max(0, int(budget)),
+        iterations=int(iterations), cache_dir=config.cache_dir is not None,
+    )
 
 
 def slot_bytes(geometry: Any, output: OutputField, has_chunk_transforms: bool) -> int:
@@ -164,26 +203,13 @@ def slot_bytes(geometry: Any, output: OutputField, has_chunk_transforms: bool) -
     padding included) = ``geometry.chunk_bytes``. With chunk transforms the slot is also
     assembled as the output field, so the charge is the larger of the two.
     """
-    return int(_slot(geometry, output if has_chunk_transforms else None)["slot_bytes"])
+    terms = _model({"_": geometry}, {"_": output}, bool(has_chunk_transforms))
+    return int(terms.labels[0].slot_bytes)
 
 
-def _gather_run_bytes(geometry: Any, output: OutputField, has_chunk_transforms: bool) -> int:
-    """Longest contiguous run gather copies out of a slot: the item size times the tile
-    extents from the last field axis inward, up to the first axis whose tile does not span
-    the array. With chunk transforms the slot is one assembled tile of the output field."""
-    return int(_slot(geometry, output if has_chunk_transforms else None)["gather_run_bytes"])
-
-
-def _transformed(label: str, outputs: Mapping[str, OutputField] | None, has_ct: bool) -> bool:
-    """Whether ``label``'s slot is assembled by a chunk transform: ``outputs`` lists the
-    transformed labels (all of them when it is None)."""
-    return has_ct and (outputs is None or label in outputs)
-
-
-def _variable_record(label: str, g: Any, out: OutputField, has_ct: bool) -> dict[str, Any]:
-    layout = _slot(g, out if has_ct else None)
-    slot = int(layout["slot_bytes"])
-    logical = min(int(g.sample_chunk_size), int(g.n_samples)) * out.sample_bytes
+def _variable_record(label: str, g: Any, out: OutputField, terms: _ext.LabelTerms) -> dict[str, Any]:
+    slot = int(terms.slot_bytes)
+    logical = int(terms.logical_chunk_bytes)
     return {
         "label": label,
         "path": g.path,
@@ -197,12 +223,12 @@ def _variable_record(label: str, g: Any, out: OutputField, has_ct: bool) -> dict
         "offset": int(g.offset),
         "inner_shape": tuple(int(s) for s in g.inner_shape),
         "inner_chunks": tuple(int(c) for c in g.inner_chunks),
-        "stored_chunks_per_chunk": int(g.n_inner_chunks()),
-        "stored_chunk_bytes": _stored_chunk_bytes(g),
+        "stored_chunks_per_chunk": int(terms.stored_chunks),
+        "stored_chunk_bytes": int(terms.stored_chunk_bytes),
         "logical_chunk_bytes": logical,
         "slot_bytes": slot,
         "ragged_multiplier": (slot / logical) if logical else 1.0,
-        "gather_run_bytes": int(layout["gather_run_bytes"]),
+        "gather_run_bytes": int(terms.gather_run_bytes),
         "output_inner_shape": out.inner_shape,
         "output_dtype": str(out.dtype),
     }
@@ -244,13 +270,10 @@ def working_set_bytes(
 ) -> int:
     """The residency floor: the engine's automatic budget and the smallest legal one
     (the rule is the engine's: ``engine/sizing.h``)."""
-    labels = [
-        (g.path, slot_bytes(g, _output_for(label, g, outputs), _transformed(label, outputs, has_chunk_transforms)),
-         int(g.sample_chunk_size), int(g.offset))
-        for label, g in geometries.items()
-    ]
-    return int(_ext.working_set_floor(labels, int(block_chunks), max(1, int(ref_spc)), bool(shuffle),
-                                      max(0, int(n_train_chunks)), bool(reread_spill)))
+    terms = _model(geometries, outputs, bool(has_chunk_transforms), block_chunks=int(block_chunks),
+                   ref_spc=max(1, int(ref_spc)), shuffle=bool(shuffle), n_train_chunks=max(0, int(n_train_chunks)),
+                   reread_spill=bool(reread_spill))
+    return int(terms.working_set_bytes)
 
 
 def resolve_budget(explicit: int | None, floor: int, *, block_chunks: int, n_variables: int) -> int:
@@ -346,67 +369,32 @@ def describe(
 ) -> dict[str, Any]:
     """The static report: ``{"variables", "config", "memory", "notes", "footnotes",
     "shuffle_quality"}``, from geometry and configuration alone."""
-    if int(iterations) < 1:
-        raise InvalidArgumentError(f"iterations must be >= 1, got {iterations}")
+    terms = memory_terms(geometries, outputs, config, iterations=int(iterations), reread_spill=reread_spill)
     iterations = int(iterations)
     labels = list(geometries)
     has_ct = bool(config.chunk_transforms)
-    ref_spc = int(config.samples_per_chunk) or min(
-        (int(g.sample_chunk_size) for g in geometries.values()), default=1
-    )
+    ref_spc = int(terms.ref_spc)
     outs = {label: _output_for(label, geometries[label], outputs) for label in labels}
-    variables = {label: _variable_record(label, geometries[label], outs[label],
-                                         _transformed(label, outputs, has_ct)) for label in labels}
-
+    variables = {label: _variable_record(label, geometries[label], outs[label], t)
+                 for label, t in zip(labels, terms.labels)}
     split_chunks = dict(config.split_chunks)
-    n_train = split_chunks.get("train", 0)
-    floor = working_set_bytes(
-        geometries, outs, block_chunks=config.block_chunks, ref_spc=ref_spc, shuffle=config.shuffle,
-        n_train_chunks=n_train, reread_spill=reread_spill, has_chunk_transforms=has_ct,
-    )
-    budget = resolve_budget(config.cache_budget_bytes, floor, block_chunks=config.block_chunks,
+    budget = resolve_budget(config.cache_budget_bytes, terms.working_set_bytes, block_chunks=config.block_chunks,
                             n_variables=len(labels))
     prefetch_depth = max(1, int(config.prefetch_depth))
     offsets = {label: int(geometries[label].offset) for label in labels}
-
-    residency = budget * iterations
-    widest = max((v["stored_chunk_bytes"] for v in variables.values()), default=0)
-    inflight = int(config.max_inflight) * widest
-    # Batch transforms run one batch ahead on their own thread: two more batches in hand
-    # (counted at the gathered size; a transform that grows a batch grows this).
-    queued = prefetch_depth + 1 + (2 if config.batch_transforms else 0)
-    queue = queued * sum(int(config.batch_size) * outs[label].sample_bytes for label in labels)
-    scratch = 0
-    if has_ct:  # one assembly per transformed path, however many labels alias it
-        per_path = {
-            v["path"]: v["stored_chunk_bytes"] * v["stored_chunks_per_chunk"]
-            for label, v in variables.items() if _transformed(label, outputs, has_ct)
-        }
-        scratch = sum(per_path.values())
-    accounted = residency + inflight + queue + scratch
-    # With a cache_dir every chunk a split reads becomes a file: its slot plus a page of
-    # header, each array counted once per chunk of the anchor grid it covers.
-    disk = 0
-    if config.cache_dir is not None:
-        per_chunk = 0
-        for path in dict.fromkeys(v["path"] for v in variables.values()):
-            label = next(lbl for lbl in labels if variables[lbl]["path"] == path)
-            g = geometries[label]
-            resident = variables[label]["slot_bytes"] if _transformed(label, outputs, has_ct) else g.chunk_bytes
-            per_chunk += (4096 + int(resident)) * max(1, math.ceil(ref_spc / int(g.sample_chunk_size)))
-        disk = per_chunk * sum(split_chunks.values())
+    residency = int(terms.residency_bytes)
     memory = {
         "residency_bytes": residency,
-        "inflight_bytes": inflight,
-        "queue_bytes": queue,
-        "scratch_bytes": scratch,
-        "accounted_bytes": accounted,
-        "estimated_peak_bytes": int(accounted * ALLOCATOR_RETENTION),
-        "budget_is_automatic": budget == floor,
-        "working_set_bytes": floor,
+        "inflight_bytes": int(terms.inflight_bytes),
+        "queue_bytes": int(terms.queue_bytes),
+        "scratch_bytes": int(terms.scratch_bytes),
+        "accounted_bytes": int(terms.accounted_bytes),
+        "estimated_peak_bytes": int(terms.estimated_peak_bytes),
+        "budget_is_automatic": bool(terms.budget_is_automatic),
+        "working_set_bytes": int(terms.working_set_bytes),
         "batch_transforms_ahead": bool(config.batch_transforms),
         "iterations": iterations,
-        "disk_bytes": disk,
+        "disk_bytes": int(terms.disk_bytes),
     }
 
     config_out = {
@@ -595,6 +583,7 @@ __all__ = [
     "describe",
     "format_bytes",
     "format_summary",
+    "memory_terms",
     "resolve_block_chunks",
     "resolve_budget",
     "slot_bytes",

@@ -96,11 +96,11 @@ def owned_copy(arr: np.ndarray) -> np.ndarray:
 
 
 def default_pin_budget_bytes() -> int:
-    """1/8 of the memory this process may use (the engine's figure: a container's cgroup
-    limit where lower than physical RAM)."""
-    from ..arguments import machine_memory_bytes
+    """1/8 of the memory this process may use (the engine's figure and fraction, from
+    engine/sizing: a container's cgroup limit where lower than physical RAM)."""
+    from .. import _ext
 
-    return machine_memory_bytes() // 8
+    return int(_ext.pin_budget_bytes())
 
 
 def __getattr__(name: str) -> Any:

@@ -14,8 +14,6 @@
 namespace insitubatch::engine {
 namespace {
 
-constexpr size_t kHeaderBytes = 4096;  // the data starts on a page: map it as it lies
-
 std::string Sanitize(const std::string& path) {
   std::string out;
   for (char c : path) {
@@ -214,7 +212,7 @@ std::string DiskBacking::Header(uint32_t source) const {
   std::string dict =
       "{'descr': '" + a.resident.dtype.numpy_typestr() + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // magic (6) + version (2) + length (2), then the dict padded with spaces to end in '\n'.
-  const size_t length = kHeaderBytes - 10;
+  const size_t length = kSlotFileHeaderBytes - 10;
   dict.resize(length - 1, ' ');
   dict += '\n';
   std::string header("\x93NUMPY\x01\x00", 8);

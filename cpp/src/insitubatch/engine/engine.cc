@@ -7,10 +7,6 @@
 namespace insitubatch::engine {
 namespace {
 
-// Half the memory this process may use (a container's limit where lower than RAM): how far
-// the automatic budget may grow for concurrent passes.
-uint64_t DefaultAutoBudgetCeiling() { return MachineMemoryBytes() / 2; }
-
 std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
 
 }  // namespace
@@ -79,7 +75,7 @@ Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources,
     }
   }
   if (config.auto_budget && config.max_auto_budget_bytes == 0) {
-    config.max_auto_budget_bytes = DefaultAutoBudgetCeiling();
+    config.max_auto_budget_bytes = AutoBudgetCeilingBytes(MachineMemoryBytes());
   }
   std::shared_ptr<Engine> engine(new Engine(std::move(sources), config));
   INSITU_RETURN_IF_ERROR(engine->StartThreads());

@@ -4,12 +4,26 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
+#include <set>
 
 namespace insitubatch::engine {
 namespace {
 
 uint64_t CeilDiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// The report's sums saturate: a configuration past 2^64 bytes is refused by the machine
+// check, never wrapped round to a small figure that passes it.
+constexpr uint64_t kSaturated = std::numeric_limits<uint64_t>::max();
+uint64_t Mul(uint64_t a, uint64_t b) {
+  uint64_t out;
+  return __builtin_mul_overflow(a, b, &out) ? kSaturated : out;
+}
+uint64_t Add(uint64_t a, uint64_t b) {
+  uint64_t out;
+  return __builtin_add_overflow(a, b, &out) ? kSaturated : out;
+}
 
 }  // namespace
 
@@ -158,6 +172,88 @@ uint64_t MachineMemoryBytes() {
     if (file && std::getline(file, text)) limits.push_back(text);
   }
   return MachineMemoryBytes(physical, limits);
+}
+
+Result<MemoryTerms> SizeMemory(const std::vector<SizedLabel>& labels, const MemoryConfig& config) {
+  return SizeMemory(labels, config, MachineMemoryBytes());
+}
+
+Result<MemoryTerms> SizeMemory(const std::vector<SizedLabel>& labels, const MemoryConfig& config,
+                               uint64_t machine_bytes) {
+  if (config.iterations < 1) {
+    return InvalidArgument("iterations must be >= 1, got " + std::to_string(config.iterations));
+  }
+  MemoryTerms out;
+  out.machine_bytes = machine_bytes;
+  std::vector<SlotLayout> stored;
+  std::vector<int64_t> spcs;
+  for (const SizedLabel& label : labels) {
+    INSITU_ASSIGN_OR_RETURN(SlotLayout layout, StoredLayout(label.array));
+    const int64_t spc = static_cast<int64_t>(label.array.chunks[label.array.sample_axis]);
+    const SlotLayout output = TransformedLayout(spc, label.out_field, label.out_dtype);
+    const SlotLayout& resident = label.transformed ? output : layout;
+    const uint64_t n_samples = label.array.shape[label.array.sample_axis];
+    LabelTerms t;
+    t.stored_chunk_bytes = layout.tile_bytes;
+    t.stored_chunks = layout.tiles;
+    t.slot_bytes = SlotCharge(layout, resident);
+    t.output_sample_bytes = output.sample_bytes();
+    t.logical_chunk_bytes = Mul(std::min<uint64_t>(static_cast<uint64_t>(spc), n_samples), t.output_sample_bytes);
+    t.gather_run_bytes = GatherRunBytes(resident);
+    out.labels.push_back(t);
+    stored.push_back(std::move(layout));
+    spcs.push_back(spc);
+  }
+  out.ref_spc = config.ref_spc > 0 ? config.ref_spc : (spcs.empty() ? 1 : *std::min_element(spcs.begin(), spcs.end()));
+
+  std::vector<FloorLabel> floor_labels;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    floor_labels.push_back({labels[i].path, out.labels[i].slot_bytes, spcs[i], labels[i].offset});
+  }
+  out.working_set_bytes = WorkingSetFloor(
+      floor_labels, {config.block_chunks, out.ref_spc, config.shuffle, config.n_train_chunks, config.reread_spill});
+  out.budget_bytes = config.budget.value_or(out.working_set_bytes);
+  out.budget_is_automatic = out.budget_bytes == out.working_set_bytes;
+  out.residency_bytes = Mul(out.budget_bytes, static_cast<uint64_t>(config.iterations));
+
+  uint64_t widest = 0;
+  uint64_t batch_bytes = 0;
+  for (const LabelTerms& t : out.labels) {
+    widest = std::max(widest, t.stored_chunk_bytes);
+    batch_bytes =
+        Add(batch_bytes, Mul(static_cast<uint64_t>(std::max<int64_t>(0, config.batch_size)), t.output_sample_bytes));
+  }
+  out.inflight_bytes = Mul(static_cast<uint64_t>(std::max<int64_t>(0, config.max_inflight)), widest);
+  out.queued_batches = static_cast<uint64_t>(std::max<int64_t>(1, config.prefetch_depth)) + 1 +
+                       (config.batch_transforms ? kBatchTransformBatchesAhead : 0);
+  out.queue_bytes = Mul(out.queued_batches, batch_bytes);
+  // One assembly per transformed array, however many labels alias it.
+  std::map<std::string, uint64_t> scratch;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    if (labels[i].transformed) scratch[labels[i].path] = stored[i].bytes();
+  }
+  for (const auto& [path, bytes] : scratch) out.scratch_bytes = Add(out.scratch_bytes, bytes);
+  out.accounted_bytes = Add(Add(out.residency_bytes, out.inflight_bytes), Add(out.queue_bytes, out.scratch_bytes));
+  const double estimated = static_cast<double>(out.accounted_bytes) * kAllocatorRetention;
+  out.estimated_peak_bytes = estimated >= 0x1p64 ? kSaturated : static_cast<uint64_t>(estimated);
+  out.floor_ram_bytes = Add(Add(config.cache_dir ? 0 : out.working_set_bytes, out.inflight_bytes),
+                            Add(out.queue_bytes, out.scratch_bytes));
+
+  if (config.cache_dir) {
+    // Every chunk a split reads becomes a file: its slot after a page of header, each array
+    // counted once per chunk of the anchor grid it covers.
+    std::set<std::string> seen;
+    uint64_t per_chunk = 0;
+    for (size_t i = 0; i < labels.size(); ++i) {
+      if (!seen.insert(labels[i].path).second) continue;
+      const uint64_t resident = labels[i].transformed ? out.labels[i].slot_bytes : stored[i].bytes();
+      const uint64_t covered =
+          std::max<uint64_t>(1, CeilDiv(static_cast<uint64_t>(out.ref_spc), static_cast<uint64_t>(spcs[i])));
+      per_chunk = Add(per_chunk, Mul(Add(kSlotFileHeaderBytes, resident), covered));
+    }
+    out.disk_bytes = Mul(per_chunk, config.split_chunks);
+  }
+  return out;
 }
 
 }  // namespace insitubatch::engine

@@ -2,11 +2,14 @@
 
 // Sizing: the engine's memory model from geometry alone (no store is opened) -- how a
 // resident chunk is laid out, what one costs the pool, the working-set floor the automatic
-// budget is set to, the longest run gather copies, and which anchors a window admits.
-// ArraySource builds its layouts here, the engine enforces these numbers, and describe() /
-// print_summary() print them through the bindings: one home, so they cannot drift.
+// budget is set to, the longest run gather copies, which anchors a window admits, the
+// machine's memory, and every term of the memory report (SizeMemory: reads in flight,
+// batch queue, scratch, accounted, estimated peak, cache_dir disk). ArraySource builds its
+// layouts here, the engine enforces these numbers, and describe() / print_summary() and
+// the construction check take them through one binding: one home, so they cannot drift.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -100,5 +103,85 @@ uint64_t MachineMemoryBytes();
 // The same from given figures: `physical` (0: unknown) and the cgroup files' texts (empty:
 // absent; "max": no limit).
 uint64_t MachineMemoryBytes(uint64_t physical, const std::vector<std::string>& cgroup_limits);
+
+// The memory model's constants, each defined here only.
+// Peak RSS over accounted bytes: freed chunk and batch buffers stay with the allocator
+// (measured 1.22-1.27x on one geometry); the estimated peak is accounted x this.
+inline constexpr double kAllocatorRetention = 1.25;
+// A cache_dir slot file's .npy header, padded so the data starts on a page (mapped as it lies).
+inline constexpr uint64_t kSlotFileHeaderBytes = 4096;
+// Batches a batch transform's thread holds beyond the queue: it runs one batch ahead
+// (counted at the gathered size; a transform that grows a batch grows this).
+inline constexpr uint64_t kBatchTransformBatchesAhead = 2;
+// How far the automatic budget may grow for concurrent passes: half the machine's memory.
+inline uint64_t AutoBudgetCeilingBytes(uint64_t machine) { return machine / 2; }
+// The default page-lock (pinned) budget of the framework adapters: an eighth of it.
+inline uint64_t PinBudgetBytes(uint64_t machine) { return machine / 8; }
+
+// One label the memory model sizes: its array as stored, its window offset, and what
+// gather writes per sample (`out_field` x `out_dtype`: the stored field unless a chunk
+// transform reshapes it). `transformed`: a chunk transform assembles the label's slot.
+struct SizedLabel {
+  std::string path;
+  ArrayShape array;
+  int64_t offset = 0;
+  std::vector<uint64_t> out_field;
+  zarr::DataType out_dtype;
+  bool transformed = false;
+};
+
+// The resolved configuration the memory model sizes.
+struct MemoryConfig {
+  int64_t batch_size = 1;
+  int64_t block_chunks = 1;  // resolved (ResolveBlockChunks)
+  int64_t ref_spc = 0;       // the anchor grid's samples per chunk; 0: the labels' smallest
+  int64_t max_inflight = 1;
+  int64_t prefetch_depth = 1;  // below 1 counts as 1
+  bool shuffle = true;
+  bool reread_spill = false;
+  bool batch_transforms = false;  // a batch transform thread runs one batch ahead
+  int64_t n_train_chunks = 0;
+  uint64_t split_chunks = 0;       // chunks the splits hold together (what cache_dir writes)
+  std::optional<uint64_t> budget;  // an explicit residency budget; none: the floor
+  int64_t iterations = 1;          // concurrent iterations sharing the pool
+  bool cache_dir = false;          // slots are cache_dir file pages, not heap
+};
+
+// One label's figures.
+struct LabelTerms {
+  uint64_t stored_chunk_bytes = 0;   // one decoded stored chunk (a tile)
+  uint64_t stored_chunks = 0;        // stored chunks per outer chunk
+  uint64_t slot_bytes = 0;           // the pool's charge for one slot (SlotCharge)
+  uint64_t logical_chunk_bytes = 0;  // one outer chunk's samples x the output sample
+  uint64_t gather_run_bytes = 0;
+  uint64_t output_sample_bytes = 0;  // what gather writes per sample
+};
+
+// Every figure describe() prints and the construction check tests, by name.
+struct MemoryTerms {
+  std::vector<LabelTerms> labels;  // in the order given
+  int64_t ref_spc = 1;             // resolved
+  uint64_t working_set_bytes = 0;  // the residency floor (WorkingSetFloor): the automatic budget
+  uint64_t budget_bytes = 0;       // the explicit budget, else the floor
+  bool budget_is_automatic = true;
+  uint64_t residency_bytes = 0;       // budget x iterations
+  uint64_t inflight_bytes = 0;        // max_inflight x the widest stored chunk
+  uint64_t queued_batches = 0;        // (prefetch_depth + 1), + those a batch transform holds
+  uint64_t queue_bytes = 0;           // queued_batches x one gathered batch
+  uint64_t scratch_bytes = 0;         // chunk-transform assembly: one outer chunk per transformed array
+  uint64_t accounted_bytes = 0;       // residency + in flight + queue + scratch
+  uint64_t estimated_peak_bytes = 0;  // accounted x kAllocatorRetention
+  uint64_t disk_bytes = 0;            // cache_dir files once every split is read (0 without a cache_dir)
+  // What one iteration at the floor holds in RAM at once: the accounted sum, less the
+  // residency where a cache_dir's file pages (which the kernel may write back) hold it.
+  uint64_t floor_ram_bytes = 0;
+  uint64_t machine_bytes = 0;  // MachineMemoryBytes()
+};
+
+// The whole memory model from geometry and configuration alone.
+Result<MemoryTerms> SizeMemory(const std::vector<SizedLabel>& labels, const MemoryConfig& config);
+// The same against a given machine figure (tests).
+Result<MemoryTerms> SizeMemory(const std::vector<SizedLabel>& labels, const MemoryConfig& config,
+                               uint64_t machine_bytes);
 
 }  // namespace insitubatch::engine
