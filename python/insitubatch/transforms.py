@@ -221,6 +221,12 @@ class BatchTransformsAhead:
         self.cpu_s = 0.0   # thread CPU inside the transforms
         self.gets = 0      # the consumer's takes, and those that found nothing ready
         self.empty_gets = 0
+        # What this thread is doing ("pull": waiting on the engine, "transform", "put":
+        # waiting on the consumer) over time, and what the consumer's waits overlapped.
+        self._clock = threading.Lock()
+        self._state, self._since = "pull", time.perf_counter()
+        self._spent = {"pull": 0.0, "transform": 0.0, "put": 0.0}
+        self._waited = {"pull": 0.0, "transform": 0.0, "put": 0.0}
         self._thread = threading.Thread(target=self._run, name="insitubatch-batch-transforms", daemon=True)
         self._thread.start()
 
@@ -228,10 +234,13 @@ class BatchTransformsAhead:
         index = 0
         try:
             while not self._stop.is_set():
+                self._enter("pull")
                 batch = self._pull()
                 if batch is None:
+                    self._enter("put")
                     self._put(self._END)
                     return
+                self._enter("transform")
                 t0 = time.thread_time()
                 for transform in self._transforms:
                     try:
@@ -241,6 +250,7 @@ class BatchTransformsAhead:
                                      f" {index} of the {self._split} pass")
                         raise
                 self.cpu_s += time.thread_time() - t0
+                self._enter("put")
                 if not self._put(batch):
                     return
                 index += 1
@@ -259,13 +269,45 @@ class BatchTransformsAhead:
     def next(self) -> Any:
         """The next transformed batch, ``None`` at the end; re-raises what the thread raised."""
         self.gets += 1
-        self.empty_gets += self._queue.empty()
+        empty = self._queue.empty()
+        self.empty_gets += empty
+        before = self._spent_now() if empty else None
         item = self._queue.get()
+        if before is not None:
+            for state, seconds in self._spent_now().items():
+                self._waited[state] += seconds - before[state]
         if item is self._END:
             return None
         if isinstance(item, _Raised):
             raise item.exc
         return item
+
+    def _enter(self, state: str) -> None:
+        with self._clock:
+            now = time.perf_counter()
+            self._spent[self._state] += now - self._since
+            self._state, self._since = state, now
+
+    def _spent_now(self) -> dict[str, float]:
+        with self._clock:
+            spent = dict(self._spent)
+            spent[self._state] += time.perf_counter() - self._since
+            return spent
+
+    def waited(self, engine_waited: Mapping[str, float]) -> dict[str, float]:
+        """The consumer's waits (``PassStats.waited``): what this thread was doing meanwhile.
+        Transforming is ``gather``'s; waiting on the engine is split as the engine's own
+        waits were (``engine_waited``, over this thread's pulls), and the rest of a pull
+        (handing the batch over) is ``gather``'s too."""
+        out = {name: 0.0 for name in engine_waited}
+        pulls = self._spent_now()["pull"]
+        engine_total = sum(engine_waited.values())
+        scale = self._waited["pull"] / max(pulls, engine_total) if pulls > 0 else 0.0
+        for name, seconds in engine_waited.items():
+            out[name] = seconds * scale
+        handed = self._waited["pull"] - sum(out.values())
+        out["gather_s"] = out.get("gather_s", 0.0) + max(0.0, handed) + self._waited["transform"]
+        return out
 
     def close(self) -> None:
         """Stops the thread after its current batch (the caller has cancelled ``pull``)."""
