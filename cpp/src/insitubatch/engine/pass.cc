@@ -165,9 +165,13 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
   slots.reserve(needs.size());
   for (const SlotKey& key : needs) {
     producer_waiting_ = true;
-    clock_.Set(PassClock::Producer::kOnChunk);
-    auto slot = engine_->pool().WaitReady(key, [this] { return cancelled_.load(); });
-    clock_.Set(PassClock::Producer::kBusy);
+    bool waited = false;  // WaitReady asks `cancelled` only of a chunk not yet ready
+    auto slot = engine_->pool().WaitReady(key, [this, &waited] {
+      if (!waited) clock_.Set(PassClock::Producer::kOnChunk);
+      waited = true;
+      return cancelled_.load();
+    });
+    if (waited) clock_.Set(PassClock::Producer::kBusy);
     producer_waiting_ = false;
     if (!slot.ok()) {
       const ArraySource& s = engine_->sources_[key.source];
@@ -252,11 +256,13 @@ void Pass::ProduceBatches() {
     {
       std::unique_lock lock(progress_mutex_);
       producer_waiting_ = true;
-      clock_.Set(PassClock::Producer::kOnScheduler);
+      bool waited = false;
       while (blocks_scheduled_ <= plan_.batch_last_block[k] && scheduler_error_.ok() && !cancelled_.load()) {
+        if (!waited) clock_.Set(PassClock::Producer::kOnScheduler);
+        waited = true;
         progress_cv_.wait_for(lock, std::chrono::milliseconds(50));
       }
-      clock_.Set(PassClock::Producer::kBusy);
+      if (waited) clock_.Set(PassClock::Producer::kBusy);
       producer_waiting_ = false;
       if (blocks_scheduled_ <= plan_.batch_last_block[k]) failure = scheduler_error_;
     }
@@ -271,11 +277,12 @@ void Pass::ProduceBatches() {
     if (failed && batch.status().code() == StatusCode::kCancelled && cancelled_.load()) break;
     {
       std::unique_lock lock(queue_mutex_);
-      clock_.Set(PassClock::Producer::kOnConsumer);
+      const bool full = queue_.size() >= spec_.prefetch_depth;
+      if (full) clock_.Set(PassClock::Producer::kOnConsumer);
       while (queue_.size() >= spec_.prefetch_depth && !cancelled_.load()) {
         queue_cv_.wait_for(lock, std::chrono::milliseconds(50));
       }
-      clock_.Set(PassClock::Producer::kBusy);
+      if (full) clock_.Set(PassClock::Producer::kBusy);
       if (cancelled_.load()) break;
       queue_.push_back(std::move(batch));
       std::lock_guard stats_lock(stats_mutex_);
@@ -305,21 +312,13 @@ Result<std::optional<BatchData>> Pass::Next(const std::function<Status()>& inter
   }
   // What the producer waits on meanwhile is what this wait is charged to (stage_clock.h).
   struct ChargeWait {
-    Pass& pass;
+    PassClock& clock;
     const bool waits;
-    const WaitTotals before = waits ? pass.clock_.Now() : WaitTotals{};
     ~ChargeWait() {
-      if (!waits) return;
-      const WaitTotals after = pass.clock_.Now();
-      auto part = [&](WaitStage s) { return after[size_t(s)] - before[size_t(s)]; };
-      std::lock_guard lock(pass.stats_mutex_);
-      Waited& w = pass.stats_.waited;
-      w.store_s += part(WaitStage::kStore);
-      w.decode_s += part(WaitStage::kDecode);
-      w.residency_s += part(WaitStage::kResidency);
-      w.gather_s += part(WaitStage::kGather) + part(WaitStage::kConsumer);  // the latter: a moment's lag
+      if (waits) clock.SetConsumerWaiting(false);
     }
-  } charge{*this, queue_.empty() && !producer_done_};
+  } charge{clock_, queue_.empty() && !producer_done_};
+  if (charge.waits) clock_.SetConsumerWaiting(true);
   // Waits in slices: `interrupted` (a signal handler's exception, in Python) and a close
   // from another thread are noticed within one.
   while (queue_.empty() && !producer_done_) {
@@ -428,6 +427,13 @@ PassStats Pass::stats() const {
   if (out.wall_s == 0) out.wall_s = SecondsSince(started_);
   const LoadStats& load = *load_stats_;
   std::lock_guard lock(load.mutex);
+  const WaitTotals waited = clock_.Charged();
+  auto part = [&](WaitStage stage) { return waited[static_cast<size_t>(stage)]; };
+  out.waited.store_s = part(WaitStage::kStore);
+  out.waited.decode_s = part(WaitStage::kDecode);
+  out.waited.residency_s = part(WaitStage::kResidency);
+  // The consumer's part: a moment's lag between its take and the producer's noticing.
+  out.waited.gather_s = part(WaitStage::kGather) + part(WaitStage::kConsumer);
   out.times.fetch_wait_s = load.fetch_wait_s;
   out.times.decode_s = load.decode_s;
   out.times.assemble_s = load.assemble_s;

@@ -8,8 +8,8 @@
 // consumer up instead. At every moment the producer either gathers a batch, waits for the
 // consumer to take one (the queue is full), or waits on one dependency of the next batch:
 // the scheduler's admission of its block, or a chunk not yet ready. A consumer waiting on
-// an empty queue waits on exactly what the producer waits on then, so PassClock integrates
-// the producer's state over time and Pass::Next adds what passed during each of its waits.
+// an empty queue waits on what the producer waits on then, so PassClock integrates the
+// producer's state over time and charges it while Pass::Next is blocked.
 //
 // A chunk not yet ready waits on the engine's reads, which share one budget: each read
 // holds a max_inflight token from request to decoded tile, either at the store (asked,
@@ -82,6 +82,13 @@ class ReadTokenClock {
 enum class WaitStage { kStore, kDecode, kResidency, kGather, kConsumer, kCount };
 using WaitTotals = std::array<double, static_cast<size_t>(WaitStage::kCount)>;
 
+// The producer's and scheduler's states over time, and the consumer's waits charged to them.
+// A gather is charged only when it is on the critical path: when the producer, done
+// gathering, then waits on a chunk, that chunk would not have been ready sooner had the
+// gathers before it taken no time (reads and decodes run on their own threads), so the
+// consumer's wait during those gathers is charged as that chunk wait is. A pass whose
+// batches need a whole block decoded thus counts its gathers, overlapped with the next
+// block's decode, as decode; gathers that never end in a wait on chunks are gather.
 class PassClock {
  public:
   enum class Producer { kBusy, kOnChunk, kOnScheduler, kOnConsumer };
@@ -92,6 +99,14 @@ class PassClock {
   void Set(Producer state) {
     std::lock_guard lock(mutex_);
     CloseLocked();
+    if (Waits(producer_) && !Waits(state)) {  // a wait ended: the gathers before it were overlapped
+      double mix = 0;
+      for (double s : wait_mix_) mix += s;
+      for (size_t i = 0; i < charged_.size() && mix > 0; ++i) charged_[i] += pending_gather_ * wait_mix_[i] / mix;
+      if (mix > 0) pending_gather_ = 0;
+      wait_mix_ = {};
+    }
+    if (state == Producer::kOnConsumer) CommitGatherLocked();  // a batch ready before it was wanted
     producer_ = state;
   }
   void Set(Scheduler state) {
@@ -99,15 +114,31 @@ class PassClock {
     CloseLocked();
     scheduler_ = state;
   }
-  // Seconds charged to each stage since the pass began.
-  WaitTotals Now() const {
+  // Whether the consumer is blocked waiting for a batch (only such time is charged).
+  void SetConsumerWaiting(bool waiting) {
     std::lock_guard lock(mutex_);
     CloseLocked();
-    return totals_;
+    consumer_waiting_ = waiting;
+  }
+  // The consumer's waits so far, per stage; gathers not (yet) followed by a chunk wait
+  // count as gather.
+  WaitTotals Charged() const {
+    std::lock_guard lock(mutex_);
+    CloseLocked();
+    WaitTotals out = charged_;
+    out[static_cast<size_t>(WaitStage::kGather)] += pending_gather_;
+    return out;
   }
 
  private:
-  // Charges the time since the last change to the state then, and starts a new interval.
+  static bool Waits(Producer p) { return p == Producer::kOnChunk || p == Producer::kOnScheduler; }
+
+  void CommitGatherLocked() {
+    charged_[static_cast<size_t>(WaitStage::kGather)] += pending_gather_;
+    pending_gather_ = 0;
+  }
+
+  // Accounts the time since the last change to the states then, and starts a new interval.
   void CloseLocked() const {
     const auto now = std::chrono::steady_clock::now();
     const double dt = std::chrono::duration<double>(now - since_).count();
@@ -115,25 +146,40 @@ class PassClock {
     const ReadTokenClock::Totals tokens = tokens_.Now();
     const ReadTokenClock::Totals before = tokens_since_;
     tokens_since_ = tokens;
-    auto add = [&](WaitStage stage, double s) { totals_[static_cast<size_t>(stage)] += s; };
+    WaitTotals parts{};
+    auto add = [&](WaitStage stage, double s) { parts[static_cast<size_t>(stage)] += s; };
     const bool parked = scheduler_ == Scheduler::kParked;
-    if (producer_ == Producer::kBusy) return add(WaitStage::kGather, dt);
-    if (producer_ == Producer::kOnConsumer) return add(WaitStage::kConsumer, dt);
-    if (producer_ == Producer::kOnScheduler && parked) return add(WaitStage::kResidency, dt);
-    // Waiting on reads: split as the tokens were held over the interval (which the token
-    // clock integrated over the same time, so the parts add up to dt).
-    add(WaitStage::kDecode, tokens.decode - before.decode);
-    add(WaitStage::kStore, tokens.store_full - before.store_full);
-    add(parked ? WaitStage::kResidency : WaitStage::kStore, tokens.store_spare - before.store_spare);
+    if (producer_ == Producer::kBusy) {
+      if (consumer_waiting_) pending_gather_ += dt;
+      return;
+    }
+    if (producer_ == Producer::kOnConsumer) {
+      add(WaitStage::kConsumer, dt);
+    } else if (producer_ == Producer::kOnScheduler && parked) {
+      add(WaitStage::kResidency, dt);
+    } else {
+      // Waiting on reads: split as the tokens were held over the interval (which the token
+      // clock integrated over the same time, so the parts add up to dt).
+      add(WaitStage::kDecode, tokens.decode - before.decode);
+      add(WaitStage::kStore, tokens.store_full - before.store_full);
+      add(parked ? WaitStage::kResidency : WaitStage::kStore, tokens.store_spare - before.store_spare);
+    }
+    for (size_t i = 0; i < parts.size(); ++i) {
+      if (Waits(producer_)) wait_mix_[i] += parts[i];
+      if (consumer_waiting_) charged_[i] += parts[i];
+    }
   }
 
   const ReadTokenClock& tokens_;
   mutable std::mutex mutex_;
   Producer producer_ = Producer::kBusy;
   Scheduler scheduler_ = Scheduler::kAdmitting;
+  bool consumer_waiting_ = false;
   mutable std::chrono::steady_clock::time_point since_ = std::chrono::steady_clock::now();
   mutable ReadTokenClock::Totals tokens_since_;
-  mutable WaitTotals totals_{};
+  mutable WaitTotals charged_{};       // the consumer's waits, charged
+  mutable double pending_gather_ = 0;  // the consumer's waits on gathers since the producer last waited
+  mutable WaitTotals wait_mix_{};      // the current wait on chunks, all of it, per stage
 };
 
 }  // namespace insitubatch::engine
