@@ -160,7 +160,10 @@ def test_two_close_stages_are_unknown():
     assert _stats(Waited(store_s=0.40, decode_s=0.35)).limiting_stage == "unknown"
     assert _stats(Waited(decode_s=0.5), consumer_s=0.45).limiting_stage == "unknown"
     assert _stats(Waited(store_s=0.2, decode_s=0.1, gather_s=0.1), consumer_s=0.1).limiting_stage == "unknown"
-    assert _stats(Waited(store_s=0.60, decode_s=0.30)).limiting_stage == "store"
+    clear = _stats(Waited(store_s=0.60, decode_s=0.30))
+    assert clear.limiting_stage == "store"
+    assert clear.as_dict()["shares"] == {"consumer": 0.0, "store": 0.6, "decode": 0.3, "residency": 0.0, "gather": 0.0}
+    assert "consumer 0%, store 60%, decode 30%, residency 0%, gather 0%; limited by: store -- " in clear.log_line()
 
 
 def test_the_store_advice_fits_the_backend():

@@ -201,6 +201,7 @@ class PassStats:
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["shares"] = self.shares
         out["limiting_stage"] = self.limiting_stage
         out["advice"] = self.advice
         return out
