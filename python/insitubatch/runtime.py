@@ -65,7 +65,9 @@ class Waited:
     ``store`` / ``decode``: a chunk not yet ready, split by who held the ``max_inflight``
     read tokens meanwhile (reads at the store, or bytes in hand waiting for decode and chunk
     transforms); ``residency``: admission parked on the residency budget (or store time with
-    tokens to spare while it was); ``gather``: batch assembly and batch transforms."""
+    tokens to spare while it was); ``gather``: batch assembly on the critical path (gathers
+    that end in a wait on a chunk were overlapped by it and are charged as that wait is) and
+    batch transforms."""
 
     store_s: float = 0.0
     decode_s: float = 0.0

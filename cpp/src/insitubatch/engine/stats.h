@@ -25,7 +25,7 @@ struct Waited {
   double store_s = 0;      // reads at the store held the tokens the next batch's chunks needed
   double decode_s = 0;     // decodes (and chunk transforms) held them
   double residency_s = 0;  // admission was parked on the residency budget
-  double gather_s = 0;     // the producer was gathering the batch
+  double gather_s = 0;     // the producer was gathering, on the critical path (stage_clock.h)
 };
 
 struct Depths {
