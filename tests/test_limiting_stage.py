@@ -121,6 +121,19 @@ def test_a_slow_batch_transform_is_gather(small_store):
     assert stats.waited.gather_s >= 0.5 * 20 * DELAY  # 20 batches, most of each transform waited on
 
 
+def test_a_transform_a_slower_store_overlaps_is_not_gather(slow_server):
+    """Each batch's chunk takes DELAY to arrive, one read at a time; its transform, shorter,
+    runs while the next chunk is on its way: the store is the limit."""
+    def transform(batch):
+        time.sleep(0.6 * DELAY)
+        return batch
+
+    ds = _dataset(insitubatch.store(slow_server), batch_size=8, block_chunks=1, max_inflight=1,
+                  batch_transforms=[transform])
+    stats = _epoch(ds)
+    assert stats.limiting_stage == "store", stats.log_line()
+
+
 def test_a_slow_training_step_is_the_consumer(small_store):
     ds = _dataset(insitubatch.local_store(small_store), batch_size=8)
     stats = _epoch(ds, step_s=DELAY)
