@@ -14,6 +14,8 @@ import numpy as np
 import pytest
 from servers import FaultProxy, RangeServer
 
+from insitubatch.speedtest import render
+
 INSITUBATCH = Path(sys.executable).with_name("insitubatch")
 N, SPC, FIELD = 512, 16, (30, 40)
 
@@ -71,6 +73,8 @@ def test_a_slow_store_is_named_the_store(served, tmp_path):
         r = report(tmp_path, f"{proxy.url}/s.zarr", "--var", "t2m", "--samples", "128", "--max-inflight", "2",
                    "--block-chunks", "2")
     assert r["cold"]["limiting_stage"] == "store", r["cold"]
+    share = r["cold"]["shares"]["store"]  # the share of wall time the verdict rests on, printed beside it
+    assert share >= 0.3 and f"limited by store ({100 * share:.0f}% of wall)" in render(r)
     assert r["ceilings"]["max_inflight"] == 2
     assert r["cold_over_get"] > 0.5  # the epoch runs near what the store can give at 2 in flight
 

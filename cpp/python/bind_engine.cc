@@ -80,6 +80,12 @@ nb::dict StatsToDict(const PassStats& s) {
   times["gather_s"] = s.times.gather_s;
   times["batch_transform_s"] = s.times.batch_transform_s;
   d["times"] = times;
+  nb::dict waited;
+  waited["store_s"] = s.waited.store_s;
+  waited["decode_s"] = s.waited.decode_s;
+  waited["residency_s"] = s.waited.residency_s;
+  waited["gather_s"] = s.waited.gather_s;
+  d["waited"] = waited;
   nb::dict depths;
   const auto& p = s.depths;
   depths["batch_queue_capacity"] = p.batch_queue_capacity;

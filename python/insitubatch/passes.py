@@ -16,7 +16,7 @@ from . import transforms as _transforms
 from .errors import CancelledError, InSituError
 from .geometry import as_stored, needs_view
 from .records import Batch
-from .runtime import PassStats
+from .runtime import PassStats, store_kind
 from .stores import as_native_store
 
 if TYPE_CHECKING:
@@ -60,6 +60,7 @@ class PassIterator:
         records = {label: g.dtype for label, g in dataset.output_geometries().items() if needs_view(g.dtype)}
         store = as_native_store(dataset.store)
         columns = {label: strings.StringColumn(store, g) for label, g in dataset.string_geometries.items()}
+        self._store_kind = store_kind(store)
         self._offsets.update({label: g.offset for label, g in dataset.string_geometries.items()})
         self._gather = functools.partial(_gathered, native, self._labels, self._offsets, records, columns)
         self._ahead = (_transforms.BatchTransformsAhead(self._gather, self._transforms, split)
@@ -115,9 +116,11 @@ class PassIterator:
         native.close(reason or "the pass was closed")
         stats = native.stats()
         stats["times"]["consumer_s"] = self._consumer_s
+        stats["store_kind"] = self._store_kind
         if self._ahead is not None:
             self._ahead.close()
             stats["times"]["batch_transform_s"] = self._ahead.cpu_s
+            stats["waited"] = self._ahead.waited(stats["waited"])
             # The consumer waits on the transformed batches, not on the engine's queue.
             depths = stats["depths"]
             depths["batch_queue_samples"] = self._ahead.gets

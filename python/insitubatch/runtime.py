@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Mapping
 
+from . import _ext
 from .summary import format_bytes
 
 ADVICE = {
@@ -13,12 +14,31 @@ ADVICE = {
     "store": "waited on the store; raise max_inflight, and check the region and backend",
     "decode": "codec and chunk transforms dominated; raise decode_threads, keep chunk transforms "
     "vectorized and GIL-releasing",
-    "residency": "admission waited on the residency budget; raise cache_budget_bytes, or lower "
-    "batch_size / block_chunks / concurrent iterations",
+    "residency": "admission waited on the residency budget while the store had room for more reads: each "
+    "iteration pins at most its working-set floor of blocks, so raise block_chunks (the automatic budget "
+    "grows with it; an explicit cache_budget_bytes must too)",
     "gather": "batch assembly dominated; raise gather_threads, check the gather run length (describe()) "
     "and batch transforms",
     "unknown": "no single stage dominated (or too few samples to say)",
 }
+
+# The store advice by backend (PassStats.store_kind): a local file store has no region, and a
+# read waiting on a remote store is worth more concurrency only if every token was taken.
+_STORE_ADVICE = {
+    "file": "waited on the file system: chunks not in the page cache come at the disk's speed; on a network"
+    " file system, raise max_inflight",
+    "memory": "waited on the memory store (its reads are copies of whole chunks)",
+    "python": "waited on a zarr-python store read through the bridge; open the URL with insitubatch.store()"
+    " to read it natively, or raise max_inflight",
+}
+_REMOTE_STORES = frozenset({"http", "s3", "gcs", "azure", "references"})
+
+# The stages a verdict chooses among, and the rule: the stage with the largest share of the
+# pass's wall time wins if it holds at least DOMINANT of it and CLOSE times the runner-up;
+# otherwise "unknown" (two stages close together, or none that matters).
+STAGES = ("consumer", "store", "decode", "residency", "gather")
+DOMINANT = 0.3
+CLOSE = 1.25
 
 
 @dataclass(frozen=True)
@@ -35,6 +55,28 @@ class StageTimes:
     def producer_s(self) -> float:
         return (self.fetch_wait_s + self.admission_parked_s + self.decode_s + self.assemble_s
                 + self.gather_s + self.batch_transform_s)
+
+
+@dataclass(frozen=True)
+class Waited:
+    """What the consumer's waits for batches were spent on, in wall seconds that add up to the
+    time it was blocked on the loader. While the consumer waits, the engine's producer is
+    gathering or blocked on one dependency of the next batch, and the wait is charged to it:
+    ``store`` / ``decode``: a chunk not yet ready, split by who held the ``max_inflight``
+    read tokens meanwhile (reads at the store, or bytes in hand waiting for decode and chunk
+    transforms); ``residency``: admission parked on the residency budget (or store time with
+    tokens to spare while it was); ``gather``: batch assembly on the critical path (gathers
+    that end in a wait on a chunk were overlapped by it and are charged as that wait is) and
+    batch transforms."""
+
+    store_s: float = 0.0
+    decode_s: float = 0.0
+    residency_s: float = 0.0
+    gather_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.store_s + self.decode_s + self.residency_s + self.gather_s
 
 
 @dataclass(frozen=True)
@@ -92,6 +134,10 @@ class PassStats:
     depths: Depths = field(default_factory=Depths)
     retry: RetryStats = field(default_factory=RetryStats)
     revived: int = 0  # hits served from a persisted cache_dir (no fetch, no decode)
+    waited: Waited = field(default_factory=Waited)
+    # The backend the chunks came from (file, memory, http, s3, gcs, azure, references,
+    # python; "" if unknown): the store advice depends on it.
+    store_kind: str = ""
 
     @classmethod
     def from_native(cls, d: Mapping[str, Any]) -> "PassStats":
@@ -103,6 +149,7 @@ class PassStats:
             bytes_read=int(d["bytes_read"]), finished=bool(d["finished"]), wall_s=float(d["wall_s"]),
             times=StageTimes(**d["times"]), depths=Depths(**d["depths"]),
             retry=RetryStats(**d.get("retry", {})), revived=int(d.get("revived", 0)),
+            waited=Waited(**d.get("waited", {})), store_kind=str(d.get("store_kind", "")),
         )
 
     @property
@@ -114,37 +161,49 @@ class PassStats:
         return self.cache_hits / self.reads if self.reads else 0.0
 
     @property
-    def limiting_stage(self) -> str:
-        """One stage named by the rule below, or ``"unknown"`` rather than a guess.
+    def shares(self) -> dict[str, float]:
+        """Each stage's share of the pass's wall time, all in one currency: for the loader's
+        stages the time the consumer waited on them (:class:`Waited`), for ``consumer`` its
+        own loop body (``times.consumer_s``). Summed stage times (fetch wait over concurrent
+        reads, decode CPU over threads) are not comparable with wall time and play no part."""
+        wall = self.wall_s
+        if wall <= 0:
+            return {stage: 0.0 for stage in STAGES}
+        w = self.waited
+        seconds = {"consumer": self.times.consumer_s, "store": w.store_s, "decode": w.decode_s,
+                   "residency": w.residency_s, "gather": w.gather_s}
+        return {stage: min(1.0, seconds[stage] / wall) for stage in STAGES}
 
-        Candidates are summed per stage (decode = decode + assemble; gather = gather +
-        batch transforms) before ranking.
-        """
-        d, t = self.depths, self.times
-        if d.batch_queue_samples == 0:
+    @property
+    def limiting_stage(self) -> str:
+        """The stage with the largest :attr:`shares` entry, if it holds at least ``DOMINANT``
+        of the wall time and ``CLOSE`` times the runner-up; ``"unknown"`` rather than a guess
+        (two stages close, none that matters, or a pass nobody took a batch from)."""
+        if self.depths.batch_queue_samples == 0:
             return "unknown"
-        if d.fed_frac >= 0.5:
-            return "consumer"
-        if d.starved_frac < 0.2:
+        ranked = sorted(self.shares.items(), key=lambda kv: kv[1], reverse=True)
+        (stage, top), (_, second) = ranked[0], ranked[1]
+        if top < DOMINANT or top < CLOSE * second:
             return "unknown"
-        total = t.producer_s
-        if total <= 0:
-            return "unknown"
-        candidates = {
-            "residency": t.admission_parked_s,
-            "store": t.fetch_wait_s,
-            "decode": t.decode_s + t.assemble_s,
-            "gather": t.gather_s + t.batch_transform_s,
-        }
-        stage, value = max(candidates.items(), key=lambda kv: kv[1])
-        return stage if value / total >= 0.4 else "unknown"
+        return stage
 
     @property
     def advice(self) -> str:
-        return ADVICE[self.limiting_stage]
+        stage = self.limiting_stage
+        if stage != "store":
+            return ADVICE[stage]
+        kind, d = self.store_kind, self.depths
+        if kind in _STORE_ADVICE:
+            return _STORE_ADVICE[kind]
+        if kind in _REMOTE_STORES and d.inflight_peak < d.max_inflight:
+            return (f"waited on the store with read tokens to spare (in flight peak {d.inflight_peak} of"
+                    f" max_inflight={d.max_inflight}): each read is slow; check the region and backend"
+                    " (latency, throttling), or store larger chunks")
+        return ADVICE["store"]
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
+        out["shares"] = self.shares
         out["limiting_stage"] = self.limiting_stage
         out["advice"] = self.advice
         return out
@@ -182,11 +241,24 @@ class PassStats:
             f" budget {budget}"
         )
         parts.append(
-            f"waits: fetch {t.fetch_wait_s:.2f} s, parked {t.admission_parked_s:.2f} s; cpu: decode"
-            f" {t.decode_s:.2f} s, gather {t.gather_s:.2f} s, batch transforms {t.batch_transform_s:.2f} s"
+            f"summed over threads: fetch wait {t.fetch_wait_s:.2f} s, parked {t.admission_parked_s:.2f} s;"
+            f" cpu: decode {t.decode_s:.2f} s, gather {t.gather_s:.2f} s, batch transforms"
+            f" {t.batch_transform_s:.2f} s"
         )
+        shares = ", ".join(f"{stage} {100 * share:.0f}%" for stage, share in self.shares.items())
+        parts.append(f"share of wall (waited {self.waited.total_s:.2f} s on the loader): {shares}")
         parts.append(f"limited by: {self.limiting_stage} -- {self.advice}")
         return "; ".join(parts)
+
+
+_STORE_KINDS = ((_ext.FileStore, "file"), (_ext.MemoryStore, "memory"), (_ext.HttpStore, "http"),
+                (_ext.S3Store, "s3"), (_ext.GcsStore, "gcs"), (_ext.AzureStore, "azure"),
+                (_ext.ReferenceStore, "references"), (_ext.PythonStore, "python"))
+
+
+def store_kind(native: Any) -> str:
+    """The backend of a native store, as :attr:`PassStats.store_kind` names it ("" if unknown)."""
+    return next((kind for cls, kind in _STORE_KINDS if isinstance(native, cls)), "")
 
 
 def bottleneck(stats: PassStats) -> tuple[str, str]:
@@ -195,4 +267,4 @@ def bottleneck(stats: PassStats) -> tuple[str, str]:
     return stats.limiting_stage, stats.advice
 
 
-__all__ = ["Depths", "PassStats", "RetryStats", "StageTimes", "bottleneck"]
+__all__ = ["Depths", "PassStats", "RetryStats", "StageTimes", "Waited", "bottleneck"]

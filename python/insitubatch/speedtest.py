@@ -4,10 +4,10 @@ store's raw-GET and decode ceilings on the same chunks, with the limiting stage 
 The run: ``--var`` arrays of the store at ``URL``, split by chunk, the train split's first
 ``--samples`` samples; a cold epoch (empty pool) then a warm one (what the budget keeps),
 each with time to first batch, samples/s and MB/s, and the engine's own verdict
-(``last_pass.limiting_stage`` with its advice). Then, on the same chunks: the raw-GET
-ceiling (the native store reading the stored objects at ``max_inflight``, no decode) and
-the decode ceiling (the stored bytes already in memory, decoded by ``decode_threads``
-threads), both in samples/s; ``describe()``'s memory estimate beside the measured peak
+(``last_pass.limiting_stage``, the share of wall time it rests on, and its advice). Then,
+on the same chunks: the raw-GET ceiling (the native store reading the stored objects at
+``max_inflight``, no decode) and the decode ceiling (the stored bytes already in memory,
+decoded by ``decode_threads`` threads), both in samples/s; ``describe()``'s memory estimate beside the measured peak
 RSS; and with ``--sweep max_inflight=1,4,16,64`` (or ``decode_threads=...``) a cold epoch per
 value, the smallest value within 5% of the best one recommended.
 
@@ -130,7 +130,18 @@ def _epoch(ds: InSituDataset, epoch: int) -> dict[str, Any]:
     return {"epoch": epoch, "samples": samples, "wall_s": wall, "ttfb_s": ttfb or 0.0,
             "samples_per_s": samples / wall, "mb_per_s": nbytes / wall / 1e6,
             "stored_mb_read": p.bytes_read / 1e6, "cache_hits": p.cache_hits, "cache_misses": p.cache_misses,
-            "limiting_stage": p.limiting_stage, "advice": p.advice, "retries": p.retry.retries}
+            "limiting_stage": p.limiting_stage, "advice": p.advice, "shares": p.shares,
+            "retries": p.retry.retries}
+
+
+def _verdict(e: dict[str, Any]) -> str:
+    """``decode (87% of wall)``: the stage and the share its verdict rests on."""
+    stage = e["limiting_stage"]
+    shares = e["shares"]
+    if stage == "unknown":  # the two largest shares, which were too close to call
+        top = sorted(shares.items(), key=lambda kv: kv[1], reverse=True)[:2]
+        return "unknown (" + ", ".join(f"{s} {100 * v:.0f}%" for s, v in top) + ")"
+    return f"{stage} ({100 * shares[stage]:.0f}% of wall)"
 
 
 def _chunk_coords(geom: Any, chunk_ids: np.ndarray) -> list[list[int]]:
@@ -229,7 +240,7 @@ def render(r: dict[str, Any]) -> str:
     def epoch_line(name: str, e: dict[str, Any]) -> str:
         return (f"  {name:<5} {e['samples_per_s']:>10,.0f} samples/s  {e['mb_per_s']:>9,.1f} MB/s"
                 f"  ttfb {e['ttfb_s'] * 1000:>7.1f} ms  hits {e['cache_hits']}/{e['cache_hits'] + e['cache_misses']}"
-                f"  limited by {e['limiting_stage']}")
+                f"  limited by {_verdict(e)}")
 
     lines = [f"insitubatch speedtest: {', '.join(r['variables'])} of {r['url']}, {r['samples']:,} train samples,"
              f" batch {r['config']['batch_size']}, block_chunks {r['config']['block_chunks']},"
@@ -252,7 +263,7 @@ def render(r: dict[str, Any]) -> str:
         for row in s["rows"]:
             mark = "  <- recommended" if row[name] == s["recommended"] else ""
             lines.append(f"    {name}={row[name]:<6} {row['samples_per_s']:>10,.0f} samples/s  ttfb"
-                         f" {row['ttfb_s'] * 1000:>7.1f} ms  limited by {row['limiting_stage']}{mark}")
+                         f" {row['ttfb_s'] * 1000:>7.1f} ms  limited by {_verdict(row)}{mark}")
     return "\n".join(lines)
 
 

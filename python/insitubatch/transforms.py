@@ -221,6 +221,7 @@ class BatchTransformsAhead:
         self.cpu_s = 0.0   # thread CPU inside the transforms
         self.gets = 0      # the consumer's takes, and those that found nothing ready
         self.empty_gets = 0
+        self._clock = _AheadClock()
         self._thread = threading.Thread(target=self._run, name="insitubatch-batch-transforms", daemon=True)
         self._thread.start()
 
@@ -228,10 +229,13 @@ class BatchTransformsAhead:
         index = 0
         try:
             while not self._stop.is_set():
+                self._clock.enter("pull")
                 batch = self._pull()
                 if batch is None:
+                    self._clock.enter("put")
                     self._put(self._END)
                     return
+                self._clock.enter("transform")
                 t0 = time.thread_time()
                 for transform in self._transforms:
                     try:
@@ -241,6 +245,7 @@ class BatchTransformsAhead:
                                      f" {index} of the {self._split} pass")
                         raise
                 self.cpu_s += time.thread_time() - t0
+                self._clock.enter("put")
                 if not self._put(batch):
                     return
                 index += 1
@@ -259,13 +264,25 @@ class BatchTransformsAhead:
     def next(self) -> Any:
         """The next transformed batch, ``None`` at the end; re-raises what the thread raised."""
         self.gets += 1
-        self.empty_gets += self._queue.empty()
-        item = self._queue.get()
+        empty = self._queue.empty()
+        self.empty_gets += empty
+        if empty:
+            self._clock.consumer_waiting(True)
+        try:
+            item = self._queue.get()
+        finally:
+            if empty:
+                self._clock.consumer_waiting(False)
         if item is self._END:
             return None
         if isinstance(item, _Raised):
             raise item.exc
         return item
+
+    def waited(self, engine_waited: Mapping[str, float]) -> dict[str, float]:
+        """The consumer's waits (``PassStats.waited``), charged to what this thread did
+        meanwhile; ``engine_waited``: the engine's own charges for this thread's pulls."""
+        return self._clock.charged(engine_waited)
 
     def close(self) -> None:
         """Stops the thread after its current batch (the caller has cancelled ``pull``)."""
@@ -275,6 +292,76 @@ class BatchTransformsAhead:
                 self._queue.get_nowait()
         except queue.Empty:
             pass
+
+
+class _AheadClock:
+    """What the batch-transform thread does over time ("pull": in the engine's next(),
+    "transform", "put": waiting for the consumer to take a batch), and the consumer's waits
+    charged to it. As in the engine (stage_clock.h), a transform is charged only on the
+    critical path: transforms followed by a pull that blocked on the engine were overlapped
+    by the engine's work (the batch would not have come sooner had they taken no time), so
+    they are charged as the engine's waits are; the rest are ``gather``."""
+
+    BLOCKED_PULL_S = 0.002  # a pull longer than this waited on the engine (a ready batch takes microseconds)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = "pull"
+        self._since = self._pull_started = time.perf_counter()
+        self._consumer_waits = False
+        self._pull_s = 0.0         # all of the thread's pulls
+        self._waited_pull_s = 0.0  # the consumer's waits while the thread pulled
+        self._gather_s = 0.0       # ... while it transformed, on the critical path
+        self._overlapped_s = 0.0   # ... while it transformed before a pull that blocked
+        self._pending_s = 0.0      # ... while it transformed since its last pull
+
+    def _close(self, now: float) -> None:  # under the lock
+        dt, self._since = now - self._since, now
+        if self._state == "pull":
+            self._pull_s += dt
+        if self._consumer_waits and self._state == "pull":
+            self._waited_pull_s += dt
+        elif self._consumer_waits and self._state == "transform":
+            self._pending_s += dt
+
+    def enter(self, state: str) -> None:
+        with self._lock:
+            now = time.perf_counter()
+            self._close(now)
+            if self._state == "pull":  # a pull ended: the transforms before it are placed
+                if now - self._pull_started > self.BLOCKED_PULL_S:
+                    self._overlapped_s += self._pending_s
+                else:
+                    self._gather_s += self._pending_s
+                self._pending_s = 0.0
+            if state == "pull":
+                self._pull_started = now
+            self._state = state
+
+    def consumer_waiting(self, waiting: bool) -> None:
+        with self._lock:
+            self._close(time.perf_counter())
+            self._consumer_waits = waiting
+
+    def charged(self, engine_waited: Mapping[str, float]) -> dict[str, float]:
+        """The consumer's waits per stage: waits during pulls split as the engine's waits took
+        the thread's pulls (the rest, handing a batch over, is gather), overlapped transforms
+        as the engine's waits are, the other transforms gather."""
+        with self._lock:
+            self._close(time.perf_counter())
+            pulls, waited_pulls = self._pull_s, self._waited_pull_s
+            gather, overlapped = self._gather_s + self._pending_s, self._overlapped_s
+        engine_total = sum(engine_waited.values())
+        out = {name: 0.0 for name in engine_waited}
+        out.setdefault("gather_s", 0.0)
+        for name, seconds in engine_waited.items():
+            if pulls > 0:
+                out[name] += waited_pulls * seconds / max(pulls, engine_total)
+            if engine_total > 0:
+                out[name] += overlapped * seconds / engine_total
+        out["gather_s"] += gather + (overlapped if engine_total <= 0 else 0.0)
+        out["gather_s"] += max(0.0, waited_pulls + overlapped + gather - sum(out.values()))
+        return out
 
 
 class _Raised:

@@ -26,6 +26,7 @@
 #include "insitubatch/engine/plan.h"
 #include "insitubatch/engine/pool.h"
 #include "insitubatch/engine/source.h"
+#include "insitubatch/engine/stage_clock.h"
 #include "insitubatch/engine/stats.h"
 #include "insitubatch/util/thread_pool.h"
 
@@ -165,8 +166,9 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   std::condition_variable reads_cv_;
   std::deque<TileRead> queued_reads_;
   uint32_t inflight_ = 0;
-  size_t outstanding_ = 0;      // queued + in flight (the destructor waits for zero)
-  size_t issuers_waiting_ = 0;  // threads in WaitForReadRoom (else decode threads issue)
+  size_t outstanding_ = 0;                       // queued + in flight (the destructor waits for zero)
+  size_t issuers_waiting_ = 0;                   // threads in WaitForReadRoom (else decode threads issue)
+  ReadTokenClock tokens_{config_.max_inflight};  // who holds the max_inflight tokens, over time
   std::atomic<size_t> live_passes_{0};
   std::atomic<uint64_t> budget_grown_{0};
   std::mutex start_mutex_;  // one StartPass sizes the budget at a time
@@ -208,6 +210,8 @@ class Pass {
   void RunProducer();
   void ScheduleBlocks();
   void ProduceBatches();
+  // The engine's WaitForReadRoom, with the scheduler's clock state around it.
+  void WaitForReadRoom();
   Result<BatchData> GatherBatch(size_t k);
   // Gathers `anchors` of `label` into `out`, split among the engine's gather helpers and
   // this thread; returns the seconds this thread then waited for the helpers.
@@ -221,6 +225,7 @@ class Pass {
   std::atomic<bool> cancelled_{false};
   std::string close_reason_;  // under queue_mutex_
   std::shared_ptr<LoadStats> load_stats_ = std::make_shared<LoadStats>();
+  PassClock clock_{engine_->tokens_};  // what the producer waits on; Next() charges its waits
 
   // Scheduler progress: blocks whose read sets are pinned.
   std::mutex progress_mutex_;

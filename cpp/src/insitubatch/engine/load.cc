@@ -138,10 +138,12 @@ void Engine::StartRead(TileRead read) {
   // thread (whose pool the destructor would then try to join from inside).
   Engine* self = this;
   auto holder = std::make_shared<TileRead>(std::move(read));
+  tokens_.Asked();
   source.array->store()->ReadAsync(
       key, source.array->ChunkReadRange(),  // an oversized object is refused unread
       [self, holder, t0](Result<ReadResult> bytes) mutable {
         const double waited = SecondsSince(t0);
+        self->tokens_.Answered();
         // IO threads never decode: hand the bytes to the decode pool. (std::function needs
         // a copyable task, so the move-only result rides in a holder.)
         auto result = std::make_shared<Result<ReadResult>>(std::move(bytes));
@@ -219,6 +221,7 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
       --inflight_;  // the token goes back; the read waits for one at the head of the queue
       queued_reads_.push_front(std::move(read));
     }
+    tokens_.Returned();
     TokenReturned();
     return;
   }
@@ -244,6 +247,7 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
     --inflight_;
     --outstanding_;
   }
+  tokens_.Returned();
   TokenReturned();
 }
 

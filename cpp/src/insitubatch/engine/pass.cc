@@ -96,19 +96,21 @@ void Pass::ScheduleBlocks() {
   for (size_t b = 0; b < plan_.blocks() && !cancelled_.load(); ++b) {
     // Announced once the last block's reads have all started (the store may forget what
     // it was told about that block then).
-    engine_->WaitForReadRoom(cancelled);
+    WaitForReadRoom();
     engine_->ExpectBlockReads(plan_.block_reads[b]);
     for (const SlotKey& key : plan_.block_reads[b]) {
       const ArraySource& source = engine_->sources_[key.source];
       // Paced by the store: the next chunk is admitted once the reads queued before it
       // have started, so admissions run only as far ahead as the IO can use.
-      engine_->WaitForReadRoom(cancelled);
+      WaitForReadRoom();
       std::shared_ptr<Slot> slot;
       const auto t0 = std::chrono::steady_clock::now();
+      clock_.Set(PassClock::Scheduler::kParked);  // until Acquire returns (at once, if there is room)
       auto acquired =
           engine_->pool().Acquire(owner_, key, source.slot_bytes(), static_cast<uint32_t>(source.stored.tiles),
                                   /*deferred=*/source.transform != nullptr, cancelled, stalled, &slot);
       const double waited = SecondsSince(t0);
+      clock_.Set(PassClock::Scheduler::kAdmitting);
       if (!acquired.ok()) {
         Status status = acquired.status();
         if (status.code() == StatusCode::kResourceExhausted && engine_->live_passes() > 1) {
@@ -147,7 +149,13 @@ void Pass::ScheduleBlocks() {
     }
     progress_cv_.notify_all();
   }
-  engine_->WaitForReadRoom(cancelled);  // the last reads start here too, not on a decoder
+  WaitForReadRoom();  // the last reads start here too, not on a decoder
+}
+
+void Pass::WaitForReadRoom() {
+  clock_.Set(PassClock::Scheduler::kPacing);
+  engine_->WaitForReadRoom([this] { return cancelled_.load(); });
+  clock_.Set(PassClock::Scheduler::kAdmitting);
 }
 
 Result<BatchData> Pass::GatherBatch(size_t k) {
@@ -157,7 +165,13 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
   slots.reserve(needs.size());
   for (const SlotKey& key : needs) {
     producer_waiting_ = true;
-    auto slot = engine_->pool().WaitReady(key, [this] { return cancelled_.load(); });
+    bool waited = false;  // WaitReady asks `cancelled` only of a chunk not yet ready
+    auto slot = engine_->pool().WaitReady(key, [this, &waited] {
+      if (!waited) clock_.Set(PassClock::Producer::kOnChunk);
+      waited = true;
+      return cancelled_.load();
+    });
+    if (waited) clock_.Set(PassClock::Producer::kBusy);
     producer_waiting_ = false;
     if (!slot.ok()) {
       const ArraySource& s = engine_->sources_[key.source];
@@ -242,9 +256,13 @@ void Pass::ProduceBatches() {
     {
       std::unique_lock lock(progress_mutex_);
       producer_waiting_ = true;
+      bool waited = false;
       while (blocks_scheduled_ <= plan_.batch_last_block[k] && scheduler_error_.ok() && !cancelled_.load()) {
+        if (!waited) clock_.Set(PassClock::Producer::kOnScheduler);
+        waited = true;
         progress_cv_.wait_for(lock, std::chrono::milliseconds(50));
       }
+      if (waited) clock_.Set(PassClock::Producer::kBusy);
       producer_waiting_ = false;
       if (blocks_scheduled_ <= plan_.batch_last_block[k]) failure = scheduler_error_;
     }
@@ -259,9 +277,12 @@ void Pass::ProduceBatches() {
     if (failed && batch.status().code() == StatusCode::kCancelled && cancelled_.load()) break;
     {
       std::unique_lock lock(queue_mutex_);
+      const bool full = queue_.size() >= spec_.prefetch_depth;
+      if (full) clock_.Set(PassClock::Producer::kOnConsumer);
       while (queue_.size() >= spec_.prefetch_depth && !cancelled_.load()) {
         queue_cv_.wait_for(lock, std::chrono::milliseconds(50));
       }
+      if (full) clock_.Set(PassClock::Producer::kBusy);
       if (cancelled_.load()) break;
       queue_.push_back(std::move(batch));
       std::lock_guard stats_lock(stats_mutex_);
@@ -289,6 +310,15 @@ Result<std::optional<BatchData>> Pass::Next(const std::function<Status()>& inter
       ++stats_.depths.batch_queue_full_enough;
     }
   }
+  // What the producer waits on meanwhile is what this wait is charged to (stage_clock.h).
+  struct ChargeWait {
+    PassClock& clock;
+    const bool waits;
+    ~ChargeWait() {
+      if (waits) clock.SetConsumerWaiting(false);
+    }
+  } charge{clock_, queue_.empty() && !producer_done_};
+  if (charge.waits) clock_.SetConsumerWaiting(true);
   // Waits in slices: `interrupted` (a signal handler's exception, in Python) and a close
   // from another thread are noticed within one.
   while (queue_.empty() && !producer_done_) {
@@ -397,6 +427,13 @@ PassStats Pass::stats() const {
   if (out.wall_s == 0) out.wall_s = SecondsSince(started_);
   const LoadStats& load = *load_stats_;
   std::lock_guard lock(load.mutex);
+  const WaitTotals waited = clock_.Charged();
+  auto part = [&](WaitStage stage) { return waited[static_cast<size_t>(stage)]; };
+  out.waited.store_s = part(WaitStage::kStore);
+  out.waited.decode_s = part(WaitStage::kDecode);
+  out.waited.residency_s = part(WaitStage::kResidency);
+  // The consumer's part: a moment's lag between its take and the producer's noticing.
+  out.waited.gather_s = part(WaitStage::kGather) + part(WaitStage::kConsumer);
   out.times.fetch_wait_s = load.fetch_wait_s;
   out.times.decode_s = load.decode_s;
   out.times.assemble_s = load.assemble_s;

@@ -19,6 +19,15 @@ struct StageTimes {
   double batch_transform_s = 0;   // thread CPU on the producer
 };
 
+// What the consumer's waits for batches were spent on (stage_clock.h): wall seconds, one
+// figure per stage, adding up to the time it spent blocked in Next().
+struct Waited {
+  double store_s = 0;      // reads at the store held the tokens the next batch's chunks needed
+  double decode_s = 0;     // decodes (and chunk transforms) held them
+  double residency_s = 0;  // admission was parked on the residency budget
+  double gather_s = 0;     // the producer was gathering, on the critical path (stage_clock.h)
+};
+
 struct Depths {
   uint64_t batch_queue_capacity = 0;
   uint64_t batch_queue_peak = 0;
@@ -81,6 +90,7 @@ struct PassStats {
   bool finished = false;  // false for an abandoned (closed early) pass
   double wall_s = 0;
   StageTimes times;
+  Waited waited;
   Depths depths;
 };
 
