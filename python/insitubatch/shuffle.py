@@ -18,7 +18,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from . import _ext, arguments
+from . import _compat, _ext, arguments
 from .errors import InvalidArgumentError
 
 # The order's sizes are checked by the engine's order code (engine/order.cc): here only
@@ -80,7 +80,8 @@ class DrawOrder:
     ``bounds`` has ``n_blocks + 1`` row offsets, block ``i`` is ``rows[bounds[i]:bounds[i + 1]]``.
 
     It reads as its rows wherever an array is expected (``np.asarray(order)``, ``order[:, 0]``,
-    ``order.shape``), so code written against either form works.
+    ``len(order)``); the rows' other attributes (``order.shape``) still work but are
+    deprecated: read ``order.rows.shape``.
     """
 
     rows: np.ndarray
@@ -113,10 +114,10 @@ class DrawOrder:
     def __iter__(self) -> Iterator[Any]:
         return iter(self.rows)
 
-    def __getattr__(self, name: str) -> Any:  # shape, dtype, astype, tolist, ...: the rows'
+    def __getattr__(self, name: str) -> Any:  # shape, dtype, astype, tolist, ...: the rows' (deprecated)
         if name.startswith("__") or name in ("rows", "bounds"):
             raise AttributeError(name)
-        return getattr(self.rows, name)
+        return _compat.rows_attribute(self.rows, name)
 
     def __repr__(self) -> str:
         return f"DrawOrder({len(self)} rows in {self.n_blocks} blocks)"

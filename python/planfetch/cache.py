@@ -7,7 +7,7 @@ gs://, http(s)://, file://), at most ``download_threads`` at once, retried as in
 stores retry (backoff with jitter within ``retry_timeout``, 3 min, and
 ``connect_retry_timeout``, 20 s, for a server that refuses connections), up to
 ``max_retries=20``; every store option can be passed to SharedDiskCache. With ``s3_client=`` (a boto3 client), or
-``use_rust=False``, the bytes come through boto3 instead, on a thread pool; everything else
+the deprecated ``use_rust=False``, the bytes come through boto3 instead, on a thread pool; everything else
 (paths, locks, pruning) is the same.
 """
 
@@ -18,7 +18,7 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable
 
-from insitubatch import _ext, arguments, stores, urls
+from insitubatch import _compat, _ext, arguments, stores, urls
 from insitubatch.errors import FailedPreconditionError, InvalidArgumentError, InvalidTypeError, MissingDependencyError
 
 # The engine's retry windows (retry_timeout 3 min, connect_retry_timeout 20 s, backoff with
@@ -27,21 +27,6 @@ from insitubatch.errors import FailedPreconditionError, InvalidArgumentError, In
 _RETRIES = {"max_retries": 20}
 
 _INHERITED: list[Any] = []  # a forked child's copies of its parent's caches: never used
-
-
-def has_rust_backend() -> bool:
-    """Whether the native download backend is available (the seed's name; it is C++ here)."""
-    return hasattr(_ext, "ObjectCache")
-
-
-def assert_rust_backend() -> None:
-    """Raises unless the native download backend is available."""
-    if not has_rust_backend():
-        raise MissingDependencyError("planfetch's native backend is missing: reinstall insitubatch")
-
-
-has_native_backend = has_rust_backend
-assert_native_backend = assert_rust_backend
 
 
 class _Boto3Store:
@@ -83,7 +68,7 @@ class SharedDiskCache:
 
     def __init__(self, cache_dir: str | os.PathLike[str], max_bytes: int = 10 * 10**9,
                  download_threads: int = 64, s3_max_pool_connections: int = 256,
-                 min_age_seconds_before_delete: float = 2.0, use_rust: bool = True,
+                 min_age_seconds_before_delete: float = 2.0, use_rust: bool | None = None,
                  s3_client: Any = None, lock_wait_seconds: float = 600.0, **store_options: Any) -> None:
         if not isinstance(cache_dir, (str, os.PathLike)):
             raise InvalidTypeError(f"cache_dir must be a directory path, got {cache_dir!r}")
@@ -97,7 +82,9 @@ class SharedDiskCache:
         self.min_age_seconds_before_delete = arguments.number("min_age_seconds_before_delete",
                                                               min_age_seconds_before_delete, 0)
         self.lock_wait_seconds = arguments.number("lock_wait_seconds", lock_wait_seconds, 0, 86400, open_lo=True)
-        self.use_rust = arguments.flag("use_rust", use_rust) and s3_client is None
+        if use_rust is not None:
+            _compat.use_rust_argument(use_rust)
+        self.use_rust = (use_rust is None or arguments.flag("use_rust", use_rust)) and s3_client is None
         self.s3_client = s3_client
         self.store_options = dict(store_options)
         self._lock = threading.Lock()
@@ -224,11 +211,12 @@ class SharedDiskCache:
                              download_threads=self.download_threads,
                              s3_max_pool_connections=self.s3_max_pool_connections,
                              min_age_seconds_before_delete=self.min_age_seconds_before_delete,
-                             use_rust=self.use_rust, lock_wait_seconds=self.lock_wait_seconds,
-                             **self.store_options)}
+                             lock_wait_seconds=self.lock_wait_seconds, **self.store_options),
+                "use_rust": self.use_rust}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         SharedDiskCache.__init__(self, **state["args"])
+        self.use_rust = state["use_rust"]  # set, not passed: use_rust= is deprecated
 
     def __repr__(self) -> str:
         return f"SharedDiskCache({self.cache_dir!r}, max_bytes={self.max_bytes})"
@@ -280,5 +268,4 @@ def node_cache_dir(base: str | os.PathLike[str], run_id: str | int | None = None
     return os.path.join(run_dir(base, run_id), "node")
 
 
-__all__ = ["SharedDiskCache", "assert_native_backend", "assert_rust_backend", "has_native_backend",
-           "has_rust_backend", "node_cache_dir", "rank_cache_dir"]
+__all__ = ["SharedDiskCache", "node_cache_dir", "rank_cache_dir"]
