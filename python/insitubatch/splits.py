@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import json
 import math
-import operator
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -21,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from . import arguments
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, InvalidTypeError
 
 _SPLITS = arguments.CHOICES["split"]
 
@@ -183,12 +182,9 @@ def split_by_chunk(
     if sample_range is None:
         candidates = np.arange(geom.n_chunks, dtype=np.int64)
     else:
-        try:
-            start, stop = (operator.index(v) for v in sample_range)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(
-                f"sample_range must be a (start, stop) pair of integers, got {sample_range!r}"
-            ) from exc
+        if isinstance(sample_range, (str, bytes)) or not isinstance(sample_range, Sequence) or len(sample_range) != 2:
+            raise InvalidTypeError(f"sample_range must be a (start, stop) pair of integers, got {sample_range!r}")
+        start, stop = (arguments.integer(f"sample_range[{i}]", v, _INT64) for i, v in enumerate(sample_range))
         if not 0 <= start < stop <= n_samples:
             raise InvalidArgumentError(
                 f"sample_range must satisfy 0 <= start < stop <= n_samples ({n_samples}),"
