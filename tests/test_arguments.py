@@ -127,3 +127,71 @@ def test_a_chunk_no_machine_can_hold_fails_at_construction(tmp_path):
 def test_split_fractions_are_checked(geoms, fractions, match):
     with pytest.raises(InvalidArgumentError, match=match):
         split_by_chunk(geoms["t2m"], fractions=fractions)
+
+
+# -- one check per kind of argument, one error class per mistake -------------------------------
+
+
+def test_a_wrong_type_is_a_type_error_and_a_bad_value_a_value_error_everywhere(store, geoms):
+    """The same mistake raised InvalidTypeError in the adapters and InvalidArgumentError in
+    the dataset, the store options and planfetch; now a wrong type is InvalidTypeError (a
+    TypeError and an InvalidArgumentError) and a bad value InvalidArgumentError alone."""
+    import planfetch as pf
+    from insitubatch import InvalidTypeError, block_shuffled_order
+
+    wrong_types = [
+        lambda: InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms, batch_size=2.0),
+        lambda: InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms, shuffle="yes"),
+        lambda: InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms, eviction=None),
+        lambda: InSituDataset(store, {"train": [0]}, geoms),
+        lambda: insitubatch.store("http://127.0.0.1:9/x", io_threads=2.5),
+        lambda: insitubatch.store("http://127.0.0.1:9/x", verify_tls="no"),
+        lambda: block_shuffled_order([0], 8, 32, block_chunks=1, seed=True, epoch=0),
+        lambda: pf.SharedDiskCache("/nonexistent/cache", lock_wait_seconds="10"),
+        lambda: split_by_chunk(geoms["t2m"], fractions=("0.8", 0.1, 0.1)),
+    ]
+    for call in wrong_types:
+        with pytest.raises(InvalidTypeError) as info:
+            call()
+        assert isinstance(info.value, TypeError) and isinstance(info.value, InvalidArgumentError)
+    bad_values = [
+        lambda: InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms, batch_size=0),
+        lambda: InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms, eviction="fifo"),
+        lambda: insitubatch.store("http://127.0.0.1:9/x", io_threads=65),
+        lambda: pf.SharedDiskCache("/nonexistent/cache", lock_wait_seconds=0),
+    ]
+    for call in bad_values:
+        with pytest.raises(InvalidArgumentError) as info:
+            call()
+        assert not isinstance(info.value, TypeError)
+
+
+def test_numpy_integers_are_integers_for_every_check(store, geoms):
+    """stores' own check refused numpy integers that the dataset's took; bools are refused
+    by both (the order functions took True as 1)."""
+    from insitubatch import block_shuffled_order, sequential_order
+    from insitubatch.distributed import resolve
+
+    native = insitubatch.store("http://127.0.0.1:9/x", io_threads=np.int64(3), max_retries=np.uint8(2))
+    assert native is not None
+    assert resolve(np.int64(1), np.int32(2)) == (1, 2)
+    assert len(sequential_order(np.arange(2), np.int64(8), np.int64(16))) == 16
+    with pytest.raises(InvalidArgumentError, match=r"seed must be an integer .*got True \(bool\)"):
+        block_shuffled_order([0], 8, 32, block_chunks=1, seed=True, epoch=0)
+    with pytest.raises(InvalidArgumentError, match="'io_threads' must be an integer"):
+        insitubatch.store("http://127.0.0.1:9/x", io_threads=np.bool_(True))
+
+
+def test_string_options_are_literals_with_their_accepted_values():
+    import inspect
+    import typing
+
+    from insitubatch import arguments
+
+    params = inspect.signature(InSituDataset.__init__).parameters
+    hints = typing.get_type_hints(InSituDataset.__init__)
+    for name in ("on_bad_chunk", "eviction", "plan", "remainder"):
+        assert typing.get_args(hints[name]) == arguments.CHOICES[name], name
+        assert params[name].default in arguments.CHOICES[name]
+    with pytest.raises(InvalidArgumentError, match='eviction must be "next_use" or "lru", got \'fifo\''):
+        arguments.choice("eviction", "fifo")

@@ -1,12 +1,17 @@
 // insitubatch._ext: the native core. One bind_<topic>.cc per topic.
 
+#include <cstdlib>
+#include <string_view>
+
 #include "bindings.h"
 
 NB_MODULE(_ext, m) {
   m.doc() = "insitubatch native core (C++20)";
   // A dataset still referenced at exit (a daemon thread, a module global) is not a leak
-  // worth a warning to a user: the process is ending.
-  nanobind::set_leak_warnings(false);
+  // worth a warning to a user: the process is ending. The test suite turns the warnings on
+  // (INSITUBATCH_LEAK_WARNINGS=1, tests/conftest.py) to catch what the package itself leaks.
+  const char* leak_warnings = std::getenv("INSITUBATCH_LEAK_WARNINGS");
+  nanobind::set_leak_warnings(leak_warnings != nullptr && std::string_view(leak_warnings) == "1");
   insitubatch::python::RecordMainThread();
   m.def(
       "_mark_exiting", [] { insitubatch::python::g_exiting = true; },

@@ -51,48 +51,19 @@ from .stores import (
 )
 from .references import reference_store
 
-# Framework adapters load on first use (PEP 562) so `import insitubatch` imports no framework;
-# each adapter imports its framework only when called.
-_LAZY_ADAPTERS = ("as_tf_dataset", "as_torch", "read_insitu", "to_global_jax", "to_jax", "to_tf", "to_torch")
+from . import _compat
 
-
-# The original package exported its Python engine's parts; here the engine is native and
-# these are reached through the public API instead.
-_ENGINE_INTERNALS = {
-    "ChunkPool": "the pool is inside the engine: size it with cache_budget_bytes / cache_dir,"
-                 " read it with ds.describe(), ds.last_pass and ds.pool_state()",
-    "Scheduler": "passes are scheduled by the engine: iterate ds.train / ds.val / ds.test",
-    "SchedulerConfig": "pass max_inflight=, decode_threads=, on_bad_chunk= to InSituDataset",
-    "build_stored_chunk_reads": "the engine plans its reads; ds.describe()['variables'] shows"
-                                " the stored chunks per chunk",
-}
+# The framework adapters load on first use (PEP 562), so `import insitubatch` imports no
+# framework; the original's engine names and `insitubatch.ray` are shims (_compat).
+_compat.install_moved_modules()
 
 
 def __getattr__(name: str) -> object:
-    if name in _ENGINE_INTERNALS:
-        raise AttributeError(
-            f"insitubatch.{name} was part of the original's Python engine and is not public here:"
-            f" {_ENGINE_INTERNALS[name]}")
-    if name == "__version__":  # on first use: importlib.metadata costs ~40 ms of the import
-        from importlib.metadata import PackageNotFoundError, version
-
-        try:
-            value = version("insitubatch")
-        except PackageNotFoundError:  # pragma: no cover - running from a source tree
-            value = "0.0.0+unknown"
-        globals()["__version__"] = value
-        return value
-    if name in _LAZY_ADAPTERS:
-        from . import frameworks
-
-        value = getattr(frameworks, name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return _compat.package_getattr(name, globals())
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_LAZY_ADAPTERS, "__version__"})
+    return sorted({*globals(), *_compat.lazy_names()})
 
 
 __all__ = [

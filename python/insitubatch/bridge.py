@@ -73,9 +73,10 @@ class _Bridge:
 
         while self.reads:
             await asyncio.sleep(_CANCEL_POLL_S)
-            for task, read in list(self.reads.items()):
-                if not task.done() and read.cancelled():
-                    task.cancel()
+            # No read is kept in a local across the sleep: a watcher still pending at exit
+            # would hold it past the extension's teardown (a leaked _BridgeRead).
+            for task in [t for t, read in self.reads.items() if not t.done() and read.cancelled()]:
+                task.cancel()
 
     def submit(self, coro: Any, read: Any = None) -> None:
         if self.closed:
@@ -104,7 +105,7 @@ class _Bridge:
         import asyncio
 
         async def drain() -> None:
-            tasks = list(self.tasks)
+            tasks = [*self.tasks, *([self.watcher] if self.watcher is not None else [])]
             for task in tasks:
                 task.cancel()
             if tasks:
@@ -116,6 +117,9 @@ class _Bridge:
             pass
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(_SHUTDOWN_TIMEOUT_S)
+        self.reads.clear()
+        if not self.thread.is_alive():  # the loop has stopped: its queued callbacks (a read
+            self.loop.close()           # submitted as it stopped, with its handle) go now
 
 
 _bridge: _Bridge | None = None
@@ -196,6 +200,9 @@ async def _read(store: Any, key: str, kind: int, offset: int, length: int, read:
     except asyncio.CancelledError:
         read.cancel("the read was cancelled (its pass closed, or the bridge shut down)")
     except Exception as exc:  # noqa: BLE001 - every store failure becomes a StoreError
+        # The store may keep its exception (icechunk's Rust side does): without its
+        # traceback it keeps no frame of ours, and so not the read.
+        exc.__traceback__ = None
         read.fail(_describe_error(exc))
     else:
         if result is None:

@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from . import arguments
 from .errors import InvalidArgumentError, InvalidTypeError
 
-PLANS = ("shuffle", "stratified", "balanced")
+PLANS = arguments.CHOICES["plan"]
 _STREAM = 104729  # the class plans' own RNG stream (the shuffle uses (seed, epoch) and 7919)
 
 
@@ -62,8 +63,7 @@ def load_labels(labels: Any, store: Any, n_samples: int) -> tuple[np.ndarray, np
 
 
 def check_plan(plan: str, labels: Any, batch_size: int) -> None:
-    if plan not in PLANS:
-        raise InvalidArgumentError(f"plan must be one of {', '.join(map(repr, PLANS))}, got {plan!r}")
+    arguments.choice("plan", plan)
     if plan != "shuffle" and labels is None:
         raise InvalidArgumentError(f'plan="{plan}" needs labels= (an array name or one value per sample)')
     if plan == "shuffle" and labels is not None:

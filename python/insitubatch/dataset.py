@@ -32,7 +32,7 @@ from .stores import as_native_store, close_store, reopen_store
 
 logger = logging.getLogger("insitubatch")
 
-_SPLITS = ("train", "val", "test")
+_SPLITS = arguments.CHOICES["split"]
 DEFAULT_MAX_INFLIGHT = 32
 
 
@@ -60,17 +60,17 @@ class InSituDataset:
         persist: bool = False,
         readonly_cache: bool = False,
         reset_stale_cache: bool = False,
-        on_bad_chunk: str = "raise",
+        on_bad_chunk: arguments.OnBadChunk = "raise",
         chunk_transforms: Sequence[Callable[..., Any]] = (),
         batch_transforms: Sequence[Callable[..., Any]] = (),
         decode_threads: int = 0,
         gather_threads: int = 0,
-        eviction: str = "next_use",
+        eviction: arguments.Eviction = "next_use",
         labels: Any = None,
-        plan: str = "shuffle",
+        plan: arguments.Plan = "shuffle",
         rank: int | None = None,
         world_size: int | None = None,
-        remainder: str = "drop",
+        remainder: arguments.Remainder = "drop",
     ) -> None:
         self._engine: Any = None  # the native _ext.Engine while open
         self._passes: "weakref.WeakSet[PassIterator]" = weakref.WeakSet()
@@ -86,7 +86,7 @@ class InSituDataset:
             decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction,
             labels=labels, plan=plan, rank=rank, world_size=world_size, remainder=remainder)
         if not isinstance(manifest, SplitManifest):
-            raise InvalidArgumentError(f"manifest must be a SplitManifest, got {type(manifest).__name__}")
+            raise InvalidTypeError(f"manifest must be a SplitManifest, got {type(manifest).__name__}")
         self._batch_size = arguments.integer("batch_size", batch_size)
         self._block_chunks_requested = arguments.integer("block_chunks", block_chunks)
         self._max_inflight = (DEFAULT_MAX_INFLIGHT if max_inflight is None
@@ -97,17 +97,11 @@ class InSituDataset:
         self._decode_threads = arguments.integer("decode_threads", decode_threads)
         # 0: one gather thread per four decode threads (the producer plus helpers).
         self._gather_threads = arguments.integer("gather_threads", gather_threads)
-        if on_bad_chunk not in ("raise", "nan"):
-            raise InvalidArgumentError(f'on_bad_chunk must be "raise" or "nan", got {on_bad_chunk!r}')
-        self._on_bad_chunk = on_bad_chunk
-        if eviction not in ("next_use", "lru"):
-            raise InvalidArgumentError(f'eviction must be "next_use" or "lru", got {eviction!r}')
-        self._eviction = eviction
+        self._on_bad_chunk = arguments.choice("on_bad_chunk", on_bad_chunk)
+        self._eviction = arguments.choice("eviction", eviction)
         # Data parallel: this rank's share of whole chunks, equal steps on every rank.
         self._rank, self._world_size = distributed.resolve(rank, world_size)
-        if remainder not in distributed.REMAINDERS:
-            raise InvalidArgumentError(f'remainder must be "drop" or "pad", got {remainder!r}')
-        self._remainder = remainder
+        self._remainder = arguments.choice("remainder", remainder)
         if self._world_size > 1 and plan != "shuffle":
             raise InvalidArgumentError(f'plan={plan!r} with world_size={self._world_size} is not supported yet'
                                        ' (plan="shuffle" is)')

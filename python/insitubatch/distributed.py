@@ -24,10 +24,11 @@ import sys
 
 import numpy as np
 
-from .errors import InvalidArgumentError
+from . import arguments
+from .errors import InvalidArgumentError, InvalidTypeError
 from .resume import rows_between
 
-REMAINDERS = ("drop", "pad")
+REMAINDERS = arguments.CHOICES["remainder"]
 
 
 def resolve(rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -38,9 +39,11 @@ def resolve(rank: int | None, world_size: int | None) -> tuple[int, int]:
         raise InvalidArgumentError("pass rank and world_size together (or neither)")
     if rank is None:
         rank, world_size = _detect()
-    if isinstance(rank, bool) or isinstance(world_size, bool) or not isinstance(rank, int) \
-            or not isinstance(world_size, int):
-        raise InvalidArgumentError(f"rank and world_size must be integers, got {rank!r} and {world_size!r}")
+    try:  # numpy integers too; the range is checked below
+        rank, world_size = (arguments.integer(name, value, (-(2**63), 2**63 - 1))
+                            for name, value in (("rank", rank), ("world_size", world_size)))
+    except InvalidTypeError:
+        raise InvalidTypeError(f"rank and world_size must be integers, got {rank!r} and {world_size!r}") from None
     if world_size < 1 or not 0 <= rank < world_size:
         raise InvalidArgumentError(f"rank must be in [0, world_size), got rank={rank}, world_size={world_size}")
     return rank, world_size

@@ -22,12 +22,9 @@ import os
 from typing import Any
 from urllib.parse import urlparse
 
-from . import _ext
+from . import _ext, arguments, urls
 from .errors import InvalidArgumentError, InvalidTypeError, MissingDependencyError, UnsupportedError
 from .stores import Store, _ANY_STORE_OPTIONS, store
-
-_NETWORK_SCHEMES = {"s3": "s3", "s3a": "s3", "gs": "gs", "gcs": "gs", "az": "az", "azure": "az", "abfs": "az",
-                    "abfss": "az", "http": "http", "https": "https"}
 
 
 def reference_store(refs: Any, *, base: str | os.PathLike[str] | None = None, allow_local_targets: bool = False,
@@ -50,8 +47,7 @@ def reference_store(refs: Any, *, base: str | os.PathLike[str] | None = None, al
     unknown = sorted(set(store_options) - _ANY_STORE_OPTIONS - {"read_only"})
     if unknown:
         raise InvalidArgumentError(f"unknown store option(s) {', '.join(map(repr, unknown))} for reference_store")
-    if not isinstance(allow_local_targets, bool):
-        raise InvalidTypeError(f"allow_local_targets must be True or False, got {allow_local_targets!r}")
+    allow_local_targets = arguments.flag("allow_local_targets", allow_local_targets)
     source = refs
     name, refset, default_base, remote = _load(refs, store_options)
     if base is not None:
@@ -86,7 +82,7 @@ def _load(refs: Any, options: dict[str, Any]) -> tuple[str, Any, str, bool]:
         raise InvalidTypeError("refs must be a path or URL, JSON bytes, a dict of references or a virtual"
                                f" xarray Dataset, got {type(refs).__module__}.{type(refs).__qualname__}")
     location = os.fspath(refs)
-    scheme = urlparse(location).scheme.lower() if "://" in location else ""
+    scheme = urls.scheme_of(location)
     if scheme in ("", "file"):
         path = os.path.abspath(urlparse(location).path if scheme else location)
         if os.path.isdir(path):
@@ -233,7 +229,7 @@ def _split_target(url: str, base: str, key: str) -> tuple[str, str]:
     def refuse(why: str) -> InvalidArgumentError:
         return InvalidArgumentError(f"reference {key!r} points to {url!r}: {why}")
 
-    scheme = urlparse(url).scheme.lower() if "://" in url else ""
+    scheme = urls.scheme_of(url)
     if scheme in ("", "file"):
         path = urlparse(url).path if scheme else url
         if scheme == "" and "://" not in base and not os.path.isabs(path):
@@ -243,8 +239,8 @@ def _split_target(url: str, base: str, key: str) -> tuple[str, str]:
         if ".." in path.split("/"):
             raise refuse("a path with '..' segments")
         return "/", path.lstrip("/")
-    kind = _NETWORK_SCHEMES.get(scheme)
-    if kind is None:
+    kind = urls.SCHEMES.get(scheme)
+    if kind in (None, "memory"):
         raise UnsupportedError(f"reference {key!r} points to {url!r}: scheme {scheme!r} is not supported"
                                " (file, s3, gs, az, http, https)")
     parsed = urlparse(url)

@@ -21,11 +21,11 @@ so no row is seen twice in the epoch.
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from . import arguments
 from .errors import InvalidArgumentError, InvalidTypeError
 
 FORMAT = 1
@@ -52,15 +52,7 @@ def _int(state: Mapping[str, Any], name: str, lo: int = 0) -> int:
 
 
 def _integer(value: Any, what: str, lo: int = 0) -> int:
-    if isinstance(value, bool):
-        raise InvalidArgumentError(f"resume state: {what} must be an integer, got {value!r}")
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise InvalidArgumentError(f"resume state: {what} must be an integer, got {value!r}") from None
-    if number < lo:
-        raise InvalidArgumentError(f"resume state: {what} must be >= {lo}, got {number}")
-    return number
+    return arguments.integer(f"resume state: {what}", value, (lo, None))
 
 
 def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int,
@@ -80,7 +72,7 @@ def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int,
     saved_share = state["share"]
     if not isinstance(saved_share, (list, tuple)) or len(saved_share) != 2:
         raise InvalidArgumentError(f"resume state: 'share' must be [index, count], got {saved_share!r}")
-    saved = (state["split"], bool(state["shuffled"]), (operator.index(saved_share[0]), operator.index(saved_share[1])))
+    saved = (state["split"], bool(state["shuffled"]), (_integer(saved_share[0], "share[0]"), _integer(saved_share[1], "share[1]", 1)))
     saved_world = _int(state, "world_size", 1)
     history = _history(state.get("history", []))
     rank_views = saved[2][1] == saved_world and key[2][1] == world_size

@@ -13,16 +13,17 @@ the engine's C++ helpers.
 
 from __future__ import annotations
 
-import operator
 from dataclasses import dataclass
 from typing import Any, Iterator
 
 import numpy as np
 
-from . import _ext
+from . import _compat, _ext, arguments
 from .errors import InvalidArgumentError
 
-_MAX_U64 = 2**64 - 1
+# The order's sizes are checked by the engine's order code (engine/order.cc): here only
+# their type.
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 def _chunk_ids(chunk_ids: Any) -> np.ndarray:
@@ -38,27 +39,10 @@ def _chunk_ids(chunk_ids: Any) -> np.ndarray:
     return np.ascontiguousarray(ids, dtype=np.int64)
 
 
-def _key(name: str, value: Any) -> int:
-    try:
-        number = operator.index(value)
-    except TypeError:
-        raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from None
-    if not 0 <= number <= _MAX_U64:
-        raise InvalidArgumentError(f"{name} must be in [0, 2**64), got {number}")
-    return number
-
-
-def _int(name: str, value: Any) -> int:
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise InvalidArgumentError(f"{name} must be an integer, got {value!r}") from None
-
-
 def chunk_permutation(chunk_ids: Any, *, seed: int, epoch: int) -> np.ndarray:
     """A permutation of ``chunk_ids`` keyed by ``(seed, epoch)`` (int64)."""
     ids = _chunk_ids(chunk_ids)
-    return np.random.default_rng((_key("seed", seed), _key("epoch", epoch))).permutation(ids)
+    return np.random.default_rng((arguments.integer("seed", seed), arguments.integer("epoch", epoch))).permutation(ids)
 
 
 def _rows_of(chunks: np.ndarray, lens: np.ndarray) -> np.ndarray:
@@ -96,7 +80,8 @@ class DrawOrder:
     ``bounds`` has ``n_blocks + 1`` row offsets, block ``i`` is ``rows[bounds[i]:bounds[i + 1]]``.
 
     It reads as its rows wherever an array is expected (``np.asarray(order)``, ``order[:, 0]``,
-    ``order.shape``), so code written against either form works.
+    ``len(order)``); the rows' other attributes (``order.shape``) still work but are
+    deprecated: read ``order.rows.shape``.
     """
 
     rows: np.ndarray
@@ -129,10 +114,10 @@ class DrawOrder:
     def __iter__(self) -> Iterator[Any]:
         return iter(self.rows)
 
-    def __getattr__(self, name: str) -> Any:  # shape, dtype, astype, tolist, ...: the rows'
+    def __getattr__(self, name: str) -> Any:  # shape, dtype, astype, tolist, ...: the rows' (deprecated)
         if name.startswith("__") or name in ("rows", "bounds"):
             raise AttributeError(name)
-        return getattr(self.rows, name)
+        return _compat.rows_attribute(self.rows, name)
 
     def __repr__(self) -> str:
         return f"DrawOrder({len(self)} rows in {self.n_blocks} blocks)"
@@ -144,8 +129,10 @@ def block_shuffled_order(
     """The epoch's ``(N, 2)`` draw order: every valid sample of ``chunk_ids`` exactly once,
     shuffled within blocks of ``block_chunks`` chunks of the epoch's chunk permutation.
     A short final chunk of the array contributes only its real samples."""
-    rows, bounds = epoch_order(chunk_ids, _int("samples_per_chunk", samples_per_chunk), _int("n_samples", n_samples),
-                               _int("block_chunks", block_chunks), _key("seed", seed), _key("epoch", epoch))
+    rows, bounds = epoch_order(chunk_ids, arguments.integer("samples_per_chunk", samples_per_chunk, _INT64),
+                               arguments.integer("n_samples", n_samples, _INT64),
+                               arguments.integer("block_chunks", block_chunks, _INT64), arguments.integer("seed", seed),
+                               arguments.integer("epoch", epoch))
     return DrawOrder(rows, bounds)
 
 
@@ -158,9 +145,9 @@ def sequential_order(
     returned here do not depend on it.
     """
     ids = _chunk_ids(chunk_ids)
-    blocks = max(1, len(ids)) if block_chunks is None else _int("block_chunks", block_chunks)
-    rows, bounds = _ext.sequential_order(ids, _int("samples_per_chunk", samples_per_chunk),
-                                         _int("n_samples", n_samples), blocks)
+    blocks = max(1, len(ids)) if block_chunks is None else arguments.integer("block_chunks", block_chunks, _INT64)
+    rows, bounds = _ext.sequential_order(ids, arguments.integer("samples_per_chunk", samples_per_chunk, _INT64),
+                                         arguments.integer("n_samples", n_samples, _INT64), blocks)
     return DrawOrder(np.asarray(rows), np.asarray(bounds, dtype=np.int64))
 
 
@@ -180,7 +167,7 @@ def shuffle_quality(order: Any, samples_per_chunk: int) -> float:
             f" {rows.shape} {rows.dtype}"
         )
     return float(_ext.shuffle_quality(np.ascontiguousarray(rows, dtype=np.int64),
-                                      _int("samples_per_chunk", samples_per_chunk)))
+                                      arguments.integer("samples_per_chunk", samples_per_chunk, _INT64)))
 
 
 __all__ = ["DrawOrder", "block_shuffled_order", "chunk_permutation", "sequential_order", "shuffle_quality"]

@@ -11,7 +11,6 @@ from __future__ import annotations
 import enum
 import json
 import math
-import operator
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -21,9 +20,9 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from . import arguments
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, InvalidTypeError
 
-_SPLITS = ("train", "val", "test")
+_SPLITS = arguments.CHOICES["split"]
 
 
 class SplitName(enum.StrEnum):
@@ -32,11 +31,7 @@ class SplitName(enum.StrEnum):
     TEST = "test"
 
 
-def _as_int(what: str, value: Any) -> int:
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise InvalidArgumentError(f"{what} must be an integer, got {value!r}") from None
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 def _split_key(split: str) -> str:
@@ -62,7 +57,8 @@ class SplitManifest:
 
     def __post_init__(self) -> None:
         for name in ("n_chunks", "sample_chunk_size", "n_samples", "seed"):
-            setattr(self, name, _as_int(f"SplitManifest.{name}", getattr(self, name)))
+            setattr(self, name, arguments.integer(f"SplitManifest.{name}", getattr(self, name),
+                                                  arguments.LIMITS["seed"] if name == "seed" else _INT64))
         if self.sample_chunk_size < 1 or self.n_samples < 0:
             raise InvalidArgumentError(
                 f"SplitManifest: invalid grid (sample_chunk_size={self.sample_chunk_size},"
@@ -87,7 +83,7 @@ class SplitManifest:
                 raise InvalidArgumentError(
                     f"SplitManifest: chunks[{key!r}] must be a list of chunk ids"
                 )
-            chunks[key] = [_as_int(f"SplitManifest.chunks[{key!r}]", c) for c in ids]
+            chunks[key] = [arguments.integer(f"SplitManifest.chunks[{key!r}]", c, _INT64) for c in ids]
             bad = [c for c in chunks[key] if not 0 <= c < self.n_chunks]
             if bad:
                 raise InvalidArgumentError(
@@ -186,12 +182,9 @@ def split_by_chunk(
     if sample_range is None:
         candidates = np.arange(geom.n_chunks, dtype=np.int64)
     else:
-        try:
-            start, stop = (operator.index(v) for v in sample_range)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgumentError(
-                f"sample_range must be a (start, stop) pair of integers, got {sample_range!r}"
-            ) from exc
+        if isinstance(sample_range, (str, bytes)) or not isinstance(sample_range, Sequence) or len(sample_range) != 2:
+            raise InvalidTypeError(f"sample_range must be a (start, stop) pair of integers, got {sample_range!r}")
+        start, stop = (arguments.integer(f"sample_range[{i}]", v, _INT64) for i, v in enumerate(sample_range))
         if not 0 <= start < stop <= n_samples:
             raise InvalidArgumentError(
                 f"sample_range must satisfy 0 <= start < stop <= n_samples ({n_samples}),"
@@ -225,7 +218,8 @@ def valid_anchor_range(offsets: Sequence[int], n_samples: int) -> tuple[int, int
     ``[0, n_samples)``; empty (``lo == hi``) when the window is wider than the array."""
     from . import _ext  # the engine's rule (engine/sizing.h); lazy: splits loads first
 
-    lo, hi = _ext.valid_anchor_range([operator.index(k) for k in offsets], operator.index(n_samples))
+    keys = [arguments.integer(f"offsets[{i}]", k, _INT64) for i, k in enumerate(offsets)]
+    lo, hi = _ext.valid_anchor_range(keys, arguments.integer("n_samples", n_samples, (0, 2**63 - 1)))
     return lo, hi
 
 

@@ -26,7 +26,7 @@ import sys
 from typing import Any, Callable
 from urllib.parse import urlparse
 
-from . import _ext, bridge as _bridge
+from . import _ext, arguments, bridge as _bridge, urls
 from .errors import (
     FailedPreconditionError,
     InvalidArgumentError,
@@ -84,33 +84,16 @@ _MAX_DURATION_S = 24 * 3600.0
 # -- value checks ---------------------------------------------------------------------------
 
 
-def _shown(name: str, value: Any) -> str:
-    """How a bad value appears in a message: its type only when the option is secret."""
-    return type(value).__name__ if name in _SECRET_OPTIONS else repr(value)
-
-
 def _bool(name: str, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise InvalidArgumentError(f"option {name!r} must be True or False, got {_shown(name, value)}")
-    return value
+    return arguments.flag(f"option {name!r}", value)
 
 
 def _string(name: str, value: Any) -> str:
-    if not isinstance(value, str):
-        raise InvalidArgumentError(f"option {name!r} must be a string, got {type(value).__name__}")
-    if not value:
-        raise InvalidArgumentError(f"option {name!r} must not be empty")
-    if "\x00" in value or "\n" in value or "\r" in value:
-        raise InvalidArgumentError(f"option {name!r} contains a NUL or line break")
-    return value
+    return arguments.text(f"option {name!r}", value)
 
 
 def _int(name: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidArgumentError(f"option {name!r} must be an integer, got {_shown(name, value)}")
-    if not lo <= value <= hi:
-        raise InvalidArgumentError(f"option {name!r} must be in [{lo}, {hi}], got {value}")
-    return value
+    return arguments.integer(f"option {name!r}", value, (lo, hi))
 
 
 _DURATION_RE = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m|min|h)?\s*$")
@@ -126,7 +109,8 @@ def _seconds(name: str, value: Any, *, allow_zero: bool = False) -> float:
     elif isinstance(value, str) and (match := _DURATION_RE.match(value)):
         seconds = float(match.group(1)) * _DURATION_UNITS[match.group(2)]
     else:
-        raise InvalidArgumentError(
+        error = InvalidArgumentError if isinstance(value, str) else InvalidTypeError
+        raise error(
             f"option {name!r} must be a duration (seconds, a timedelta or a string such as '30s'),"
             f" got {value!r}"
         )
@@ -385,24 +369,14 @@ def _without_prefix(options: dict[str, Any], prefix: str, names: frozenset[str])
     return out
 
 
+# The store of each scheme urls.SCHEMES names (its aliases map onto these).
 _BACKENDS: dict[str, tuple[str, frozenset[str], Callable[[str, dict[str, Any]], Store]]] = {
     "http": ("http(s)://", _HTTP_OPTIONS, _http_store),
     "https": ("http(s)://", _HTTP_OPTIONS, _http_store),
     "s3": ("s3://", _S3_OPTIONS, _s3_store),
-    "s3a": ("s3://", _S3_OPTIONS, _s3_store),
     "gs": ("gs://", _GCS_OPTIONS, _gcs_store),
-    "gcs": ("gs://", _GCS_OPTIONS, _gcs_store),
     "az": ("az://", _AZURE_OPTIONS, _azure_store),
-    "azure": ("az://", _AZURE_OPTIONS, _azure_store),
-    "abfs": ("az://", _AZURE_OPTIONS, _azure_store),
-    "abfss": ("az://", _AZURE_OPTIONS, _azure_store),
-    "adl": ("az://", _AZURE_OPTIONS, _azure_store),
 }
-
-
-def _is_azure_blob_url(url: str) -> bool:
-    host = (urlparse(url).hostname or "").lower()
-    return host.endswith((".blob.core.windows.net", ".dfs.core.windows.net"))
 
 
 def store(url: str | os.PathLike[str], **options: Any) -> Store:
@@ -436,38 +410,36 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     """
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
-    if not isinstance(url, str) or not url:
-        raise InvalidArgumentError(f"store url must be a non-empty string, got {type(url).__name__}")
+    if not isinstance(url, str):
+        raise InvalidTypeError(f"store url must be a non-empty string, got {type(url).__name__}")
+    if not url:
+        raise InvalidArgumentError("store url must be a non-empty string, got an empty one")
     recipe = (url, dict(options))
-    scheme = urlparse(url).scheme.lower() if "://" in url else ""
-    read_only = options.pop("read_only", True)
-    if not isinstance(read_only, bool):
-        raise InvalidTypeError(f"option 'read_only' must be True or False, got {read_only!r}")
-    if scheme in ("", "file"):
+    scheme = urls.store_scheme(url)
+    read_only = arguments.flag("option 'read_only'", options.pop("read_only", True))
+    if scheme == "file":
         _check_options("file://", options, frozenset())
         return _with_recipe(_ext.open_file_store(url, writable=not read_only), *recipe)
     if scheme == "memory":
         _check_options("memory://", options, frozenset())
         return _ext.MemoryStore(writable=not read_only)
-    if not read_only and scheme in ("http", "https") and not _is_azure_blob_url(url):
+    if not read_only and scheme in ("http", "https"):
         raise InvalidArgumentError(f"option 'read_only': {url} cannot be opened for writing: HTTP has no write"
                                    " verb (write through s3://, gs://, az:// or a local path instead)")
-    if not read_only and scheme not in ("s3", "s3a"):
+    if not read_only and scheme in ("gs", "az"):
         raise UnsupportedError(f"option 'read_only': writing to {scheme}:// stores is not supported yet"
                                " (local paths, file://, memory:// and s3:// stores are writable)")
-    if scheme == "https" and _is_azure_blob_url(url):  # https://<account>.blob.core.windows.net/...
-        scheme = "az"
-    backend = _BACKENDS.get(scheme)
+    backend = _BACKENDS.get(scheme) if scheme is not None else None
     if backend is None:
-        raise UnsupportedError(f"store scheme {scheme!r} is not supported by this build"
-                               " (file, memory, http, https, s3, gs, az)")
+        raise UnsupportedError(f"store scheme {urls.scheme_of(url)!r} is not supported by this build"
+                               f" ({urls.SUPPORTED})")
     label, allowed, open_backend = backend
-    if scheme in ("s3", "s3a"):
+    if scheme == "s3":
         options = _without_prefix(options, "aws_", _S3_OPTIONS)
-        url = "s3://" + url.split("://", 1)[1]
-    elif scheme == "gcs":
-        url = "gs://" + url.split("://", 1)[1]
-    elif label == "az://":
+        url = "s3://" + url.split("://", 1)[1]  # s3a://
+    elif scheme == "gs":
+        url = "gs://" + url.split("://", 1)[1]  # gcs://
+    elif scheme == "az":
         options = _without_prefix(_without_prefix(options, "azure_storage_", _AZURE_OPTIONS), "azure_", _AZURE_OPTIONS)
     _check_options(label, options, allowed)
     opened = _flatten_nested(options)
@@ -570,12 +542,13 @@ def as_native_store(obj: Any) -> Store:
 def ensure_local_dir(url: str) -> str:
     """For a ``file://`` URL or a plain path, creates the directory (``mkdir -p``) so writes
     can land; other schemes are left alone. Returns ``url`` unchanged, for chaining."""
-    if not isinstance(url, (str, os.PathLike)) or not os.fspath(url):
+    if not isinstance(url, (str, os.PathLike)):
+        raise InvalidTypeError(f"url must be a non-empty string, got {url!r}")
+    if not os.fspath(url):
         raise InvalidArgumentError(f"url must be a non-empty string, got {url!r}")
     text = os.fspath(url)
-    parsed = urlparse(text)
-    if parsed.scheme in ("", "file"):
-        os.makedirs(parsed.path if parsed.scheme else text, exist_ok=True)
+    if urls.store_scheme(text) == "file":
+        os.makedirs(urlparse(text).path if urls.scheme_of(text) else text, exist_ok=True)
     return url
 
 
@@ -584,8 +557,10 @@ def fsspec_store(url: str, *, read_only: bool = True, **storage_options: Any) ->
     reach (other fsspec filesystems). ``file://`` defaults ``auto_mkdir=True``."""
     from zarr.storage import FsspecStore
 
-    if not isinstance(url, str) or not url:
-        raise InvalidArgumentError(f"store url must be a non-empty string, got {type(url).__name__}")
+    if not isinstance(url, str):
+        raise InvalidTypeError(f"store url must be a non-empty string, got {type(url).__name__}")
+    if not url:
+        raise InvalidArgumentError("store url must be a non-empty string, got an empty one")
     if urlparse(url).scheme in ("", "file"):
         storage_options.setdefault("auto_mkdir", True)
     return FsspecStore.from_url(url, storage_options=storage_options or None, read_only=read_only)

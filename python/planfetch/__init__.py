@@ -10,15 +10,14 @@ same plan, pruning what falls behind. Importing planfetch imports no framework.
 
 from __future__ import annotations
 
-from .cache import (
-    SharedDiskCache,
+from insitubatch._compat import (  # deprecated: each call warns
     assert_native_backend,
     assert_rust_backend,
     has_native_backend,
     has_rust_backend,
-    node_cache_dir,
-    rank_cache_dir,
 )
+
+from .cache import SharedDiskCache, node_cache_dir, rank_cache_dir
 from .index import S3KeyList, load_index_csv, load_index_dataframe
 from .loading import (
     PlanBatchSampler,

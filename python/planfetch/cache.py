@@ -7,7 +7,7 @@ gs://, http(s)://, file://), at most ``download_threads`` at once, retried as in
 stores retry (backoff with jitter within ``retry_timeout``, 3 min, and
 ``connect_retry_timeout``, 20 s, for a server that refuses connections), up to
 ``max_retries=20``; every store option can be passed to SharedDiskCache. With ``s3_client=`` (a boto3 client), or
-``use_rust=False``, the bytes come through boto3 instead, on a thread pool; everything else
+the deprecated ``use_rust=False``, the bytes come through boto3 instead, on a thread pool; everything else
 (paths, locks, pruning) is the same.
 """
 
@@ -18,8 +18,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Iterable
 
-from insitubatch import _ext, arguments, stores
-from insitubatch.errors import FailedPreconditionError, InvalidArgumentError, MissingDependencyError
+from insitubatch import _compat, _ext, arguments, stores, urls
+from insitubatch.errors import FailedPreconditionError, InvalidArgumentError, InvalidTypeError, MissingDependencyError
 
 # The engine's retry windows (retry_timeout 3 min, connect_retry_timeout 20 s, backoff with
 # full jitter from 100 ms to 15 s); more attempts than its 11, so the windows, not the count,
@@ -27,33 +27,6 @@ from insitubatch.errors import FailedPreconditionError, InvalidArgumentError, Mi
 _RETRIES = {"max_retries": 20}
 
 _INHERITED: list[Any] = []  # a forked child's copies of its parent's caches: never used
-
-
-def has_rust_backend() -> bool:
-    """Whether the native download backend is available (the seed's name; it is C++ here)."""
-    return hasattr(_ext, "ObjectCache")
-
-
-def assert_rust_backend() -> None:
-    """Raises unless the native download backend is available."""
-    if not has_rust_backend():
-        raise MissingDependencyError("planfetch's native backend is missing: reinstall insitubatch")
-
-
-has_native_backend = has_rust_backend
-assert_native_backend = assert_rust_backend
-
-
-def _bucket_prefix(uri: str) -> str:
-    if uri.startswith("file:///"):
-        return "file:///"
-    scheme, sep, rest = uri.partition("://")
-    if not sep or not scheme:
-        raise InvalidArgumentError(f"{uri!r} is not a URI (scheme://bucket/key)")
-    bucket, slash, _ = rest.partition("/")
-    if not slash or not bucket:
-        raise InvalidArgumentError(f"{uri!r} names no bucket and key")
-    return f"{scheme}://{bucket}/"
 
 
 class _Boto3Store:
@@ -95,26 +68,23 @@ class SharedDiskCache:
 
     def __init__(self, cache_dir: str | os.PathLike[str], max_bytes: int = 10 * 10**9,
                  download_threads: int = 64, s3_max_pool_connections: int = 256,
-                 min_age_seconds_before_delete: float = 2.0, use_rust: bool = True,
+                 min_age_seconds_before_delete: float = 2.0, use_rust: bool | None = None,
                  s3_client: Any = None, lock_wait_seconds: float = 600.0, **store_options: Any) -> None:
-        if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
+        if not isinstance(cache_dir, (str, os.PathLike)):
+            raise InvalidTypeError(f"cache_dir must be a directory path, got {cache_dir!r}")
+        if not os.fspath(cache_dir):
             raise InvalidArgumentError(f"cache_dir must be a directory path, got {cache_dir!r}")
         self.cache_dir = os.path.abspath(os.fspath(cache_dir))
         self.max_bytes = arguments.integer("max_bytes", max_bytes, (1, 2**63 - 1))
         self.download_threads = arguments.integer("download_threads", download_threads, (1, 4096))
         self.s3_max_pool_connections = arguments.integer("s3_max_pool_connections", s3_max_pool_connections,
                                                          (1, 100_000))
-        if isinstance(min_age_seconds_before_delete, bool) or not isinstance(min_age_seconds_before_delete,
-                                                                             (int, float)) \
-                or not min_age_seconds_before_delete >= 0:
-            raise InvalidArgumentError(
-                f"min_age_seconds_before_delete must be a number >= 0, got {min_age_seconds_before_delete!r}")
-        self.min_age_seconds_before_delete = float(min_age_seconds_before_delete)
-        if isinstance(lock_wait_seconds, bool) or not isinstance(lock_wait_seconds, (int, float)) \
-                or not 0 < lock_wait_seconds <= 86400:
-            raise InvalidArgumentError(f"lock_wait_seconds must be a number in (0, 86400], got {lock_wait_seconds!r}")
-        self.lock_wait_seconds = float(lock_wait_seconds)
-        self.use_rust = arguments.flag("use_rust", use_rust) and s3_client is None
+        self.min_age_seconds_before_delete = arguments.number("min_age_seconds_before_delete",
+                                                              min_age_seconds_before_delete, 0)
+        self.lock_wait_seconds = arguments.number("lock_wait_seconds", lock_wait_seconds, 0, 86400, open_lo=True)
+        if use_rust is not None:
+            _compat.use_rust_argument(use_rust)
+        self.use_rust = (use_rust is None or arguments.flag("use_rust", use_rust)) and s3_client is None
         self.s3_client = s3_client
         self.store_options = dict(store_options)
         self._lock = threading.Lock()
@@ -129,17 +99,18 @@ class SharedDiskCache:
 
     # -- stores ----------------------------------------------------------------------------
     def _store_for(self, prefix: str) -> Any:
-        if prefix.startswith(("s3://", "s3a://")):
+        scheme = urls.store_scheme(prefix)
+        if scheme == "s3":
             if not self.use_rust:
                 return self._boto3_store(prefix)
             options = {**_RETRIES, "max_connections_per_host": self.s3_max_pool_connections, **self.store_options}
             return stores.store(prefix, **options)
-        if prefix.startswith(("gs://", "http://", "https://")):
-            return stores.store(prefix, **{**_RETRIES, **self.store_options})
-        if prefix.startswith("file://"):
+        if scheme == "file":
             return stores.store("file:///")
-        raise InvalidArgumentError(
-            f"unsupported URI scheme in {prefix!r}: SharedDiskCache reads s3://, gs://, http(s):// and file://")
+        if scheme in (None, "memory"):
+            raise InvalidArgumentError(f"unsupported URI scheme in {prefix!r}: SharedDiskCache reads s3://, gs://,"
+                                       " az://, http(s):// and file://")
+        return stores.store(prefix, **{**_RETRIES, **self.store_options})
 
     def _boto3_store(self, prefix: str) -> Any:
         client = self.s3_client
@@ -165,7 +136,7 @@ class SharedDiskCache:
         return self._native
 
     def _register(self, uri: str) -> str:
-        prefix = _bucket_prefix(uri)
+        prefix = urls.bucket_prefix(uri)
         if prefix not in self._registered:
             with self._lock:
                 if prefix not in self._registered:
@@ -204,10 +175,13 @@ class SharedDiskCache:
             self._register(uri)
         cache.prefetch(uris)
 
-    def prune(self, keep: Iterable[str] = (), mode: str = "window", backend: str = "meta") -> dict[str, int]:
+    def prune(self, keep: Iterable[str] = (), mode: arguments.PruneMode = "window",
+              backend: arguments.PruneBackend = "meta") -> dict[str, int]:
         """Deletes files: those not in ``keep`` (URIs) with ``mode="window"``, the least
         recently used while over max_bytes with ``"pressure"``; ``backend="scan"`` walks the
         directory (every process's files), ``"meta"`` only this process's."""
+        mode = arguments.choice("prune_mode", mode)  # type: ignore[assignment]
+        backend = arguments.choice("prune_backend", backend)  # type: ignore[assignment]
         cache = self._cache()
         return dict(cache.prune(mode, backend, [cache.local_path(u) for u in keep]))
 
@@ -237,11 +211,12 @@ class SharedDiskCache:
                              download_threads=self.download_threads,
                              s3_max_pool_connections=self.s3_max_pool_connections,
                              min_age_seconds_before_delete=self.min_age_seconds_before_delete,
-                             use_rust=self.use_rust, lock_wait_seconds=self.lock_wait_seconds,
-                             **self.store_options)}
+                             lock_wait_seconds=self.lock_wait_seconds, **self.store_options),
+                "use_rust": self.use_rust}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         SharedDiskCache.__init__(self, **state["args"])
+        self.use_rust = state["use_rust"]  # set, not passed: use_rust= is deprecated
 
     def __repr__(self) -> str:
         return f"SharedDiskCache({self.cache_dir!r}, max_bytes={self.max_bytes})"
@@ -293,5 +268,4 @@ def node_cache_dir(base: str | os.PathLike[str], run_id: str | int | None = None
     return os.path.join(run_dir(base, run_id), "node")
 
 
-__all__ = ["SharedDiskCache", "assert_native_backend", "assert_rust_backend", "has_native_backend",
-           "has_rust_backend", "node_cache_dir", "rank_cache_dir"]
+__all__ = ["SharedDiskCache", "node_cache_dir", "rank_cache_dir"]

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from insitubatch import _ext
+from insitubatch import _ext, urls
 from insitubatch.errors import InvalidArgumentError, InvalidTypeError, NotFoundError
 
 
@@ -28,7 +28,7 @@ class S3KeyList(Sequence[str]):
             return
         listed = list(uris) if not isinstance(uris, list) else uris
         if prefix is None:
-            prefix = _ext.bucket_prefix(listed[0]) if listed else ""
+            prefix = urls.bucket_prefix(listed[0]) if listed else ""
         self._native = _ext.KeyList(prefix)
         try:
             self._native.extend(listed)
@@ -132,7 +132,7 @@ def load_index_dataframe(df: Any, s3_uri_col: str = "s3_uri", class_col: str | N
         values = df[class_col].to_numpy()
         labels = values.astype(np.int64) if values.dtype.kind in "iu" else np.asarray([str(v) for v in values])
     if pack_uris:
-        prefix = compact_prefix if compact_prefix is not None else _ext.bucket_prefix(uris[0])
+        prefix = compact_prefix if compact_prefix is not None else urls.bucket_prefix(uris[0])
         return S3KeyList(uris, prefix=prefix), labels
     return uris, labels
 

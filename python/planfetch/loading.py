@@ -67,16 +67,15 @@ class PrefetchCoordinator:
     outside; "pressure" only the least recently used while the cache is over max_bytes)."""
 
     def __init__(self, cache: SharedDiskCache, s3_uris: Any, batches_ahead: int = 200, batches_back: int = 4,
-                 prune_every: int = 5, prune_mode: str = "window", prune_backend: str = "meta") -> None:
+                 prune_every: int = 5, prune_mode: arguments.PruneMode = "window",
+                 prune_backend: arguments.PruneBackend = "meta") -> None:
         if not isinstance(cache, SharedDiskCache):
             raise InvalidTypeError(f"cache must be a SharedDiskCache, got {type(cache).__name__}")
         for name, value in (("batches_ahead", batches_ahead), ("batches_back", batches_back),
                             ("prune_every", prune_every)):
             arguments.integer(name, value, (0, 2**31 - 1))
-        if prune_mode not in ("window", "pressure"):
-            raise InvalidArgumentError(f'prune_mode must be "window" or "pressure", got {prune_mode!r}')
-        if prune_backend not in ("meta", "scan"):
-            raise InvalidArgumentError(f'prune_backend must be "meta" or "scan", got {prune_backend!r}')
+        arguments.choice("prune_mode", prune_mode)
+        arguments.choice("prune_backend", prune_backend)
         self.cache = cache
         self.s3_uris = _as_key_list(s3_uris)
         if len(self.s3_uris) == 0:
@@ -223,7 +222,8 @@ class S3PathDataset:
 
 def build_prefetching_dataloader(dataset: Any, s3_uris: Any, plan_provider: PlanProvider, cache: SharedDiskCache,
                                  num_workers: int = 0, batches_ahead: int = 200, batches_back: int = 4,
-                                 prune_every: int = 5, prune_mode: str = "window", prune_backend: str = "meta",
+                                 prune_every: int = 5, prune_mode: arguments.PruneMode = "window",
+                                 prune_backend: arguments.PruneBackend = "meta",
                                  persistent_workers: bool = False, pin_memory: bool = False,
                                  **loader_kwargs: Any) -> tuple[PrefetchingLoader, PrefetchController]:
     """``(loader, controller)``: a DataLoader over ``dataset`` fed by the plan (epoch 0 to

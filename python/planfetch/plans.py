@@ -84,15 +84,14 @@ class PlanView:
         flat = self.matrix[lo:hi].reshape(-1) if hi > lo else self.matrix[:0].reshape(-1)
         return flat[flat >= 0]
 
-    def shard(self, rank: int, world_size: int, remainder: str = "drop") -> "PlanView":
+    def shard(self, rank: int, world_size: int, remainder: arguments.Remainder = "drop") -> "PlanView":
         """This plan's batches for ``rank`` of ``world_size``: every world_size-th batch, so
         every rank takes the same number of steps. ``remainder``: "drop" leaves out the last
         ``num_batches % world_size`` batches; "pad" gives the ranks short of a step their
         own first batch again, so every batch is seen (a few twice)."""
         world_size = arguments.integer("world_size", world_size, (1, 2**31 - 1))
         rank = arguments.integer("rank", rank, (0, world_size - 1))
-        if remainder not in ("drop", "pad"):
-            raise InvalidArgumentError(f'remainder must be "drop" or "pad", got {remainder!r}')
+        arguments.choice("remainder", remainder)
         own = self.matrix[rank::world_size]
         if remainder == "drop":
             return PlanView(own[:self.num_batches // world_size])

@@ -22,7 +22,7 @@ import os
 import numpy as np
 
 from insitubatch import arguments, distributed
-from insitubatch.errors import InvalidArgumentError
+from insitubatch.errors import InvalidArgumentError, InvalidTypeError
 
 from .plans import PlanProvider, PlanView
 
@@ -48,12 +48,11 @@ class RankPlanProvider(PlanProvider):
     their batches too."""
 
     def __init__(self, provider: PlanProvider, rank: int | None = None, world_size: int | None = None,
-                 remainder: str = "drop", shared_cache: bool = False, local_rank: int | None = None,
+                 remainder: arguments.Remainder = "drop", shared_cache: bool = False, local_rank: int | None = None,
                  local_world_size: int | None = None) -> None:
         if not isinstance(provider, PlanProvider):
-            raise InvalidArgumentError(f"provider must be a PlanProvider, got {type(provider).__name__}")
-        if remainder not in ("drop", "pad"):
-            raise InvalidArgumentError(f'remainder must be "drop" or "pad", got {remainder!r}')
+            raise InvalidTypeError(f"provider must be a PlanProvider, got {type(provider).__name__}")
+        arguments.choice("remainder", remainder)
         self.provider = provider
         self.batch_size = provider.batch_size
         self.rank, self.world_size = distributed.resolve(rank, world_size)

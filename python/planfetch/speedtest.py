@@ -31,10 +31,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from insitubatch import InSituError, _ext
+from insitubatch import InSituError, _ext, urls
 from insitubatch.cli import UsageError, report_main
 
-from .cache import SharedDiskCache, _bucket_prefix
+from .cache import SharedDiskCache
 from .index import load_index_csv
 from .loading import PrefetchCoordinator
 from .plans import (PlanView, SequentialPlanProvider, ShuffleOncePerEpochPlanProvider,
@@ -258,7 +258,7 @@ def _run_epoch(args: argparse.Namespace, cache: SharedDiskCache, uris: list[str]
 
 
 def _network_ceiling(cache: SharedDiskCache, uris: list[str], concurrency: int) -> dict[str, Any]:
-    prefix = _bucket_prefix(uris[0])
+    prefix = urls.bucket_prefix(uris[0])
     same = [u for u in uris if u.startswith(prefix)]
     store = cache._store_for(prefix)
     keys = [u[len(prefix):] for u in same]

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # servers.py lives
 ray = pytest.importorskip("ray")
 
 import insitubatch as ib  # noqa: E402
-from insitubatch.ray import SAMPLE_INDEX, read_insitu, task_chunks  # noqa: E402
+from insitubatch.frameworks.ray import SAMPLE_INDEX, read_insitu, task_chunks  # noqa: E402
 from servers import RangeServer  # noqa: E402
 
 N, SPC = 203, 8  # 26 chunks, the last short

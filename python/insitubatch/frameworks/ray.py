@@ -73,8 +73,8 @@ def _datasource_class() -> type:
     class InSituDatasource(ray_data.Datasource):  # type: ignore[name-defined]  # Ray, imported at call
         """Reads one split of an insitubatch dataset; see :func:`read_insitu`."""
 
-        def __init__(self, store: Any, manifest: SplitManifest, geometries: Any = None, *, split: str = "train",
-                     epoch: int = 0, **kwargs: Any) -> None:
+        def __init__(self, store: Any, manifest: SplitManifest, geometries: Any = None, *,
+                     split: arguments.Split = "train", epoch: int = 0, **kwargs: Any) -> None:
             from ..dataset import InSituDataset
 
             self._store, self._manifest, self._split = store, manifest, _split_key(split)
@@ -124,7 +124,7 @@ def _datasource_class() -> type:
     return InSituDatasource
 
 
-def read_insitu(store: Any, manifest: SplitManifest, geometries: Any = None, *, split: str = "train",
+def read_insitu(store: Any, manifest: SplitManifest, geometries: Any = None, *, split: arguments.Split = "train",
                 epoch: int = 0, override_num_blocks: int | None = None,
                 ray_remote_args: Mapping[str, Any] | None = None, **kwargs: Any) -> Any:
     """One split of ``store`` as a ``ray.data.Dataset`` with one column per variable plus

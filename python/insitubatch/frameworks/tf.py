@@ -7,9 +7,9 @@ its own policy (``/GPU:0`` on a GPU box).
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Iterator
 
+from .. import arguments
 from ..errors import InvalidArgumentError, InvalidTypeError
 from . import model_arrays, record_fields, require
 
@@ -49,12 +49,7 @@ def as_tf_dataset(view: Any, prefetch: int = 2) -> Any:
     with the :func:`output_signature` of the view; ``.prefetch(prefetch)`` unless 0. Its
     cardinality is ``len(view)`` (batches per pass)."""
     tf = _tf()
-    try:
-        prefetch = operator.index(prefetch)
-    except TypeError:
-        raise InvalidTypeError(f"prefetch must be an integer, got {prefetch!r}") from None
-    if prefetch < 0:
-        raise InvalidArgumentError(f"prefetch must be >= 0, got {prefetch}")
+    prefetch = arguments.integer("prefetch", prefetch, (0, None))
     signature = output_signature(view)
     labels = tuple(signature)
 

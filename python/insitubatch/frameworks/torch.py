@@ -18,14 +18,14 @@ import collections
 import ctypes
 import functools
 import logging
-import operator
 import os
 import threading
 from typing import Any, Iterable, Iterator
 
 import numpy as np
 
-from ..errors import FailedPreconditionError, InvalidArgumentError, InvalidTypeError
+from .. import arguments
+from ..errors import FailedPreconditionError
 from . import default_pin_budget_bytes, model_arrays, owned_copy, require
 
 logger = logging.getLogger("insitubatch")
@@ -369,12 +369,7 @@ def as_torch(view: Any, *, device: Any = None, pin_budget_bytes: int | None = No
     """
     torch = _torch()
     if pin_budget_bytes is not None:
-        try:
-            pin_budget_bytes = operator.index(pin_budget_bytes)
-        except TypeError:
-            raise InvalidTypeError(f"pin_budget_bytes must be an integer, got {pin_budget_bytes!r}") from None
-        if pin_budget_bytes < 0:
-            raise InvalidArgumentError(f"pin_budget_bytes must be >= 0, got {pin_budget_bytes}")
+        pin_budget_bytes = arguments.integer("pin_budget_bytes", pin_budget_bytes, (0, None))
     return _dataset_class(torch)(view, device, pin_budget_bytes)
 
 

@@ -112,6 +112,10 @@ Result<std::string> BucketPrefix(std::string_view uri) {
   if (scheme == std::string_view::npos || scheme == 0) {
     return InvalidArgument("\"" + std::string(uri.substr(0, 200)) + "\" is not a URI (scheme://bucket/key)");
   }
+  // Every local path (file:///dir/key) lies under the one root: a "bucket" of its own.
+  if (AsciiLower(uri.substr(0, scheme)) == "file" && uri.size() > scheme + 4 && uri[scheme + 3] == '/') {
+    return std::string(uri.substr(0, scheme + 4));
+  }
   const size_t slash = uri.find('/', scheme + 3);
   if (slash == std::string_view::npos || slash == scheme + 3) {
     return InvalidArgument("\"" + std::string(uri.substr(0, 200)) + "\" names no bucket and key");

@@ -43,7 +43,8 @@ struct CsvIndex {
 
 Result<CsvIndex> ParseCsvIndex(std::string_view text, const CsvIndexOptions& options);
 
-// "scheme://authority/" of a URI: the part every URI of one bucket shares.
+// "scheme://authority/" of a URI: the part every URI of one bucket shares; "file:///"
+// for every local path. The one rule of both packages (insitubatch.urls.bucket_prefix).
 Result<std::string> BucketPrefix(std::string_view uri);
 
 }  // namespace insitubatch::prefetch

@@ -33,6 +33,21 @@ TEST(CsvIndexTest, ReadsQuotedFieldsCrlfAndIntegerLabels) {
   EXPECT_EQ(packed->packed.Get(1), "s3://b/with, comma.jpg");
 }
 
+TEST(CsvIndexTest, BucketPrefixIsSchemeAndAuthorityAndTheRootForLocalPaths) {
+  EXPECT_EQ(*BucketPrefix("s3://b/a/k.jpg"), "s3://b/");
+  EXPECT_EQ(*BucketPrefix("https://host:8080/k"), "https://host:8080/");
+  EXPECT_EQ(*BucketPrefix("file:///data/a/k.jpg"), "file:///");
+  EXPECT_EQ(*BucketPrefix("FILE:///k"), "FILE:///");
+  EXPECT_EQ(*BucketPrefix("file://localhost/k"), "file://localhost/");
+  for (const char* bad : {"s3://b", "s3:///k", "file:///", "/data/k", "://b/k"}) {
+    EXPECT_FALSE(BucketPrefix(bad).ok()) << bad;
+  }
+  // A packed index of local files: every path shares the root.
+  auto local = ParseCsvIndex("s3_path,class_id\nfile:///d/a,1\nfile:///e/b,2\n", Options(true));
+  ASSERT_TRUE(local.ok()) << local.status().message();
+  EXPECT_EQ(local->packed.Get(1), "file:///e/b");
+}
+
 TEST(CsvIndexTest, TextLabelsAndClearErrors) {
   auto text = ParseCsvIndex("s3_path,class_id\ns3://b/a,7\ns3://b/b,cat\n", Options());
   ASSERT_TRUE(text.ok());
