@@ -1,5 +1,6 @@
 // Zarr bindings: the hierarchy (metadata only) and single-chunk reads.
 
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
@@ -83,6 +84,17 @@ void BindZarr(nb::module_& m) {
             return BufferToNumpy(std::move(buffer), array.metadata().chunk_shape, array.metadata().dtype);
           },
           nb::arg("coords"), "The decoded stored chunk at `coords` (full chunk shape; fill value if absent).")
+      .def(
+          "write_chunk",
+          [](const Array& array, const std::vector<uint64_t>& coords,
+             nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu> chunk) {
+            const std::span<const std::byte> bytes(static_cast<const std::byte*>(chunk.data()), chunk.nbytes());
+            nb::gil_scoped_release release;  // `chunk` (held by the caller) outlives the call
+            ThrowIfError(array.WriteChunk(coords, bytes));
+          },
+          nb::arg("coords"), nb::arg("chunk"),
+          "Encodes one whole chunk (C-contiguous, the full chunk shape and dtype) and writes it; the store "
+          "must be writable.")
       .def(
           "read_string_chunk",
           [](const Array& array, const std::vector<uint64_t>& coords) {

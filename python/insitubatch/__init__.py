@@ -50,6 +50,7 @@ from .stores import (
     store,
 )
 from .references import reference_store
+from .writer import ZarrWriter
 
 from . import _compat
 
@@ -128,6 +129,7 @@ __all__ = [
     "to_jax",
     "to_tf",
     "to_torch",
+    "ZarrWriter",
     "UnsupportedError",
     "valid_anchor_range",
     "__version__",

@@ -337,6 +337,11 @@ class ZarrArray:
         The decoded stored chunk at `coords` (full chunk shape; fill value if absent).
         """
 
+    def write_chunk(self, coords: Sequence[int], chunk: Annotated[NDArray, dict(order='C', device='cpu', writable=False)]) -> None:
+        """
+        Encodes one whole chunk (C-contiguous, the full chunk shape and dtype) and writes it; the store must be writable.
+        """
+
     def read_string_chunk(self, coords: Sequence[int]) -> list:
         """
         A variable-length string chunk's items in C order (str, or bytes for variable_length_bytes); the fill value where the chunk is absent.

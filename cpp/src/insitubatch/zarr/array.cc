@@ -136,4 +136,19 @@ Status Array::ReadChunk(const std::vector<uint64_t>& coords, MutableByteSpan out
   return DecodeChunk(read->data.span(), coords, out);
 }
 
+Status Array::WriteChunk(const std::vector<uint64_t>& coords, ByteSpan decoded) const {
+  INSITU_RETURN_IF_ERROR(ValidateChunkCoords(coords));
+  if (metadata_.dtype.is_variable()) return NoFixedSizeForm(path_, coords);
+  if (decoded.size() != chunk_bytes()) {
+    return InvalidArgument(DescribeChunk(path_, coords) + ": " + std::to_string(decoded.size()) +
+                           " bytes given, the chunk holds " + std::to_string(chunk_bytes()));
+  }
+  auto encoded = chain_.Encode(decoded);
+  if (!encoded.ok()) return encoded.status().WithContext("encoding " + DescribeChunk(path_, coords));
+  const std::string_view bytes(reinterpret_cast<const char*>(encoded->data()), encoded->size());
+  auto written = store_->Write(ChunkKey(coords), bytes, Store::WriteMode::kOverwrite);
+  if (!written.ok()) return written.status().WithContext(DescribeChunk(path_, coords));
+  return Status::Ok();
+}
+
 }  // namespace insitubatch::zarr

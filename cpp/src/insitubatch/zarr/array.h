@@ -51,6 +51,11 @@ class Array {
   void FillChunk(MutableByteSpan out) const;
   // Blocking fetch + decode; a missing chunk object reads as fill value.
   Status ReadChunk(const std::vector<uint64_t>& coords, MutableByteSpan out) const;
+  // Encodes `decoded` (chunk_bytes(), C order over the chunk shape, native-endian: what
+  // ReadChunk gives) with the array's codecs and writes it as chunk `coords`, replacing
+  // the whole object at once. Blocking; the store must be writable. Errors name the array
+  // path and chunk coordinates.
+  Status WriteChunk(const std::vector<uint64_t>& coords, ByteSpan decoded) const;
 
   // Variable-length strings (dtype kString): the chunk's items in C order, UTF-8 text or
   // raw bytes as the dtype's text_kind says; the fill value where the chunk is absent.

@@ -1,0 +1,281 @@
+"""ZarrWriter: inference outputs written back into Zarr, chunk by chunk, in any order.
+
+A shuffled inference pass hands out samples in an order no output chunk follows. The writer
+keeps each output chunk's rows in a buffer until its last row arrives, then encodes the
+chunk natively (the array's own codecs) and writes it once, whole, on a small pool of
+threads that run without the GIL. A chunk already in the store when the writer opens is
+complete (each chunk is written atomically, once all its rows are in), so a job killed
+half way and restarted over the same order writes only what is missing.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import math
+import os
+from typing import Any, Sequence
+
+import numpy as np
+
+from . import _ext, arguments
+from .errors import FailedPreconditionError, InvalidArgumentError, InvalidTypeError, ResourceExhaustedError
+from .geometry import ArrayGeometry
+
+DEFAULT_BUDGET_BYTES = 256 << 20
+
+
+def _writable_stores(store: Any) -> tuple[Any, Any]:
+    """(the native store, the zarr-python face of it) for a writable store or URL."""
+    from .stores import as_native_store, store as open_store
+    from .zarr_store import ZarrStore
+
+    if isinstance(store, (str, os.PathLike)):
+        store = open_store(store, read_only=False)
+    native = as_native_store(store)
+    if not isinstance(native, _ext.Store):
+        raise InvalidTypeError("ZarrWriter writes through an insitubatch store (insitubatch.store(url,"
+                               f" read_only=False) or obstore_store(...)), got {type(store).__name__}")
+    if not native.writable:
+        raise InvalidArgumentError(f"ZarrWriter: {native.describe('')} was opened read-only: open it with"
+                                   " read_only=False")
+    face = store if isinstance(store, ZarrStore) and not store.read_only else ZarrStore(native)
+    return native, face
+
+
+class ZarrWriter:
+    """Writes samples into a Zarr array (sample axis first), one chunk at a time.
+
+    ``ZarrWriter(store, "pred", like=geoms["t2m"])`` creates ``pred`` with the source's
+    sample count and chunking (``inner_shape=`` / ``dtype=`` change the field), or pass
+    ``shape=``, ``chunks=`` and ``dtype=``; ``compressors=``, ``fill_value=``,
+    ``zarr_format=`` and ``dimension_names=`` go to zarr-python's ``create_array``. An array
+    already at ``name`` with the same shape, chunks and dtype is resumed: its complete chunks
+    are skipped. ``write(sample_indices, values)`` takes batches in any order; rows are held
+    per chunk under ``budget_bytes``; ``close()`` (or leaving a ``with`` block) writes the
+    rest and consolidates the metadata where the store had consolidated metadata.
+    """
+
+    def __init__(self, store: Any, name: str, *, like: ArrayGeometry | None = None,
+                 shape: Sequence[int] | None = None, chunks: Sequence[int] | None = None, dtype: Any = None,
+                 inner_shape: Sequence[int] | None = None, compressors: Any = "auto", fill_value: Any = None,
+                 zarr_format: int = 3, dimension_names: Sequence[str] | None = None,
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES, threads: int | None = None) -> None:
+        import zarr
+
+        self.name = arguments.text("name", name)
+        self.budget_bytes = arguments.integer("budget_bytes", budget_bytes, (1, None))
+        threads = min(8, os.cpu_count() or 1) if threads is None else arguments.integer("threads", threads, (1, 256))
+        self._native, self._zarr_store = _writable_stores(store)
+        shape, chunks, dtype = self._layout(like, shape, chunks, dtype, inner_shape)
+        self._consolidate = self._store_was_consolidated()
+        existing = self._existing(zarr, shape, chunks, dtype)
+        if existing is None:
+            kwargs: dict[str, Any] = dict(name=self.name, shape=shape, chunks=chunks, dtype=dtype,
+                                          compressors=compressors, zarr_format=zarr_format)
+            if fill_value is not None:
+                kwargs["fill_value"] = fill_value
+            if dimension_names is not None:
+                kwargs["dimension_names"] = list(dimension_names)
+            existing = zarr.create_array(self._zarr_store, **kwargs)
+        self.shape, self.chunks, self.dtype = shape, chunks, np.dtype(dtype)
+        self.fill_value = existing.fill_value
+        self._array = _ext.open_hierarchy(self._native).open_array(self.name)
+        self._inner_grid = [range(math.ceil(s / c)) for s, c in zip(shape[1:], chunks[1:])]
+        self.n_chunks = math.ceil(shape[0] / chunks[0])
+        self._complete = self._complete_chunks()
+        self.chunks_skipped = len(self._complete)  # complete before this writer started
+        self.chunks_written = 0
+        self.peak_buffered_bytes = 0
+        self._open: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # chunk -> (rows, written mask)
+        self._buffered = 0
+        self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="insitu-write")
+        self._max_pending = 2 * threads
+        self._pending: list[tuple[int, concurrent.futures.Future[None]]] = []
+        self._closed = False
+
+    # -- opening ------------------------------------------------------------------------------
+
+    def _layout(self, like: ArrayGeometry | None, shape: Sequence[int] | None, chunks: Sequence[int] | None,
+                dtype: Any, inner_shape: Sequence[int] | None) -> tuple[tuple[int, ...], tuple[int, ...], np.dtype]:
+        if like is not None:
+            if not isinstance(like, ArrayGeometry):
+                raise InvalidTypeError(f"like= takes an ArrayGeometry (open_geometries(...)[name]), got"
+                                       f" {type(like).__name__}")
+            if shape is not None or chunks is not None:
+                raise InvalidArgumentError("pass like= or shape=/chunks=, not both")
+            inner = tuple(like.inner_shape) if inner_shape is None else self._dims("inner_shape", inner_shape)
+            inner_chunks = tuple(like.inner_chunks) if inner == tuple(like.inner_shape) else inner
+            return ((like.n_samples, *inner), (like.sample_chunk_size, *inner_chunks),
+                    np.dtype(like.dtype if dtype is None else dtype))
+        if shape is None or dtype is None:
+            raise InvalidArgumentError("ZarrWriter needs like= (a source geometry) or shape= and dtype=")
+        shape_t = self._dims("shape", shape, allow_zero=True)
+        chunks_t = shape_t if chunks is None else self._dims("chunks", chunks)
+        if len(chunks_t) != len(shape_t):
+            raise InvalidArgumentError(f"chunks {chunks_t} and shape {shape_t} differ in rank")
+        if inner_shape is not None:
+            raise InvalidArgumentError("inner_shape= goes with like=; with shape= give the whole shape")
+        return shape_t, chunks_t, np.dtype(dtype)
+
+    @staticmethod
+    def _dims(name: str, value: Sequence[int], *, allow_zero: bool = False) -> tuple[int, ...]:
+        if isinstance(value, (str, bytes)) or not hasattr(value, "__len__") or len(value) == 0:
+            raise InvalidTypeError(f"{name} must be a non-empty sequence of integers, got {value!r}")
+        return tuple(arguments.integer(f"{name}[{i}]", v, (0 if allow_zero else 1, None)) for i, v in enumerate(value))
+
+    def _store_was_consolidated(self) -> bool:
+        try:
+            return bool(_ext.open_hierarchy(self._native).consolidated)
+        except Exception:  # an empty store has no root yet: nothing to keep consolidated
+            return False
+
+    def _existing(self, zarr: Any, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: np.dtype) -> Any:
+        try:
+            array = zarr.open_array(self._zarr_store, path=self.name, mode="r")
+        except zarr.errors.NodeNotFoundError:
+            return None
+        if tuple(array.shape) != shape or tuple(array.chunks) != chunks or np.dtype(array.dtype) != dtype:
+            raise FailedPreconditionError(
+                f"{self._native.describe(self.name)} already holds an array of shape {tuple(array.shape)}, chunks"
+                f" {tuple(array.chunks)}, dtype {array.dtype}; this writer's is {shape}, {chunks}, {dtype}: write"
+                " to another name, or delete it first")
+        return array
+
+    def _keys(self, chunk: int) -> list[str]:
+        return [self._array.chunk_key([chunk, *inner]) for inner in self._inner_coords()]
+
+    def _inner_coords(self) -> list[tuple[int, ...]]:
+        return [tuple(c) for c in np.ndindex(*(len(r) for r in self._inner_grid))] or [()]
+
+    def _complete_chunks(self) -> set[int]:
+        prefix = f"{self.name}/" if self.name else ""
+        present = set(self._native.list(prefix))
+        return {c for c in range(self.n_chunks) if all(k in present for k in self._keys(c))}
+
+    # -- writing ------------------------------------------------------------------------------
+
+    def _rows(self, chunk: int) -> int:
+        return min(self.chunks[0], self.shape[0] - chunk * self.chunks[0])
+
+    def write(self, sample_indices: Any, values: Any) -> None:
+        """Writes ``values[k]`` as sample ``sample_indices[k]``, in any order; each sample
+        once. Samples of chunks that were complete when the writer opened are skipped."""
+        if self._closed:
+            raise FailedPreconditionError(f"ZarrWriter for {self.name!r} is closed")
+        self._raise_failed_writes(wait=False)
+        indices = np.asarray(sample_indices)
+        if indices.ndim != 1 or (indices.size and indices.dtype.kind not in "iu"):
+            raise InvalidTypeError(f"sample_indices must be a 1-D array of integers, got {indices.dtype}"
+                                   f" of shape {indices.shape}")
+        values = np.asarray(values)
+        expected = (len(indices), *self.shape[1:])
+        if values.shape != expected:
+            raise InvalidArgumentError(f"{self.name!r}: values of shape {values.shape} for {len(indices)} samples;"
+                                       f" expected {expected}")
+        if not np.can_cast(values.dtype, self.dtype, casting="same_kind"):
+            raise InvalidTypeError(f"{self.name!r}: values of dtype {values.dtype} cannot be written as"
+                                   f" {self.dtype} without changing their kind")
+        if indices.size and (indices.min() < 0 or indices.max() >= self.shape[0]):
+            bad = int(indices[(indices < 0) | (indices >= self.shape[0])][0])
+            raise InvalidArgumentError(f"{self.name!r}: sample index {bad} is outside [0, {self.shape[0]})")
+        spc = self.chunks[0]
+        order = np.argsort(indices, kind="stable")
+        chunk_of = indices[order] // spc
+        starts: list[int] = np.flatnonzero(np.r_[True, chunk_of[1:] != chunk_of[:-1]]).tolist() if indices.size else []
+        bounds = starts + [len(order)]
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            chunk = int(chunk_of[a])
+            if chunk in self._complete:
+                continue  # written before (a resumed job): its rows are already in the store
+            rows, seen = self._open_chunk(chunk)
+            local = indices[order[a:b]] - chunk * spc
+            uses = np.bincount(local, minlength=spc) + seen
+            if (uses > 1).any():
+                twice = int(np.flatnonzero(uses > 1)[0]) + chunk * spc
+                raise InvalidArgumentError(f"{self.name!r}: sample {twice} was written twice")
+            rows[local] = values[order[a:b]]
+            seen[local] = True
+            if seen[: self._rows(chunk)].all():
+                self._flush(chunk)
+
+    def _open_chunk(self, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+        opened = self._open.get(chunk)
+        if opened is None:
+            rows = np.full(self.chunks[:1] + self.shape[1:], self.fill_value, dtype=self.dtype)
+            if self._buffered + rows.nbytes > self.budget_bytes:
+                raise ResourceExhaustedError(
+                    f"ZarrWriter for {self.name!r}: {len(self._open)} chunks are waiting for rows"
+                    f" ({self._buffered} bytes) and chunk {chunk} needs {rows.nbytes} more, past budget_bytes"
+                    f"={self.budget_bytes}: raise budget_bytes, or write in an order that finishes chunks sooner"
+                    " (a shuffle with smaller blocks)")
+            opened = (rows, np.zeros(self.chunks[0], dtype=bool))
+            self._open[chunk] = opened
+            self._buffered += rows.nbytes
+            self.peak_buffered_bytes = max(self.peak_buffered_bytes, self._buffered)
+        return opened
+
+    def _flush(self, chunk: int) -> None:
+        rows, _ = self._open.pop(chunk)
+        self._pending.append((chunk, self._pool.submit(self._write_chunk, chunk, rows)))
+        if len(self._pending) > self._max_pending:  # the encoders are behind: wait for the oldest
+            self._raise_failed_writes(wait=True, keep=self._max_pending // 2)
+
+    def _write_chunk(self, chunk: int, rows: np.ndarray) -> None:
+        for inner in self._inner_coords():
+            region = tuple(slice(i * c, (i + 1) * c) for i, c in zip(inner, self.chunks[1:]))
+            tile = rows[(slice(None), *region)]
+            if tile.shape != self.chunks:  # an edge chunk: padded to the full chunk, as zarr stores it
+                full = np.full(self.chunks, self.fill_value, dtype=self.dtype)
+                full[tuple(slice(0, n) for n in tile.shape)] = tile
+                tile = full
+            self._array.write_chunk([chunk, *inner], np.ascontiguousarray(tile))
+
+    def _raise_failed_writes(self, *, wait: bool, keep: int = 0) -> None:
+        while self._pending and (self._pending[0][1].done() or (wait and len(self._pending) > keep)):
+            chunk, future = self._pending.pop(0)
+            try:
+                future.result()  # the core's errors name the array and the chunk
+            finally:
+                self._buffered -= self.chunks[0] * math.prod(self.shape[1:]) * self.dtype.itemsize
+            self._complete.add(chunk)
+            self.chunks_written += 1
+
+    def close(self) -> None:
+        """Waits for every chunk in flight and writes the metadata; a chunk still missing
+        rows is an error (the chunks that were complete stay in the store)."""
+        if self._closed:
+            return
+        try:
+            self._raise_failed_writes(wait=True)
+            missing = sorted(set(range(self.n_chunks)) - self._complete)
+            if missing:
+                rows = sum(int((~self._open[c][1][: self._rows(c)]).sum()) if c in self._open else self._rows(c)
+                           for c in missing)
+                raise FailedPreconditionError(
+                    f"ZarrWriter for {self.name!r}: {rows} samples were never written (chunks"
+                    f" {missing[:8]}{' ...' if len(missing) > 8 else ''}); the complete chunks are in the store,"
+                    " and a writer reopened over it writes only the rest")
+            if self._consolidate:
+                import zarr
+
+                zarr.consolidate_metadata(self._zarr_store)
+        finally:
+            self._closed = True
+            self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "ZarrWriter":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+            return
+        self._closed = True  # an exception is on its way: finish what is in flight, report nothing more
+        self._pool.shutdown(wait=True)
+
+    def __repr__(self) -> str:
+        return (f"ZarrWriter({self._native.describe(self.name)!r}, shape={self.shape}, chunks={self.chunks},"
+                f" dtype={self.dtype}, {len(self._complete)}/{self.n_chunks} chunks complete)")
+
+
+__all__ = ["ZarrWriter"]

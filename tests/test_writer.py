@@ -1,0 +1,149 @@
+"""ZarrWriter: a shuffled inference pass writes f(x) into an array like= the source, each
+chunk once; zarr-python reads back exactly f(source); a job killed with SIGKILL half way and
+restarted writes only the missing chunks (counted at the store); bad input is a clear error
+and leaves no partial object."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import zarr
+
+import insitubatch
+from insitubatch import InSituDataset, ZarrWriter, _ext, open_geometries, split_by_chunk
+
+N, SPC = 60, 8  # 8 chunks, the last one short
+
+
+@pytest.fixture
+def source(tmp_path):
+    data = np.random.default_rng(3).standard_normal((N, 5, 6)).astype("f4")
+    group = zarr.open_group(zarr.storage.LocalStore(tmp_path / "src.zarr"), mode="w")
+    group.create_array("t2m", shape=data.shape, chunks=(SPC, 5, 3), dtype="f4")[...] = data
+    return tmp_path / "src.zarr", data
+
+
+def predict(x):
+    return (2 * x + 1).astype("f4")
+
+
+def run_inference(src, out, *, seed=0, budget=1 << 20, stop_after=None, zarr_format=3):
+    geoms = open_geometries(insitubatch.store(str(src)), ["t2m"])
+    ds = InSituDataset(str(src), split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0)), geoms, batch_size=6,
+                       shuffle=True, seed=seed, block_chunks=2)
+    writer = ZarrWriter(out, "pred", like=geoms["t2m"], budget_bytes=budget, zarr_format=zarr_format)
+    for n, batch in enumerate(ds.train):
+        if stop_after is not None and n == stop_after:
+            os.kill(os.getpid(), 9)  # a real SIGKILL, mid-run
+        writer.write(batch.sample_indices, predict(batch.arrays["t2m"]))
+    writer.close()
+    ds.close()
+    return writer
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_a_shuffled_pass_writes_predictions_zarr_reads_back_exactly(source, tmp_path, zarr_format):
+    src, data = source
+    out = insitubatch.store(str(tmp_path / "out.zarr"), read_only=False)
+    writer = run_inference(src, out, zarr_format=zarr_format)
+    assert writer.chunks_written == 8 and writer.chunks_skipped == 0
+    written = zarr.open_array(zarr.storage.LocalStore(tmp_path / "out.zarr", read_only=True), path="pred", mode="r")
+    assert written.shape == data.shape and written.chunks == (SPC, 5, 3)
+    np.testing.assert_array_equal(written[...], predict(data))
+    # Peak rows held stays within the budget however shuffled the order.
+    assert writer.peak_buffered_bytes <= 1 << 20
+
+
+def test_different_inner_shape_and_dtype(source, tmp_path):
+    src, data = source
+    geoms = open_geometries(insitubatch.store(str(src)), ["t2m"])
+    with ZarrWriter(str(tmp_path / "out.zarr"), "mean", like=geoms["t2m"], inner_shape=(2,), dtype="f8") as writer:
+        for order in (np.arange(N)[::-1],):
+            writer.write(order, np.stack([data[order].mean(axis=(1, 2)), data[order].max(axis=(1, 2))], axis=1))
+    back = zarr.open_array(zarr.storage.LocalStore(tmp_path / "out.zarr"), path="mean", mode="r")
+    assert back.dtype == np.float64 and back.chunks == (SPC, 2)
+    np.testing.assert_array_equal(back[:, 0], data.mean(axis=(1, 2)))
+
+
+KILLED_JOB = """
+import sys
+sys.path.insert(0, sys.argv[3])
+from test_writer import run_inference
+run_inference(sys.argv[1], sys.argv[2], stop_after=int(sys.argv[4]))
+"""
+
+
+def test_killed_halfway_then_restarted_writes_only_the_missing_chunks(source, tmp_path):
+    src, data = source
+    out = tmp_path / "out.zarr"
+    killed = subprocess.run([sys.executable, "-c", KILLED_JOB, str(src), str(out), os.path.dirname(__file__), "8"],
+                            capture_output=True, text=True)
+    assert killed.returncode == -9, killed.stderr
+    native = insitubatch.store(str(out), read_only=False)
+    done_before = {k for k in native.list("pred/") if "/c/" in k}
+    assert 0 < len(done_before) < 16  # some chunks (two stored chunks each) landed, not all
+    counting = _ext.CountingStore(native)
+    writer = run_inference(src, counting)  # the same order: seed 0
+    written = {k for k in counting.writes() if "/c/" in k}
+    assert written.isdisjoint(done_before) and written | done_before == {f"pred/c/{c}/0/{i}" for c in range(8)
+                                                                          for i in range(2)}
+    assert writer.chunks_skipped == len(done_before) // 2
+    np.testing.assert_array_equal(zarr.open_array(zarr.storage.LocalStore(out), path="pred", mode="r")[...],
+                                  predict(data))
+
+
+def test_bad_input_is_a_clear_error(source, tmp_path):
+    src, _ = source
+    geoms = open_geometries(insitubatch.store(str(src)), ["t2m"])
+    writer = ZarrWriter(str(tmp_path / "out.zarr"), "pred", like=geoms["t2m"])
+    with pytest.raises(insitubatch.InvalidArgumentError, match=r"values of shape \(2, 5\)"):
+        writer.write([0, 1], np.zeros((2, 5), "f4"))
+    with pytest.raises(insitubatch.InvalidTypeError, match="complex64"):
+        writer.write([0, 1], np.zeros((2, 5, 6), "c8"))
+    with pytest.raises(insitubatch.InvalidArgumentError, match=r"sample index 60 is outside \[0, 60\)"):
+        writer.write([60], np.zeros((1, 5, 6), "f4"))
+    writer.write([3], np.zeros((1, 5, 6), "f4"))
+    with pytest.raises(insitubatch.InvalidArgumentError, match="sample 3 was written twice"):
+        writer.write([4, 3], np.zeros((2, 5, 6), "f4"))
+    with pytest.raises(insitubatch.FailedPreconditionError, match="59 samples were never written"):
+        writer.close()
+    with pytest.raises(insitubatch.InvalidArgumentError, match="read-only"):
+        ZarrWriter(insitubatch.store(str(src)), "pred", like=geoms["t2m"])
+    with pytest.raises(insitubatch.InvalidArgumentError, match="HTTP has no write verb"):
+        ZarrWriter("http://127.0.0.1:9/x.zarr", "pred", like=geoms["t2m"])
+    with pytest.raises(insitubatch.FailedPreconditionError, match="already holds an array of shape"):
+        ZarrWriter(str(tmp_path / "out.zarr"), "pred", shape=(10, 2), dtype="f4")
+    small = ZarrWriter(str(tmp_path / "small.zarr"), "pred", like=geoms["t2m"], budget_bytes=SPC * 30 * 4 * 2)
+    small.write([0, 8], np.zeros((2, 5, 6), "f4"))  # two chunks open: at the budget
+    with pytest.raises(insitubatch.ResourceExhaustedError, match="past budget_bytes"):
+        small.write([16], np.zeros((1, 5, 6), "f4"))
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a small tmpfs")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_a_full_disk_names_the_array_and_chunk_and_leaves_no_partial_chunk(small_disk):
+    noise = np.random.default_rng(0).standard_normal((64, 64, 64)).astype("f4")  # incompressible: 1 MiB
+    writer = ZarrWriter(str(small_disk / "out.zarr"), "pred", shape=noise.shape, chunks=(16, 64, 64), dtype="f4")
+    with pytest.raises(insitubatch.ResourceExhaustedError, match=r"pred \[\d, 0, 0\]: cannot write .*/pred/c/\d/0/0: No space left"):
+        writer.write(np.arange(64), noise)
+        writer.close()
+    landed = sorted(int(c) for c in os.listdir(small_disk / "out.zarr" / "pred" / "c"))
+    hidden = [f for _, _, names in os.walk(small_disk / "out.zarr") for f in names if f.startswith(".")]
+    assert not hidden  # no temporary left behind
+    back = zarr.open_array(zarr.storage.LocalStore(small_disk / "out.zarr"), path="pred", mode="r")
+    for c in landed:  # whatever landed is whole
+        if (small_disk / "out.zarr" / "pred" / "c" / str(c) / "0" / "0").is_file():
+            np.testing.assert_array_equal(back[16 * c:16 * (c + 1)], noise[16 * c:16 * (c + 1)])
