@@ -50,6 +50,9 @@ from .stores import (
     store,
 )
 from .references import reference_store
+from ._tls import register_certifi_bundle as _register_certifi_bundle
+
+_register_certifi_bundle()  # the TLS CA bundle of last resort (_tls.py)
 
 # Framework adapters load on first use (PEP 562) so `import insitubatch` imports no framework;
 # each adapter imports its framework only when called.
