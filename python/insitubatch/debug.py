@@ -44,10 +44,10 @@ def _wheel_tag() -> str:
 
 def _build_kind(build: dict[str, Any]) -> str:
     """A repaired wheel (its libraries loaded from the wheel's insitubatch.libs) or a source build."""
-    ext_dir = os.path.dirname(str(build["extension_path"]))
+    ext_dir = os.path.dirname(os.path.realpath(str(build["extension_path"])))
     bundled = os.path.join(os.path.dirname(ext_dir), "insitubatch.libs")
     libs = build["libraries"]
-    inside = [lib["name"] for lib in libs if str(lib["path"]).startswith(bundled + os.sep)]
+    inside = [lib["name"] for lib in libs if os.path.realpath(str(lib["path"])).startswith(bundled + os.sep)]
     tag = _wheel_tag()
     if inside:
         return (f"repaired wheel ({tag or 'tag unknown'}): {len(inside)} of {len(libs)} libraries"
@@ -83,7 +83,8 @@ def debug_info() -> "OrderedDict[str, str]":
     info["codecs"] = ", ".join(f"{k} {build[k]}" for k in ("zstd", "blosc", "lz4", "libdeflate", "zlib"))
     info["build"] = _build_kind(build)
     for lib in build["libraries"]:
-        info[f"  {lib['name']}"] = f"{lib['version']} ({lib['path'] or 'linked in'})"
+        path = os.path.normpath(lib["path"]) if lib["path"] else "linked in"
+        info[f"  {lib['name']}"] = f"{lib['version']} ({path})"
     info["TLS CA bundle"] = _ca_bundle()
     for dist in _STACK:
         info[dist] = _version(dist)
