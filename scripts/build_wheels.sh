@@ -51,6 +51,9 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${JOBS:-$(nproc)}
 if command -v ccache >/dev/null; then
   export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
   export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+  # Paths hashed relative to the checkout (as setup.sh's build does): the unpacked sdist's
+  # objects are then the ones `pip install .` compiled.
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$ROOT} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
 fi
 
 # A venv of pinned requirements, reinstalled when the file changes.
@@ -75,7 +78,7 @@ src=build/wheel-src
 mkdir -p "$src"
 find "$src" -mindepth 2 -maxdepth 2 ! -name build -exec rm -rf {} +
 tar -xzmf "$sdist" -C "$src"  # -m: now as mtime (the sdist stores a fixed one), so ninja sees every change
-src=$(ls -d "$ROOT/$src"/insitubatch-*)
+src=$ROOT/$src/$(basename "$sdist" .tar.gz)
 echo "build_wheels: sdist $sdist ($(du -k "$sdist" | cut -f1) KiB)"
 
 mkdir -p "$HOUSE" build/wheels-raw
@@ -91,8 +94,10 @@ for py in "${pythons[@]}"; do
   "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation --disable-pip-version-check \
     -w build/wheels-raw "$src" -C cmake.define.INSITU_PORTABLE_WHEEL=ON
   raw=$(ls build/wheels-raw/insitubatch-*-"$tag"-*.whl)
-  "$TOOLS/bin/python" -m auditwheel repair -w "$HOUSE" "$raw" >/dev/null
+  "$TOOLS/bin/python" -m auditwheel repair -w "$HOUSE" "$raw" >/dev/null 2>build/auditwheel-repair.log ||
+    { cat build/auditwheel-repair.log >&2; exit 1; }
   whl=$(ls "$HOUSE"/insitubatch-*-"$tag"-*.whl)
   echo "build_wheels: $tag: $whl ($(du -k "$whl" | cut -f1) KiB)"
-  "$TOOLS/bin/python" -m auditwheel show "$whl" | sed -n '1,/^$/p' | tr -s '\n' | sed 's/^/  /'
+  "$TOOLS/bin/python" -m auditwheel show "$whl" | tr '\n' ' ' |
+    grep -o 'consistent with the following platform tag: "[^"]*"' | sed "s/^/build_wheels: $tag: /"
 done
