@@ -5,7 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(
-  build-essential pkg-config ninja-build
+  build-essential pkg-config ninja-build ccache
   libzstd-dev libblosc-dev liblz4-dev libdeflate-dev zlib1g-dev libbz2-dev liblzma-dev
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
@@ -39,6 +39,12 @@ if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
 fi
 
 # Build and install the package (incremental: scikit-build-core keeps build/<wheel tag>).
+# Through ccache: scripts/build_wheels.sh compiles the same objects again for the wheel.
+if command -v ccache >/dev/null; then
+  export CMAKE_CXX_COMPILER_LAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER:-ccache}
+  export CMAKE_C_COMPILER_LAUNCHER=${CMAKE_C_COMPILER_LAUNCHER:-ccache}
+  export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$PWD} CCACHE_NOHASHDIR=${CCACHE_NOHASHDIR:-1}
+fi
 echo "setup: building the insitubatch extension"
 .venv/bin/python -m pip install -q --no-build-isolation --no-deps .
 .venv/bin/python -c "import insitubatch, insitubatch._ext" || {

@@ -65,6 +65,9 @@ stage "Python tests"
 # pytest exits 5 when it collects nothing: that must fail, and it does (non-zero).
 .venv/bin/python -m pytest -q -p no:cacheprovider tests
 
+stage "the installable package: sdist, a repaired wheel, used from a fresh venv (scripts/check_wheel.sh)"
+scripts/check_wheel.sh  # -j2 and ccache: setup.sh compiled the same objects
+
 stage "framework adapters (torch, JAX, TensorFlow: one process and venv each)"
 scripts/test_frameworks.sh --no-setup
 

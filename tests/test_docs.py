@@ -28,7 +28,8 @@ def test_the_docs_site_builds_strictly(tmp_path):
 
 def test_the_readme_links_every_page_it_promises():
     readme = (ROOT / "README.md").read_text()
-    for page in ("docs/tuning.md", "docs/architecture.md", "docs/stores.md", "docs/caching.md", "docs/examples.md"):
+    for page in ("docs/tuning.md", "docs/architecture.md", "docs/stores.md", "docs/caching.md", "docs/examples.md",
+                 "docs/building-wheels.md"):
         assert page in readme, page
         assert (ROOT / page).is_file(), page
 

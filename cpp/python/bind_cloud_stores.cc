@@ -64,8 +64,28 @@ void BindCloudStores(nb::module_& m) {
       .def_rw("max_connections_per_host", &TransportOptions::max_connections_per_host)
       .def("validate", [](const TransportOptions& o) { ThrowIfError(o.Validate()); });
 
+  m.def(
+      "find_ca_bundle",
+      [](const std::string& ca_file, bool verify_tls) {
+        const CaBundle ca = ValueOrThrow(FindCaBundle(ca_file, verify_tls));
+        nb::dict d;
+        d["file"] = ca.file;
+        d["dir"] = ca.dir;
+        d["source"] = ca.source;
+        d["description"] = ca.Describe();
+        return d;
+      },
+      nb::arg("ca_file") = "", nb::arg("verify_tls") = true,
+      "The CA certificates a store opened now would verify TLS with (what print_debug_info() shows).");
+  m.def("set_fallback_ca_bundle", &SetFallbackCaBundle, nb::arg("path"),
+        "The bundle to use when the system has none (the package registers certifi's at import).");
+
   nb::class_<HttpStore, Store>(m, "HttpStore", nb::dynamic_attr(), "A store over plain HTTP(S) (no listing).")
       .def("transport_stats", [](const HttpStore& s) { return StatsDict(s.transport_stats()); })
+      .def_prop_ro(
+          "ca_bundle", [](const HttpStore& s) { return s.ca_bundle().Describe(); },
+          "The CA certificates that verify its TLS servers and where they were found (SSL_CERT_FILE, the system, "
+          "certifi, ...).")
       .def("__repr__", [](const HttpStore& s) { return "<insitubatch.HttpStore " + s.Describe("") + ">"; });
 
   nb::class_<S3Store, Store>(m, "S3Store", nb::dynamic_attr(), "An S3 (or S3-compatible) bucket prefix.")
@@ -76,6 +96,10 @@ void BindCloudStores(nb::module_& m) {
                    "Where the credentials come from (\"environment\", \"profile 'x'\", \"instance "
                    "metadata (...)\", ...); \"\" when anonymous. Never a key.")
       .def("transport_stats", [](const S3Store& s) { return StatsDict(s.transport_stats()); })
+      .def_prop_ro(
+          "ca_bundle", [](const S3Store& s) { return s.ca_bundle().Describe(); },
+          "The CA certificates that verify its TLS servers and where they were found (SSL_CERT_FILE, the system, "
+          "certifi, ...).")
       .def("__repr__", [](const S3Store& s) {
         return "<insitubatch.S3Store " + s.Describe("") + " region=" + s.region() + " endpoint=" + s.endpoint_url() +
                (s.anonymous() ? " anonymous" : "") + ">";
@@ -88,6 +112,10 @@ void BindCloudStores(nb::module_& m) {
                    "Where the token comes from (\"the token argument\", \"service account ... "
                    "(file ...)\", \"the metadata server ...\"); \"\" when anonymous. Never the token.")
       .def("transport_stats", [](const GcsStore& s) { return StatsDict(s.transport_stats()); })
+      .def_prop_ro(
+          "ca_bundle", [](const GcsStore& s) { return s.ca_bundle().Describe(); },
+          "The CA certificates that verify its TLS servers and where they were found (SSL_CERT_FILE, the system, "
+          "certifi, ...).")
       .def("__repr__", [](const GcsStore& s) {
         return "<insitubatch.GcsStore " + s.Describe("") + " endpoint=" + s.endpoint_url() +
                (s.anonymous() ? " anonymous" : "") + ">";
@@ -101,6 +129,10 @@ void BindCloudStores(nb::module_& m) {
                    "\"service principal ...\", \"managed identity at ...\"); \"\" when anonymous. "
                    "Never the secret.")
       .def("transport_stats", [](const AzureStore& s) { return StatsDict(s.transport_stats()); })
+      .def_prop_ro(
+          "ca_bundle", [](const AzureStore& s) { return s.ca_bundle().Describe(); },
+          "The CA certificates that verify its TLS servers and where they were found (SSL_CERT_FILE, the system, "
+          "certifi, ...).")
       .def("__repr__", [](const AzureStore& s) {
         return "<insitubatch.AzureStore " + s.Describe("") + " at " + s.container_url() +
                (s.anonymous() ? " anonymous" : "") + ">";

@@ -51,6 +51,9 @@ from .stores import (
 )
 from .references import reference_store
 from .writer import ZarrWriter
+from ._tls import register_certifi_bundle as _register_certifi_bundle
+
+_register_certifi_bundle()  # the TLS CA bundle of last resort (_tls.py)
 
 from . import _compat
 

@@ -194,10 +194,26 @@ class TransportOptions:
 
     def validate(self) -> None: ...
 
+def find_ca_bundle(ca_file: str = '', verify_tls: bool = True) -> dict:
+    """
+    The CA certificates a store opened now would verify TLS with (what print_debug_info() shows).
+    """
+
+def set_fallback_ca_bundle(path: str) -> None:
+    """
+    The bundle to use when the system has none (the package registers certifi's at import).
+    """
+
 class HttpStore(Store):
     """A store over plain HTTP(S) (no listing)."""
 
     def transport_stats(self) -> dict: ...
+
+    @property
+    def ca_bundle(self) -> str:
+        """
+        The CA certificates that verify its TLS servers and where they were found (SSL_CERT_FILE, the system, certifi, ...).
+        """
 
     def __repr__(self) -> str: ...
 
@@ -221,6 +237,12 @@ class S3Store(Store):
 
     def transport_stats(self) -> dict: ...
 
+    @property
+    def ca_bundle(self) -> str:
+        """
+        The CA certificates that verify its TLS servers and where they were found (SSL_CERT_FILE, the system, certifi, ...).
+        """
+
     def __repr__(self) -> str: ...
 
 class GcsStore(Store):
@@ -240,6 +262,12 @@ class GcsStore(Store):
 
     def transport_stats(self) -> dict: ...
 
+    @property
+    def ca_bundle(self) -> str:
+        """
+        The CA certificates that verify its TLS servers and where they were found (SSL_CERT_FILE, the system, certifi, ...).
+        """
+
     def __repr__(self) -> str: ...
 
 class AzureStore(Store):
@@ -258,6 +286,12 @@ class AzureStore(Store):
         """
 
     def transport_stats(self) -> dict: ...
+
+    @property
+    def ca_bundle(self) -> str:
+        """
+        The CA certificates that verify its TLS servers and where they were found (SSL_CERT_FILE, the system, certifi, ...).
+        """
 
     def __repr__(self) -> str: ...
 

@@ -32,6 +32,40 @@ def _free_threading() -> str:
     return f"free-threaded build, GIL currently {'ON' if sys._is_gil_enabled() else 'OFF'}"
 
 
+def _wheel_tag() -> str:
+    """The installed wheel's platform tag (auditwheel rewrites it to manylinux_*), or ""."""
+    try:
+        wheel = metadata.distribution("insitubatch").read_text("WHEEL") or ""
+    except metadata.PackageNotFoundError:
+        return ""
+    tags = [line.split(":", 1)[1].strip() for line in wheel.splitlines() if line.startswith("Tag:")]
+    return tags[0].rsplit("-", 1)[-1] if tags else ""
+
+
+def _build_kind(build: dict[str, Any]) -> str:
+    """A repaired wheel (its libraries loaded from the wheel's insitubatch.libs) or a source build."""
+    ext_dir = os.path.dirname(os.path.realpath(str(build["extension_path"])))
+    bundled = os.path.join(os.path.dirname(ext_dir), "insitubatch.libs")
+    libs = build["libraries"]
+    inside = [lib["name"] for lib in libs if os.path.realpath(str(lib["path"])).startswith(bundled + os.sep)]
+    tag = _wheel_tag()
+    if inside:
+        return (f"repaired wheel ({tag or 'tag unknown'}): {len(inside)} of {len(libs)} libraries"
+                f" bundled in {bundled}")
+    static = "static C++ runtime, " if build["portable_wheel_build"] else ""
+    return f"source build ({static}{build['build_type']}, system libraries; wheel tag {tag or 'none'})"
+
+
+def _ca_bundle() -> str:
+    """What a store opened now verifies TLS servers with, or why none can be chosen."""
+    from . import _ext
+
+    try:
+        return str(_ext.find_ca_bundle()["description"])
+    except Exception as error:  # a variable naming a missing file: the report says so
+        return f"error: {error}"
+
+
 def debug_info() -> "OrderedDict[str, str]":
     """The debug report as an ordered dict of ``label -> value``."""
     from . import __version__, _ext
@@ -47,6 +81,11 @@ def debug_info() -> "OrderedDict[str, str]":
     info["nanobind"] = build["nanobind"]
     info["extension free-threading"] = "yes" if build["free_threading"] else "no"
     info["codecs"] = ", ".join(f"{k} {build[k]}" for k in ("zstd", "blosc", "lz4", "libdeflate", "zlib"))
+    info["build"] = _build_kind(build)
+    for lib in build["libraries"]:
+        path = os.path.normpath(lib["path"]) if lib["path"] else "linked in"
+        info[f"  {lib['name']}"] = f"{lib['version']} ({path})"
+    info["TLS CA bundle"] = _ca_bundle()
     for dist in _STACK:
         info[dist] = _version(dist)
     for dist in _OPTIONAL:

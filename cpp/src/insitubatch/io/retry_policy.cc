@@ -1,8 +1,13 @@
 #include "insitubatch/io/retry_policy.h"
 
+#include <sys/random.h>
+
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <random>
+#include <thread>
 #include <utility>
 
 namespace insitubatch {
@@ -49,10 +54,16 @@ std::chrono::milliseconds RetryPolicy::Backoff(int attempt, uint64_t random) con
 }
 
 uint64_t JitterRandom() {
-  // One engine per thread, seeded from the device once: no lock on the retry path.
+  // One engine per thread, seeded from the kernel once: no lock on the retry path. getrandom,
+  // not std::random_device: GCC 12's, linked into a wheel, calls glibc 2.36's arc4random and
+  // would raise the wheel's manylinux tag to 2_36.
   thread_local std::mt19937_64 engine([] {
-    std::random_device device;
-    return (static_cast<uint64_t>(device()) << 32) ^ device();
+    uint64_t seed = 0;
+    if (getrandom(&seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed))) {
+      seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
+             std::hash<std::thread::id>{}(std::this_thread::get_id());
+    }
+    return seed;
   }());
   return engine();
 }

@@ -57,6 +57,7 @@ class S3Store final : public Store {
   // "" when anonymous. Never a key or secret.
   const std::string& credentials_source() const { return credentials_source_; }
   TransportStats transport_stats() const { return transport_->stats(); }
+  const CaBundle& ca_bundle() const { return transport_->ca_bundle(); }
 
  private:
   S3Store() = default;

@@ -75,6 +75,7 @@ class AzureStore final : public Store {
   // Which credentials sign the requests; "" when anonymous. Never the secret itself.
   std::string credentials_source() const { return source_ ? source_->Describe() : ""; }
   TransportStats transport_stats() const { return transport_->stats(); }
+  const CaBundle& ca_bundle() const { return transport_->ca_bundle(); }
 
  private:
   AzureStore() = default;

@@ -54,6 +54,7 @@ class GcsStore final : public Store {
   // "" when anonymous. Never the token.
   std::string credentials_source() const { return token_ ? token_->source() : ""; }
   TransportStats transport_stats() const { return transport_->stats(); }
+  const CaBundle& ca_bundle() const { return transport_->ca_bundle(); }
 
  private:
   GcsStore() = default;

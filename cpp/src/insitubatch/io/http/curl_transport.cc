@@ -86,7 +86,7 @@ std::string Seconds(double s) {
 // waiting for the reply, mid-body) and after how long. `connect_failure`: the attempt
 // never reached a server.
 std::string DescribeTransferFailure(CURLcode code, const char* errbuf, CURL* easy, double attempt_s,
-                                    const TransportOptions& o, bool* connect_failure) {
+                                    const TransportOptions& o, const CaBundle& ca, bool* connect_failure) {
   const std::string curl_text = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(code);
   const std::string after = " after " + Seconds(attempt_s);
   curl_off_t connected_us = 0;
@@ -126,8 +126,10 @@ std::string DescribeTransferFailure(CURLcode code, const char* errbuf, CURL* eas
              ": the reply did not complete within timeout=" + Seconds(o.timeout.count() / 1000.0);
     case CURLE_PEER_FAILED_VERIFICATION:
     case CURLE_SSL_CACERT_BADFILE:
-      return "TLS certificate verification failed" + after + " (" + curl_text +
-             "); pass verify_tls=False only for a server you trust";
+      return "TLS certificate verification failed" + after + " (" + curl_text + ") with the CA certificates in " +
+             ca.Describe() +
+             "; name the right ones with ca_file or SSL_CERT_FILE, or pass verify_tls=False only for a " +
+             "server you trust";
     case CURLE_SSL_CONNECT_ERROR:
     case CURLE_SSL_CERTPROBLEM:
     case CURLE_SSL_CIPHER:
@@ -353,8 +355,8 @@ Status TransportOptions::Validate() const {
 // from inside one of its own callbacks can detach instead of joining itself.
 class CurlTransport::Worker {
  public:
-  Worker(std::shared_ptr<const TransportOptions> options, std::shared_ptr<Counters> counters)
-      : options_(std::move(options)), counters_(std::move(counters)) {}
+  Worker(std::shared_ptr<const TransportOptions> options, CaBundle ca, std::shared_ptr<Counters> counters)
+      : options_(std::move(options)), ca_(std::move(ca)), counters_(std::move(counters)) {}
 
   Status Init() {
     multi_ = curl_multi_init();
@@ -569,7 +571,12 @@ class CurlTransport::Worker {
     }
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, o.verify_tls ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, o.verify_tls ? 2L : 0L);
-    if (!o.ca_file.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, o.ca_file.c_str());
+    // Named even when the system's: a bundled libcurl's own default is the build machine's path.
+    // Exactly what ca_ names (nullptr turns a default off).
+    if (!ca_.file.empty() || !ca_.dir.empty()) {
+      curl_easy_setopt(e, CURLOPT_CAINFO, ca_.file.empty() ? nullptr : ca_.file.c_str());
+      curl_easy_setopt(e, CURLOPT_CAPATH, ca_.dir.empty() ? nullptr : ca_.dir.c_str());
+    }
     if (!o.user_password.empty()) {
       curl_easy_setopt(e, CURLOPT_USERPWD, o.user_password.c_str());
       curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
@@ -599,7 +606,7 @@ class CurlTransport::Worker {
       retry = t->sink_retry;
     } else if (code != CURLE_OK) {
       const std::string what = DescribeTransferFailure(code, t->errbuf, t->easy, SecondsBetween(t->attempt_start, now),
-                                                       *options_, &connect_failure);
+                                                       *options_, ca_, &connect_failure);
       error = IoError(t->Context() + ": " + what);
       retry = IsTransientCurlError(code);
     } else {
@@ -677,6 +684,7 @@ class CurlTransport::Worker {
   }
 
   std::shared_ptr<const TransportOptions> options_;
+  const CaBundle ca_;
   std::shared_ptr<Counters> counters_;
   CURLM* multi_ = nullptr;
   std::mutex mutex_;
@@ -688,16 +696,17 @@ class CurlTransport::Worker {
   std::vector<CURL*> free_easy_;
 };
 
-CurlTransport::CurlTransport(std::shared_ptr<const TransportOptions> options)
-    : options_(std::move(options)), counters_(std::make_shared<Counters>()) {}
+CurlTransport::CurlTransport(std::shared_ptr<const TransportOptions> options, CaBundle ca)
+    : options_(std::move(options)), ca_(std::move(ca)), counters_(std::make_shared<Counters>()) {}
 
 Result<std::shared_ptr<CurlTransport>> CurlTransport::Create(TransportOptions options) {
   INSITU_RETURN_IF_ERROR(options.Validate());
+  INSITU_ASSIGN_OR_RETURN(CaBundle ca, FindCaBundle(options.ca_file, options.verify_tls));
   GlobalInitOnce();
   auto shared = std::make_shared<const TransportOptions>(std::move(options));
-  std::shared_ptr<CurlTransport> transport(new CurlTransport(shared));
+  std::shared_ptr<CurlTransport> transport(new CurlTransport(shared, std::move(ca)));
   for (size_t i = 0; i < shared->io_threads; ++i) {
-    auto worker = std::make_shared<Worker>(shared, transport->counters_);
+    auto worker = std::make_shared<Worker>(shared, transport->ca_, transport->counters_);
     INSITU_RETURN_IF_ERROR(worker->Init());
     transport->workers_.push_back(std::move(worker));
   }

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "insitubatch/io/http/ca_bundle.h"
 #include "insitubatch/io/http/http_request.h"
 #include "insitubatch/io/retry_policy.h"
 #include "insitubatch/util/fork_guard.h"
@@ -29,7 +30,7 @@ struct TransportOptions {
   std::chrono::milliseconds timeout{30000};
   std::chrono::milliseconds connect_timeout{5000};
   bool verify_tls = true;
-  std::string ca_file;  // PEM bundle; "" = the system's
+  std::string ca_file;  // PEM bundle or certificate directory; "" = found as ca_bundle.h says
   bool follow_redirects = false;
   std::string user_password;  // HTTP basic "user:password" (secret; never printed)
   // Concurrent connections per host and IO thread; 0 = no limit beyond the caller's.
@@ -65,6 +66,8 @@ class CurlTransport {
   Result<HttpResponse> Send(HttpRequest request);
 
   const TransportOptions& options() const { return *options_; }
+  // The CA certificates that verify its TLS servers, found when it was created.
+  const CaBundle& ca_bundle() const { return ca_; }
   TransportStats stats() const;
 
   class Worker;
@@ -73,9 +76,10 @@ class CurlTransport {
   };
 
  private:
-  CurlTransport(std::shared_ptr<const TransportOptions> options);
+  CurlTransport(std::shared_ptr<const TransportOptions> options, CaBundle ca);
 
   std::shared_ptr<const TransportOptions> options_;
+  CaBundle ca_;
   std::shared_ptr<Counters> counters_;
   std::vector<std::shared_ptr<Worker>> workers_;
   std::atomic<size_t> next_worker_{0};

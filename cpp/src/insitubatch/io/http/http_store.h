@@ -34,6 +34,7 @@ class HttpStore final : public Store {
   std::string Describe(std::string_view key) const override;
 
   TransportStats transport_stats() const { return transport_->stats(); }
+  const CaBundle& ca_bundle() const { return transport_->ca_bundle(); }
 
  protected:
   std::string WriteRefusal() const override {
