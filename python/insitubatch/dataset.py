@@ -34,7 +34,7 @@ from .stores import as_native_store, close_store, reopen_store
 logger = logging.getLogger("insitubatch")
 
 _SPLITS = ("train", "val", "test")
-DEFAULT_MAX_INFLIGHT = 32
+DEFAULT_MAX_INFLIGHT = _ext.EngineConfig().max_inflight  # the engine's default, not restated
 
 
 class InSituDataset:
@@ -66,7 +66,7 @@ class InSituDataset:
         batch_transforms: Sequence[Callable[..., Any]] = (),
         decode_threads: int = 0,
         gather_threads: int = 0,
-        eviction: str = "next_use",
+        eviction: str | None = None,
         labels: Any = None,
         plan: str = "shuffle",
         rank: int | None = None,
@@ -90,20 +90,19 @@ class InSituDataset:
             raise InvalidArgumentError(f"manifest must be a SplitManifest, got {type(manifest).__name__}")
         self._batch_size = arguments.integer("batch_size", batch_size)
         self._block_chunks_requested = arguments.integer("block_chunks", block_chunks)
-        self._max_inflight = (DEFAULT_MAX_INFLIGHT if max_inflight is None
-                              else arguments.integer("max_inflight", max_inflight))
+        # The engine's options: its defaults, limits and messages are EngineConfig's (C++);
+        # each setter refuses a value out of its limits.
+        engine_config = _ext.EngineConfig()
+        if max_inflight is not None:
+            engine_config.max_inflight = max_inflight
         self._seed = arguments.integer("seed", seed)
         self._shuffle = arguments.flag("shuffle", shuffle)
         self._prefetch_depth = arguments.integer("prefetch_depth", prefetch_depth)
-        self._decode_threads = arguments.integer("decode_threads", decode_threads)
-        # 0: one gather thread per four decode threads (the producer plus helpers).
-        self._gather_threads = arguments.integer("gather_threads", gather_threads)
-        if on_bad_chunk not in ("raise", "nan"):
-            raise InvalidArgumentError(f'on_bad_chunk must be "raise" or "nan", got {on_bad_chunk!r}')
-        self._on_bad_chunk = on_bad_chunk
-        if eviction not in ("next_use", "lru"):
-            raise InvalidArgumentError(f'eviction must be "next_use" or "lru", got {eviction!r}')
-        self._eviction = eviction
+        engine_config.decode_threads = decode_threads
+        engine_config.gather_threads = gather_threads
+        engine_config.on_bad_chunk = on_bad_chunk
+        if eviction is not None:
+            engine_config.eviction = eviction
         # Data parallel: this rank's share of whole chunks, equal steps on every rank.
         self._rank, self._world_size = distributed.resolve(rank, world_size)
         if remainder not in distributed.REMAINDERS:
@@ -112,25 +111,18 @@ class InSituDataset:
         if self._world_size > 1 and plan != "shuffle":
             raise InvalidArgumentError(f'plan={plan!r} with world_size={self._world_size} is not supported yet'
                                        ' (plan="shuffle" is)')
-        for name, value in (("persist", persist), ("readonly_cache", readonly_cache),
-                            ("reset_stale_cache", reset_stale_cache)):
-            arguments.flag(name, value)
+        engine_config.persist = arguments.flag("persist", persist)
+        engine_config.readonly_cache = arguments.flag("readonly_cache", readonly_cache)
+        engine_config.reset_stale_cache = arguments.flag("reset_stale_cache", reset_stale_cache)
         if cache_budget_bytes is not None:
             cache_budget_bytes = arguments.integer("cache_budget_bytes", cache_budget_bytes)
-        if persist and cache_dir is None:
-            raise InvalidArgumentError("persist=True requires cache_dir (a directory to persist chunks in)")
-        if readonly_cache and cache_dir is None:
-            raise InvalidArgumentError("readonly_cache=True requires cache_dir: there is no cache to read")
-        if readonly_cache and reset_stale_cache:
-            raise InvalidArgumentError("readonly_cache=True and reset_stale_cache=True contradict each other")
         if cache_dir is not None:
             if not isinstance(cache_dir, (str, os.PathLike)) or not os.fspath(cache_dir):
                 raise InvalidTypeError(f"cache_dir must be a directory path, got {cache_dir!r}")
             cache_dir = os.path.abspath(os.fspath(cache_dir))
-            if readonly_cache and not os.path.isdir(cache_dir):
-                raise InvalidArgumentError(
-                    f"readonly_cache=True: the cache directory {cache_dir} does not exist (a reader"
-                    " never creates one: warm it first with persist=True)")
+        engine_config.cache_dir = cache_dir
+        engine_config.validate()  # the disk modes against each other (a missing reader's directory: the engine)
+        self._engine_config = engine_config
         for kind, seq in (("chunk", chunk_transforms), ("batch", batch_transforms)):
             if callable(seq) or isinstance(seq, (str, bytes)):
                 raise InvalidTypeError(f"{kind}_transforms must be a sequence of callables, got {seq!r}")
@@ -140,10 +132,8 @@ class InSituDataset:
         self.cache_dir: str | None = cache_dir
         self.persist = bool(persist)
         self.readonly_cache = bool(readonly_cache)
-        self._reset_stale_cache = bool(reset_stale_cache)
         self.chunk_transforms: tuple[Callable[..., Any], ...] = tuple(chunk_transforms)
         self.batch_transforms: tuple[Callable[..., Any], ...] = tuple(batch_transforms)
-        self._transform_errors = _transforms.TransformErrors()
 
         # A URL or path opens once here, so the geometries and the engine share one store.
         self.store = as_native_store(store) if isinstance(store, (str, os.PathLike)) else store
@@ -237,18 +227,14 @@ class InSituDataset:
                 raise InvalidArgumentError(
                     f"geometry of {label!r} ({g.shape}, chunks {g.chunks}) does not match the store's"
                     f" array {g.path!r} ({tuple(meta['shape'])}, chunks {tuple(meta['chunks'])})")
-        self._engine = _ext.Engine(arrays, [axes[p] for p in self._paths], self._budget,
-                                   self._max_inflight, self._decode_threads, self._on_bad_chunk,
+        config = self._engine_config
+        config.budget_bytes = self._budget
+        config.pass_floor_bytes = self._working_set_bytes
+        config.auto_budget = self._explicit_budget is None
+        self._engine = _ext.Engine(arrays, [axes[p] for p in self._paths], config,
                                    [self._transform_spec(p) for p in self._paths],
-                                   gather_threads=self._gather_threads,
-                                   pass_floor_bytes=self._working_set_bytes,
-                                   auto_budget=self._explicit_budget is None,
-                                   cache_dir=self.cache_dir, persist=self.persist,
-                                   readonly_cache=self.readonly_cache,
-                                   reset_stale_cache=self._reset_stale_cache,
-                                   fingerprints=[self._fingerprints.get(p, "") for p in self._paths],
-                                   eviction=self._eviction)
-        self._reset_stale_cache = False  # done: a re-open (a forked child) must not reset again
+                                   [self._fingerprints.get(p, "") for p in self._paths])
+        config.reset_stale_cache = False  # done: a re-open (a forked child) must not reset again
 
     def _live_engine(self) -> Any:
         """The engine, re-opened first in a forked child; FailedPrecondition once closed."""
@@ -300,14 +286,14 @@ class InSituDataset:
     batch_size = property(lambda self: self._batch_size)
     block_chunks = property(lambda self: self._block_chunks, doc="Resolved (after widening).")
     block_chunks_requested = property(lambda self: self._block_chunks_requested)
-    max_inflight = property(lambda self: self._max_inflight)
+    max_inflight = property(lambda self: self._engine_config.max_inflight)
     seed = property(lambda self: self._seed)
     shuffle = property(lambda self: self._shuffle)
     prefetch_depth = property(lambda self: self._prefetch_depth)
-    decode_threads = property(lambda self: self._decode_threads)
-    gather_threads = property(lambda self: self._gather_threads)
-    on_bad_chunk = property(lambda self: self._on_bad_chunk)
-    eviction = property(lambda self: self._eviction)
+    decode_threads = property(lambda self: self._engine_config.decode_threads)
+    gather_threads = property(lambda self: self._engine_config.gather_threads)
+    on_bad_chunk = property(lambda self: self._engine_config.on_bad_chunk)
+    eviction = property(lambda self: self._engine_config.eviction)
     working_set_bytes = property(lambda self: self._working_set_bytes,
                                  doc="The residency one pass needs (the automatic budget).")
     cache_budget_bytes = property(lambda self: self._budget,
@@ -316,9 +302,7 @@ class InSituDataset:
     # -- construction checks -------------------------------------------------------------
     def _check_geometries(self) -> None:
         n = {label: g.n_samples for label, g in self.geometries.items()}
-        if len(set(n.values())) != 1:
-            raise InvalidArgumentError(
-                f"All variables must share the same sample-axis length; got n_samples={sorted(n.items())}")
+        _ext.check_sample_lengths(list(n.items()))  # strings too, which the engine never sees
         n_samples = next(iter(n.values()))
         if self.manifest.n_samples != n_samples:
             raise InvalidArgumentError(
@@ -393,7 +377,7 @@ class InSituDataset:
                 if spec is not None:
                     return spec
         in_dtype = next(g.dtype for g in self.geometries.values() if g.path == path)
-        callback = _transforms.python_callback(path, chain, in_dtype, out_shape, out_dtype, self._transform_errors)
+        callback = _transforms.python_callback(path, chain, in_dtype, out_shape, out_dtype)
         return {"kind": "python", "callback": callback, "out_shape": out_shape, "out_dtype": engine_typestr(out_dtype)}
 
     def output_geometries(self) -> dict[str, ArrayGeometry]:
@@ -475,7 +459,7 @@ class InSituDataset:
         # Eviction by next use looks one epoch ahead: the shuffled order is a pure function
         # of the epoch (a sequential view repeats its own).
         ahead = {}
-        if shuffled and self._eviction == "next_use" and self._epoch < arguments.LIMITS["epoch"][1]:
+        if shuffled and self.eviction == "next_use" and self._epoch < arguments.LIMITS["epoch"][1]:
             ahead = dict(zip(("next_rows", "next_block_start"),
                              self._order(split, True, self._epoch + 1, shard)))
         native = engine.start_pass(split, self._epoch, rows, block_start,
@@ -518,7 +502,8 @@ class InSituDataset:
         # Window edges of every label (string labels too, which the engine does not see).
         m = self.manifest
         lo, hi = valid_anchor_range(self._offsets(), m.n_samples)
-        rows, block_start = resume.keep_anchors(rows, block_start, m.sample_chunk_size, lo, hi)
+        kept, kept_bounds = _ext.keep_anchors(rows, block_start, m.sample_chunk_size, lo, hi)
+        rows, block_start = np.asarray(kept), np.asarray(kept_bounds)
         if equal_steps:  # a rank's share: cut to the steps every rank takes
             rows, block_start = distributed.equalize(rows, block_start, self._rank_rows(split, lo, hi, shard[1]))
         return rows, block_start
@@ -585,10 +570,6 @@ class InSituDataset:
             self._resume_at[key] = resumed
 
     def _pass_finished(self, stats: PassStats, bad_chunks: list[Any]) -> None:
-        if not any(not it._done for it in self._passes):
-            # A chunk transform's exception no live pass can still receive: let it go (its
-            # traceback holds chunk arrays).
-            self._transform_errors.clear()
         self.last_pass = stats
         self.bad_chunks = [StoredChunkRead(str(a), int(c), tuple(inner)) for a, c, inner in bad_chunks]
         if self.persist and self._engine is not None:
@@ -613,7 +594,7 @@ class InSituDataset:
     def _summary_config(self, *, shuffle_quality: bool = True) -> summary.SummaryConfig:
         return summary.SummaryConfig(
             batch_size=self._batch_size, block_chunks=self._block_chunks,
-            block_chunks_requested=self._block_chunks_requested, max_inflight=self._max_inflight,
+            block_chunks_requested=self._block_chunks_requested, max_inflight=self.max_inflight,
             prefetch_depth=self._prefetch_depth, shuffle=self._shuffle, seed=self._seed,
             cache_budget_bytes=self._explicit_budget, cache_dir=self.cache_dir, persist=self.persist,
             readonly_cache=self.readonly_cache,

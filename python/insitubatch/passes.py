@@ -13,7 +13,7 @@ import numpy as np
 
 from . import lifecycle, resume, strings
 from . import transforms as _transforms
-from .errors import CancelledError, InSituError
+from .errors import CancelledError
 from .geometry import as_stored, needs_view
 from .records import Batch
 from .runtime import PassStats
@@ -86,13 +86,7 @@ class PassIterator:
                 batch = self._ahead.next()
             else:
                 batch = self._gather()
-        except InSituError as exc:
-            original = self._dataset._transform_errors.take(str(exc))  # before close() clears them
-            self.close()
-            if original is not None:  # a chunk transform's own exception, re-raised as itself
-                raise original from None
-            raise
-        except BaseException:
+        except BaseException:  # a chunk transform's exception arrives as itself
             self.close()
             raise
         if batch is None:

@@ -137,18 +137,6 @@ def redeal(remainders: list[tuple[np.ndarray, np.ndarray]], world_size: int,
     return out
 
 
-def keep_anchors(rows: np.ndarray, bounds: np.ndarray, spc: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """The order without rows whose anchor lies outside ``[lo, hi)`` (a window's edges), as
-    the engine drops them; block bounds follow."""
-    rows = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
-    anchors = rows[:, 0] * spc + rows[:, 1]
-    keep = (anchors >= lo) & (anchors < hi)
-    if keep.all():
-        return rows, np.asarray(bounds, dtype=np.int64)
-    kept_before = np.concatenate([[0], np.cumsum(keep)])
-    return np.ascontiguousarray(rows[keep]), kept_before[np.asarray(bounds, dtype=np.int64)]
-
-
 def skip_rows(rows: np.ndarray, bounds: np.ndarray, cursor: int) -> tuple[np.ndarray, np.ndarray]:
     """The order from row ``cursor`` on: the block the cursor falls in starts there."""
     return rows_between(rows, bounds, cursor, len(rows))
