@@ -73,7 +73,7 @@ def main() -> int:
         codes, _ = class_plans.load_labels("label", store, args.samples)
         for name, ds in datasets.items():
             t0 = time.perf_counter()
-            rows, bounds = ds._order("train", True, 0)
+            rows, bounds = ds._planner.order("train", True, 0)
             order_s = time.perf_counter() - t0
             mix = class_plans.mix_report(rows, bounds, codes, 10, 16, 40,
                                          "stratified" if name == "shuffle" else name)

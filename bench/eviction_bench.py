@@ -42,7 +42,7 @@ def make_store(root: Path, chunks: int, spc: int, field: tuple[int, int]) -> Pat
 
 def block_chunk_lists(ds: InSituDataset, epoch: int) -> list[list[int]]:
     """The chunks each block of the train pass reads, in the order the engine admits them."""
-    rows, block_start = ds._order("train", True, epoch)
+    rows, block_start = ds._planner.order("train", True, epoch)
     return [sorted(set(rows[block_start[b]:block_start[b + 1], 0].tolist())) for b in range(len(block_start) - 1)]
 
 

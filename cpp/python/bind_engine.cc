@@ -4,6 +4,7 @@
 
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
@@ -22,8 +23,6 @@ using engine::BatchData;
 using engine::Engine;
 using engine::Pass;
 using engine::PassStats;
-
-using Int64Array = nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>;
 
 // Page-locks through two C functions shaped like the CUDA runtime's
 //   int cudaHostRegister(void* ptr, size_t size, unsigned flags);  int cudaHostUnregister(void* ptr);
@@ -129,35 +128,32 @@ struct PassHandle {
   }
 };
 
-engine::EpochOrder OrderFromArrays(const Int64Array& rows, const Int64Array& block_start) {
-  if (rows.ndim() != 2 || rows.shape(1) != 2) {
-    ThrowIfError(InvalidArgument("order rows must have shape (N, 2)"));
-  }
-  if (block_start.ndim() != 1 || block_start.shape(0) < 1) {
-    ThrowIfError(InvalidArgument("block_start must be a non-empty 1-D array"));
-  }
-  engine::EpochOrder order;
-  const size_t n = rows.shape(0);
-  order.chunk.resize(n);
-  order.within.resize(n);
-  const int64_t* r = rows.data();
-  for (size_t i = 0; i < n; ++i) {
-    order.chunk[i] = r[2 * i];
-    order.within[i] = r[2 * i + 1];
-  }
-  order.block_start.assign(block_start.data(), block_start.data() + block_start.shape(0));
-  int64_t previous = 0;
-  for (int64_t b : order.block_start) {
-    if (b < previous || b > static_cast<int64_t>(n)) {
-      ThrowIfError(InvalidArgument("block_start must be non-decreasing within [0, N]"));
+// An integer option set from Python: an int (or numpy integer, never a bool or a float)
+// within the option's limits, with the messages the Python API has always given.
+uint32_t OptionInteger(const engine::OptionLimit& limit, nb::handle value) {
+  const std::string range = "[" + std::to_string(limit.lo) + ", " + std::to_string(limit.hi) + "]";
+  if (!PyBool_Check(value.ptr())) {
+    if (PyObject* index = PyNumber_Index(value.ptr())) {
+      int overflow = 0;
+      const long long number = PyLong_AsLongLongAndOverflow(index, &overflow);
+      Py_DECREF(index);
+      if (overflow != 0) {
+        ThrowIfError(InvalidArgument(std::string(limit.name) + " must be in " + range + ", got " +
+                                     nb::cast<std::string>(nb::str(value))));
+      }
+      ThrowIfError(engine::CheckLimit(limit, number));
+      return static_cast<uint32_t>(number);
     }
-    previous = b;
+    PyErr_Clear();
   }
-  if (order.block_start.front() != 0 || order.block_start.back() != static_cast<int64_t>(n)) {
-    ThrowIfError(InvalidArgument("block_start must start at 0 and end at N"));
-  }
-  return order;
+  ThrowIfError(InvalidArgument(std::string(limit.name) + " must be an integer in " + range + ", got " +
+                               nb::cast<std::string>(nb::repr(value)) + " (" +
+                               nb::cast<std::string>(nb::str(value.type().attr("__name__"))) + ")"));
+  return 0;
 }
+
+// The text of an enum option: a str, else what str() makes of it (refused by the parser).
+std::string OptionText(nb::handle value) { return nb::cast<std::string>(nb::str(value)); }
 
 }  // namespace
 
@@ -210,31 +206,81 @@ void BindEngine(nb::module_& m) {
       .def_prop_ro("n_batches", [](const PassHandle& h) { return h.pass->plan().batches(); })
       .def_prop_ro("n_rows", [](const PassHandle& h) { return h.pass->plan().rows(); });
 
+  using engine::EngineConfig;
+  nb::class_<EngineConfig>(m, "EngineConfig",
+                           "The engine's options with their defaults and limits (engine/engine.h): each\n"
+                           "setter refuses a value outside its limits, validate() checks them together.")
+      .def(nb::init<>())
+      .def_prop_rw(
+          "max_inflight", [](const EngineConfig& c) { return c.max_inflight; },
+          [](EngineConfig& c, nb::handle v) { c.max_inflight = OptionInteger(engine::kMaxInflightLimit, v); },
+          "Stored-chunk reads from request to decoded tile.")
+      .def_prop_rw(
+          "decode_threads", [](const EngineConfig& c) { return c.decode_threads; },
+          [](EngineConfig& c, nb::handle v) { c.decode_threads = OptionInteger(engine::kDecodeThreadsLimit, v); },
+          "0 = one per core.")
+      .def_prop_rw(
+          "gather_threads", [](const EngineConfig& c) { return c.gather_threads; },
+          [](EngineConfig& c, nb::handle v) { c.gather_threads = OptionInteger(engine::kGatherThreadsLimit, v); },
+          "0 = one per four decode threads.")
+      .def_prop_rw(
+          "on_bad_chunk", [](const EngineConfig& c) { return std::string(engine::OnBadChunkName(c.on_bad_chunk)); },
+          [](EngineConfig& c, nb::handle v) { c.on_bad_chunk = ValueOrThrow(engine::ParseOnBadChunk(OptionText(v))); },
+          "\"raise\" or \"nan\".")
+      .def_prop_rw(
+          "eviction", [](const EngineConfig& c) { return std::string(engine::EvictionName(c.eviction)); },
+          [](EngineConfig& c, nb::handle v) { c.eviction = ValueOrThrow(engine::ParseEviction(OptionText(v))); },
+          "\"next_use\" or \"lru\".")
+      .def_rw("budget_bytes", &EngineConfig::budget_bytes, "Residency budget; 0 = unbounded.")
+      .def_rw("pass_floor_bytes", &EngineConfig::pass_floor_bytes, "The residency one pass needs.")
+      .def_rw("auto_budget", &EngineConfig::auto_budget, "The budget grows for concurrent passes.")
+      .def_rw("max_auto_budget_bytes", &EngineConfig::max_auto_budget_bytes, "0 = half the machine's memory.")
+      .def_prop_rw(
+          "cache_dir",
+          [](const EngineConfig& c) -> std::optional<std::string> {
+            if (c.disk_cache.dir.empty()) return std::nullopt;
+            return c.disk_cache.dir;
+          },
+          [](EngineConfig& c, std::optional<std::string> dir) { c.disk_cache.dir = dir.value_or(""); },
+          "The disk tier's directory (None: no disk tier).")
+      .def_prop_rw(
+          "persist", [](const EngineConfig& c) { return c.disk_cache.persist; },
+          [](EngineConfig& c, bool v) { c.disk_cache.persist = v; })
+      .def_prop_rw(
+          "readonly_cache", [](const EngineConfig& c) { return c.disk_cache.read_only; },
+          [](EngineConfig& c, bool v) { c.disk_cache.read_only = v; })
+      .def_prop_rw(
+          "reset_stale_cache", [](const EngineConfig& c) { return c.disk_cache.reset_stale; },
+          [](EngineConfig& c, bool v) { c.disk_cache.reset_stale = v; })
+      .def(
+          "validate", [](const EngineConfig& c) { ThrowIfError(c.Validate()); },
+          "Raises InvalidArgumentError unless the options hold together (Engine() checks it too).");
+
+  m.def(
+      "check_sample_lengths",
+      [](const std::vector<std::pair<std::string, int64_t>>& lengths) {
+        ThrowIfError(engine::CheckSampleLengths(lengths));
+      },
+      nb::arg("lengths"),
+      "Raises InvalidArgumentError unless every (variable, sample-axis length) has the same length.");
+
   nb::class_<EngineHandle>(m, "Engine", "The dataset-owned engine: pool, decode pool, IO budget.")
       .def(
           "__init__",
           [](EngineHandle* self, std::vector<std::shared_ptr<const zarr::Array>> arrays, std::vector<int> sample_axes,
-             uint64_t budget_bytes, uint32_t max_inflight, uint32_t decode_threads, const std::string& on_bad_chunk,
-             nb::list transforms, uint32_t gather_threads, uint64_t pass_floor_bytes, bool auto_budget,
-             uint64_t max_auto_budget_bytes, std::optional<std::string> cache_dir, bool persist, bool readonly_cache,
-             bool reset_stale_cache, std::vector<std::string> fingerprints, const std::string& eviction) {
-            if (eviction != "lru" && eviction != "next_use") {
-              ThrowIfError(InvalidArgument("eviction must be \"next_use\" or \"lru\", got \"" + eviction + "\""));
-            }
+             const EngineConfig& options, nb::list transforms, std::vector<std::string> fingerprints) {
             if (arrays.size() != sample_axes.size() || (transforms.size() != 0 && transforms.size() != arrays.size())) {
               ThrowIfError(InvalidArgument("one sample axis per array is required"));
             }
-            if (on_bad_chunk != "raise" && on_bad_chunk != "nan") {
-              ThrowIfError(InvalidArgument("on_bad_chunk must be \"raise\" or \"nan\", got \"" + on_bad_chunk + "\""));
-            }
+            EngineConfig config = options;
+            ThrowIfError(config.Validate());
             std::vector<engine::ArraySource> sources;
             for (size_t i = 0; i < arrays.size(); ++i) {
               auto transform = transforms.size() ? TransformFromSpec(transforms[i]) : nullptr;
               sources.push_back(
                   ValueOrThrow(engine::ArraySource::Create(arrays[i], sample_axes[i], std::move(transform))));
             }
-            engine::EngineConfig config;
-            if (cache_dir) {
+            if (!config.disk_cache.dir.empty() && config.backing == nullptr) {
               if (!fingerprints.empty() && fingerprints.size() != sources.size()) {
                 ThrowIfError(InvalidArgument("one fingerprint per array is required"));
               }
@@ -244,26 +290,12 @@ void BindEngine(nb::module_& m) {
                                   sources[i].spc});
               }
               nb::gil_scoped_release release;  // file work, and perhaps a reset
-              config.backing = ValueOrThrow(engine::DiskBacking::Open(
-                  {*cache_dir, persist, readonly_cache, reset_stale_cache}, std::move(cached)));
+              config.backing = ValueOrThrow(engine::DiskBacking::Open(config.disk_cache, std::move(cached)));
             }
-            config.budget_bytes = budget_bytes;
-            config.eviction = eviction == "lru" ? engine::Eviction::kLru : engine::Eviction::kNextUse;
-            config.max_inflight = max_inflight;
-            config.decode_threads = decode_threads;
-            config.gather_threads = gather_threads;
-            config.pass_floor_bytes = pass_floor_bytes;
-            config.auto_budget = auto_budget;
-            config.max_auto_budget_bytes = max_auto_budget_bytes;
-            config.on_bad_chunk = on_bad_chunk == "nan" ? engine::OnBadChunk::kNan : engine::OnBadChunk::kRaise;
             new (self) EngineHandle{ValueOrThrow(Engine::Create(std::move(sources), config))};
           },
-          nb::arg("arrays"), nb::arg("sample_axes"), nb::arg("budget_bytes"), nb::arg("max_inflight"),
-          nb::arg("decode_threads"), nb::arg("on_bad_chunk"), nb::arg("transforms") = nb::list(),
-          nb::arg("gather_threads") = 0, nb::arg("pass_floor_bytes") = 0, nb::arg("auto_budget") = false,
-          nb::arg("max_auto_budget_bytes") = 0, nb::arg("cache_dir") = nb::none(), nb::arg("persist") = false,
-          nb::arg("readonly_cache") = false, nb::arg("reset_stale_cache") = false,
-          nb::arg("fingerprints") = std::vector<std::string>(), nb::arg("eviction") = "next_use")
+          nb::arg("arrays"), nb::arg("sample_axes"), nb::arg("config"), nb::arg("transforms") = nb::list(),
+          nb::arg("fingerprints") = std::vector<std::string>())
       .def(
           "start_pass",
           [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows, const Int64Array& block_start,

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "bind_transforms.h"
 #include "bindings.h"
 
 namespace insitubatch::python {
@@ -42,6 +43,12 @@ void BindErrors(nb::module_& m) {
     try {
       std::rethrow_exception(p);
     } catch (const StatusException& e) {
+      // A Python chunk transform's exception: raised again as itself, its traceback kept.
+      if (const auto* raised = dynamic_cast<const PythonErrorPayload*>(e.status.payload().get())) {
+        nb::handle exc = raised->exception();
+        PyErr_Restore(exc.type().inc_ref().ptr(), exc.inc_ref().ptr(), PyException_GetTraceback(exc.ptr()));
+        return;
+      }
       nb::object errors = nb::module_::import_("insitubatch.errors");
       nb::object cls = errors.attr(ClassNameFor(e.status.code()));
       // A message may quote untrusted bytes (a key, a document); never let one that is

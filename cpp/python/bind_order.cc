@@ -46,6 +46,36 @@ std::pair<nb::object, nb::object> OrderToNumpy(engine::EpochOrder order) {
 
 }  // namespace
 
+engine::EpochOrder OrderFromArrays(const Int64Array& rows, const Int64Array& block_start) {
+  if (rows.ndim() != 2 || rows.shape(1) != 2) {
+    ThrowIfError(InvalidArgument("order rows must have shape (N, 2)"));
+  }
+  if (block_start.ndim() != 1 || block_start.shape(0) < 1) {
+    ThrowIfError(InvalidArgument("block_start must be a non-empty 1-D array"));
+  }
+  engine::EpochOrder order;
+  const size_t n = rows.shape(0);
+  order.chunk.resize(n);
+  order.within.resize(n);
+  const int64_t* r = rows.data();
+  for (size_t i = 0; i < n; ++i) {
+    order.chunk[i] = r[2 * i];
+    order.within[i] = r[2 * i + 1];
+  }
+  order.block_start.assign(block_start.data(), block_start.data() + block_start.shape(0));
+  int64_t previous = 0;
+  for (int64_t b : order.block_start) {
+    if (b < previous || b > static_cast<int64_t>(n)) {
+      ThrowIfError(InvalidArgument("block_start must be non-decreasing within [0, N]"));
+    }
+    previous = b;
+  }
+  if (order.block_start.front() != 0 || order.block_start.back() != static_cast<int64_t>(n)) {
+    ThrowIfError(InvalidArgument("block_start must start at 0 and end at N"));
+  }
+  return order;
+}
+
 void BindOrder(nb::module_& m) {
   m.def(
       "check_order_args",
@@ -68,6 +98,20 @@ void BindOrder(nb::module_& m) {
       },
       nb::arg("chunk_ids"), nb::arg("spc"), nb::arg("n_samples"), nb::arg("block_chunks"),
       "Chunks in the given order, `within` ascending: (rows (N, 2), block_start).");
+
+  m.def(
+      "keep_anchors",
+      [](const Int64Array& rows, const Int64Array& block_start, int64_t spc, int64_t lo, int64_t hi) {
+        engine::EpochOrder order = OrderFromArrays(rows, block_start);
+        {
+          nb::gil_scoped_release release;
+          engine::KeepAnchorsIn(order, spc, lo, hi);
+        }
+        return OrderToNumpy(std::move(order));
+      },
+      nb::arg("rows"), nb::arg("block_start"), nb::arg("spc"), nb::arg("lo"), nb::arg("hi"),
+      "The order without rows whose anchor lies outside [lo, hi) (a window's edges), block\n"
+      "bounds kept consistent: the filter the engine's plan applies (engine/order.h).");
 
   m.def(
       "shuffle_quality",

@@ -9,6 +9,8 @@
 #include <nanobind/stl/vector.h>
 
 #include <cstring>
+#include <mutex>
+#include <vector>
 
 #include "insitubatch/engine/native_transforms.h"
 
@@ -17,6 +19,32 @@ namespace {
 
 using engine::ChunkTransform;
 using engine::ChunkTransformInput;
+
+// Exceptions whose payload went on a thread without the GIL, released by the next holder.
+std::mutex g_released_mutex;
+std::vector<PyObject*> g_released;
+
+void DropReleased() {  // with the GIL held
+  std::vector<PyObject*> objects;
+  {
+    std::lock_guard lock(g_released_mutex);
+    objects.swap(g_released);
+  }
+  for (PyObject* o : objects) Py_DECREF(o);
+}
+
+// "ZeroDivisionError: flaky transform": what the status says (logs, retry notes) while the
+// exception itself rides on the payload.
+std::string Describe(nb::handle exception) {
+  std::string text = nb::cast<std::string>(nb::str(exception.type().attr("__name__")));
+  try {
+    const std::string message = nb::cast<std::string>(nb::str(exception));
+    if (!message.empty()) text += ": " + message;
+  } catch (const std::exception&) {  // a __str__ that raises, or text that is not UTF-8
+    PyErr_Clear();
+  }
+  return text;
+}
 
 std::vector<uint64_t> ShapeOf(nb::handle seq) {
   std::vector<uint64_t> out;
@@ -47,6 +75,7 @@ class PyChunkTransform final : public ChunkTransform {
     }
     nb::gil_scoped_acquire gil;
     callback_.reset();
+    DropReleased();
   }
 
   Status Apply(const ChunkTransformInput& in, std::span<std::byte> output) const override {
@@ -74,12 +103,12 @@ class PyChunkTransform final : public ChunkTransform {
       std::memcpy(output.data(), out.data(), output.size());
       return Status::Ok();
     } catch (nb::python_error& e) {
-      // The Python side keeps the exception object and re-raises it in the consumer; the
-      // message carries its token (see insitubatch/transforms.py).
-      std::string message = e.what();
-      e.restore();
-      PyErr_Clear();
-      return InvalidArgument(message);
+      // The consumer gets this exception object back (bind_errors.cc), not its text.
+      // Before 3.12 a fetched exception may not hold its traceback yet: give it the one
+      // fetched with it, so the consumer sees the frames inside the transform.
+      nb::object traceback = e.traceback();
+      if (traceback.is_valid() && !traceback.is_none()) PyException_SetTraceback(e.value().ptr(), traceback.ptr());
+      return InvalidArgument(Describe(e.value())).set_payload(std::make_shared<PythonErrorPayload>(e.value()));
     } catch (const std::exception& e) {
       return InvalidArgument(std::string("chunk transform: ") + e.what());
     }
@@ -95,6 +124,18 @@ class PyChunkTransform final : public ChunkTransform {
 };
 
 }  // namespace
+
+PythonErrorPayload::PythonErrorPayload(nb::handle exception) : exception_(exception.inc_ref().ptr()) { DropReleased(); }
+
+PythonErrorPayload::~PythonErrorPayload() {
+  if (InterpreterGone()) return;  // nothing may touch the object any more: leak it
+  if (PyGILState_Check() != 0) {
+    Py_DECREF(exception_);
+    return;
+  }
+  std::lock_guard lock(g_released_mutex);
+  g_released.push_back(exception_);
+}
 
 std::shared_ptr<const ChunkTransform> TransformFromSpec(nb::handle spec) {
   if (spec.is_none()) return nullptr;

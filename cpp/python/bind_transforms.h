@@ -7,6 +7,21 @@
 
 namespace insitubatch::python {
 
+// The exception a Python chunk transform raised, attached to the error Status it becomes:
+// the engine carries it to the consumer unread, and the error translator raises this very
+// object (its type and traceback) instead of an InSituError built from the message.
+class PythonErrorPayload final : public StatusPayload {
+ public:
+  explicit PythonErrorPayload(nb::handle exception);  // with the GIL held
+  // The last reference may go on an engine thread without the GIL: the object is then
+  // released at the next call that holds it.
+  ~PythonErrorPayload() override;
+  nb::handle exception() const { return exception_; }
+
+ private:
+  PyObject* exception_;  // a strong reference
+};
+
 // Builds the engine's transform for one array from the Python-side spec (None, or a dict
 // with "kind": "python" | "scale", "out_shape", "out_dtype", and the kind's fields).
 std::shared_ptr<const engine::ChunkTransform> TransformFromSpec(nb::handle spec);

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "insitubatch/engine/order.h"
 #include "insitubatch/util/buffer.h"
 #include "insitubatch/util/result.h"
 #include "insitubatch/zarr/dtype.h"
@@ -99,6 +100,11 @@ std::vector<size_t> NumpyDims(const std::vector<uint64_t>& shape, zarr::DataType
 // A numpy array viewing `buffer` with `shape`; the array owns the buffer (freed when the
 // last Python reference goes), so no copy is made.
 nb::object BufferToNumpy(Buffer buffer, const std::vector<uint64_t>& shape, zarr::DataType dtype);
+
+// An epoch order handed over from Python: rows (N, 2) of [chunk, within] and block_start
+// (non-decreasing from 0 to N); InvalidArgumentError otherwise (bind_order.cc).
+using Int64Array = nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>;
+engine::EpochOrder OrderFromArrays(const Int64Array& rows, const Int64Array& block_start);
 
 void BindErrors(nb::module_& m);
 void BindStores(nb::module_& m);

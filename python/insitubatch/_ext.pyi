@@ -425,10 +425,116 @@ class Pass:
     @property
     def n_rows(self) -> int: ...
 
+class EngineConfig:
+    """
+    The engine's options with their defaults and limits (engine/engine.h): each
+    setter refuses a value outside its limits, validate() checks them together.
+    """
+
+    def __init__(self) -> None: ...
+
+    @property
+    def max_inflight(self) -> int:
+        """Stored-chunk reads from request to decoded tile."""
+
+    @max_inflight.setter
+    def max_inflight(self, arg: object, /) -> None: ...
+
+    @property
+    def decode_threads(self) -> int:
+        """0 = one per core."""
+
+    @decode_threads.setter
+    def decode_threads(self, arg: object, /) -> None: ...
+
+    @property
+    def gather_threads(self) -> int:
+        """0 = one per four decode threads."""
+
+    @gather_threads.setter
+    def gather_threads(self, arg: object, /) -> None: ...
+
+    @property
+    def on_bad_chunk(self) -> str:
+        """"raise" or "nan"."""
+
+    @on_bad_chunk.setter
+    def on_bad_chunk(self, arg: object, /) -> None: ...
+
+    @property
+    def eviction(self) -> str:
+        """"next_use" or "lru"."""
+
+    @eviction.setter
+    def eviction(self, arg: object, /) -> None: ...
+
+    @property
+    def budget_bytes(self) -> int:
+        """Residency budget; 0 = unbounded."""
+
+    @budget_bytes.setter
+    def budget_bytes(self, arg: int, /) -> None: ...
+
+    @property
+    def pass_floor_bytes(self) -> int:
+        """The residency one pass needs."""
+
+    @pass_floor_bytes.setter
+    def pass_floor_bytes(self, arg: int, /) -> None: ...
+
+    @property
+    def auto_budget(self) -> bool:
+        """The budget grows for concurrent passes."""
+
+    @auto_budget.setter
+    def auto_budget(self, arg: bool, /) -> None: ...
+
+    @property
+    def max_auto_budget_bytes(self) -> int:
+        """0 = half the machine's memory."""
+
+    @max_auto_budget_bytes.setter
+    def max_auto_budget_bytes(self, arg: int, /) -> None: ...
+
+    @property
+    def cache_dir(self) -> str | None:
+        """The disk tier's directory (None: no disk tier)."""
+
+    @cache_dir.setter
+    def cache_dir(self, arg: str | None) -> None: ...
+
+    @property
+    def persist(self) -> bool: ...
+
+    @persist.setter
+    def persist(self, arg: bool, /) -> None: ...
+
+    @property
+    def readonly_cache(self) -> bool: ...
+
+    @readonly_cache.setter
+    def readonly_cache(self, arg: bool, /) -> None: ...
+
+    @property
+    def reset_stale_cache(self) -> bool: ...
+
+    @reset_stale_cache.setter
+    def reset_stale_cache(self, arg: bool, /) -> None: ...
+
+    def validate(self) -> None:
+        """
+        Raises InvalidArgumentError unless the options hold together (Engine() checks it too).
+        """
+
+def check_sample_lengths(lengths: Sequence[tuple[str, int]]) -> None:
+    """
+    Raises InvalidArgumentError unless every (variable, sample-axis length) has the same length.
+    """
+
 class Engine:
     """The dataset-owned engine: pool, decode pool, IO budget."""
 
-    def __init__(self, arrays: Sequence[ZarrArray], sample_axes: Sequence[int], budget_bytes: int, max_inflight: int, decode_threads: int, on_bad_chunk: str, transforms: list = [], gather_threads: int = 0, pass_floor_bytes: int = 0, auto_budget: bool = False, max_auto_budget_bytes: int = 0, cache_dir: str | None = None, persist: bool = False, readonly_cache: bool = False, reset_stale_cache: bool = False, fingerprints: Sequence[str] = [], eviction: str = 'next_use') -> None: ...
+    def __init__(self, arrays: Sequence[ZarrArray], sample_axes: Sequence[int], config: EngineConfig, transforms: list = [], fingerprints: Sequence[str] = []) -> None: ...
 
     def start_pass(self, split: str, epoch: int, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], ref_spc: int, batch_size: int, prefetch_depth: int, labels: Sequence[tuple[str, int, int]], next_rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)] | None = None, next_block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)] | None = None) -> Pass: ...
 
@@ -493,6 +599,12 @@ def check_order_args(chunk_ids: Annotated[NDArray[numpy.int64], dict(shape=(None
 def sequential_order(chunk_ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], spc: int, n_samples: int, block_chunks: int) -> tuple[object, object]:
     """
     Chunks in the given order, `within` ascending: (rows (N, 2), block_start).
+    """
+
+def keep_anchors(rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], spc: int, lo: int, hi: int) -> tuple[object, object]:
+    """
+    The order without rows whose anchor lies outside [lo, hi) (a window's edges), block
+    bounds kept consistent: the filter the engine's plan applies (engine/order.h).
     """
 
 def shuffle_quality(rows: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], spc: int) -> float:

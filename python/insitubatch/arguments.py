@@ -23,14 +23,12 @@ import numpy as np
 from .errors import InvalidArgumentError, InvalidTypeError
 
 #: name -> (smallest, largest) accepted value. Past these a value cannot work (a thread or
-#: connection storm, a queue no machine holds) or means a typo.
+#: connection storm, a queue no machine holds) or means a typo. max_inflight and the thread
+#: counts are the engine's own (EngineConfig, engine/engine.h).
 LIMITS: dict[str, tuple[int, int]] = {
     "batch_size": (1, 2**31 - 1),
     "block_chunks": (1, 2**31 - 1),
-    "max_inflight": (1, 4096),
     "prefetch_depth": (1, 1024),
-    "decode_threads": (0, 1024),   # 0 = one per core
-    "gather_threads": (0, 256),    # 0 = one per four decode threads
     "seed": (0, 2**64 - 1),        # numpy's PCG64 keys take unsigned 64-bit words
     "epoch": (0, 2**64 - 1),
     "iterations": (1, 1024),
@@ -132,16 +130,7 @@ def text(name: str, value: Any) -> str:
     return value
 
 
-def machine_memory_bytes() -> int:
-    """The memory this process may use: physical RAM, or the cgroup limit if lower. The
-    engine's own figure (engine/sizing), so a requested budget is checked against what the
-    engine's automatic budget grows toward."""
-    from . import _ext  # lazy: arguments loads without the extension in its own tests
-
-    return int(_ext.machine_memory_bytes())
-
-
 __all__ = [
     "CHOICES", "Eviction", "LIMITS", "OnBadChunk", "Plan", "PruneBackend", "PruneMode", "Remainder", "Split",
-    "choice", "finite_fraction", "flag", "integer", "machine_memory_bytes", "number", "text",
+    "choice", "finite_fraction", "flag", "integer", "number", "text",
 ]

@@ -89,6 +89,8 @@ def check_directory(cache_dir: str, *, readonly: bool, disk_bytes: int) -> None:
     the splits will write."""
     if os.path.lexists(cache_dir) and not os.path.isdir(cache_dir):
         raise InvalidArgumentError(f"cache_dir {cache_dir} is not a directory")
+    if readonly and not os.path.isdir(cache_dir):
+        return  # the engine refuses it when it opens the cache (a reader never creates one)
     parent = os.path.dirname(cache_dir) or "."
     if not os.path.isdir(cache_dir) and not os.path.isdir(parent):
         raise NotFoundError(f"cache_dir {cache_dir}: its parent directory {parent} does not exist (the cache"

@@ -31,18 +31,24 @@ PLANS = arguments.CHOICES["plan"]
 _STREAM = 104729  # the class plans' own RNG stream (the shuffle uses (seed, epoch) and 7919)
 
 
-def load_labels(labels: Any, store: Any, n_samples: int) -> tuple[np.ndarray, np.ndarray]:
+def load_labels(labels: Any, store: Any, n_samples: int, hierarchy: Any = None) -> tuple[np.ndarray, np.ndarray]:
     """``(codes, classes)``: a class code per sample (int32, ``classes[code]`` its value)
-    from an ndarray along the sample axis or the path of a 1-D array in ``store``."""
+    from an ndarray along the sample axis or the path of a 1-D array in ``store`` (read
+    through ``hierarchy``, the native store's opened hierarchy, when the caller has one)."""
     if isinstance(labels, str):
-        from .geometry import open_geometries, read_chunk
+        from .geometry import geometries_of, open_hierarchy, read_opened_chunk
+        from .stores import as_native_store
 
-        g = open_geometries(store, [labels])[labels.strip("/")]
+        native = as_native_store(store)
+        hierarchy = hierarchy if hierarchy is not None else open_hierarchy(native)
+        g = geometries_of(hierarchy, native, [labels])[labels.strip("/")]
         if len([s for s in g.shape if s != 1]) > 1 or g.shape[0] != max(g.shape):
             raise InvalidArgumentError(f"labels array {labels!r} has shape {g.shape}: it must be 1-D along the"
                                        " sample axis")
         n_chunks = math.ceil(g.shape[0] / g.chunks[0])
-        parts = [read_chunk(store, g.path, [c] + [0] * (len(g.shape) - 1)).reshape(-1)[: g.chunks[0]]
+        array = hierarchy.open_array(g.path)
+        meta = array.metadata
+        parts = [read_opened_chunk(array, meta, [c] + [0] * (len(g.shape) - 1)).reshape(-1)[: g.chunks[0]]
                  for c in range(n_chunks)]
         values = np.concatenate(parts)[: g.shape[0]] if parts else np.zeros(0)
         where = f"labels array {labels!r}"

@@ -194,7 +194,13 @@ def open_geometries(store: Any, variables: Sequence[str] | None = None, *, sampl
             f" (did you mean [{variables!r}]?)"
         )
     store = _native(store)
-    hierarchy = _ext.open_hierarchy(store)
+    return geometries_of(_ext.open_hierarchy(store), store, variables, sample_axis=sample_axis)
+
+
+def geometries_of(hierarchy: Any, store: Any, variables: Sequence[str] | None = None, *,
+                  sample_axis: int = 0) -> dict[str, ArrayGeometry]:
+    """:func:`open_geometries` over a hierarchy already opened from the native ``store``
+    (a dataset opens its hierarchy once and shares it)."""
     if variables is None:
         paths = _batchable_paths(hierarchy, store, int(sample_axis))
     else:
@@ -358,6 +364,15 @@ def _array_for_reads(store: Any, path: str) -> tuple[Any, dict[str, Any]]:
     return arrays[path]
 
 
+def read_string_chunk(array: Any, coords: Sequence[int], chunks: tuple[int, ...] | None = None) -> np.ndarray:
+    """One stored chunk of a native string array as an object array of the chunk shape
+    (``chunks``, when the caller has it, spares remaking the metadata dict)."""
+    items = array.read_string_chunk(list(coords))
+    out = np.empty(len(items), dtype=object)
+    out[:] = items
+    return out.reshape(chunks if chunks is not None else tuple(array.metadata["chunks"]))
+
+
 def read_chunk(store: Any, array_path: str, chunk_coords: Sequence[int]) -> np.ndarray:
     """The decoded stored chunk at ``chunk_coords`` (full chunk shape, fill value if absent);
     for a variable-length string array, an object array of ``str`` (or ``bytes``).
@@ -374,11 +389,14 @@ def read_chunk(store: Any, array_path: str, chunk_coords: Sequence[int]) -> np.n
         raise InvalidTypeError(f"chunk_coords must be a sequence of ints, got {chunk_coords!r}")
     coords = [arguments.integer(f"chunk_coords[{i}]", c, (0, 2**63 - 1)) for i, c in enumerate(chunk_coords)]
     array, meta = _array_for_reads(store, str(array_path).strip("/"))
-    if "string_kind" in meta:  # variable-length strings: an object array
-        from .strings import read_string_chunk
+    return read_opened_chunk(array, meta, coords)
 
+
+def read_opened_chunk(array: Any, meta: dict[str, Any], coords: Sequence[int]) -> np.ndarray:
+    """:func:`read_chunk` of an array already opened (``meta``: its metadata dict)."""
+    if "string_kind" in meta:  # variable-length strings: an object array
         return read_string_chunk(array, coords, tuple(meta["chunks"]))
-    data = np.asarray(array.read_chunk(coords))
+    data = np.asarray(array.read_chunk(list(coords)))
     return as_stored(data, _numpy_dtype(meta))
 
 

@@ -7,23 +7,37 @@ from __future__ import annotations
 
 import functools
 import time
-from typing import TYPE_CHECKING, Any, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
 from . import lifecycle, resume, strings
 from . import transforms as _transforms
-from .errors import CancelledError, InSituError
-from .geometry import as_stored, needs_view
+from .errors import CancelledError
+from .geometry import ArrayGeometry, as_stored
 from .records import Batch
-from .runtime import PassStats, store_kind
-from .stores import as_native_store
-
-if TYPE_CHECKING:
-    from .dataset import InSituDataset
+from .runtime import PassStats
 
 
-def _gathered(native: Any, labels: list[str], offsets: dict[str, int],
+@dataclass(frozen=True, eq=False)
+class PassContext:
+    """What a pass needs from its dataset, and nothing else: the labels the engine gathers
+    (in its order), each label's window offset, the labels to view as their numpy dtype,
+    the string arrays read beside the engine (opened), the batch transforms, and where it
+    reports the rows it delivered and its end."""
+
+    labels: tuple[str, ...]
+    offsets: Mapping[str, int]  # every label, string labels too
+    records: Mapping[str, np.dtype]  # labels the engine hands in another form (records, times)
+    string_arrays: Mapping[str, tuple[Any, ArrayGeometry]]  # label -> (opened native array, geometry)
+    batch_transforms: tuple[Callable[..., Any], ...]
+    store_kind: str  # the backend (PassStats.store_kind): the verdict's advice depends on it
+    delivered: Callable[[resume.ViewKey, int, int], None]  # (view, epoch, rows of the epoch so far)
+    finished: Callable[[PassStats, list[Any]], None]  # (stats, the stored chunks NaN-filled)
+
+
+def _gathered(native: Any, labels: tuple[str, ...], offsets: Mapping[str, int],
               records: Mapping[str, np.dtype], string_columns: Mapping[str, strings.StringColumn]) -> Batch | None:
     """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass;
     ``records``: the labels the engine hands in another form (records, times), viewed as
@@ -43,28 +57,23 @@ def _gathered(native: Any, labels: list[str], offsets: dict[str, int],
 class PassIterator:
     """One pass. Early ``break``, ``close()`` or garbage collection cancel it cleanly."""
 
-    def __init__(self, dataset: InSituDataset, native: Any, split: str, epoch: int,
+    def __init__(self, context: PassContext, native: Any, split: str, epoch: int,
                  key: resume.ViewKey = ("", False, (0, 1)), start: int = 0) -> None:
-        self._dataset = dataset
+        self._context = context
         self._native = native
         self.split = split
         self.epoch = epoch
         self._key = key
         self._delivered = start  # rows of the epoch handed to the caller (a resume starts later)
-        dataset._progress[key] = (epoch, start)
-        self._labels = [label for label, _, _ in dataset._labels]
-        self._offsets = {label: offset for label, _, offset in dataset._labels}
-        self._transforms = dataset.batch_transforms
+        context.delivered(key, epoch, start)
         # Batch transforms run on a thread of their own, ahead of the consumer. The thread
         # must not hold this iterator: collecting an abandoned one is what cancels its pass.
-        records = {label: g.dtype for label, g in dataset.output_geometries().items() if needs_view(g.dtype)}
-        store = as_native_store(dataset.store)
-        columns = {label: strings.StringColumn(store, g) for label, g in dataset.string_geometries.items()}
-        self._store_kind = store_kind(store)
-        self._offsets.update({label: g.offset for label, g in dataset.string_geometries.items()})
-        self._gather = functools.partial(_gathered, native, self._labels, self._offsets, records, columns)
-        self._ahead = (_transforms.BatchTransformsAhead(self._gather, self._transforms, split)
-                       if self._transforms else None)
+        columns = {label: strings.StringColumn(array, g) for label, (array, g) in context.string_arrays.items()}
+        self._store_kind = context.store_kind
+        self._gather = functools.partial(_gathered, native, context.labels, context.offsets, context.records,
+                                         columns)
+        self._ahead = (_transforms.BatchTransformsAhead(self._gather, context.batch_transforms, split)
+                       if context.batch_transforms else None)
         self._done = False
         self._closed_because: str | None = None  # closed by someone else: why
         self._consumer_s = 0.0  # wall time the caller spent between batches (its loop body)
@@ -87,20 +96,14 @@ class PassIterator:
                 batch = self._ahead.next()
             else:
                 batch = self._gather()
-        except InSituError as exc:
-            original = self._dataset._transform_errors.take(str(exc))  # before close() clears them
-            self.close()
-            if original is not None:  # a chunk transform's own exception, re-raised as itself
-                raise original from None
-            raise
-        except BaseException:
+        except BaseException:  # a chunk transform's exception arrives as itself
             self.close()
             raise
         if batch is None:
             self.close()
             raise StopIteration
         self._delivered += len(batch)
-        self._dataset._progress[self._key] = (self.epoch, self._delivered)
+        self._context.delivered(self._key, self.epoch, self._delivered)
         self._returned_at = time.perf_counter()
         out: Batch = batch
         return out
@@ -127,7 +130,7 @@ class PassIterator:
             depths["batch_queue_empty"] = self._ahead.empty_gets
             depths["batch_queue_full_enough"] = self._ahead.gets - self._ahead.empty_gets
         self._native = None
-        self._dataset._pass_finished(PassStats.from_native(stats), stats["bad_chunks"])
+        self._context.finished(PassStats.from_native(stats), stats["bad_chunks"])
 
     def _retire(self, reason: str) -> None:
         """In a forked child: the native pass is the parent's; it is kept, unused."""
@@ -151,4 +154,4 @@ class PassIterator:
             pass
 
 
-__all__ = ["PassIterator"]
+__all__ = ["PassContext", "PassIterator"]

@@ -21,12 +21,15 @@ so no row is seen twice in the epoch.
 
 from __future__ import annotations
 
+import logging
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from . import arguments
 from .errors import InvalidArgumentError, InvalidTypeError
+
+logger = logging.getLogger("insitubatch")
 
 FORMAT = 1
 _KEYS = ("format", "split", "shuffled", "share", "seed", "block_chunks", "epoch", "cursor", "world_size")  # + history
@@ -129,18 +132,6 @@ def redeal(remainders: list[tuple[np.ndarray, np.ndarray]], world_size: int,
     return out
 
 
-def keep_anchors(rows: np.ndarray, bounds: np.ndarray, spc: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
-    """The order without rows whose anchor lies outside ``[lo, hi)`` (a window's edges), as
-    the engine drops them; block bounds follow."""
-    rows = np.asarray(rows, dtype=np.int64).reshape(-1, 2)
-    anchors = rows[:, 0] * spc + rows[:, 1]
-    keep = (anchors >= lo) & (anchors < hi)
-    if keep.all():
-        return rows, np.asarray(bounds, dtype=np.int64)
-    kept_before = np.concatenate([[0], np.cumsum(keep)])
-    return np.ascontiguousarray(rows[keep]), kept_before[np.asarray(bounds, dtype=np.int64)]
-
-
 def skip_rows(rows: np.ndarray, bounds: np.ndarray, cursor: int) -> tuple[np.ndarray, np.ndarray]:
     """The order from row ``cursor`` on: the block the cursor falls in starts there."""
     return rows_between(rows, bounds, cursor, len(rows))
@@ -152,3 +143,76 @@ def rows_between(rows: np.ndarray, bounds: np.ndarray, start: int, stop: int) ->
     start, stop = min(start, len(rows)), min(stop, len(rows))
     cut = np.minimum(np.asarray(bounds, dtype=np.int64), stop) - start
     return np.ascontiguousarray(rows[start:stop]), np.concatenate([[0], cut[cut > 0]]).astype(np.int64)
+
+
+class Progress:
+    """Where each view of a dataset stands: the rows its passes delivered in an epoch, the
+    cursors a load asked for, and the earlier world sizes of the epoch. The dataset keeps
+    one; a pass reports to it through its context."""
+
+    def __init__(self, *, seed: int, block_chunks: int, rank: int, world_size: int) -> None:
+        self._seed, self._block_chunks = seed, block_chunks
+        self._rank, self._world_size = rank, world_size
+        self._delivered: dict[ViewKey, tuple[int, int]] = {}  # view -> (epoch, rows)
+        self._resume_at: dict[ViewKey, tuple[int, int, History]] = {}
+        self._history: dict[ViewKey, tuple[int, History]] = {}  # an epoch's earlier world sizes
+
+    def _check(self, state: Any, key: ViewKey) -> tuple[int, int, History]:
+        return check_state(state, key, seed=self._seed, block_chunks=self._block_chunks,
+                           world_size=self._world_size)
+
+    def view_state(self, key: ViewKey, epoch: int) -> dict[str, Any]:
+        at_epoch, cursor = self._delivered.get(key, (epoch, 0))
+        if at_epoch != epoch:  # the view has not run in this epoch yet
+            cursor = 0
+        seen_epoch, history = self._history.get(key, (epoch, []))
+        history = history if seen_epoch == epoch else []
+        if key in self._resume_at and self._resume_at[key][0] == epoch:
+            _, cursor, history = self._resume_at[key]  # loaded, not yet iterated: still where it was
+        return make_state(key, seed=self._seed, block_chunks=self._block_chunks, epoch=epoch, cursor=cursor,
+                          world_size=self._world_size, history=history)
+
+    def check_view(self, key: ViewKey, state: Any) -> tuple[ViewKey, tuple[int, int, History]]:
+        """One view's saved state, checked against this dataset (nothing is taken yet)."""
+        return key, self._check(state, key)
+
+    def state_dict(self, epoch: int) -> dict[str, Any]:
+        keys = sorted(set(self._delivered) | set(self._resume_at), key=repr)
+        return {"format": FORMAT, "epoch": epoch, "views": [self.view_state(k, epoch) for k in keys]}
+
+    def check_state_dict(self, state: Any) -> list[tuple[ViewKey, tuple[int, int, History]]]:
+        """Every view of a dataset's saved state, checked (nothing is taken yet)."""
+        if not isinstance(state, Mapping) or "views" not in state or "epoch" not in state:
+            raise InvalidTypeError("load_state_dict takes what InSituDataset.state_dict() returned")
+        views = state["views"]
+        if not isinstance(views, (list, tuple)):
+            raise InvalidArgumentError("resume state: 'views' must be a list of view states")
+        checked = []
+        for view in views:
+            if not isinstance(view, Mapping) or not {"split", "shuffled", "share"} <= set(view):
+                raise InvalidArgumentError(f"resume state: a view entry is not a view state: {view!r}")
+            key: ViewKey = (view["split"], bool(view["shuffled"]), tuple(view["share"]))
+            if view.get("world_size") != self._world_size:
+                key = (key[0], key[1], (self._rank, self._world_size))  # another job's rank: this rank's view
+            checked.append((key, self._check(view, key)))
+        return checked
+
+    def take(self, checked: list[tuple[ViewKey, tuple[int, int, History]]]) -> None:
+        """Each view's next pass starts where its checked state stood."""
+        for key, resumed in checked:
+            self._resume_at[key] = resumed
+
+    def start(self, key: ViewKey, epoch: int) -> tuple[int, History]:
+        """``(cursor, history)`` a new pass of the view starts from in ``epoch``: a loaded
+        state's, once (one of another epoch is dropped, with a warning), else the start."""
+        loaded_epoch, cursor, history = self._resume_at.pop(key, (epoch, 0, []))
+        if loaded_epoch != epoch:
+            logger.warning("a resume state for epoch %d was loaded, but the dataset is at epoch %d:"
+                           " the pass starts at the beginning", loaded_epoch, epoch)
+            cursor, history = 0, []
+        self._history[key] = (epoch, history)
+        return cursor, history
+
+    def delivered(self, key: ViewKey, epoch: int, rows: int) -> None:
+        """A pass of the view has delivered ``rows`` of ``epoch`` (its start included)."""
+        self._delivered[key] = (epoch, rows)

@@ -161,7 +161,7 @@ def _chunk_coords(geom: Any, chunk_ids: np.ndarray) -> list[list[int]]:
 def _ceilings(args: argparse.Namespace, store: Any, geoms: Any, ds: InSituDataset) -> dict[str, Any]:
     native = _native(store)
     hierarchy = open_hierarchy(store)
-    ids = ds._chunk_ids("train")[:CEILING_CHUNKS]
+    ids = ds._planner.chunk_ids("train")[:CEILING_CHUNKS]
     spc = ds.manifest.sample_chunk_size
     assert ds.last_pass is not None  # the epochs ran first
     depths = ds.last_pass.depths  # what the engine ran with

@@ -15,12 +15,11 @@ import collections
 import itertools
 import math
 import threading
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
-from . import _ext
-from .geometry import ArrayGeometry
+from .geometry import ArrayGeometry, read_string_chunk
 
 MAX_BLOCKS = 64
 
@@ -29,21 +28,13 @@ def is_string(dtype: np.dtype) -> bool:
     return np.dtype(dtype).kind == "O"
 
 
-def read_string_chunk(array: Any, coords: Sequence[int], chunks: tuple[int, ...] | None = None) -> np.ndarray:
-    """One stored chunk of a native string array as an object array of the chunk shape
-    (``chunks``, when the caller has it, spares remaking the metadata dict)."""
-    items = array.read_string_chunk(list(coords))
-    out = np.empty(len(items), dtype=object)
-    out[:] = items
-    return out.reshape(chunks if chunks is not None else tuple(array.metadata["chunks"]))
-
-
 class StringColumn:
     """The rows of one string array, gathered for the batches of one pass."""
 
-    def __init__(self, store: Any, geometry: ArrayGeometry) -> None:
+    def __init__(self, array: Any, geometry: ArrayGeometry) -> None:
+        """``array``: the native string array, opened once by the dataset's hierarchy."""
         self._geometry = geometry
-        self._array = _ext.open_hierarchy(store).open_array(geometry.path)
+        self._array = array
         self._blocks: collections.OrderedDict[int, np.ndarray] = collections.OrderedDict()
         self._lock = threading.Lock()  # batch transforms may gather on their own thread
 

@@ -9,7 +9,6 @@ holds. A batch transform ``(Batch) -> Batch`` runs per assembled batch, uncached
 
 from __future__ import annotations
 
-import itertools
 import os
 import queue
 import threading
@@ -166,40 +165,6 @@ class StandardScaler:
     def __repr__(self) -> str:
         key = f", cache_key={self.cache_key!r}" if self.cache_key is not None else ""
         return f"StandardScaler(arrays={sorted(self.mean)}{key})"
-
-
-class TransformErrors:
-    """Exceptions raised by Python chunk transforms on decode threads, kept so the consumer
-    re-raises the original exception object (not a translated copy)."""
-
-    PREFIX = "[insitubatch-transform-error "
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._errors: dict[int, BaseException] = {}
-        self._ids = itertools.count(1)
-
-    def put(self, exc: BaseException) -> str:
-        with self._lock:
-            token = next(self._ids)
-            self._errors[token] = exc
-        return f"{self.PREFIX}{token}]"
-
-    def take(self, message: str) -> BaseException | None:
-        start = message.find(self.PREFIX)
-        if start < 0:
-            return None
-        end = message.find("]", start)
-        try:
-            token = int(message[start + len(self.PREFIX):end])
-        except ValueError:
-            return None
-        with self._lock:
-            return self._errors.pop(token, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._errors.clear()
 
 
 class BatchTransformsAhead:
@@ -473,28 +438,27 @@ def fold_output(path: str, geom: ArrayGeometry, chain: Sequence[Callable[..., An
 
 
 def python_callback(path: str, chain: Sequence[Callable[..., Any]], in_dtype: np.dtype, out_shape: tuple[int, ...],
-                    out_dtype: np.dtype, errors: TransformErrors) -> Callable[..., Any]:
+                    out_dtype: np.dtype) -> Callable[..., Any]:
     """The callable the engine runs (GIL held) for one array's Python transform chain. The
-    chain sees the array's own dtype (datetime64, bfloat16, text), not the engine's view."""
+    chain sees the array's own dtype (datetime64, bfloat16, text), not the engine's view.
+    What it raises reaches the consumer as that very exception (the engine carries the
+    object beside its error, bind_transforms.cc)."""
     names = ", ".join(display_name(t) for t in chain)
 
     def run(chunk_index: int, sample_offset: int, data: np.ndarray) -> np.ndarray:
-        try:
-            data = as_stored(data, in_dtype)
-            chunk = DecodedChunk(ChunkRead(path, int(chunk_index)), data, int(sample_offset))
-            for t in chain:
-                result = t(chunk)
-                chunk = result if result is not None else chunk
-            out = np.ascontiguousarray(chunk.data)
-            want = (data.shape[0], *out_shape)
-            if out.shape != want or out.dtype != out_dtype:
-                raise InvalidArgumentError(
-                    f"chunk_transform produced shape {out.shape} {out.dtype} for array {path!r} but the"
-                    f" cache slot is sized {want} {out_dtype} ({names}); output_inner must agree with"
-                    " what the transform returns")
-            return engine_form(out)
-        except BaseException as exc:  # re-raised in the consumer as the original object
-            raise RuntimeError(f"{errors.put(exc)} {type(exc).__name__}: {exc}") from None
+        data = as_stored(data, in_dtype)
+        chunk = DecodedChunk(ChunkRead(path, int(chunk_index)), data, int(sample_offset))
+        for t in chain:
+            result = t(chunk)
+            chunk = result if result is not None else chunk
+        out = np.ascontiguousarray(chunk.data)
+        want = (data.shape[0], *out_shape)
+        if out.shape != want or out.dtype != out_dtype:
+            raise InvalidArgumentError(
+                f"chunk_transform produced shape {out.shape} {out.dtype} for array {path!r} but the"
+                f" cache slot is sized {want} {out_dtype} ({names}); output_inner must agree with"
+                " what the transform returns")
+        return engine_form(out)
 
     return run
 

@@ -334,10 +334,10 @@ def test_views_of_other_iterables_are_staged_instead():
 
 
 def test_default_pin_budget_is_an_eighth_of_the_machines_memory():
-    from insitubatch.arguments import machine_memory_bytes
+    from insitubatch import _ext
     from insitubatch.frameworks import default_pin_budget_bytes
 
-    assert default_pin_budget_bytes() == machine_memory_bytes() // 8
+    assert default_pin_budget_bytes() == _ext.machine_memory_bytes() // 8
     assert CpuFeeder(pin=True).pin_budget_bytes == default_pin_budget_bytes()
 
 

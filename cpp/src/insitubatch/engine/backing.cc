@@ -93,8 +93,9 @@ Result<std::shared_ptr<DiskBacking>> DiskBacking::Open(DiskCacheOptions options,
   auto opened = cache::CacheDir::Open(options.dir, /*create=*/!options.read_only);
   if (!opened.ok()) {
     if (options.read_only && opened.status().code() == StatusCode::kNotFound) {
-      return NotFound("readonly_cache=True: the cache directory " + options.dir +
-                      " does not exist (a reader never creates one; warm it with persist=True)");
+      // An argument error, as the Python API has always raised it: the one place it is said.
+      return InvalidArgument("readonly_cache=True: the cache directory " + options.dir +
+                             " does not exist (a reader never creates one; warm it with persist=True)");
     }
     return opened.status();
   }

@@ -9,7 +9,59 @@ namespace {
 
 std::string Bytes(uint64_t n) { return std::to_string(n) + " bytes"; }
 
+std::string Quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
+
 }  // namespace
+
+Status CheckLimit(const OptionLimit& limit, int64_t value) {
+  if (value >= limit.lo && value <= limit.hi) return Status::Ok();
+  return InvalidArgument(std::string(limit.name) + " must be in [" + std::to_string(limit.lo) + ", " +
+                         std::to_string(limit.hi) + "], got " + std::to_string(value));
+}
+
+Result<OnBadChunk> ParseOnBadChunk(std::string_view text) {
+  if (text == "raise") return OnBadChunk::kRaise;
+  if (text == "nan") return OnBadChunk::kNan;
+  return InvalidArgument("on_bad_chunk must be \"raise\" or \"nan\", got " + Quoted(text));
+}
+
+Result<Eviction> ParseEviction(std::string_view text) {
+  if (text == "next_use") return Eviction::kNextUse;
+  if (text == "lru") return Eviction::kLru;
+  return InvalidArgument("eviction must be \"next_use\" or \"lru\", got " + Quoted(text));
+}
+
+std::string_view OnBadChunkName(OnBadChunk value) { return value == OnBadChunk::kNan ? "nan" : "raise"; }
+
+std::string_view EvictionName(Eviction value) { return value == Eviction::kLru ? "lru" : "next_use"; }
+
+Status EngineConfig::Validate() const {
+  INSITU_RETURN_IF_ERROR(CheckLimit(kMaxInflightLimit, max_inflight));
+  INSITU_RETURN_IF_ERROR(CheckLimit(kDecodeThreadsLimit, decode_threads));
+  INSITU_RETURN_IF_ERROR(CheckLimit(kGatherThreadsLimit, gather_threads));
+  const DiskCacheOptions& disk = disk_cache;
+  if (disk.persist && disk.dir.empty()) {
+    return InvalidArgument("persist=True requires cache_dir (a directory to persist chunks in)");
+  }
+  if (disk.read_only && disk.dir.empty()) {
+    return InvalidArgument("readonly_cache=True requires cache_dir: there is no cache to read");
+  }
+  if (disk.read_only && disk.reset_stale) {
+    return InvalidArgument("readonly_cache=True and reset_stale_cache=True contradict each other");
+  }
+  return Status::Ok();
+}
+
+Status CheckSampleLengths(std::span<const std::pair<std::string, int64_t>> lengths) {
+  for (const auto& [name, n] : lengths) {
+    if (n != lengths[0].second) {
+      return InvalidArgument("All variables must share the same sample-axis length; got " + Quoted(lengths[0].first) +
+                             " with " + std::to_string(lengths[0].second) + " and " + Quoted(name) + " with " +
+                             std::to_string(n));
+    }
+  }
+  return Status::Ok();
+}
 
 Engine::Engine(std::vector<ArraySource> sources, EngineConfig config)
     : sources_(std::move(sources)),
@@ -58,22 +110,10 @@ Engine::~Engine() {
 
 Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources, EngineConfig config) {
   if (sources.empty()) return InvalidArgument("the engine needs at least one array");
-  if (config.max_inflight == 0) return InvalidArgument("max_inflight must be >= 1");
-  if (config.decode_threads > kMaxDecodeThreads) {
-    return InvalidArgument("decode_threads must be <= " + std::to_string(kMaxDecodeThreads) + ", got " +
-                           std::to_string(config.decode_threads));
-  }
-  if (config.gather_threads > kMaxGatherThreads) {
-    return InvalidArgument("gather_threads must be <= " + std::to_string(kMaxGatherThreads) + ", got " +
-                           std::to_string(config.gather_threads));
-  }
-  for (const ArraySource& s : sources) {
-    if (s.n_samples != sources[0].n_samples) {
-      return InvalidArgument("All variables must share the same sample-axis length; got '" + sources[0].path() +
-                             "' with " + std::to_string(sources[0].n_samples) + " and '" + s.path() + "' with " +
-                             std::to_string(s.n_samples));
-    }
-  }
+  INSITU_RETURN_IF_ERROR(config.Validate());
+  std::vector<std::pair<std::string, int64_t>> lengths;
+  for (const ArraySource& s : sources) lengths.emplace_back(s.path(), s.n_samples);
+  INSITU_RETURN_IF_ERROR(CheckSampleLengths(lengths));
   if (config.auto_budget && config.max_auto_budget_bytes == 0) {
     config.max_auto_budget_bytes = AutoBudgetCeilingBytes(MachineMemoryBytes());
   }

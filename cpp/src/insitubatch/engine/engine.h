@@ -17,8 +17,10 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "insitubatch/engine/backing.h"
@@ -34,6 +36,35 @@ namespace insitubatch::engine {
 
 enum class OnBadChunk { kRaise, kNan };
 
+// An integer option's accepted range, named as the Python API names it.
+struct OptionLimit {
+  const char* name;
+  int64_t lo;
+  int64_t hi;
+};
+inline constexpr OptionLimit kMaxInflightLimit{"max_inflight", 1, 4096};
+inline constexpr OptionLimit kDecodeThreadsLimit{"decode_threads", 0, 1024};  // 0 = one per core
+inline constexpr OptionLimit kGatherThreadsLimit{"gather_threads", 0, 256};   // 0 = one per four decoders
+// Limits on the thread counts (a value past them is an InvalidArgument, not a thread storm).
+inline constexpr uint32_t kMaxDecodeThreads = kDecodeThreadsLimit.hi;
+inline constexpr uint32_t kMaxGatherThreads = kGatherThreadsLimit.hi;
+
+// "<name> must be in [lo, hi], got <value>" unless `value` is within `limit`.
+Status CheckLimit(const OptionLimit& limit, int64_t value);
+
+// The spellings of the enum options: the parsers refuse anything else, naming it.
+Result<OnBadChunk> ParseOnBadChunk(std::string_view text);
+Result<Eviction> ParseEviction(std::string_view text);
+std::string_view OnBadChunkName(OnBadChunk value);
+std::string_view EvictionName(Eviction value);
+
+// "All variables must share the same sample-axis length", naming the first two that differ
+// (each entry: a variable and its sample-axis length); the engine's sources and the Python
+// dataset's variables (strings too, which the engine never sees) are checked by it.
+Status CheckSampleLengths(std::span<const std::pair<std::string, int64_t>> lengths);
+
+// The engine's options, with their defaults: the one home of these rules (the Python
+// dataset fills one in through the binding and changes no default).
 struct EngineConfig {
   uint64_t budget_bytes = 0;    // residency budget; 0 = unbounded
   uint32_t max_inflight = 32;   // stored-chunk reads from request to decoded tile
@@ -51,15 +82,19 @@ struct EngineConfig {
   // run concurrently, up to `max_auto_budget_bytes` (0 = half the machine's memory).
   bool auto_budget = false;
   uint64_t max_auto_budget_bytes = 0;
+  // The disk tier to open the backing from (dir empty = none): the binding opens it, with
+  // the arrays' fingerprints, when `backing` is null.
+  DiskCacheOptions disk_cache;
   // Where slot memory lives (backing.h); null = the heap.
   std::shared_ptr<SlotBacking> backing;
   // Which slot an admission evicts when it needs room; farthest next use is the documented
-  // default (InSituDataset(eviction="next_use")), which this and the binding share.
+  // default (InSituDataset(eviction="next_use")).
   Eviction eviction = Eviction::kNextUse;
-};
 
-// Limits on the thread counts (a value past them is an InvalidArgument, not a thread storm).
-inline constexpr uint32_t kMaxDecodeThreads = 1024;
+  // Every field within its limits and the disk modes consistent, with the messages the
+  // Python API raises (Engine::Create checks it too).
+  Status Validate() const;
+};
 
 struct PassSpec {
   std::string split;
@@ -85,7 +120,6 @@ struct BatchData {
 class Pass;
 
 inline constexpr uint32_t kDecodeThreadsPerGatherThread = 4;
-inline constexpr uint32_t kMaxGatherThreads = 256;
 // A batch is split among gather threads only in parts of at least this many bytes: below
 // that the hand-off costs more than the copy.
 inline constexpr uint64_t kMinGatherPartBytes = uint64_t{256} << 10;

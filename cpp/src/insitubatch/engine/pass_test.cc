@@ -474,7 +474,7 @@ class MeanLastAxis final : public ChunkTransform {
  public:
   MeanLastAxis(uint64_t h, uint64_t w, bool fail = false) : h_(h), w_(w), fail_(fail) {}
   Status Apply(const ChunkTransformInput& in, std::span<std::byte> output) const override {
-    if (fail_) return InvalidArgument("boom");
+    if (fail_) return InvalidArgument("boom").set_payload(failure);
     if (output.size() != in.samples * h_ * sizeof(double)) return InvalidArgument("size");
     const auto* x = reinterpret_cast<const float*>(in.data->data());
     auto* y = reinterpret_cast<double*>(output.data());
@@ -489,6 +489,8 @@ class MeanLastAxis final : public ChunkTransform {
   std::vector<uint64_t> output_field() const override { return {h_}; }
   zarr::DataType output_dtype() const override { return {zarr::DataTypeId::kFloat64}; }
   mutable std::atomic<int> calls{0};
+  // What a failing Apply attaches to its error (as the binding attaches a Python exception).
+  const std::shared_ptr<const StatusPayload> failure = std::make_shared<StatusPayload>();
 
  private:
   uint64_t h_, w_;
@@ -535,13 +537,17 @@ TEST_P(ChunkTransformTest, RunsOncePerChunkAndReshapes) {
 TEST(PassTest, FailingChunkTransformRaisesWithContext) {
   Fixture f;
   auto array = WriteIotaArray(f.memory, f.store, "t2m", {8, 5, 4}, {4, 5, 4});
-  f.sources.push_back(ArraySource::Create(array, 0, std::make_shared<MeanLastAxis>(5, 4, /*fail=*/true)).value());
+  auto transform = std::make_shared<MeanLastAxis>(5, 4, /*fail=*/true);
+  f.sources.push_back(ArraySource::Create(array, 0, transform).value());
   auto engine = f.MakeEngine();
   auto pass = engine->StartPass(Spec(SequentialOrder(Iota(2), 4, 8, 2), 4, 4, {{"t2m", 0, 0}})).value();
   auto next = pass->Next();
   ASSERT_FALSE(next.ok());
   EXPECT_NE(next.status().message().find("chunk_transform on 't2m' chunk 0"), std::string::npos)
       << next.status().message();
+  // The transform's payload reaches the consumer as the object it attached (the binding's
+  // Python exception is re-raised from it, never matched by text).
+  EXPECT_EQ(next.status().payload(), transform->failure);
   pass->Close();
   EXPECT_EQ(engine->pool().CountSlots(SlotState::kFilling), 0u);
 }

@@ -17,13 +17,11 @@ Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size
   if (batch_size < 1) return InvalidArgument("batch_size must be >= 1");
   if (ref_spc < 1) return InvalidArgument("sample_chunk_size must be >= 1");
   if (labels.empty()) return InvalidArgument("a pass needs at least one variable");
-  const int64_t n_samples = sources.at(labels[0].source).n_samples;
   for (const Label& l : labels) {
     if (l.source >= sources.size()) return InvalidArgument("label '" + l.name + "': bad source");
-    if (sources[l.source].n_samples != n_samples) {
-      return InvalidArgument("All variables must share the same sample-axis length");
-    }
   }
+  // Engine::Create checked that every source shares this length.
+  const int64_t n_samples = sources[labels[0].source].n_samples;
   std::vector<int64_t> offsets;
   for (const Label& l : labels) offsets.push_back(l.offset);
   const AnchorRange valid = ValidAnchorRange(offsets, n_samples);

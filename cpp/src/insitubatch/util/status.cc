@@ -35,6 +35,7 @@ Status Status::WithContext(std::string_view context) const {
   if (message_.find(context) != std::string::npos) return *this;
   Status out(code_, std::string(context) + ": " + message_);
   out.detail_ = detail_;
+  out.payload_ = payload_;
   return out;
 }
 

@@ -3,6 +3,7 @@
 // Status and Result<T>: the core's only error channel (no exceptions cross the core).
 // The code set is closed; the Python binding maps each code to one exception class.
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +25,14 @@ enum class StatusCode : int {
 
 std::string_view StatusCodeName(StatusCode code);
 
+// Typed detail a layer above the core attaches to an error and the core carries along
+// unread (the Python binding's handle on the exception a chunk transform raised, so the
+// caller gets that exception back as itself rather than its text).
+class StatusPayload {
+ public:
+  virtual ~StatusPayload() = default;
+};
+
 class [[nodiscard]] Status {
  public:
   Status() = default;
@@ -41,6 +50,13 @@ class [[nodiscard]] Status {
     return *this;
   }
 
+  // The payload attached where the error arose (null = none); copies and WithContext keep it.
+  const std::shared_ptr<const StatusPayload>& payload() const { return payload_; }
+  Status& set_payload(std::shared_ptr<const StatusPayload> payload) {
+    payload_ = std::move(payload);
+    return *this;
+  }
+
   // Prefixes `context` ("what failed") unless the message already names it, so an
   // annotation added at each layer boundary is never repeated.
   Status WithContext(std::string_view context) const;
@@ -54,6 +70,7 @@ class [[nodiscard]] Status {
   StatusCode code_ = StatusCode::kOk;
   std::string message_;
   int detail_ = 0;
+  std::shared_ptr<const StatusPayload> payload_;
 };
 
 Status InvalidArgument(std::string message);

@@ -36,6 +36,24 @@ TEST(StatusTest, DetailSurvivesContext) {
   EXPECT_EQ(s.WithContext("https://host/a").detail(), 503);
 }
 
+struct TagPayload final : StatusPayload {
+  explicit TagPayload(int t) : tag(t) {}
+  int tag;
+};
+
+TEST(StatusTest, PayloadTravelsWithCopiesAndContext) {
+  Status s = InvalidArgument("chunk transform failed");
+  s.set_payload(std::make_shared<TagPayload>(7));
+  const Status copied = s;
+  const Status annotated = copied.WithContext("chunk_transform on 't2m' chunk 2");
+  ASSERT_NE(annotated.payload(), nullptr);
+  EXPECT_EQ(dynamic_cast<const TagPayload&>(*annotated.payload()).tag, 7);
+  EXPECT_EQ(annotated.payload(), s.payload());  // the same object, never a copy of it
+  Result<int> r = annotated;
+  EXPECT_EQ(r.status().payload(), s.payload());
+  EXPECT_EQ(InvalidArgument("x").payload(), nullptr);
+}
+
 Result<int> Half(int x) {
   if (x % 2 != 0) return InvalidArgument("odd");
   return x / 2;

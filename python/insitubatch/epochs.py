@@ -1,0 +1,132 @@
+"""The epoch planner: which rows a pass takes, in which order, as pure functions of the
+dataset's configuration and the epoch — the order of a view, a rank's share of it cut to
+the steps every rank takes, and after a resume under another world size, what the earlier
+ranks left, dealt again. It opens nothing and holds no state between calls.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from . import _ext, class_plans, distributed, resume, shuffle as _shuffle
+from .splits import SplitManifest
+
+SPLITS = ("train", "val", "test")
+Share = tuple[int, int]  # (first chunk index, stride) into a view's sorted chunks
+Order = tuple[np.ndarray, np.ndarray]  # rows (N, 2) [chunk, within], block bounds
+
+
+@dataclass(frozen=True, eq=False)
+class EpochPlanner:
+    manifest: SplitManifest
+    block_chunks: int  # resolved
+    batch_size: int
+    seed: int
+    plan: str
+    rank: int
+    world_size: int
+    remainder: str
+    # [lo, hi): the anchors whose window fits every label (string labels too), and the
+    # numeric labels' alone (what describe() counts as drawable).
+    window: tuple[int, int]
+    numeric_window: tuple[int, int]
+    class_codes: Any  # np.ndarray: a class code per sample (plan != "shuffle")
+    n_classes: int
+
+    @property
+    def rank_share(self) -> Share:
+        return (self.rank, self.world_size)
+
+    def chunk_ids(self, split: str, share: Share = (0, 1)) -> np.ndarray:
+        chunks = self.manifest.chunks
+        ids = sorted({c for s in SPLITS for c in chunks.get(s, [])}) if split == "all" else sorted(chunks.get(split, []))
+        index, count = share
+        return np.asarray(ids[index::count], dtype=np.int64)
+
+    def order(self, split: str, shuffled: bool, epoch: int, share: Share = (0, 1)) -> Order:
+        """The view's order in ``epoch``, window edges included (only a shuffled order
+        depends on the epoch)."""
+        ids = self.chunk_ids(split, share)
+        m = self.manifest
+        if shuffled:
+            rows, bounds = _shuffle.epoch_order(ids, m.sample_chunk_size, m.n_samples, self.block_chunks,
+                                                self.seed, epoch)
+            if self.plan != "shuffle":
+                rows, bounds = class_plans.class_mixed_order(
+                    rows, bounds, self.class_codes, self.n_classes, m.sample_chunk_size, self.batch_size,
+                    self.plan, self.seed, epoch)
+            return rows, bounds
+        seq_rows, seq_bounds = _ext.sequential_order(ids, m.sample_chunk_size, m.n_samples, self.block_chunks)
+        return np.asarray(seq_rows), np.asarray(seq_bounds)
+
+    def pass_order(self, split: str, shuffled: bool, share: Share, epoch: int, history: resume.History) -> Order:
+        """The rows a pass of this view takes: the epoch's order without window edges, cut to
+        equal steps on a rank; after a change of world size, what the earlier ranks left,
+        dealt again (``history``)."""
+        if not history:  # a rank's share takes equal steps; a worker's share of it does not
+            return self._rank_order(split, shuffled, share, epoch,
+                                    equal_steps=self.world_size > 1 and share == self.rank_share)
+        first = history[0][0]
+        orders = [self._rank_order(split, shuffled, (r, first), epoch, equal_steps=first > 1) for r in range(first)]
+        for i, (_, cursor) in enumerate(history):
+            left = [resume.skip_rows(rows, bounds, cursor) for rows, bounds in orders]
+            world_next = history[i + 1][0] if i + 1 < len(history) else self.world_size
+            orders = resume.redeal(left, world_next, self.block_chunks)
+            if world_next > 1:
+                target = distributed.target_rows([len(r) for r, _ in orders], self.batch_size, self.remainder)
+                orders = [distributed.equalize(r, b, target) for r, b in orders]
+        return orders[self.rank]
+
+    def _rank_order(self, split: str, shuffled: bool, share: Share, epoch: int, *, equal_steps: bool) -> Order:
+        rows, block_start = self.order(split, shuffled, epoch if shuffled else 0, share)
+        lo, hi = self.window  # string labels' windows too, which the engine does not see
+        kept, kept_bounds = _ext.keep_anchors(rows, block_start, self.manifest.sample_chunk_size, lo, hi)
+        rows, block_start = np.asarray(kept), np.asarray(kept_bounds)
+        if equal_steps:  # a rank's share: cut to the steps every rank takes
+            rows, block_start = distributed.equalize(rows, block_start, self.rank_rows(split, share[1]))
+        return rows, block_start
+
+    def _rows(self, split: str, share: Share, window: tuple[int, int]) -> int:
+        m = self.manifest
+        rows: int = _ext.pass_rows(self.chunk_ids(split, share).tolist(), m.sample_chunk_size, m.n_samples, *window)
+        return rows
+
+    def rank_rows(self, split: str, world_size: int | None = None) -> int:
+        """The rows every rank's pass of ``split`` holds (the same on every rank)."""
+        world_size = world_size or self.world_size
+        per_rank = [self._rows(split, (r, world_size), self.window) for r in range(world_size)]
+        return distributed.target_rows(per_rank, self.batch_size, self.remainder)
+
+    def batches(self, split: str, shuffled: bool, share: Share, epoch: int) -> int:
+        """Batches in one pass of the view (edge anchors of windows excluded)."""
+        lo, hi = self.window
+        if shuffled and self.plan == "balanced":  # whole batches per block: count the order's rows
+            order, _ = self.order(split, True, epoch, share)
+            anchors = order[:, 0] * self.manifest.sample_chunk_size + order[:, 1]
+            return int(math.ceil(int(((anchors >= lo) & (anchors < hi)).sum()) / self.batch_size))
+        if self.world_size > 1 and share == self.rank_share:  # equal steps on every rank
+            return int(self.rank_rows(split) // self.batch_size)
+        return int(math.ceil(self._rows(split, share, self.window) / self.batch_size))
+
+    def drawable_samples(self) -> dict[str, int]:
+        return self.drawable(self.manifest, self.numeric_window)
+
+    @staticmethod
+    def drawable(manifest: SplitManifest, window: tuple[int, int]) -> dict[str, int]:
+        """Anchors each split can draw: its samples inside ``window`` (no order needed)."""
+        ids = {s: sorted(manifest.chunks.get(s, [])) for s in SPLITS}
+        return {s: int(_ext.pass_rows(ids[s], manifest.sample_chunk_size, manifest.n_samples, *window))
+                for s in SPLITS}
+
+    def shuffle_quality(self, shuffled: bool, epoch: int) -> float | None:
+        rows, _ = self.order("train", shuffled, epoch)
+        if rows.shape[0] < 2:
+            return None
+        return float(_ext.shuffle_quality(rows, self.manifest.sample_chunk_size))
+
+
+__all__ = ["EpochPlanner", "SPLITS"]
