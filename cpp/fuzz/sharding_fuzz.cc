@@ -1,7 +1,8 @@
 // Fuzzes the sharding_indexed decoder: input byte 0 picks one of a few fixed shard
 // configurations (with and without an index checksum, index at the end or start, nested
 // sharding), the rest is the shard. Anything must either decode or fail with a Status;
-// a shard that decodes must survive an encode/decode round trip unchanged.
+// decoded inner chunk by inner chunk (Split, last first) it must decode to the same bytes
+// or fail too; a shard that decodes must survive an encode/decode round trip unchanged.
 
 #include <cstddef>
 #include <cstdint>
@@ -67,7 +68,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const CodecChain& chain = Chains()[data[0] % kNumConfigs];
   const std::span<const std::byte> shard(reinterpret_cast<const std::byte*>(data + 1), size - 1);
   std::vector<std::byte> out(chain.repr().nbytes());
-  if (!chain.DecodeInto(shard, out).ok()) return 0;
+  const bool decoded = chain.DecodeInto(shard, out).ok();
+
+  auto parts = chain.Split(shard);
+  bool parts_decoded = parts.ok() && *parts != nullptr;
+  std::vector<std::byte> by_parts(out.size());
+  for (uint64_t i = parts_decoded ? (*parts)->count() : 0; i-- > 0;) {
+    parts_decoded = parts_decoded && (*parts)->DecodePart(i, by_parts).ok();
+  }
+  if (parts_decoded != decoded) std::abort();
+  if (!decoded) return 0;
+  if (std::memcmp(out.data(), by_parts.data(), out.size()) != 0) std::abort();
 
   auto encoded = chain.Encode(out);
   if (!encoded.ok()) std::abort();

@@ -95,6 +95,7 @@ nb::dict StatsToDict(const PassStats& s) {
   depths["inflight_peak"] = p.inflight_peak;
   depths["max_inflight"] = p.max_inflight;
   depths["decode_queue_peak"] = p.decode_queue_peak;
+  depths["chunk_decoders_peak"] = p.chunk_decoders_peak;
   depths["decode_threads"] = p.decode_threads;
   depths["gather_threads"] = p.gather_threads;
   depths["resident_peak"] = p.resident_peak;

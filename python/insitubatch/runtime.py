@@ -90,6 +90,7 @@ class Depths:
     max_inflight: int = 0
     decode_queue_peak: int = 0
     decode_threads: int = 0
+    chunk_decoders_peak: int = 0  # the most decode threads busy on one stored chunk (a shard) at once
     gather_threads: int = 0
     resident_peak: int = 0
     resident_peak_bytes: int = 0

@@ -182,6 +182,24 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // A read gave its max_inflight token back: wakes whoever starts the next queued read.
   void TokenReturned();
   void DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wait_s);
+  // What decoding one tile came to.
+  struct TileDecoded {
+    Status status;
+    bool transformed = false;  // the chunk transform ran inside decode
+    uint64_t stored_bytes = 0;
+    RetryRecord retry;
+    double fetch_wait_s = 0;
+    double cpu_s = 0;       // decode CPU, summed over the threads that decoded its parts
+    uint32_t decoders = 1;  // the most decode threads busy on it at once
+  };
+  // Ends a tile's read: reads it again once if its bytes did not decode, applies the bad
+  // chunk policy, accounts it, delivers it to the slot and returns its max_inflight token.
+  void FinishTile(TileRead read, TileDecoded decoded);
+  // A tile decoded part by part (a shard's inner chunks) on several decode threads (load.cc).
+  struct PartedTile;
+  // Decodes parts of `tile` until none is left to claim; the thread that completes the
+  // last part finishes the tile.
+  void DecodeParts(const std::shared_ptr<PartedTile>& tile);
   // Runs the source's chunk transform on a fully decoded slot, then publishes it.
   // `applied`: the transform already ran inside decode (ArraySource::transform_in_decode).
   void TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, LoadStats& stats);

@@ -5,6 +5,7 @@
 // nobody needs the slot any more.
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -153,6 +154,27 @@ void Engine::StartRead(TileRead read) {
       std::move(cancel));
 }
 
+// A tile whose stored chunk splits into parts (a shard's inner chunks): decode threads
+// claim parts one at a time, each writing straight into its region of the tile, and the
+// thread that completes the last part finishes the tile. A helper that starts after every
+// part was claimed touches nothing but `next` and `count`.
+struct Engine::PartedTile {
+  TileRead read;
+  uint64_t count = 0;
+  Buffer stored;  // the chunk's bytes, which `parts` views
+  std::unique_ptr<const zarr::ChunkParts> parts;
+  std::span<std::byte> out;                      // the tile, or `physical`
+  Buffer physical;                               // sample axis not first: decoded here, then moved
+  std::optional<zarr::DecodeProgress> progress;  // a chunk transform fused into decode
+  TileDecoded decoded;                           // status and cpu_s under `mutex`
+  std::atomic<uint64_t> next{0};                 // the next part to claim
+  std::atomic<uint64_t> left{0};                 // parts not yet done
+  std::atomic<bool> stop{false};                 // a part failed or the slot was abandoned
+  std::atomic<uint32_t> busy{0};
+  std::atomic<uint32_t> busy_peak{0};
+  std::mutex mutex;
+};
+
 void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wait_s) {
   const double cpu0 = ThreadCpuSeconds();
   const std::shared_ptr<Slot>& slot = read.slot;
@@ -161,32 +183,56 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
   const std::vector<uint64_t> coords = source.PhysicalCoords(slot->key.chunk, read.tile);
   const uint64_t tile_bytes = source.stored.tile_bytes;
   std::span<std::byte> dst(slot->data.data() + read.tile * tile_bytes, tile_bytes);
-  uint64_t stored_bytes = 0;
-  RetryRecord retry;
-  bool transformed = false;  // the chunk transform ran inside decode
-  Status status;
+  TileDecoded decoded;
+  decoded.fetch_wait_s = fetch_wait_s;
+  Status& status = decoded.status;
+  std::shared_ptr<PartedTile> parted;  // set when the chunk decodes in parts
   if (!bytes.ok()) {
     status = bytes.status().WithContext(zarr::DescribeChunk(array.path(), coords));
   } else if (!bytes->found) {
-    retry = std::move(bytes->retry);
+    decoded.retry = std::move(bytes->retry);
     array.FillChunk(dst);
   } else
     try {
-      retry = std::move(bytes->retry);
-      stored_bytes = bytes->data.size();
-      if (source.transform_in_decode) {
+      decoded.retry = std::move(bytes->retry);
+      decoded.stored_bytes = bytes->data.size();
+      // A chunk that splits into parts (a shard: its index is read here, once) is decoded
+      // by up to one decode thread per part.
+      Result<std::unique_ptr<const zarr::ChunkParts>> parts = std::unique_ptr<const zarr::ChunkParts>();
+      if (decode_pool_->size() > 1) parts = array.SplitChunk(bytes->data.span(), coords);
+      Result<Buffer> physical = Buffer();  // where a chunk decodes when its sample axis is not first
+      if (source.sample_axis != 0 && !source.transform_in_decode) physical = pool_.TakeBuffer(tile_bytes);
+      if (!parts.ok() || !physical.ok()) {
+        status = !parts.ok() ? parts.status() : physical.status();
+      } else if (*parts != nullptr && (*parts)->count() > 1) {
+        parted = std::make_shared<PartedTile>();
+        parted->count = (*parts)->count();
+        parted->left = parted->count;
+        parted->parts = std::move(parts).value();
+        parted->stored = std::move(bytes->data);
+        parted->physical = std::move(physical).value();
+        parted->out = parted->physical.empty() ? dst : parted->physical.span();
+        if (source.transform_in_decode) {
+          const size_t itemsize = source.stored.itemsize();
+          const ChunkTransform* transform = source.transform.get();
+          parted->progress =
+              zarr::DecodeProgress{itemsize, [transform, dst, itemsize](size_t offset, size_t length) {
+                                     transform->ApplyToRun(dst.subspan(offset, length), offset / itemsize);
+                                   }};
+          decoded.transformed = true;
+        }
+      } else if (source.transform_in_decode) {
         const size_t itemsize = source.stored.itemsize();
         const zarr::DecodeProgress progress{itemsize, [&](size_t offset, size_t length) {
                                               source.transform->ApplyToRun(dst.subspan(offset, length),
                                                                            offset / itemsize);
                                             }};
         status = array.DecodeChunk(bytes->data.span(), coords, dst, &progress);
-        transformed = status.ok();
-      } else if (source.sample_axis == 0) {
+        decoded.transformed = status.ok();
+      } else if (physical->empty()) {
         status = array.DecodeChunk(bytes->data.span(), coords, dst);
       } else {
-        auto physical = pool_.TakeBuffer(tile_bytes);
-        status = physical.ok() ? array.DecodeChunk(bytes->data.span(), coords, physical->span()) : physical.status();
+        status = array.DecodeChunk(bytes->data.span(), coords, physical->span());
         if (status.ok()) {
           MoveSampleAxisToFront(physical->data(), dst.data(), array.metadata().chunk_shape, source.sample_axis,
                                 source.stored.itemsize());
@@ -195,18 +241,101 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
       bytes->data = Buffer();          // the stored bytes are no longer needed
     } catch (const std::bad_alloc&) {  // the read must still end: never let it out
       status = ResourceExhausted("out of memory decoding " + zarr::DescribeChunk(array.path(), coords));
+      parted.reset();
     }
+  decoded.cpu_s = ThreadCpuSeconds() - cpu0;
+  if (parted == nullptr) {
+    FinishTile(std::move(read), std::move(decoded));
+    return;
+  }
+  parted->decoded = std::move(decoded);  // the index's cost so far
+  parted->read = std::move(read);
+  Engine* self = this;
+  const uint64_t helpers = std::min<uint64_t>(parted->count, decode_pool_->size()) - 1;
+  for (uint64_t h = 0; h < helpers; ++h) decode_pool_->Submit([self, parted] { self->DecodeParts(parted); });
+  DecodeParts(parted);
+}
+
+void Engine::DecodeParts(const std::shared_ptr<PartedTile>& tile) {
+  PartedTile& t = *tile;
+  uint64_t part = t.next.fetch_add(1, std::memory_order_relaxed);
+  if (part >= t.count) return;  // every part was claimed (perhaps the tile is finished)
+  const uint32_t busy = t.busy.fetch_add(1, std::memory_order_relaxed) + 1;
+  for (uint32_t peak = t.busy_peak.load(std::memory_order_relaxed);
+       busy > peak && !t.busy_peak.compare_exchange_weak(peak, busy, std::memory_order_relaxed);) {
+  }
+  double cpu = ThreadCpuSeconds();
+  bool last = false;
+  for (; part < t.count; part = t.next.fetch_add(1, std::memory_order_relaxed)) {
+    Status status;
+    if (t.read.slot->cancel.cancelled()) {
+      status = Cancelled("the chunk was abandoned");
+    } else if (!t.stop.load(std::memory_order_relaxed)) {
+      try {
+        status = t.parts->DecodePart(part, t.out, t.progress ? &*t.progress : nullptr);
+      } catch (const std::bad_alloc&) {
+        status = ResourceExhausted("out of memory decoding part " + std::to_string(part) + " of a chunk");
+      }
+    }
+    const double now = ThreadCpuSeconds();
+    {
+      std::lock_guard lock(t.mutex);
+      t.decoded.cpu_s += now - cpu;
+      if (!status.ok()) {
+        if (t.decoded.status.ok()) t.decoded.status = std::move(status);
+        t.stop = true;  // the tile has failed: the other parts need not decode
+      }
+    }
+    cpu = now;
+    // acq_rel: the thread that completes the last part sees every other part's writes.
+    if (t.left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      last = true;
+      break;
+    }
+  }
+  t.busy.fetch_sub(1, std::memory_order_relaxed);
+  if (!last) return;
+  TileDecoded decoded;
+  {
+    std::lock_guard lock(t.mutex);
+    decoded = std::move(t.decoded);
+  }
+  decoded.decoders = t.busy_peak.load(std::memory_order_relaxed);
+  if (!decoded.status.ok()) decoded.transformed = false;
+  const double cpu0 = ThreadCpuSeconds();
+  if (decoded.status.ok() && !t.physical.empty()) {
+    const ArraySource& source = sources_[t.read.slot->key.source];
+    const uint64_t tile_bytes = source.stored.tile_bytes;
+    MoveSampleAxisToFront(t.physical.data(), t.read.slot->data.data() + t.read.tile * tile_bytes,
+                          source.array->metadata().chunk_shape, source.sample_axis, source.stored.itemsize());
+  }
+  decoded.cpu_s += ThreadCpuSeconds() - cpu0;
+  t.parts.reset();  // before the bytes it views
+  t.stored = Buffer();
+  t.physical = Buffer();
+  FinishTile(std::move(t.read), std::move(decoded));
+}
+
+void Engine::FinishTile(TileRead read, TileDecoded decoded) {
+  const double cpu0 = ThreadCpuSeconds();
+  const std::shared_ptr<Slot>& slot = read.slot;
+  const ArraySource& source = sources_[slot->key.source];
+  const zarr::Array& array = *source.array;
+  const uint64_t tile_bytes = source.stored.tile_bytes;
+  std::span<std::byte> dst(slot->data.data() + read.tile * tile_bytes, tile_bytes);
+  Status& status = decoded.status;
   const bool cancelled = slot->cancel.cancelled() || status.code() == StatusCode::kCancelled;
   LoadStats& stats = *read.stats;
   auto account = [&] {
     std::lock_guard lock(stats.mutex);
-    stats.fetch_wait_s += fetch_wait_s;
-    stats.decode_s += ThreadCpuSeconds() - cpu0;
+    stats.fetch_wait_s += decoded.fetch_wait_s;
+    stats.decode_s += decoded.cpu_s + (ThreadCpuSeconds() - cpu0);
     ++stats.tiles_read;
-    stats.bytes_read += stored_bytes;
-    stats.retry.retries += retry.retries;
-    stats.retry.backoff_s += retry.backoff_s;
-    if (!retry.last_error.empty()) stats.retry.last_error = std::move(retry.last_error);
+    stats.bytes_read += decoded.stored_bytes;
+    stats.chunk_decoders_peak = std::max<uint64_t>(stats.chunk_decoders_peak, decoded.decoders);
+    stats.retry.retries += decoded.retry.retries;
+    stats.retry.backoff_s += decoded.retry.backoff_s;
+    if (!decoded.retry.last_error.empty()) stats.retry.last_error = std::move(decoded.retry.last_error);
   };
   if (!status.ok() && !cancelled && read.attempt == 1 && WorthReadingAgain(status)) {
     account();
@@ -229,14 +358,14 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
   if (!status.ok() && !cancelled && config_.on_bad_chunk == OnBadChunk::kNan) {
     FillBadTile(array, dst);
     status = Status::Ok();
-    std::vector<uint64_t> inner = coords;
+    std::vector<uint64_t> inner = source.PhysicalCoords(slot->key.chunk, read.tile);
     inner.erase(inner.begin() + source.sample_axis);
     bad = BadChunk{array.path(), slot->key.chunk, std::move(inner)};
   }
   account();
   if (pool_.TileDone(slot, status, bad ? &*bad : nullptr)) {
     if (source.transform) {
-      TransformSlot(slot, transformed, stats);
+      TransformSlot(slot, decoded.transformed, stats);
     } else {
       pool_.Publish(slot, Status::Ok(), std::move(slot->data));  // to the backing, then READY
     }

@@ -441,6 +441,7 @@ PassStats Pass::stats() const {
   out.bytes_read = load.bytes_read;
   out.depths.inflight_peak = load.inflight_peak;
   out.depths.decode_queue_peak = load.decode_queue_peak;
+  out.depths.chunk_decoders_peak = load.chunk_decoders_peak;
   out.retry = load.retry;
   return out;
 }

@@ -38,8 +38,9 @@ struct Depths {
   uint64_t max_inflight = 0;
   uint64_t decode_queue_peak = 0;
   uint64_t decode_threads = 0;
-  uint64_t gather_threads = 0;  // the producer and its gather helpers
-  uint64_t resident_peak = 0;   // slots
+  uint64_t chunk_decoders_peak = 0;  // the most decode threads busy on one stored chunk (a shard) at once
+  uint64_t gather_threads = 0;       // the producer and its gather helpers
+  uint64_t resident_peak = 0;        // slots
   uint64_t resident_peak_bytes = 0;
   uint64_t budget_bytes = 0;  // 0 = unbounded
 };
@@ -70,6 +71,7 @@ struct LoadStats {
   uint64_t bytes_read = 0;
   uint64_t inflight_peak = 0;
   uint64_t decode_queue_peak = 0;
+  uint64_t chunk_decoders_peak = 0;
   RetryStats retry;
 };
 

@@ -28,6 +28,11 @@ std::string DescribeChunk(const std::string& array_path, const std::vector<uint6
 
 Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store, std::string path,
                                                    ArrayMetadata metadata) {
+  return Create(std::move(store), std::move(path), std::move(metadata), BuiltinCodecRegistry());
+}
+
+Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store, std::string path,
+                                                   ArrayMetadata metadata, const CodecRegistry& registry) {
   const std::string what = DescribeArray(path);
   if (store == nullptr) return InvalidArgument(what + ": no store");
   if (metadata.chunk_shape.size() != metadata.shape.size()) {
@@ -47,7 +52,7 @@ Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store,
   }
   const ArrayMetadata& md = array->metadata_;
   const ArrayRepr repr{md.chunk_shape, md.dtype, md.fill_value};
-  auto chain = CodecChain::Build(md.codecs, repr, BuiltinCodecRegistry());
+  auto chain = CodecChain::Build(md.codecs, repr, registry);
   if (!chain.ok()) return chain.status().WithContext(what);
   array->chain_ = std::move(chain).value();
   array->max_stored_bytes_ = array->chain_.MaxEncodedSize();
@@ -97,6 +102,38 @@ Status Array::DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords, 
                                                : chain_.DecodeInto(stored, out, progress);
   if (s.ok()) return s;
   return s.WithContext(DescribeChunk(path_, coords) + " (" + store_->Describe(ChunkKey(coords)) + ")");
+}
+
+namespace {
+
+// A chunk's parts whose errors name the chunk, as DecodeChunk's do.
+class NamedParts final : public ChunkParts {
+ public:
+  NamedParts(std::unique_ptr<const ChunkParts> parts, std::string context)
+      : parts_(std::move(parts)), context_(std::move(context)) {}
+  uint64_t count() const override { return parts_->count(); }
+  Status DecodePart(uint64_t i, MutableByteSpan out, const DecodeProgress* progress) const override {
+    Status s = parts_->DecodePart(i, out, progress);
+    return s.ok() ? s : s.WithContext(context_);
+  }
+
+ private:
+  std::unique_ptr<const ChunkParts> parts_;
+  std::string context_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<const ChunkParts>> Array::SplitChunk(ByteSpan stored,
+                                                            const std::vector<uint64_t>& coords) const {
+  if (metadata_.dtype.is_variable()) return NoFixedSizeForm(path_, coords);
+  // Named only when needed: a chunk that does not split costs no strings here.
+  auto context = [&] { return DescribeChunk(path_, coords) + " (" + store_->Describe(ChunkKey(coords)) + ")"; };
+  if (stored.size() > max_stored_bytes_) return DataLoss(OversizeText(stored.size())).WithContext(context());
+  auto parts = chain_.Split(stored);
+  if (!parts.ok()) return parts.status().WithContext(context());
+  if (*parts == nullptr) return parts;
+  return std::unique_ptr<const ChunkParts>(std::make_unique<const NamedParts>(std::move(parts).value(), context()));
 }
 
 void Array::FillChunk(MutableByteSpan out) const {

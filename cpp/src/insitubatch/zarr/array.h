@@ -22,6 +22,10 @@ class Array {
   // "group/t2m" otherwise). Unsupported codecs fail here, naming the codec and array.
   static Result<std::shared_ptr<const Array>> Create(std::shared_ptr<Store> store, std::string path,
                                                      ArrayMetadata metadata);
+  // With the codecs of `registry` (tests substitute instrumented ones); strings always
+  // use the builtin codecs.
+  static Result<std::shared_ptr<const Array>> Create(std::shared_ptr<Store> store, std::string path,
+                                                     ArrayMetadata metadata, const CodecRegistry& registry);
 
   const ArrayMetadata& metadata() const { return metadata_; }
   const std::string& path() const { return path_; }
@@ -47,6 +51,12 @@ class Array {
   // `progress` as in CodecChain::DecodeInto.
   Status DecodeChunk(ByteSpan stored, const std::vector<uint64_t>& coords, MutableByteSpan out,
                      const DecodeProgress* progress = nullptr) const;
+  // The parts the stored bytes of chunk `coords` decode in, each on any thread into its
+  // own region of the chunk (ChunkParts; a shard: its inner chunks, the index read once,
+  // here); null when the chunk decodes only whole (DecodeChunk). Errors, here and from
+  // each part, name the array, chunk and stored object as DecodeChunk's do. `stored` and
+  // this array must outlive the parts.
+  Result<std::unique_ptr<const ChunkParts>> SplitChunk(ByteSpan stored, const std::vector<uint64_t>& coords) const;
   // Writes the fill value into every element of `out`.
   void FillChunk(MutableByteSpan out) const;
   // Blocking fetch + decode; a missing chunk object reads as fill value.

@@ -312,6 +312,20 @@ TEST_F(FileArrayTest, CorruptShardNamesPathCoordsAndFile) {
   EXPECT_THAT(s.message(), HasSubstr("grp/t2m [0, 1] (" + root_ +
                                      "/grp/t2m/c/0/1): "
                                      "sharding_indexed: inner chunk ["));
+  // Split into its inner chunks, a part that fails names the same chunk and file; an
+  // absent inner chunk (fill value) still decodes.
+  auto stored = (*store)->Read("grp/t2m/c/0/1");
+  ASSERT_TRUE(stored.ok());
+  auto parts = (*array)->SplitChunk(stored->data.span(), {0, 1});
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  ASSERT_EQ((*parts)->count(), 4u);
+  Status absent = (*parts)->DecodePart(1, Span(out));
+  EXPECT_TRUE(absent.ok()) << absent.ToString();
+  Status part = (*parts)->DecodePart(2, Span(out));
+  EXPECT_EQ(part.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(part.message(), HasSubstr("grp/t2m [0, 1] (" + root_ +
+                                        "/grp/t2m/c/0/1): "
+                                        "sharding_indexed: inner chunk [1, 0]"));
 
   // An unreadable object (symlink loop) is a store error naming the chunk.
   fs::create_symlink(fs::path(root_) / "grp/t2m/c/1", fs::path(root_) / "grp/t2m/c/1");

@@ -87,6 +87,19 @@ inline uint64_t CompressedBound(uint64_t library_bound) {
   return SaturatingAdd(SaturatingAdd(library_bound, library_bound / 4), uint64_t{64} << 10);
 }
 
+// A stored chunk whose decode splits into parts that each write their own region of the
+// decoded chunk (a shard's inner chunks), so several threads may decode one chunk. It views
+// the stored bytes and the codec that made it: both must outlive it.
+class ChunkParts {
+ public:
+  virtual ~ChunkParts() = default;
+  virtual uint64_t count() const = 0;
+  // Decodes part `i` into its region of `out` (the whole decoded chunk; the regions of
+  // different parts never overlap, so parts may run concurrently). With `progress`, its
+  // callback sees each range of `out` this part wrote once the part is decoded.
+  virtual Status DecodePart(uint64_t i, MutableByteSpan out, const DecodeProgress* progress = nullptr) const = 0;
+};
+
 // Array -> bytes (`bytes`, `sharding_indexed`).
 class ArrayToBytesCodec {
  public:
@@ -103,6 +116,11 @@ class ArrayToBytesCodec {
   virtual bool is_identity(const ArrayRepr& repr) const { return false; }
   // Byte-swaps `data` in place when the stored order differs (bytes codec); no-op else.
   virtual void FixByteOrderInPlace(MutableByteSpan data, const ArrayRepr& repr) const {}
+  // The parts `in` decodes in (sharding_indexed: one per inner chunk, the shard index
+  // decoded and checked here, once); null when the codec decodes only as a whole.
+  virtual Result<std::unique_ptr<const ChunkParts>> Split(ByteSpan in, const ArrayRepr& repr) const {
+    return std::unique_ptr<const ChunkParts>();
+  }
 };
 
 // Array -> array (`transpose`).

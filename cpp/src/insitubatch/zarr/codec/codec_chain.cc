@@ -131,6 +131,18 @@ Status CodecChain::Decode(ByteSpan stored, MutableByteSpan out, const DecodeProg
   return Status::Ok();
 }
 
+Result<std::unique_ptr<const ChunkParts>> CodecChain::Split(ByteSpan stored) const {
+  if (array_to_bytes_ == nullptr || !array_to_array_.empty()) return std::unique_ptr<const ChunkParts>();
+  for (const auto& codec : bytes_to_bytes_) {
+    if (!codec->decodes_to_subspan()) return std::unique_ptr<const ChunkParts>();
+  }
+  ByteSpan current = stored;
+  for (size_t i = bytes_to_bytes_.size(); i-- > 0;) {
+    INSITU_ASSIGN_OR_RETURN(current, bytes_to_bytes_[i]->DecodeSubspan(current));
+  }
+  return array_to_bytes_->Split(current, array_reprs_.back());
+}
+
 Result<Buffer> CodecChain::Encode(ByteSpan decoded) const {
   if (decoded.size() != repr_.nbytes()) {
     return InvalidArgument("chunk holds " + std::to_string(decoded.size()) + " bytes, expected " +

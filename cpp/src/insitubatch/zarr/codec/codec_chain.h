@@ -26,6 +26,10 @@ class CodecChain {
   // while the innermost compressor writes (when it writes `out` directly and no byte swap
   // or transpose follows), else once over all of `out` after decoding.
   Status DecodeInto(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress = nullptr) const;
+  // The parts a stored chunk decodes in (ChunkParts: a shard's inner chunks, its index
+  // read and checked here) when its array -> bytes codec splits and nothing but checksums
+  // (checked here too) wraps it; null when the chunk decodes only whole (DecodeInto).
+  Result<std::unique_ptr<const ChunkParts>> Split(ByteSpan stored) const;
   // Encodes one chunk (tests, fuzz seeds, benchmarks).
   Result<Buffer> Encode(ByteSpan decoded) const;
 

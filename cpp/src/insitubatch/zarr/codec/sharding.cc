@@ -12,6 +12,7 @@
 #include "insitubatch/zarr/codec/sharding.h"
 
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "insitubatch/zarr/codec/builtin_codecs.h"
@@ -136,42 +137,18 @@ class ShardingCodec final : public ArrayToBytesCodec {
     INSITU_RETURN_IF_ERROR(CheckRepr(repr, out.size()));
     INSITU_ASSIGN_OR_RETURN(Buffer index, DecodeShardIndex(layout_, in));
     const auto* entries = reinterpret_cast<const uint64_t*>(index.data());
-
     Buffer scratch;  // one inner chunk, reused, when its region is not contiguous
-    std::vector<uint64_t> coords(layout_.chunk_shape.size(), 0);
     const uint64_t n = layout_.inner_chunks();
-    for (uint64_t i = 0; i < n; ++i, Advance(coords)) {
-      const uint64_t offset = entries[2 * i];
-      const uint64_t nbytes = entries[2 * i + 1];
-      if (offset == kAbsent && nbytes == kAbsent) {
-        ForEachRun(coords, [&](uint64_t shard_pos, uint64_t, uint64_t len) {
-          FillElements(out.subspan(shard_pos, len), shard_.fill_value, shard_.dtype.itemsize());
-        });
-        continue;
-      }
-      if (offset > in.size() || nbytes > in.size() - offset) {
-        return DataLoss("sharding_indexed: inner chunk " + CoordsText(coords) + " (offset " + std::to_string(offset) +
-                        ", " + Bytes(nbytes) + ") runs past the end of the " + std::to_string(in.size()) +
-                        "-byte shard");
-      }
-      const ByteSpan stored = in.subspan(offset, nbytes);
-      Status s;
-      if (contiguous_) {
-        s = inner_.DecodeInto(stored, out.subspan(RunStart(coords), run_bytes_));
-      } else {
-        if (scratch.empty()) {
-          INSITU_ASSIGN_OR_RETURN(scratch, Buffer::Allocate(inner_.repr().nbytes()));
-        }
-        s = inner_.DecodeInto(stored, scratch.span());
-        if (s.ok()) {
-          ForEachRun(coords, [&](uint64_t shard_pos, uint64_t chunk_pos, uint64_t len) {
-            std::memcpy(out.data() + shard_pos, scratch.data() + chunk_pos, len);
-          });
-        }
-      }
-      if (!s.ok()) return Prefix(s, "sharding_indexed: inner chunk " + CoordsText(coords));
+    for (uint64_t i = 0; i < n; ++i) {
+      INSITU_RETURN_IF_ERROR(DecodeInner(in, entries, i, out, scratch, nullptr));
     }
     return Status::Ok();
+  }
+
+  Result<std::unique_ptr<const ChunkParts>> Split(ByteSpan in, const ArrayRepr& repr) const override {
+    INSITU_RETURN_IF_ERROR(CheckRepr(repr, shard_.nbytes()));
+    INSITU_ASSIGN_OR_RETURN(Buffer index, DecodeShardIndex(layout_, in));
+    return std::unique_ptr<const ChunkParts>(std::make_unique<const InnerChunks>(*this, in, std::move(index)));
   }
 
   // Writes every inner chunk (C order, none skipped), then the index at its location.
@@ -213,6 +190,56 @@ class ShardingCodec final : public ArrayToBytesCodec {
   }
 
  private:
+  // Decodes inner chunk `i` (C order) of shard `in`, whose decoded index is `entries`, into
+  // its place in `out` (the whole shard); `scratch` holds it between decode and placement
+  // when its region is not contiguous. `progress` sees each range of `out` it wrote.
+  Status DecodeInner(ByteSpan in, const uint64_t* entries, uint64_t i, MutableByteSpan out, Buffer& scratch,
+                     const DecodeProgress* progress) const {
+    const std::vector<uint64_t> coords = Unravel(i);
+    auto report = [&] {
+      if (progress == nullptr) return;
+      ForEachRun(coords, [&](uint64_t shard_pos, uint64_t, uint64_t len) { progress->on_decoded(shard_pos, len); });
+    };
+    const uint64_t offset = entries[2 * i];
+    const uint64_t nbytes = entries[2 * i + 1];
+    if (offset == kAbsent && nbytes == kAbsent) {
+      ForEachRun(coords, [&](uint64_t shard_pos, uint64_t, uint64_t len) {
+        FillElements(out.subspan(shard_pos, len), shard_.fill_value, shard_.dtype.itemsize());
+      });
+      report();
+      return Status::Ok();
+    }
+    if (offset > in.size() || nbytes > in.size() - offset) {
+      return DataLoss("sharding_indexed: inner chunk " + CoordsText(coords) + " (offset " + std::to_string(offset) +
+                      ", " + Bytes(nbytes) + ") runs past the end of the " + std::to_string(in.size()) + "-byte shard");
+    }
+    const ByteSpan stored = in.subspan(offset, nbytes);
+    Status s;
+    if (contiguous_) {
+      const uint64_t base = RunStart(coords);
+      // Passed down, so a compressor that writes in pieces reports each while in cache.
+      std::optional<DecodeProgress> shifted;
+      if (progress != nullptr) {
+        shifted = DecodeProgress{progress->granule,
+                                 [progress, base](size_t off, size_t len) { progress->on_decoded(base + off, len); }};
+      }
+      s = inner_.DecodeInto(stored, out.subspan(base, run_bytes_), shifted ? &*shifted : nullptr);
+    } else {
+      if (scratch.empty()) {
+        INSITU_ASSIGN_OR_RETURN(scratch, Buffer::Allocate(inner_.repr().nbytes()));
+      }
+      s = inner_.DecodeInto(stored, scratch.span());
+      if (s.ok()) {
+        ForEachRun(coords, [&](uint64_t shard_pos, uint64_t chunk_pos, uint64_t len) {
+          std::memcpy(out.data() + shard_pos, scratch.data() + chunk_pos, len);
+        });
+        report();
+      }
+    }
+    if (!s.ok()) return Prefix(s, "sharding_indexed: inner chunk " + CoordsText(coords));
+    return Status::Ok();
+  }
+
   Status CheckRepr(const ArrayRepr& repr, size_t buffer_size) const {
     if (repr.shape != shard_.shape || repr.dtype != shard_.dtype) {
       return InvalidArgument("sharding_indexed: codec built for shard shape " + CoordsText(shard_.shape) +
@@ -224,6 +251,41 @@ class ShardingCodec final : public ArrayToBytesCodec {
     }
     return Status::Ok();
   }
+
+  // Grid position of inner chunk `i` (C order).
+  std::vector<uint64_t> Unravel(uint64_t i) const {
+    std::vector<uint64_t> coords(layout_.grid.size());
+    for (size_t d = coords.size(); d-- > 0;) {
+      coords[d] = i % layout_.grid[d];
+      i /= layout_.grid[d];
+    }
+    return coords;
+  }
+
+  // The inner chunks of one shard as parts (Split): the index decoded once, each chunk
+  // decoded on its own into its region of the shard.
+  class InnerChunks final : public ChunkParts {
+   public:
+    InnerChunks(const ShardingCodec& codec, ByteSpan shard, Buffer index)
+        : codec_(codec), shard_(shard), index_(std::move(index)) {}
+    uint64_t count() const override { return codec_.layout_.inner_chunks(); }
+    Status DecodePart(uint64_t i, MutableByteSpan out, const DecodeProgress* progress) const override {
+      if (i >= count()) {
+        return InvalidArgument("sharding_indexed: inner chunk " + std::to_string(i) + " of " + std::to_string(count()));
+      }
+      if (out.size() != codec_.shard_.nbytes()) {
+        return InvalidArgument("sharding_indexed: buffer holds " + Bytes(out.size()) + ", the shard needs " +
+                               Bytes(codec_.shard_.nbytes()));
+      }
+      Buffer scratch;
+      return codec_.DecodeInner(shard_, reinterpret_cast<const uint64_t*>(index_.data()), i, out, scratch, progress);
+    }
+
+   private:
+    const ShardingCodec& codec_;
+    ByteSpan shard_;
+    Buffer index_;
+  };
 
   // Next inner-chunk grid position in C order.
   void Advance(std::vector<uint64_t>& coords) const {

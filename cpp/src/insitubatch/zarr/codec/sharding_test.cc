@@ -1,6 +1,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <fstream>
@@ -8,6 +9,7 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "insitubatch/zarr/codec/codec_chain.h"
@@ -142,6 +144,132 @@ TEST(ShardingTest, DecodesZarrPythonShards) {
     }
   }
   EXPECT_EQ(decoded, 10);
+}
+
+// The manifest's shards, each with its chain and expected bytes.
+struct ZarrPythonShard {
+  std::string name;
+  std::string key;
+  std::string stored;
+  std::string expected;
+  std::shared_ptr<CodecChain> chain;
+};
+
+std::vector<ZarrPythonShard> ZarrPythonShards() {
+  const std::string dir = std::string(INSITU_TESTDATA_DIR) + "/sharding/";
+  std::vector<ZarrPythonShard> out;
+  for (const Json& c : Json::parse(ReadFile(dir + "manifest.json"))) {
+    std::string fill_bytes;
+    const std::string hex = c["fill_hex"];
+    for (size_t i = 0; i < hex.size(); i += 2) {
+      fill_bytes.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+    }
+    const ArrayRepr repr{c["shard_shape"].get<std::vector<uint64_t>>(),
+                         DataType::FromV3Name(c["dtype"].get<std::string>()).value(), FillOf(fill_bytes)};
+    auto chain = std::make_shared<CodecChain>(
+        CodecChain::Build(SpecsFromJson(c["codecs"]), repr, BuiltinCodecRegistry()).value());
+    for (const Json& shard : c["shards"]) {
+      if (!shard["present"].get<bool>()) continue;
+      out.push_back({c["name"], shard["key"],
+                     ReadFile(dir + c["name"].get<std::string>() + "/" + shard["key"].get<std::string>()),
+                     ReadFile(dir + shard["expected"].get<std::string>()), chain});
+    }
+  }
+  return out;
+}
+
+// Split: every shard zarr-python wrote (index at the start and at the end, absent inner
+// chunks, nested shards, contiguous and strided inner chunks) decodes to numpy's bytes
+// with each inner chunk decoded on its own thread, last first, and the progress ranges
+// cover the shard exactly once.
+TEST(ShardingTest, SplitDecodesZarrPythonShardsOnePartPerThread) {
+  const std::vector<ZarrPythonShard> shards = ZarrPythonShards();
+  ASSERT_EQ(shards.size(), 10u);
+  for (const ZarrPythonShard& shard : shards) {
+    SCOPED_TRACE(shard.name + " " + shard.key);
+    auto parts = shard.chain->Split(AsBytes(shard.stored));
+    ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+    ASSERT_NE(*parts, nullptr);
+    const uint64_t n = (*parts)->count();
+    EXPECT_GT(n, 1u);
+    std::string out(shard.expected.size(), '\xAA');
+    MutableByteSpan span{reinterpret_cast<std::byte*>(out.data()), out.size()};
+    std::vector<int> covered(out.size(), 0);  // each byte written once by exactly one part
+    std::vector<std::vector<std::pair<size_t, size_t>>> ranges(n);
+    std::vector<Status> statuses(n);
+    std::vector<std::thread> threads;
+    for (uint64_t i = n; i-- > 0;) {
+      threads.emplace_back([&, i] {
+        const DecodeProgress progress{1, [&, i](size_t offset, size_t length) {
+                                        ranges[i].push_back({offset, length});
+                                      }};
+        statuses[i] = (*parts)->DecodePart(i, span, &progress);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    for (uint64_t i = 0; i < n; ++i) {
+      EXPECT_TRUE(statuses[i].ok()) << i << ": " << statuses[i].ToString();
+      for (auto [offset, length] : ranges[i]) {
+        for (size_t b = offset; b < offset + length; ++b) ++covered[b];
+      }
+    }
+    EXPECT_EQ(out, shard.expected);
+    EXPECT_EQ(std::count(covered.begin(), covered.end(), 1), static_cast<long>(out.size()));
+  }
+}
+
+// A corrupt inner chunk of a zarr-python shard fails only its own part, named by its grid
+// position; the other parts still decode.
+TEST(ShardingTest, SplitCorruptInnerChunkFailsItsPartOnly) {
+  const std::vector<ZarrPythonShard> shards = ZarrPythonShards();
+  const ZarrPythonShard& shard = shards.front();  // u16_end c/0/0: 2 x 2 inner chunks, index at the end
+  ASSERT_EQ(shard.name, "u16_end");
+  ASSERT_EQ(shard.key, "c/0/0");
+  std::string stored = shard.stored;
+  const size_t index_at = stored.size() - (4 * 16 + 4);
+  uint64_t offset;  // inner chunk 3 = [1, 1]
+  std::memcpy(&offset, stored.data() + index_at + 3 * 16, 8);
+  stored.replace(offset, 4, "oops");  // its zstd magic number
+  auto parts = shard.chain->Split(AsBytes(stored));
+  ASSERT_TRUE(parts.ok()) << parts.status().ToString();
+  std::string out(shard.expected.size(), '\0');
+  MutableByteSpan span{reinterpret_cast<std::byte*>(out.data()), out.size()};
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_TRUE((*parts)->DecodePart(i, span).ok()) << i;
+  Status s = (*parts)->DecodePart(3, span);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(s.message(), HasSubstr("sharding_indexed: inner chunk [1, 1]: "));
+  EXPECT_THAT(s.message(), HasSubstr("zstd"));
+  // No part beyond the grid, no buffer of another size.
+  EXPECT_EQ((*parts)->DecodePart(4, span).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ((*parts)->DecodePart(0, span.first(8)).code(), StatusCode::kInvalidArgument);
+}
+
+// The index is read (and its checksum checked) when the shard is split, once.
+TEST(ShardingTest, SplitChecksTheIndex) {
+  const ZarrPythonShard shard = ZarrPythonShards().front();
+  std::string stored = shard.stored;
+  stored[stored.size() - 10] ^= 0x01;
+  auto parts = shard.chain->Split(AsBytes(stored));
+  EXPECT_EQ(parts.status().code(), StatusCode::kDataLoss);
+  EXPECT_THAT(parts.status().message(), HasSubstr("shard index"));
+  EXPECT_EQ(shard.chain->Split(AsBytes(stored.substr(0, 20))).status().code(), StatusCode::kDataLoss);
+}
+
+// Chains that do not end in a bare shard decode whole: a plain chunk, a transpose first.
+TEST(ShardingTest, SplitOnlyBareShards) {
+  auto plain = CodecChain::Build({CodecSpec{"bytes", {{"endian", "little"}}}},
+                                 ArrayRepr{{4}, DataType{DataTypeId::kUInt16}, {}}, BuiltinCodecRegistry());
+  ASSERT_TRUE(plain.ok());
+  auto none = plain->Split(AsBytes(Block16({1, 2, 3, 4})));
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, nullptr);
+  auto transposed = CodecChain::Build({CodecSpec{"transpose", {{"order", {1, 0}}}},
+                                       CodecSpec{"sharding_indexed", ShardConfig({2, 2}, {kBytesLE}, {kBytesLE})}},
+                                      ArrayRepr{{4, 4}, DataType{DataTypeId::kUInt16}, {}}, BuiltinCodecRegistry());
+  ASSERT_TRUE(transposed.ok()) << transposed.status().ToString();
+  auto whole = transposed->Split(AsBytes(std::string(64, '\0')));
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(*whole, nullptr);
 }
 
 TEST(ShardingTest, RoundTripIndexEndAndStart) {
