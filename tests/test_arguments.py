@@ -142,7 +142,7 @@ def test_a_wrong_type_is_a_type_error_and_a_bad_value_a_value_error_everywhere(s
     wrong_types = [
         lambda: InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms, batch_size=2.0),
         lambda: InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms, shuffle="yes"),
-        lambda: InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms, eviction=None),
+        lambda: InSituDataset(store, split_by_chunk(geoms["t2m"]), geoms, eviction=1),
         lambda: InSituDataset(store, {"train": [0]}, geoms),
         lambda: insitubatch.store("http://127.0.0.1:9/x", io_threads=2.5),
         lambda: insitubatch.store("http://127.0.0.1:9/x", verify_tls="no"),
@@ -190,8 +190,12 @@ def test_string_options_are_literals_with_their_accepted_values():
 
     params = inspect.signature(InSituDataset.__init__).parameters
     hints = typing.get_type_hints(InSituDataset.__init__)
-    for name in ("on_bad_chunk", "eviction", "plan", "remainder"):
+    for name in ("on_bad_chunk", "plan", "remainder"):
         assert typing.get_args(hints[name]) == arguments.CHOICES[name], name
         assert params[name].default in arguments.CHOICES[name]
+    # eviction's default is the engine's own (None: not restated here).
+    literal, none = typing.get_args(hints["eviction"])
+    assert typing.get_args(literal) == arguments.CHOICES["eviction"] and none is type(None)
+    assert params["eviction"].default is None
     with pytest.raises(InvalidArgumentError, match='eviction must be "next_use" or "lru", got \'fifo\''):
         arguments.choice("eviction", "fifo")

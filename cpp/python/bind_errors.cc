@@ -45,9 +45,12 @@ void BindErrors(nb::module_& m) {
     } catch (const StatusException& e) {
       // A Python chunk transform's exception: raised again as itself, its traceback kept.
       if (const auto* raised = dynamic_cast<const PythonErrorPayload*>(e.status.payload().get())) {
-        nb::handle exc = raised->exception();
-        PyErr_Restore(exc.type().inc_ref().ptr(), exc.inc_ref().ptr(), PyException_GetTraceback(exc.ptr()));
-        return;
+        if (nb::object exc = raised->Take(); exc.is_valid()) {
+          PyObject* traceback = PyException_GetTraceback(exc.ptr());  // a new reference, or null
+          PyObject* type = exc.type().inc_ref().ptr();
+          PyErr_Restore(type, exc.release().ptr(), traceback);  // steals all three
+          return;
+        }
       }
       nb::object errors = nb::module_::import_("insitubatch.errors");
       nb::object cls = errors.attr(ClassNameFor(e.status.code()));

@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "insitubatch/engine/native_transforms.h"
@@ -127,8 +128,13 @@ class PyChunkTransform final : public ChunkTransform {
 
 PythonErrorPayload::PythonErrorPayload(nb::handle exception) : exception_(exception.inc_ref().ptr()) { DropReleased(); }
 
+nb::object PythonErrorPayload::Take() const {
+  PyObject* taken = std::exchange(exception_, nullptr);
+  return taken == nullptr ? nb::object() : nb::steal(taken);
+}
+
 PythonErrorPayload::~PythonErrorPayload() {
-  if (InterpreterGone()) return;  // nothing may touch the object any more: leak it
+  if (exception_ == nullptr || InterpreterGone()) return;  // taken; or nothing may touch it any more
   if (PyGILState_Check() != 0) {
     Py_DECREF(exception_);
     return;

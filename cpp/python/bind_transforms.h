@@ -16,10 +16,14 @@ class PythonErrorPayload final : public StatusPayload {
   // The last reference may go on an engine thread without the GIL: the object is then
   // released at the next call that holds it.
   ~PythonErrorPayload() override;
-  nb::handle exception() const { return exception_; }
+  // The exception, handed over once (with the GIL held): the engine keeps the failed
+  // status, and a reference kept there would close a cycle the collector cannot see
+  // (exception -> traceback -> frames -> the pass -> its status -> exception). Null when
+  // already taken: the status's text stands in.
+  nb::object Take() const;
 
  private:
-  PyObject* exception_;  // a strong reference
+  mutable PyObject* exception_;  // a strong reference, until taken
 };
 
 // Builds the engine's transform for one array from the Python-side spec (None, or a dict

@@ -24,7 +24,7 @@ from . import _ext, arguments, caching, class_plans, dataset_sizing, lifecycle, 
 from . import transforms as _transforms
 from .dataset_config import DatasetConfig, default_max_inflight
 from .epochs import SPLITS, EpochPlanner, Share
-from .errors import FailedPreconditionError, InvalidArgumentError
+from .errors import FailedPreconditionError, InvalidArgumentError, InvalidTypeError
 from .geometry import ArrayGeometry, engine_typestr, geometries_of, needs_view
 from .passes import PassContext, PassIterator
 from .records import StoredChunkRead
@@ -66,7 +66,7 @@ class InSituDataset:
         batch_transforms: Sequence[Callable[..., Any]] = (),
         decode_threads: int = 0,
         gather_threads: int = 0,
-        eviction: str | None = None,
+        eviction: arguments.Eviction | None = None,  # None: the engine's default (next_use)
         labels: Any = None,
         plan: arguments.Plan = "shuffle",
         rank: int | None = None,
@@ -75,7 +75,7 @@ class InSituDataset:
     ) -> None:
         self._engine: Any = None  # the native _ext.Engine while open
         if not isinstance(manifest, SplitManifest):
-            raise InvalidArgumentError(f"manifest must be a SplitManifest, got {type(manifest).__name__}")
+            raise InvalidTypeError(f"manifest must be a SplitManifest, got {type(manifest).__name__}")
         config = DatasetConfig.from_arguments(
             batch_size=batch_size, block_chunks=block_chunks, max_inflight=max_inflight, seed=seed, shuffle=shuffle,
             prefetch_depth=prefetch_depth, cache_dir=cache_dir, cache_budget_bytes=cache_budget_bytes,

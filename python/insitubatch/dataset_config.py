@@ -66,13 +66,13 @@ class DatasetConfig:
         prefetch_depth = arguments.integer("prefetch_depth", prefetch_depth)
         engine.decode_threads = decode_threads
         engine.gather_threads = gather_threads
-        engine.on_bad_chunk = on_bad_chunk
+        # Python checks only the type; the engine's setters own the accepted values.
+        engine.on_bad_chunk = arguments.text("on_bad_chunk", on_bad_chunk)
         if eviction is not None:
-            engine.eviction = eviction
+            engine.eviction = arguments.text("eviction", eviction)
         # Data parallel: this rank's share of whole chunks, equal steps on every rank.
         rank, world_size = distributed.resolve(rank, world_size)
-        if remainder not in distributed.REMAINDERS:
-            raise InvalidArgumentError(f'remainder must be "drop" or "pad", got {remainder!r}')
+        remainder = arguments.choice("remainder", remainder)
         if world_size > 1 and plan != "shuffle":
             raise InvalidArgumentError(f'plan={plan!r} with world_size={world_size} is not supported yet'
                                        ' (plan="shuffle" is)')

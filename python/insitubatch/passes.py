@@ -54,6 +54,25 @@ def _gathered(native: Any, labels: tuple[str, ...], offsets: Mapping[str, int],
     return Batch(out, indices, dict(offsets))
 
 
+def _ended() -> None:
+    return None
+
+
+def _release_pass_frames(tb: Any) -> None:
+    """Clears the locals of the finished gather frames in an exception's traceback. They
+    hold the native pass, which holds the engine and its chunk transforms: a transform that
+    keeps the exception (a closure, an object with a log of failures) would close a cycle
+    through C++ that no collector can see, keeping engine and pool alive until exit. The
+    caller's own frames are left as they are."""
+    while tb is not None:
+        if tb.tb_frame.f_code is _gathered.__code__:
+            try:
+                tb.tb_frame.clear()
+            except RuntimeError:  # still executing (not expected here): keep it
+                pass
+        tb = tb.tb_next
+
+
 class PassIterator:
     """One pass. Early ``break``, ``close()`` or garbage collection cancel it cleanly."""
 
@@ -70,8 +89,8 @@ class PassIterator:
         # must not hold this iterator: collecting an abandoned one is what cancels its pass.
         columns = {label: strings.StringColumn(array, g) for label, (array, g) in context.string_arrays.items()}
         self._store_kind = context.store_kind
-        self._gather = functools.partial(_gathered, native, context.labels, context.offsets, context.records,
-                                         columns)
+        self._gather: Callable[[], Batch | None] = functools.partial(
+            _gathered, native, context.labels, context.offsets, context.records, columns)
         self._ahead = (_transforms.BatchTransformsAhead(self._gather, context.batch_transforms, split)
                        if context.batch_transforms else None)
         self._done = False
@@ -96,8 +115,10 @@ class PassIterator:
                 batch = self._ahead.next()
             else:
                 batch = self._gather()
-        except BaseException:  # a chunk transform's exception arrives as itself
+        except BaseException as exc:  # a chunk transform's exception arrives as itself
+            native = None
             self.close()
+            _release_pass_frames(exc.__traceback__)
             raise
         if batch is None:
             self.close()
@@ -130,6 +151,7 @@ class PassIterator:
             depths["batch_queue_empty"] = self._ahead.empty_gets
             depths["batch_queue_full_enough"] = self._ahead.gets - self._ahead.empty_gets
         self._native = None
+        self._gather = _ended
         self._context.finished(PassStats.from_native(stats), stats["bad_chunks"])
 
     def _retire(self, reason: str) -> None:
