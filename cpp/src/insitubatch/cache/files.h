@@ -1,5 +1,8 @@
 #pragma once
 
+// Folder cache/: the disk tier -- files written whole (temp file then rename), directory
+// locks, the locked write many processes share, the append-only log. Stands on util alone.
+//
 // The disk tier's file primitives. Three rules make a cache directory safe to share and
 // to crash in:
 //  * a file appears under its final name only by rename(2), whole: a reader never sees a

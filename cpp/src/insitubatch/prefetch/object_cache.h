@@ -1,5 +1,8 @@
 #pragma once
 
+// Folder prefetch/: planfetch's native half -- packed key lists, the CSV index, the object
+// cache (URI to local file, downloads through cache/, pruning) and the prefetch window.
+//
 // ObjectCache: objects of an object store, one local file each under a directory -- what
 // planfetch's SharedDiskCache is. A URI maps to a fixed path (scheme/authority/key, every
 // segment checked so none can climb out, injectively: no two URIs share a file). A
