@@ -191,6 +191,7 @@ PendingFile::PendingFile(std::shared_ptr<const CacheDir> dir, int fd, std::strin
     : dir_(std::move(dir)),
       fd_(fd),
       locked_(locked),
+      owner_(::getpid()),
       temp_name_(std::move(temp_name)),
       final_name_(std::move(final_name)),
       temp_(dir_->PathOf(temp_name_)),
@@ -220,6 +221,7 @@ PendingFile::PendingFile(PendingFile&& other) noexcept
     : dir_(other.dir_),
       fd_(std::exchange(other.fd_, -1)),
       locked_(other.locked_),
+      owner_(other.owner_),
       temp_name_(std::move(other.temp_name_)),
       final_name_(std::move(other.final_name_)),
       temp_(std::move(other.temp_)),
@@ -231,11 +233,19 @@ PendingFile::PendingFile(PendingFile&& other) noexcept
 }
 
 PendingFile::~PendingFile() {
+  const bool parent = ::getpid() == owner_;
   // A mapping that removes its file on release takes care of it; otherwise an uncommitted
   // file is removed here, so a failed or abandoned write leaves nothing behind -- before a
   // lock it holds goes, so no other process locks the name this unlinks.
-  if (!committed_ && !(mapping_ && !mapping_->remove_path_.empty())) ::unlinkat(dir_->fd(), temp_name_.c_str(), 0);
-  if (fd_ >= 0) locked_ ? CloseLockDescriptor(fd_) : static_cast<void>(::close(fd_));
+  if (parent && !committed_ && !(mapping_ && !mapping_->remove_path_.empty())) {
+    ::unlinkat(dir_->fd(), temp_name_.c_str(), 0);
+  }
+  if (fd_ < 0) return;
+  if (!locked_) {
+    ::close(fd_);
+  } else if (parent) {  // a child's copy of a lock descriptor was closed at the fork
+    CloseLockDescriptor(fd_);
+  }
 }
 
 Result<std::shared_ptr<FileMapping>> PendingFile::Map(bool remove_with_mapping) {

@@ -129,7 +129,9 @@ class PendingFile {
   static Result<PendingFile> Create(const std::string& dir, const std::string& name, uint64_t reserve = 0);
   PendingFile(PendingFile&& other) noexcept;
   PendingFile& operator=(PendingFile&&) = delete;
-  ~PendingFile();  // removes the temp file unless committed (then releases a lock it holds)
+  // Removes the temp file unless committed (then releases a lock it holds). In a forked
+  // child, whose copy this is, it removes nothing: the temp file is the parent's to finish.
+  ~PendingFile();
 
   // Writes `bytes` at `offset` (pwrite).
   Status Write(uint64_t offset, std::span<const std::byte> bytes);
@@ -149,6 +151,7 @@ class PendingFile {
   std::shared_ptr<const CacheDir> dir_;
   int fd_ = -1;
   bool locked_ = false;  // fd_ holds the write's lock (a lock descriptor, cache/locked_write.h)
+  pid_t owner_;          // the process that created it: a forked child's copy leaves the file alone
   std::string temp_name_;
   std::string final_name_;
   std::string temp_;

@@ -117,7 +117,8 @@ TEST(LockedWriteTest, SweepRemovesOnlyOldUnlockedTempFiles) {
 
 // A forked child's copy of a lock descriptor would keep the lock after the parent lets go
 // (flock locks belong to the shared open file description): the child closes its copies.
-TEST(LockedWriteTest, AForkedChildDoesNotKeepItsParentsLock) {
+// And its copy of the write, destroyed, removes nothing: the temp file is the parent's.
+TEST(LockedWriteTest, AForkedChildNeitherKeepsNorTakesItsParentsWrite) {
   TempDir dir;
   auto d = Open(dir);
   auto write = LockedWrite::Begin(d, "obj");
@@ -127,7 +128,8 @@ TEST(LockedWriteTest, AForkedChildDoesNotKeepItsParentsLock) {
   int ready[2];
   ASSERT_EQ(::pipe(ready), 0);
   const pid_t child = ::fork();
-  if (child == 0) {  // the fork handlers have run when fork() returns here
+  if (child == 0) {       // the fork handlers have run when fork() returns here
+    write->file.reset();  // the child's copy of the write goes: the parent's file and lock stay
     [[maybe_unused]] const ssize_t n = ::write(ready[1], "r", 1);
     ::sleep(30);  // outlives the parent's release below
     ::_exit(0);
@@ -137,6 +139,7 @@ TEST(LockedWriteTest, AForkedChildDoesNotKeepItsParentsLock) {
   ASSERT_EQ(::read(ready[0], &byte, 1), 1);
   ::close(ready[0]);
   ::close(ready[1]);
+  EXPECT_TRUE(fs::exists(dir / "obj.insitu-dl"));
   EXPECT_NE(::flock(probe, LOCK_EX | LOCK_NB), 0);  // held by the parent
   write->file.reset();                              // the parent lets go
   EXPECT_EQ(::flock(probe, LOCK_EX | LOCK_NB), 0) << "the child kept the lock";
