@@ -142,11 +142,7 @@ Status DirLock::ExcludeReaders() {
 
 Status DirLock::Reassert() {
   if (fd_ < 0) return Status::Ok();
-  struct stat held, named;
-  if (::fstat(fd_, &held) == 0 && ::fstatat(dir_->fd(), kWriterLockName, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
-      held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
-    return Status::Ok();
-  }
+  if (StillNamed(*dir_, kWriterLockName, fd_)) return Status::Ok();
   INSITU_ASSIGN_OR_RETURN(DirLock again, Writer(dir_));
   std::swap(fd_, again.fd_);
   return Status::Ok();

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -16,10 +17,34 @@
 #include <sstream>
 #include <system_error>
 
+#include "insitubatch/cache/locked_write.h"
 #include "insitubatch/util/text.h"
 
 namespace insitubatch::cache {
 namespace {
+
+// `path` is `what` where the cache keeps a `belongs` of its own.
+Status Planted(const std::string& path, std::string_view what, std::string_view belongs) {
+  return InvalidArgument(path + " is " + std::string(what) + ", not a " + std::string(belongs) +
+                         ": the cache directory is corrupt or was tampered with (the cache writes nothing "
+                         "through links or into special files; remove it)");
+}
+
+std::string_view KindOf(mode_t mode) {
+  return S_ISDIR(mode)    ? "a directory"
+         : S_ISLNK(mode)  ? "a symbolic link"
+         : S_ISFIFO(mode) ? "a FIFO"
+         : S_ISSOCK(mode) ? "a socket"
+                          : "a device";
+}
+
+std::string Join(const std::string& dir, const std::string& name) {
+  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+std::atomic<uint64_t> g_temp_counter{0};
+
+}  // namespace
 
 // ENOSPC and EDQUOT are the disk filling up; EROFS / EACCES a directory we cannot write.
 Status FileError(const std::string& what, const std::string& path, int err) {
@@ -30,13 +55,17 @@ Status FileError(const std::string& what, const std::string& path, int err) {
   return IoError(message).set_detail(err);
 }
 
-std::string Join(const std::string& dir, const std::string& name) {
-  return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
+double AgeSeconds(const struct stat& st) {
+  const auto now = std::chrono::system_clock::now().time_since_epoch();
+  const double mtime = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9;
+  return std::chrono::duration<double>(now).count() - mtime;
 }
 
-std::atomic<uint64_t> g_temp_counter{0};
-
-}  // namespace
+bool StillNamed(const CacheDir& dir, std::string_view name, int fd) {
+  struct stat held, named;
+  return ::fstat(fd, &held) == 0 && ::fstatat(dir.fd(), std::string(name).c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+         held.st_dev == named.st_dev && held.st_ino == named.st_ino;
+}
 
 Status CheckBasename(std::string_view name, std::string_view what) {
   auto bad = [&](const char* why) {
@@ -92,46 +121,77 @@ bool CacheDir::Removed() const {
   return ::fstat(fd_, &st) != 0 || st.st_nlink == 0;
 }
 
+Result<std::shared_ptr<const CacheDir>> CacheDir::OpenChild(const std::string& name, bool create) const {
+  const std::string path = PathOf(name);
+  auto open = [&] {
+    int fd;
+    do {
+      fd = ::openat(fd_, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    } while (fd < 0 && errno == EINTR);
+    return fd;
+  };
+  int fd = open();
+  if (fd < 0 && errno == ENOENT && create) {
+    if (::mkdirat(fd_, name.c_str(), 0755) != 0 && errno != EEXIST) return FileError("cannot create", path, errno);
+    fd = open();
+  }
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP) return Planted(path, "a symbolic link", "directory");
+    if (err == ENOTDIR) return Planted(path, "a file", "directory");
+    if (err == ENOENT && !create) return NotFound(path + " does not exist");
+    return FileError("cannot open", path, err);
+  }
+  return std::shared_ptr<const CacheDir>(new CacheDir(path, fd));
+}
+
+Status OpenFailed(const CacheDir& dir, std::string_view name, int flags, int err) {
+  const std::string path = dir.PathOf(name);
+  if (err == ELOOP) return Planted(path, "a symbolic link", "regular file");
+  if (err == ENXIO) return Planted(path, "a FIFO or device", "regular file");  // a FIFO without a reader, for writing
+  if (err == EISDIR) return Planted(path, "a directory", "regular file");
+  // Creating, ENOENT means the directory itself is gone: an I/O error, not a missing entry.
+  if (err == ENOENT && (flags & O_CREAT) == 0) return NotFound(path + " does not exist");
+  return FileError((flags & O_CREAT) != 0 ? "cannot create" : "cannot open", path, err);
+}
+
+Status CheckRegularFile(int fd, const std::string& path) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return FileError("cannot stat", path, errno);
+  if (!S_ISREG(st.st_mode)) return Planted(path, KindOf(st.st_mode), "regular file");
+  return Status::Ok();
+}
+
 Result<int> OpenRegularFile(const CacheDir& dir, std::string_view name, int flags, mode_t mode) {
   const std::string file(name);
-  const std::string path = dir.PathOf(name);
-  auto planted = [&](const std::string& what) {
-    return InvalidArgument(path + " is " + what +
-                           ", not a regular file: the cache directory is corrupt or was tampered with (the "
-                           "cache writes nothing through links or into special files; remove it)");
-  };
   int fd;
   do {
     fd = ::openat(dir.fd(), file.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
   } while (fd < 0 && errno == EINTR);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == ELOOP) return planted("a symbolic link");
-    if (err == ENXIO) return planted("a FIFO or device");  // a FIFO without a reader, for writing
-    if (err == EISDIR) return planted("a directory");
-    // Creating, ENOENT means the directory itself is gone: an I/O error, not a missing entry.
-    if (err == ENOENT && (flags & O_CREAT) == 0) return NotFound(path + " does not exist");
-    return FileError((flags & O_CREAT) != 0 ? "cannot create" : "cannot open", path, err);
-  }
-  struct stat st;
-  if (::fstat(fd, &st) != 0) {
-    const int err = errno;
+  if (fd < 0) return OpenFailed(dir, name, flags, errno);
+  if (Status regular = CheckRegularFile(fd, dir.PathOf(name)); !regular.ok()) {
     ::close(fd);
-    return FileError("cannot stat", path, err);
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return planted(S_ISDIR(st.st_mode)    ? "a directory"
-                   : S_ISFIFO(st.st_mode) ? "a FIFO"
-                   : S_ISSOCK(st.st_mode) ? "a socket"
-                                          : "a device");
+    return regular;
   }
   return fd;
 }
 
-PendingFile::PendingFile(std::shared_ptr<const CacheDir> dir, int fd, std::string temp_name, std::string final_name)
+Result<std::optional<uint64_t>> RegularFileSize(const CacheDir& dir, std::string_view name) {
+  struct stat st;
+  if (::fstatat(dir.fd(), std::string(name).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) return std::optional<uint64_t>();
+    return FileError("cannot stat", dir.PathOf(name), errno);
+  }
+  if (!S_ISREG(st.st_mode)) return Planted(dir.PathOf(name), KindOf(st.st_mode), "regular file");
+  return std::optional<uint64_t>(static_cast<uint64_t>(st.st_size));
+}
+
+PendingFile::PendingFile(std::shared_ptr<const CacheDir> dir, int fd, std::string temp_name, std::string final_name,
+                         bool locked)
     : dir_(std::move(dir)),
       fd_(fd),
+      locked_(locked),
+      owner_(::getpid()),
       temp_name_(std::move(temp_name)),
       final_name_(std::move(final_name)),
       temp_(dir_->PathOf(temp_name_)),
@@ -160,6 +220,8 @@ Result<PendingFile> PendingFile::Create(std::shared_ptr<const CacheDir> dir, con
 PendingFile::PendingFile(PendingFile&& other) noexcept
     : dir_(other.dir_),
       fd_(std::exchange(other.fd_, -1)),
+      locked_(other.locked_),
+      owner_(other.owner_),
       temp_name_(std::move(other.temp_name_)),
       final_name_(std::move(other.final_name_)),
       temp_(std::move(other.temp_)),
@@ -171,10 +233,19 @@ PendingFile::PendingFile(PendingFile&& other) noexcept
 }
 
 PendingFile::~PendingFile() {
-  if (fd_ >= 0) ::close(fd_);
+  const bool parent = ::getpid() == owner_;
   // A mapping that removes its file on release takes care of it; otherwise an uncommitted
-  // file is removed here, so a failed or abandoned write leaves nothing behind.
-  if (!committed_ && !(mapping_ && !mapping_->remove_path_.empty())) ::unlinkat(dir_->fd(), temp_name_.c_str(), 0);
+  // file is removed here, so a failed or abandoned write leaves nothing behind -- before a
+  // lock it holds goes, so no other process locks the name this unlinks.
+  if (parent && !committed_ && !(mapping_ && !mapping_->remove_path_.empty())) {
+    ::unlinkat(dir_->fd(), temp_name_.c_str(), 0);
+  }
+  if (fd_ < 0) return;
+  if (!locked_) {
+    ::close(fd_);
+  } else if (parent) {  // a child's copy of a lock descriptor was closed at the fork
+    CloseLockDescriptor(fd_);
+  }
 }
 
 Result<std::shared_ptr<FileMapping>> PendingFile::Map(bool remove_with_mapping) {

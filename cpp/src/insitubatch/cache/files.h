@@ -1,5 +1,8 @@
 #pragma once
 
+// Folder cache/: the disk tier -- files written whole (temp file then rename), directory
+// locks, the locked write many processes share, the append-only log. Stands on util alone.
+//
 // The disk tier's file primitives. Three rules make a cache directory safe to share and
 // to crash in:
 //  * a file appears under its final name only by rename(2), whole: a reader never sees a
@@ -16,12 +19,14 @@
 // planted symlink, FIFO or device is refused naming it -- nothing outside the directory is
 // ever written or followed, and no open blocks.
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -50,6 +55,10 @@ class CacheDir {
   std::string PathOf(std::string_view name) const;
   // Whether the directory was removed since it was opened (its descriptor outlives it).
   bool Removed() const;
+  // The subdirectory `name`, opened without following a symlink: a link or a file planted
+  // there is refused (InvalidArgument naming it). `create`: made first when missing;
+  // otherwise a missing one is NotFound.
+  Result<std::shared_ptr<const CacheDir>> OpenChild(const std::string& name, bool create) const;
 
  private:
   CacheDir(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
@@ -62,6 +71,23 @@ class CacheDir {
 // socket, device or directory (the cache directory is corrupt or was tampered with);
 // NotFound when it is missing; IoError (ResourceExhausted for a full disk) otherwise.
 Result<int> OpenRegularFile(const CacheDir& dir, std::string_view name, int flags, mode_t mode = 0644);
+// Its parts, for openers of their own (cache/locked_write): the error for an openat of
+// `name` with `flags` that failed with `err`, and the check of a descriptor it returned
+// (OK for a regular file, else the refusal naming `path`; the caller closes `fd`).
+Status OpenFailed(const CacheDir& dir, std::string_view name, int flags, int err);
+Status CheckRegularFile(int fd, const std::string& path);
+// The size of the file `name` of `dir`, nullopt when it is absent; refused as
+// OpenRegularFile refuses when it is anything but a regular file.
+Result<std::optional<uint64_t>> RegularFileSize(const CacheDir& dir, std::string_view name);
+
+// An I/O error saying what failed on `path`: ResourceExhausted when the disk is full
+// (ENOSPC, EDQUOT), else IoError; `err` is kept as the status detail.
+Status FileError(const std::string& what, const std::string& path, int err);
+// Seconds since the file `st` describes was last written (wall clock).
+double AgeSeconds(const struct stat& st);
+// Whether `name` in `dir` is still the file open as `fd` (not removed or replaced since):
+// a lock held on a file no longer at its name excludes nobody.
+bool StillNamed(const CacheDir& dir, std::string_view name, int fd);
 
 // OK for a bare file name: not empty, no '/', not "." or "..", no NUL, not a temp file's
 // name; otherwise InvalidArgument naming `what` (the cache is corrupt or tampered with).
@@ -94,14 +120,18 @@ class FileMapping {
 
 // A file being written: created exclusively as "<name>.<pid>.<n>.insitu-tmp" in `dir`
 // (with `reserve` bytes of blocks allocated up front, if any), then either committed
-// (renamed to `name`, replacing any earlier file of that name) or removed.
+// (renamed to `name`, replacing any earlier file of that name) or removed. A locked write
+// (cache/locked_write.h) is a PendingFile too, under a fixed temp name that it holds
+// locked until it is destroyed.
 class PendingFile {
  public:
   static Result<PendingFile> Create(std::shared_ptr<const CacheDir> dir, const std::string& name, uint64_t reserve = 0);
   static Result<PendingFile> Create(const std::string& dir, const std::string& name, uint64_t reserve = 0);
   PendingFile(PendingFile&& other) noexcept;
   PendingFile& operator=(PendingFile&&) = delete;
-  ~PendingFile();  // removes the temp file unless committed
+  // Removes the temp file unless committed (then releases a lock it holds). In a forked
+  // child, whose copy this is, it removes nothing: the temp file is the parent's to finish.
+  ~PendingFile();
 
   // Writes `bytes` at `offset` (pwrite).
   Status Write(uint64_t offset, std::span<const std::byte> bytes);
@@ -115,9 +145,13 @@ class PendingFile {
   const std::string& final_path() const { return final_; }
 
  private:
-  PendingFile(std::shared_ptr<const CacheDir> dir, int fd, std::string temp_name, std::string final_name);
+  friend class LockedWrite;
+  PendingFile(std::shared_ptr<const CacheDir> dir, int fd, std::string temp_name, std::string final_name,
+              bool locked = false);
   std::shared_ptr<const CacheDir> dir_;
   int fd_ = -1;
+  bool locked_ = false;  // fd_ holds the write's lock (a lock descriptor, cache/locked_write.h)
+  pid_t owner_;          // the process that created it: a forked child's copy leaves the file alone
   std::string temp_name_;
   std::string final_name_;
   std::string temp_;

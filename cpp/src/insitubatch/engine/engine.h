@@ -1,5 +1,8 @@
 #pragma once
 
+// Folder engine/: the Zarr training pass -- sizing, epoch order, plan, the chunk pool (heap
+// or cache-backed), reads, decode, gather and pass statistics, behind Engine.
+//
 // Engine: the dataset-owned core — the array sources, the chunk pool, the decode pool, the
 // one max_inflight budget, the reads in flight, and the batch buffer pool — shared by
 // every pass. Reads belong to the engine and the slot they fill, never to a pass, so a

@@ -1,5 +1,8 @@
 #pragma once
 
+// Folder io/: bytes by key -- the Store interface and its backends (file, memory, and by
+// subfolder HTTP, S3, GCS, Azure, kerchunk references), retries, credentials.
+//
 // Store: the key -> bytes interface every backend implements (file, memory, HTTP, S3, ...).
 // A missing key is a value (ReadResult::found == false), not an error: zarr reads it as
 // fill value. Reads are asynchronous; Read() is the blocking convenience over ReadAsync().

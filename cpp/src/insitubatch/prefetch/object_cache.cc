@@ -1,25 +1,17 @@
 #include "insitubatch/prefetch/object_cache.h"
 
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <system_error>
 #include <thread>
 
+#include "insitubatch/cache/files.h"
 #include "insitubatch/io/aws/aws_sigv4.h"
-#include "insitubatch/util/text.h"
 
 namespace insitubatch::prefetch {
 namespace {
@@ -30,65 +22,17 @@ constexpr size_t kHashAt = kMaxSegment - kHashHex - 1;  // where "~" sits in a h
 constexpr size_t kWriterThreads = 8;                    // file work only: the network parallelism is the store's
 constexpr auto kPoll = std::chrono::milliseconds(10);
 
-Status FileError(const std::string& what, const std::string& path, int err) {
-  std::string message = what + " " + path + ": " + ErrnoText(err);
-  if (err == ENOSPC || err == EDQUOT) {
-    return ResourceExhausted(message + " (the disk holding the cache directory is full)").set_detail(err);
-  }
-  return IoError(message).set_detail(err);
+using cache::CacheDir;
+using cache::FileError;
+using cache::LockedWrite;
+
+// The disk tier refuses a symlink, FIFO or anything else planted where a file or directory
+// of its own belongs as InvalidArgument; the object cache reports it as DataLoss (its
+// directory was altered: remove it), as it always has.
+Status AsDataLoss(Status status) {
+  if (status.code() != StatusCode::kInvalidArgument) return status;
+  return DataLoss(status.message()).set_detail(status.detail());
 }
-
-Status Planted(const std::string& path, std::string_view what) {
-  return DataLoss("refusing " + path + ": " + std::string(what) +
-                  " where the cache keeps its own files (the cache directory was altered; remove it)");
-}
-
-// Descriptors that may hold a download lock. flock locks belong to the open file
-// description, which a fork() shares: a child's copy would keep its parent's locks alive
-// after the parent dies. So a forked child closes its copies at once (the parent's locks
-// stay the parent's), and open/close go through one mutex that fork() also takes, so no
-// descriptor is ever half-registered in a child.
-class LockFds {
- public:
-  static int OpenAt(int dir, const std::string& name, int flags, mode_t mode = 0) {
-    Install();
-    std::lock_guard lock(Mutex());
-    int fd;
-    do {
-      fd = ::openat(dir, name.c_str(), flags | O_CLOEXEC | O_NOFOLLOW, mode);
-    } while (fd < 0 && errno == EINTR);
-    if (fd >= 0) Fds().push_back(fd);
-    return fd;
-  }
-  static void Close(int fd) {
-    if (fd < 0) return;
-    std::lock_guard lock(Mutex());
-    auto& fds = Fds();
-    fds.erase(std::remove(fds.begin(), fds.end(), fd), fds.end());
-    ::close(fd);
-  }
-
- private:
-  static std::mutex& Mutex() {
-    static auto* mutex = new std::mutex;  // never destroyed: fork handlers outlive statics
-    return *mutex;
-  }
-  static std::vector<int>& Fds() {
-    static auto* fds = new std::vector<int>;
-    return *fds;
-  }
-  static void Install() {
-    static std::once_flag once;
-    std::call_once(once, [] {
-      ::pthread_atfork([] { Mutex().lock(); }, [] { Mutex().unlock(); },
-                       [] {
-                         for (int fd : Fds()) ::close(fd);  // the parent's locks stay its own
-                         Fds().clear();
-                         Mutex().unlock();
-                       });
-    });
-  }
-};
 
 // Whether a name has the form of a hashed one: kMaxSegment bytes, "~" and 32 lowercase
 // hex digits at the end.
@@ -135,94 +79,30 @@ bool IsGeneratedSegment(std::string_view name) {
   return SafeSegment(decoded) == name;
 }
 
-// Whether every process /proc/locks names as holding a flock on the file `st` describes
-// has exited (flock records the process that took the lock, whoever shares it since).
-// False when that is not known: no /proc, no entry (an overlay's inode), a pid outside our
-// namespace (0), a process we may not signal.
-bool HolderHasExited(const struct stat& st) {
-  std::ifstream in("/proc/locks");
-  char id[64];
-  std::snprintf(id, sizeof(id), "%02x:%02x:%llu", major(st.st_dev), minor(st.st_dev),
-                static_cast<unsigned long long>(st.st_ino));
-  bool any = false;
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream fields(line);
-    std::string number, kind, advisory, mode, dev;
-    long pid = 0;
-    fields >> number >> kind;
-    if (kind != "FLOCK") continue;  // another kind, or "->": a waiter, not a holder
-    if (!(fields >> advisory >> mode >> pid >> dev) || dev != id) continue;
-    if (pid <= 0 || ::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) return false;
-    any = true;
-  }
-  return any;
-}
-
-double AgeSeconds(const struct stat& st) {
-  const auto now = std::chrono::system_clock::now().time_since_epoch();
-  const double mtime = static_cast<double>(st.st_mtim.tv_sec) + st.st_mtim.tv_nsec * 1e-9;
-  return std::chrono::duration<double>(now).count() - mtime;
-}
-
 }  // namespace
 
 // The directory holding an object, opened level by level below the cache root without
-// following a symlink (O_NOFOLLOW): a planted link or file at any level is refused.
-// `create`: missing levels are made (the root too: a directory removed while the cache is
-// open comes back on the next write); otherwise a missing level gives -1.
-Result<int> ObjectCache::OpenDir(const Location& at, bool create) const {
-  int fd = ::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0 && errno == ENOENT && create) {
+// following a symlink: a planted link or file at any level is refused. `create`: missing
+// levels are made (the root too: a directory removed while the cache is open comes back on
+// the next write); otherwise a missing level gives null.
+Result<std::shared_ptr<const CacheDir>> ObjectCache::OpenDir(const Location& at, bool create) const {
+  auto dir = CacheDir::Open(options_.dir, /*create=*/false);
+  if (!dir.ok() && dir.status().code() == StatusCode::kNotFound && create) {
     std::error_code ec;
     std::filesystem::create_directories(options_.dir, ec);
-    fd = ::open(options_.dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    dir = CacheDir::Open(options_.dir, /*create=*/false);
   }
-  if (fd < 0) {
-    if (errno == ENOENT && !create) return -1;
-    return FileError("cannot open the cache directory", options_.dir, errno);
-  }
-  std::string path = options_.dir;
-  for (const std::string& segment : at.dirs) {
-    path += "/" + segment;
-    int next = ::openat(fd, segment.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (next < 0 && errno == ENOENT && create) {
-      if (::mkdirat(fd, segment.c_str(), 0755) != 0 && errno != EEXIST) {
-        const int err = errno;
-        ::close(fd);
-        return FileError("cannot create", path, err);
-      }
-      next = ::openat(fd, segment.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    }
-    const int err = errno;
-    ::close(fd);
-    if (next < 0) {
-      if (err == ELOOP || err == ENOTDIR) return Planted(path, err == ELOOP ? "a symlink" : "a file");
-      if (err == ENOENT && !create) return -1;
-      return FileError("cannot open", path, err);
-    }
-    fd = next;
-  }
-  return fd;
-}
-
-// The size of the object's file in `dir` (an fd from OpenDir), nullopt if absent; a
-// symlink or anything but a regular file there is refused.
-Result<std::optional<uint64_t>> ObjectCache::Stat(int dir, const Location& at) const {
-  struct stat st;
-  if (::fstatat(dir, at.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    if (errno == ENOENT) return std::optional<uint64_t>();
-    return FileError("cannot stat", at.path, errno);
-  }
-  if (S_ISLNK(st.st_mode)) return Planted(at.path, "a symlink");
-  if (!S_ISREG(st.st_mode)) return Planted(at.path, "not a regular file");
-  return std::optional<uint64_t>(static_cast<uint64_t>(st.st_size));
+  for (size_t level = 0; dir.ok() && level < at.dirs.size(); ++level) dir = (*dir)->OpenChild(at.dirs[level], create);
+  if (!dir.ok() && dir.status().code() == StatusCode::kNotFound && !create) return std::shared_ptr<const CacheDir>();
+  if (!dir.ok()) return AsDataLoss(dir.status());
+  return dir;
 }
 
 Result<std::optional<uint64_t>> ObjectCache::Lookup(const Location& at) const {
-  INSITU_ASSIGN_OR_RETURN(int dir, OpenDir(at, /*create=*/false));
-  if (dir < 0) return std::optional<uint64_t>();
-  auto size = Stat(dir, at);
-  ::close(dir);
+  INSITU_ASSIGN_OR_RETURN(auto dir, OpenDir(at, /*create=*/false));
+  if (!dir) return std::optional<uint64_t>();
+  auto size = cache::RegularFileSize(*dir, at.name);
+  if (!size.ok()) return AsDataLoss(size.status());
   return size;
 }
 
@@ -232,8 +112,8 @@ struct ObjectCache::Download {
   Location at;
   std::shared_ptr<Store> store;
   std::string key;
-  int dir = -1;  // the directory holding the file (OpenDir)
-  int fd = -1;   // the locked temp file
+  std::shared_ptr<const CacheDir> dir;     // the directory holding the file (OpenDir)
+  std::optional<cache::PendingFile> file;  // the locked temp file
   bool done = false;
   bool elsewhere = false;  // another process holds the download
   Status status;
@@ -386,63 +266,15 @@ void ObjectCache::Begin(std::shared_ptr<Download> d) {
   {
     auto dir = OpenDir(d->at, /*create=*/true);
     if (!dir.ok()) return Done(d, dir.status(), false);
-    d->dir = *dir;
+    d->dir = *std::move(dir);
   }
-  auto present = Stat(d->dir, d->at);
-  if (!present.ok() || present->has_value()) return Done(d, present.status(), false);
-  const std::string temp_name = d->at.name + std::string(kDownloadSuffix);
-  const std::string temp = d->path + std::string(kDownloadSuffix);
-  int fd = -1;
-  // The lock is on the temp file's inode, and a name can move under an open descriptor: the
-  // winner renames its temp file to the object's path (which a prune may then delete). So a
-  // lock is ours only if `temp` still names the inode we locked; otherwise open afresh.
-  for (int attempt = 0;; ++attempt) {
-    fd = LockFds::OpenAt(d->dir, temp_name, O_RDWR | O_CREAT | O_EXCL, 0644);
-    if (fd < 0 && errno == EEXIST) fd = LockFds::OpenAt(d->dir, temp_name, O_RDWR);  // another's, or a dead one's
-    if (fd < 0) {
-      if (errno == ELOOP) return Done(d, Planted(temp, "a symlink"), false);
-      if (errno == ENOENT && attempt < 100) continue;  // renamed away between the two opens
-      return Done(d, FileError("cannot create", temp, errno), false);
-    }
-    struct stat held, named;
-    if (::fstat(fd, &held) != 0 || !S_ISREG(held.st_mode)) {
-      LockFds::Close(fd);
-      return Done(d, Planted(temp, "not a regular file"), false);
-    }
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-      const int err = errno;
-      LockFds::Close(fd);
-      if (err == EWOULDBLOCK) return Done(d, Status::Ok(), /*elsewhere=*/true);  // another process downloads it
-      if (err == ENOLCK || err == EOPNOTSUPP || err == ENOSYS) {
-        return Done(d,
-                    FailedPrecondition("cannot lock " + temp + ": " + ErrnoText(err) +
-                                       ": this filesystem has no advisory locks, which the cache needs to share "
-                                       "downloads between processes (put cache_dir on a local disk)"),
-                    false);
-      }
-      return Done(d, FileError("cannot lock", temp, err), false);
-    }
-    if (::fstatat(d->dir, temp_name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && held.st_ino == named.st_ino &&
-        held.st_dev == named.st_dev) {
-      break;
-    }
-    LockFds::Close(fd);
-    if (attempt == 100) return Done(d, IoError("cannot hold the download lock " + temp), false);
+  auto write = LockedWrite::Begin(d->dir, d->at.name);
+  if (!write.ok()) return Done(d, AsDataLoss(write.status()), false);
+  if (write->state == LockedWrite::State::kPresent) return Done(d, Status::Ok(), false);
+  if (write->state == LockedWrite::State::kHeldElsewhere) {
+    return Done(d, Status::Ok(), /*elsewhere=*/true);  // another process downloads it
   }
-  // Between its rename and our open another process may have finished: then this temp
-  // file is a new, empty one of ours.
-  present = Stat(d->dir, d->at);
-  if (!present.ok() || present->has_value()) {
-    ::unlinkat(d->dir, temp_name.c_str(), 0);
-    LockFds::Close(fd);
-    return Done(d, present.status(), false);
-  }
-  if (::ftruncate(fd, 0) != 0) {  // a killed downloader's leftovers
-    const int err = errno;
-    LockFds::Close(fd);
-    return Done(d, FileError("cannot truncate", temp, err), false);
-  }
-  d->fd = fd;
+  d->file.emplace(std::move(*write->file));
   CancelRef cancel(std::shared_ptr<const CancelFlag>(), &closing_);  // non-owning: the cache outlives reads
   ObjectCache* self = this;
   d->store->ReadAsync(
@@ -455,30 +287,16 @@ void ObjectCache::Begin(std::shared_ptr<Download> d) {
 }
 
 void ObjectCache::Finish(std::shared_ptr<Download> d, Result<ReadResult> bytes) {
-  const std::string temp_name = d->at.name + std::string(kDownloadSuffix);
-  const std::string temp = d->path + std::string(kDownloadSuffix);
   auto fail = [&](Status status) {
-    ::unlinkat(d->dir, temp_name.c_str(), 0);  // we hold its lock: nobody else uses this inode
-    LockFds::Close(d->fd);
-    d->fd = -1;
+    d->file.reset();  // removes the temp file, then releases its lock
     Done(d, std::move(status), false);
   };
   if (!bytes.ok()) return fail(bytes.status().WithContext("downloading " + d->uri));
   if (!bytes->found) return fail(NotFound("downloading " + d->uri + ": no such object"));
   const auto data = bytes->data.span();
-  size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::pwrite(d->fd, data.data() + done, data.size() - done, static_cast<off_t>(done));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return fail(FileError("cannot write", temp, errno));
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::renameat(d->dir, temp_name.c_str(), d->dir, d->at.name.c_str()) != 0)
-    return fail(FileError("cannot rename " + temp + " to", d->path, errno));
-  LockFds::Close(d->fd);  // releases the lock: processes waiting find the file
-  d->fd = -1;
+  if (Status written = d->file->Write(0, data); !written.ok()) return fail(std::move(written));
+  if (Status committed = d->file->Commit(); !committed.ok()) return fail(std::move(committed));
+  d->file.reset();  // releases the lock: processes waiting find the file
   {
     std::lock_guard lock(mutex_);
     ++stats_.downloads;
@@ -490,8 +308,8 @@ void ObjectCache::Finish(std::shared_ptr<Download> d, Result<ReadResult> bytes) 
 }
 
 void ObjectCache::Done(const std::shared_ptr<Download>& d, Status status, bool elsewhere) {
-  if (d->dir >= 0) ::close(d->dir);
-  d->dir = -1;
+  d->file.reset();
+  d->dir.reset();
   {
     std::lock_guard lock(mutex_);
     d->done = true;
@@ -524,32 +342,6 @@ Status ObjectCache::CheckParent() const {
                      ") has exited: this worker's downloads stop");
   }
   return Status::Ok();
-}
-
-// Whether the download lock on the object's temp file (in `dir`) is free: the other
-// process finished, gave up or died (the kernel drops a dead process's lock). With
-// `check_holder`, a lock whose holder has exited is treated as free too: it lives on only
-// in a descriptor some child inherited without the fork handler running, and nobody will
-// ever release it; the temp's name is unlinked (its inode stays locked, unnamed) so the
-// next download starts on a fresh inode.
-Result<bool> ObjectCache::LockFree(int dir, const Location& at, bool check_holder) const {
-  const std::string temp_name = at.name + std::string(kDownloadSuffix);
-  const int fd = LockFds::OpenAt(dir, temp_name, O_RDONLY);
-  if (fd < 0) {
-    if (errno == ENOENT) return true;  // the temp is gone: the file is there, or try ourselves
-    if (errno == ELOOP) return Planted(at.path + std::string(kDownloadSuffix), "a symlink");
-    return FileError("cannot open", at.path + std::string(kDownloadSuffix), errno);
-  }
-  bool free = ::flock(fd, LOCK_SH | LOCK_NB) == 0;
-  struct stat held, named;
-  if (!free && check_holder && ::fstat(fd, &held) == 0 && HolderHasExited(held) &&
-      ::fstatat(dir, temp_name.c_str(), &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_ino == held.st_ino &&
-      named.st_dev == held.st_dev) {
-    ::unlinkat(dir, temp_name.c_str(), 0);
-    free = true;
-  }
-  LockFds::Close(fd);
-  return free;
 }
 
 Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::function<Status()>& interrupted) {
@@ -587,16 +379,18 @@ Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::fu
     auto next_holder_check = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     for (;;) {
       INSITU_RETURN_IF_ERROR(CheckParent());
-      INSITU_ASSIGN_OR_RETURN(int dir, OpenDir(at, /*create=*/false));
-      if (dir < 0) break;  // removed under us: try ourselves
-      auto present = Stat(dir, at);
+      INSITU_ASSIGN_OR_RETURN(auto dir, OpenDir(at, /*create=*/false));
+      if (!dir) break;  // removed under us: try ourselves
+      auto present = cache::RegularFileSize(*dir, at.name);
+      if (!present.ok()) return AsDataLoss(present.status());
+      if (present->has_value()) break;
+      // The lock goes when the other process finished, gave up or died; one whose holder
+      // has exited is looked for once a second.
       const bool check_holder = std::chrono::steady_clock::now() >= next_holder_check;
       if (check_holder) next_holder_check += std::chrono::seconds(1);
-      auto free = present.ok() && !present->has_value() ? LockFree(dir, at, check_holder) : Result<bool>(true);
-      ::close(dir);
-      INSITU_RETURN_IF_ERROR(present.status());
-      INSITU_RETURN_IF_ERROR(free.status());
-      if (present->has_value() || *free) break;
+      auto free = LockedWrite::Free(*dir, at.name, check_holder);
+      if (!free.ok()) return AsDataLoss(free.status());
+      if (*free) break;
       if (interrupted) INSITU_RETURN_IF_ERROR(interrupted());
       if (std::chrono::steady_clock::now() > deadline) {
         char waited[32];
@@ -645,7 +439,7 @@ Result<PruneResult> ObjectCache::Prune(PruneMode mode, PruneBackend backend,
         continue;
       }
       candidates.push_back(
-          {path, info.bytes, AgeSeconds(st), std::chrono::duration<double>(now - info.last_access).count()});
+          {path, info.bytes, cache::AgeSeconds(st), std::chrono::duration<double>(now - info.last_access).count()});
     }
   } else {
     // Only regular files (never a symlink, never inside a symlinked directory) whose every
@@ -672,18 +466,11 @@ Result<PruneResult> ObjectCache::Prune(PruneMode mode, PruneBackend backend,
       if (!ours || depth < 3) continue;
       struct stat st;
       if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      if (temp) {
-        // A temp file nobody holds is a killed downloader's: sweep it once it is old.
-        const int fd = LockFds::OpenAt(AT_FDCWD, path, O_RDONLY);
-        if (fd >= 0) {
-          if (AgeSeconds(st) > options_.min_age_seconds && ::flock(fd, LOCK_EX | LOCK_NB) == 0) {
-            ::unlink(path.c_str());
-          }
-          LockFds::Close(fd);
-        }
+      if (temp) {  // a temp file nobody holds is a killed downloader's: swept once old
+        LockedWrite::SweepStale(path, options_.min_age_seconds);
         continue;
       }
-      const double age = AgeSeconds(st);
+      const double age = cache::AgeSeconds(st);
       candidates.push_back({path, static_cast<uint64_t>(st.st_size), age, age});
     }
   }

@@ -1,17 +1,19 @@
 #pragma once
 
+// Folder prefetch/: planfetch's native half -- packed key lists, the CSV index, the object
+// cache (URI to local file, downloads through cache/, pruning) and the prefetch window.
+//
 // ObjectCache: objects of an object store, one local file each under a directory -- what
 // planfetch's SharedDiskCache is. A URI maps to a fixed path (scheme/authority/key, every
 // segment checked so none can climb out, injectively: no two URIs share a file). A
-// download is written to "<path>.insitu-dl" and renamed into place, so no partial file is
-// ever visible under the final name; the downloader holds an exclusive flock on that temp
-// file, so another process (a DataLoader worker) that wants the same object waits for it
-// (at most lock_wait_seconds) instead of downloading it again, and takes over if the
-// downloader dies (the kernel drops its lock; a forked child closes its copies of the lock
-// descriptors at once, so they never outlive the parent). Every file below the root is
-// opened level by level without following symlinks: a symlink or non-regular file where
-// the cache keeps its own is refused as DataLoss naming it, and missing directories are
-// made again on the next write. Within a process, one download serves every caller; at
+// download is the disk tier's locked write (cache/locked_write.h): written to
+// "<path>.insitu-dl" under an exclusive flock and renamed into place, so no partial file is
+// ever visible under the final name, and another process (a DataLoader worker) that wants
+// the same object waits for it (at most lock_wait_seconds) instead of downloading it again,
+// and takes over if the downloader dies. Every file below the root is opened level by level
+// without following symlinks: a symlink or non-regular file where the cache keeps its own
+// is refused as DataLoss naming it, and missing directories are made again on the next
+// write. Within a process, one download serves every caller; at
 // most `download_threads` are in flight. Pruning deletes files outside a keep-set (window)
 // or the least recently used while over max_bytes (pressure), never one younger than
 // min_age_seconds, from this process's own accounting (meta) or from a scan of the
@@ -32,6 +34,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "insitubatch/cache/files.h"
+#include "insitubatch/cache/locked_write.h"
 #include "insitubatch/io/store.h"
 #include "insitubatch/util/cancel.h"
 #include "insitubatch/util/fork_guard.h"
@@ -115,10 +119,8 @@ class ObjectCache {
   // The download for `path`, started (queued) if none is under way; null if on disk.
   std::shared_ptr<Download> Start(std::string_view uri, const Location& at);
   Result<Location> Locate(std::string_view uri) const;
-  Result<int> OpenDir(const Location& at, bool create) const;
-  Result<std::optional<uint64_t>> Stat(int dir, const Location& at) const;
+  Result<std::shared_ptr<const cache::CacheDir>> OpenDir(const Location& at, bool create) const;
   Result<std::optional<uint64_t>> Lookup(const Location& at) const;
-  Result<bool> LockFree(int dir, const Location& at, bool check_holder) const;
   Status CheckParent() const;
   void Pump();                                                         // starts queued downloads within the limit
   void Begin(std::shared_ptr<Download> d);                             // on a pool thread: lock, then read
@@ -148,6 +150,6 @@ class ObjectCache {
 };
 
 // The file names pruning and sweeping must leave alone or treat as temporary.
-inline constexpr std::string_view kDownloadSuffix = ".insitu-dl";
+inline constexpr std::string_view kDownloadSuffix = cache::kLockedTempSuffix;
 
 }  // namespace insitubatch::prefetch

@@ -1,5 +1,9 @@
 #pragma once
 
+// Folder util/: what every layer stands on -- Status and Result, aligned buffers, the thread
+// pool, cancellation, the fork guard, clocks, and environment, text, base64 and JSON-depth
+// helpers. Depends on nothing.
+//
 // Status and Result<T>: the core's only error channel (no exceptions cross the core).
 // The code set is closed; the Python binding maps each code to one exception class.
 

@@ -16,6 +16,12 @@ bool IsSpace(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
 
 }  // namespace
 
+std::string CoordsText(std::span<const uint64_t> values) {
+  std::string out = "[";
+  for (size_t i = 0; i < values.size(); ++i) out += (i != 0 ? ", " : "") + std::to_string(values[i]);
+  return out + "]";
+}
+
 std::string_view TrimSpace(std::string_view s) {
   while (!s.empty() && IsSpace(s.front())) s.remove_prefix(1);
   while (!s.empty() && IsSpace(s.back())) s.remove_suffix(1);

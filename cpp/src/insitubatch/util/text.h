@@ -1,10 +1,12 @@
 #pragma once
 
 // Small text helpers the stores and codecs share: ASCII trimming and lower-casing,
-// percent-decoding, strict UTF-8 decoding (and escaping) of untrusted bytes, errno text.
+// percent-decoding, strict UTF-8 decoding (and escaping) of untrusted bytes, shapes and
+// coordinates, errno text.
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -28,6 +30,9 @@ std::optional<uint32_t> NextUtf8(std::string_view s, size_t& pos);
 // `s` with every byte that is not part of a valid UTF-8 sequence written as \xNN (as
 // Python's "backslashreplace"), so untrusted bytes quoted in a message stay printable text.
 std::string EscapeInvalidUtf8(std::string_view s);
+
+// "[2, 3, 4]": a shape or chunk coordinates, for messages.
+std::string CoordsText(std::span<const uint64_t> values);
 
 // The C library's text for errno value `err` ("No such file or directory"), for messages.
 std::string ErrnoText(int err);

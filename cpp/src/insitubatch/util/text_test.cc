@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace insitubatch {
 namespace {
 
@@ -9,6 +11,12 @@ TEST(TextTest, TrimAndLower) {
   EXPECT_EQ(TrimSpace(" \t a b\r\n"), "a b");
   EXPECT_EQ(TrimSpace(" \n "), "");
   EXPECT_EQ(AsciiLower("X-MS-Date: Ä"), "x-ms-date: Ä");
+}
+
+TEST(TextTest, CoordsAsMessagesWriteThem) {
+  EXPECT_EQ(CoordsText(std::vector<uint64_t>{}), "[]");
+  EXPECT_EQ(CoordsText(std::vector<uint64_t>{7}), "[7]");
+  EXPECT_EQ(CoordsText(std::vector<uint64_t>{2, 3, 18446744073709551615ull}), "[2, 3, 18446744073709551615]");
 }
 
 TEST(TextTest, PercentDecodeLenientOrStrict) {

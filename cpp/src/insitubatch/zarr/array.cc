@@ -4,19 +4,11 @@
 #include <cstring>
 #include <utility>
 
+#include "insitubatch/util/text.h"
 #include "insitubatch/zarr/codec/registry.h"
 
 namespace insitubatch::zarr {
 namespace {
-
-std::string CoordsText(const std::vector<uint64_t>& coords) {
-  std::string out = "[";
-  for (size_t i = 0; i < coords.size(); ++i) {
-    if (i != 0) out += ", ";
-    out += std::to_string(coords[i]);
-  }
-  return out + "]";
-}
 
 std::string DescribeArray(const std::string& path) { return path.empty() ? "root array" : "array '" + path + "'"; }
 

@@ -1,5 +1,8 @@
 #pragma once
 
+// Folder zarr/: reading Zarr v2 and v3 -- metadata, dtypes, fill values, chunk keys, the
+// codec registry and chains (codec/), hierarchies and Array, over an io Store.
+//
 // Array: one opened zarr array — its normalized metadata plus the codec chain bound to its
 // stored-chunk shape. Decodes one stored chunk (on a sharded array: one shard) into a
 // caller buffer; an absent chunk object is fill value.

@@ -127,28 +127,19 @@ Result<std::vector<uint64_t>> ParseExtents(const Json& value, std::string_view f
   return extents;
 }
 
-std::string FormatShape(const std::vector<uint64_t>& shape) {
-  std::string out = "[";
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (i != 0) out += ", ";
-    out += std::to_string(shape[i]);
-  }
-  return out + "]";
-}
-
 Status ValidateChunking(const std::vector<uint64_t>& shape, const std::vector<uint64_t>& chunk_shape, DataType dtype,
                         std::string_view where) {
   if (shape.size() != chunk_shape.size()) {
     return Error(StatusCode::kInvalidArgument, where,
-                 "chunk shape " + FormatShape(chunk_shape) + " has rank " + std::to_string(chunk_shape.size()) +
-                     " but shape " + FormatShape(shape) + " has rank " + std::to_string(shape.size()));
+                 "chunk shape " + CoordsText(chunk_shape) + " has rank " + std::to_string(chunk_shape.size()) +
+                     " but shape " + CoordsText(shape) + " has rank " + std::to_string(shape.size()));
   }
   // The element count of the whole array must be representable (chunk counts, sizes and
   // offsets derive from it).
   uint64_t elements = 1;
   for (uint64_t extent : shape) {
     if (extent != 0 && elements > UINT64_MAX / extent) {
-      return Error(StatusCode::kInvalidArgument, where, "shape " + FormatShape(shape) + " has more than 2^64 elements");
+      return Error(StatusCode::kInvalidArgument, where, "shape " + CoordsText(shape) + " has more than 2^64 elements");
     }
     elements *= extent;
   }
@@ -156,7 +147,7 @@ Status ValidateChunking(const std::vector<uint64_t>& shape, const std::vector<ui
   for (uint64_t extent : chunk_shape) {
     if (chunk_bytes > kMaxChunkBytes / extent) {
       return Error(StatusCode::kInvalidArgument, where,
-                   "chunk shape " + FormatShape(chunk_shape) + " of " + std::string(dtype.name()) +
+                   "chunk shape " + CoordsText(chunk_shape) + " of " + std::string(dtype.name()) +
                        " exceeds the 1 TiB limit for one chunk");
     }
     chunk_bytes *= extent;

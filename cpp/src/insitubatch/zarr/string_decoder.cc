@@ -40,12 +40,6 @@ uint64_t Elements(const std::vector<uint64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), uint64_t{1}, std::multiplies<>());
 }
 
-std::string CoordsText(const std::vector<uint64_t>& coords) {
-  std::string out = "[";
-  for (size_t i = 0; i < coords.size(); ++i) out += (i ? ", " : "") + std::to_string(coords[i]);
-  return out + "]";
-}
-
 // Undoes the bytes codecs (encode order) of `stored`; `scratch` owns the result.
 Result<ByteSpan> UndoBytesCodecs(const BytesCodecs& codecs, ByteSpan stored, Buffer& scratch) {
   ByteSpan bytes = stored;

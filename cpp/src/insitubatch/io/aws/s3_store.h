@@ -1,5 +1,7 @@
 #pragma once
 
+// Folder io/aws/: S3 -- SigV4 signing, the AWS credential chain, the S3 store.
+//
 // S3Store: s3://bucket/prefix over the S3 REST API with SigV4 (or anonymous) requests on
 // the curl transport. Reads are GetObject (Range for byte ranges; 404 is a missing key);
 // List is ListObjectsV2, paginated. A writable store PUTs objects (multipart above the

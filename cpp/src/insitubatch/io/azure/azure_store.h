@@ -1,5 +1,7 @@
 #pragma once
 
+// Folder io/azure/: Azure Blob Storage -- its credentials and its store.
+//
 // AzureStore: a container prefix on Azure Blob Storage. Blobs are read with Get Blob
 // (x-ms-range for byte ranges; 404 is a missing key) and listed with List Blobs (XML,
 // paginated by NextMarker). Requests are authorized as azure_credentials.h resolves:

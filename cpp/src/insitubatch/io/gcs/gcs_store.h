@@ -1,5 +1,7 @@
 #pragma once
 
+// Folder io/gcs/: Google Cloud Storage -- its credentials and its store.
+//
 // GcsStore: gs://bucket/prefix on Google Cloud Storage. Objects are read over the XML API
 // (GET <endpoint>/<bucket>/<object>, Range for byte ranges; 404 is a missing key) and
 // listed over the JSON API (GET <endpoint>/storage/v1/b/<bucket>/o, paginated). Requests

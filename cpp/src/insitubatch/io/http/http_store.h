@@ -1,5 +1,7 @@
 #pragma once
 
+// Folder io/http/: HTTP(S) -- requests, the libcurl multi transport, the HTTP store, listing XML.
+//
 // HttpStore: a zarr store served over plain HTTP(S) at a base URL; key "a/b" is fetched
 // from <base>/a/b with GET (Range for byte ranges). 404 is a missing key. HTTP has no
 // listing, so List is Unimplemented: a hierarchy over HTTP needs consolidated metadata.

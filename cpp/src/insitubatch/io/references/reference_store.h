@@ -1,5 +1,8 @@
 #pragma once
 
+// Folder io/references/: kerchunk references -- a virtual store whose values are inline
+// bytes or byte ranges inside other objects.
+//
 // ReferenceStore: a read-only Store over a ReferenceSet. A key's bytes are inline, or a byte
 // range read from the target object through that target's own store (file, HTTP, S3, GCS,
 // with its own options and credentials). A range read of a key is confined to the range its

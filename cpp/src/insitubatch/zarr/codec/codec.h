@@ -1,5 +1,8 @@
 #pragma once
 
+// Folder zarr/codec/: the codecs -- interfaces, the registry and chains, every built-in
+// codec, numcodecs filters and compressors, sharding.
+//
 // Codec interfaces (zarr v3's three kinds). A codec is immutable and thread-safe once
 // built; CodecChain (codec_chain.h) strings them together.
 //

@@ -15,6 +15,7 @@
 #include <optional>
 #include <utility>
 
+#include "insitubatch/util/text.h"
 #include "insitubatch/zarr/codec/builtin_codecs.h"
 #include "insitubatch/zarr/codec/codec_config.h"
 
@@ -24,15 +25,6 @@ namespace {
 using internal_codec::Bytes;
 
 constexpr uint64_t kAbsent = ShardLayout::kAbsent;
-
-std::string CoordsText(const std::vector<uint64_t>& coords) {
-  std::string out = "[";
-  for (size_t i = 0; i < coords.size(); ++i) {
-    if (i != 0) out += ", ";
-    out += std::to_string(coords[i]);
-  }
-  return out + "]";
-}
 
 // Always prefixes (Status::WithContext skips a context already in the message, which
 // would drop the outer coordinates of nested shards when they equal the inner ones).
