@@ -129,7 +129,7 @@ void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
   std::unique_lock lock(reads_mutex_);
   ++issuers_waiting_;
   while (!queued_reads_.empty() && !cancelled()) {
-    if (inflight_ < config_.max_inflight) {  // a token is free: start the next reads here
+    if (MayIssueLocked()) {  // a token is free: start the next reads here
       lock.unlock();
       IssueReads();
       lock.lock();

@@ -126,6 +126,12 @@ void Pass::ScheduleBlocks() {
       // An admitted chunk an earlier run persisted is revived: a hit, with no fetch.
       const bool revived = *acquired == Acquired::kAdmitted && engine_->Load(slot, load_stats_);
       {
+        // A batch whose chunks are all admitted may be gathered now (batch_admissions).
+        std::lock_guard lock(progress_mutex_);
+        ++admitted_;
+      }
+      progress_cv_.notify_all();
+      {
         std::lock_guard lock(stats_mutex_);
         stats_.times.admission_parked_s += waited;
         if (*acquired == Acquired::kAdmitted && !revived) {
@@ -140,12 +146,7 @@ void Pass::ScheduleBlocks() {
         stats_.depths.resident_peak_bytes = std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
       }
     }
-    {
-      std::lock_guard lock(progress_mutex_);
-      blocks_scheduled_ = b + 1;
-      scheduled_ = b + 1;
-    }
-    progress_cv_.notify_all();
+    scheduled_ = b + 1;
   }
   engine_->WaitForReadRoom(cancelled);  // the last reads start here too, not on a decoder
 }
@@ -242,11 +243,13 @@ void Pass::ProduceBatches() {
     {
       std::unique_lock lock(progress_mutex_);
       producer_waiting_ = true;
-      while (blocks_scheduled_ <= plan_.batch_last_block[k] && scheduler_error_.ok() && !cancelled_.load()) {
+      // Only this batch's own chunks: the rest of its block may still be admitted.
+      const size_t needed = plan_.batch_admissions[k];
+      while (admitted_ < needed && scheduler_error_.ok() && !cancelled_.load()) {
         progress_cv_.wait_for(lock, std::chrono::milliseconds(50));
       }
       producer_waiting_ = false;
-      if (blocks_scheduled_ <= plan_.batch_last_block[k]) failure = scheduler_error_;
+      if (admitted_ < needed) failure = scheduler_error_;
     }
     if (cancelled_.load()) break;
     Result<BatchData> batch = failure.ok() ? GatherBatch(k) : Result<BatchData>(failure);
