@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "insitubatch/engine/sizing.h"
+#include "insitubatch/util/clock.h"
 
 namespace insitubatch::engine {
 namespace {
@@ -141,6 +142,20 @@ void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
   lock.unlock();
   // A token freed while this thread was the one meant to use it must not go unused.
   IssueReads();
+}
+
+void Engine::WaitForReadPace(const std::function<bool()>& cancelled) {
+  // A store that has not answered within this long is no local disk: its lookahead goes
+  // out at once (at up to max_inflight, until its answers are measured).
+  constexpr double kUnansweredSeconds = 0.02;
+  std::unique_lock lock(reads_mutex_);
+  while ((read_latency_s_ < 0 || decode_wall_s_ < 0) && outstanding_ > 0 && !cancelled()) {
+    if (read_latency_s_ < 0 && !at_store_since_.empty() &&
+        SecondsSince(*at_store_since_.begin()) > kUnansweredSeconds) {
+      return;
+    }
+    reads_cv_.wait_for(lock, std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace insitubatch::engine

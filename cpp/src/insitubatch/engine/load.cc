@@ -292,6 +292,7 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
   const double wall_s = SecondsSince(t0);
   {
     std::lock_guard lock(reads_mutex_);
+    if (decode_wall_s_ < 0) reads_cv_.notify_all();  // the first: a scheduler may wait for it
     ObserveLocked(decode_wall_s_, wall_s);
     --inflight_;
     --outstanding_;

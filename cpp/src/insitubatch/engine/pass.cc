@@ -93,6 +93,8 @@ void Pass::ScheduleBlocks() {
     const double limit = engine_->live_passes() <= 1 ? kOwnStallSeconds : kSharedStallSeconds;
     return SecondsSince(stall_since) >= limit;
   };
+  const size_t first_batch = plan_.batches() == 0 ? 0 : plan_.batch_admissions[0];
+  size_t admissions = 0;
   for (size_t b = 0; b < plan_.blocks() && !cancelled_.load(); ++b) {
     // Announced once the last block's reads have all started (the store may forget what
     // it was told about that block then).
@@ -100,6 +102,10 @@ void Pass::ScheduleBlocks() {
     engine_->ExpectBlockReads(plan_.block_reads[b]);
     for (const SlotKey& key : plan_.block_reads[b]) {
       const ArraySource& source = engine_->sources_[key.source];
+      // The first batch's chunks are all asked for at once, whatever the store; what
+      // comes after them waits until the engine knows how many reads the store needs
+      // in flight, so a fast store's lookahead never takes the cores from them.
+      if (admissions++ == first_batch) engine_->WaitForReadPace(cancelled);
       // Paced by the store: the next chunk is admitted once the reads queued before it
       // have started, so admissions run only as far ahead as the IO can use.
       engine_->WaitForReadRoom(cancelled);
