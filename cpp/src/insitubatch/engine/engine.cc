@@ -136,7 +136,9 @@ void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
       lock.lock();
       continue;
     }
-    reads_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    // Until the store has answered, its reads widen with the age of the oldest
+    // (ReadsToKeepAtStoreLocked): looked at again soon.
+    reads_cv_.wait_for(lock, std::chrono::milliseconds(read_latency_s_ < 0 ? 5 : 50));
   }
   --issuers_waiting_;
   lock.unlock();
@@ -145,9 +147,6 @@ void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
 }
 
 void Engine::WaitForReadPace(const std::function<bool()>& cancelled) {
-  // A store that has not answered within this long is no local disk: its lookahead goes
-  // out at once (at up to max_inflight, until its answers are measured).
-  constexpr double kUnansweredSeconds = 0.02;
   std::unique_lock lock(reads_mutex_);
   while ((read_latency_s_ < 0 || decode_wall_s_ < 0) && outstanding_ > 0 && !cancelled()) {
     if (read_latency_s_ < 0 && !at_store_since_.empty() &&

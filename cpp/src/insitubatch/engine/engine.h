@@ -86,6 +86,10 @@ struct BatchData {
 
 class Pass;
 
+// A store that leaves a read unanswered this long is no local disk: its reads go out at
+// up to max_inflight until its latency is measured.
+inline constexpr double kUnansweredSeconds = 0.02;
+
 inline constexpr uint32_t kDecodeThreadsPerGatherThread = 4;
 inline constexpr uint32_t kMaxGatherThreads = 256;
 // A batch is split among gather threads only in parts of at least this many bytes: below
@@ -165,7 +169,7 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // local store compete with the decoders for the cores).
   bool MayIssueLocked() const;
   // Reads worth having at the store at once: enough to keep the decode threads fed, from
-  // the measured read latency and decode time (max_inflight until both are measured).
+  // the measured read latency and decode time.
   uint32_t ReadsToKeepAtStoreLocked() const;
   static void ObserveLocked(double& average, double sample);
   // Decodes the earliest-needed arrived read (one per arrival is submitted to the pool).

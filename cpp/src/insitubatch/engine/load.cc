@@ -125,18 +125,24 @@ bool Engine::MayIssueLocked() const {
 }
 
 uint32_t Engine::ReadsToKeepAtStoreLocked() const {
-  if (read_latency_s_ < 0 || decode_wall_s_ <= 0) return config_.max_inflight;  // not measured yet
-  // While one read is at the store the decode threads get through threads x latency /
-  // decode time tiles: that many (and one more) keep them fed. A local store answers
-  // within a fraction of a decode, so its reads go one or two at a time instead of all
-  // max_inflight sharing the cores with the decoders and arriving late together. A read
-  // still unanswered counts with its age, so a store that slows down (or one read that
-  // hangs) raises the estimate before it answers.
+  const auto threads = static_cast<double>(decode_pool_->size());
+  // A read still unanswered counts with its age, so a store that slows down (or one read
+  // that hangs) raises the estimate before it answers.
   double latency = read_latency_s_;
-  if (!at_store_since_.empty()) {
-    latency = std::max(latency, SecondsSince(*at_store_since_.begin()));
+  if (!at_store_since_.empty()) latency = std::max(latency, SecondsSince(*at_store_since_.begin()));
+  double needed;
+  if (decode_wall_s_ <= 0) {
+    // Nothing decoded yet: a store that answers within kUnansweredSeconds is a local disk,
+    // whose reads would only take the cores from the decoders (even the first batch's);
+    // a slower one gets every read at once.
+    needed = latency > kUnansweredSeconds ? config_.max_inflight : threads + 1;
+  } else {
+    // While one read is at the store the decode threads get through threads x latency /
+    // decode time tiles: that many (and one more) keep them fed. A local store answers
+    // within a fraction of a decode, so its reads go one or two at a time instead of all
+    // max_inflight sharing the cores with the decoders and arriving late together.
+    needed = threads * std::max(latency, 0.0) / decode_wall_s_ + 1;
   }
-  const double needed = static_cast<double>(decode_pool_->size()) * latency / decode_wall_s_ + 1;
   return static_cast<uint32_t>(std::clamp(std::ceil(needed), 1.0, static_cast<double>(config_.max_inflight)));
 }
 
