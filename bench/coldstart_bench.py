@@ -11,8 +11,9 @@ fresh process (files in the page cache; batch 32, `block_chunks` 16):
 * zarr        -- the same loop through zarr-python (`oindex` of the block's samples);
 * zarrs       -- the same with zarr-python's codec pipeline set to zarrs (when installed);
 * original    -- the PyPI insitubatch 0.2.0 in .venv-orig (scripts/bench.sh --setup-only);
-* floor       -- decode only: the first block's stored frames, already in memory, zstd-decoded
-                 by `--threads` threads (its "epoch" is every frame of the store).
+* floor       -- decode only: the stored frames of the first block (of the first blocks, where
+                 one holds fewer samples than a batch), already in memory, zstd-decoded by
+                 `--threads` threads into one reused buffer each (its "epoch" is every frame).
 
 Per run: time to first batch (from just before the store is opened: imports excluded), epoch
 samples/s (the whole cold epoch, first batch included) and process CPU seconds per decoded
@@ -255,7 +256,15 @@ def run_floor(cfg: dict, check: bool) -> dict:
     from insitubatch import _ext
 
     frames = json.loads(pathlib.Path(cfg["frames"]).read_text())
-    first_chunks = block_order(cfg["samples"], cfg["outer"], cfg["block_chunks"])[0][0]
+    # The blocks the first batch draws from (two at 1 sample per chunk: a block of 16
+    # chunks holds only 16 samples).
+    first_chunks: list[int] = []
+    held = 0
+    for chunks, samples in block_order(cfg["samples"], cfg["outer"], cfg["block_chunks"]):
+        if held >= cfg["batch_size"]:
+            break
+        first_chunks += chunks
+        held += len(samples)
     first = [f for c in first_chunks for f in frames[c]]
     everything = [f for per_chunk in frames for f in per_chunk]
     size, threads = cfg["frame_bytes"], cfg["threads"]
