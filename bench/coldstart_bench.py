@@ -348,7 +348,8 @@ def summarize(rows: list[dict], layouts: list[str], engines: list[str], gb: floa
         for t in table:
             if t["layout"] == layout and floor and "ttfb_ms" in t:
                 t["ttfb_vs_floor"] = t["ttfb_ms"] / floor["ttfb_ms"]
-                t["cpu_vs_floor"] = t["cpu_s_per_gb"] / floor["cpu_s_per_gb"]
+                if floor["cpu_s_per_gb"] > 0:  # tiny stores decode below the CPU clock's tick
+                    t["cpu_vs_floor"] = t["cpu_s_per_gb"] / floor["cpu_s_per_gb"]
     return table
 
 

@@ -84,7 +84,7 @@ def test_coldstart_bench(tmp_path):
             assert engine in ("tensorstore", "zarrs", "original") and t["status"].startswith("skipped"), t
             continue
         # Every engine's epoch was checked sample by sample against zarr-python.
-        assert t["check"] == "ok" and t["ttfb_ms"] > 0 and t["samples_s"] > 0 and t["cpu_s_per_gb"] > 0, t
+        assert t["check"] == "ok" and t["ttfb_ms"] > 0 and t["samples_s"] > 0 and t["cpu_s_per_gb"] >= 0, t
     assert all("digests" not in row for row in r["rows"])
 
 
