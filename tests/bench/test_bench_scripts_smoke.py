@@ -73,6 +73,21 @@ def test_reference_bench(tmp_path):
     assert r["local"]["our_requests_in_order"] == 1
 
 
+@pytest.mark.timeout(400)
+def test_coldstart_bench(tmp_path):
+    r = _run(tmp_path, "coldstart_bench.py", "--samples", "64", "--field", "8x16", "--rounds", "1",
+             "--data", str(tmp_path / "data"))
+    cells = {(t["layout"], t["engine"]): t for t in r["table"]}
+    assert {layout for layout, _ in cells} == {"c1", "c4", "c16", "shard16"}
+    for (layout, engine), t in cells.items():
+        if "status" in t:  # a peer that is not installed here, never ours or the floor
+            assert engine in ("tensorstore", "zarrs", "original") and t["status"].startswith("skipped"), t
+            continue
+        # Every engine's epoch was checked sample by sample against zarr-python.
+        assert t["check"] == "ok" and t["ttfb_ms"] > 0 and t["samples_s"] > 0 and t["cpu_s_per_gb"] >= 0, t
+    assert all("digests" not in row for row in r["rows"])
+
+
 def test_engine_ab_refuses_a_bad_revision_or_count_before_building_anything():
     # A real A/B builds a wheel (minutes): only its argument checks run here.
     for args, message in ((["--rev", "no-such-revision"], "names no commit"),

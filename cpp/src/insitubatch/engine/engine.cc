@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "insitubatch/engine/sizing.h"
+#include "insitubatch/util/clock.h"
 
 namespace insitubatch::engine {
 namespace {
@@ -165,18 +166,31 @@ void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
   std::unique_lock lock(reads_mutex_);
   ++issuers_waiting_;
   while (!queued_reads_.empty() && !cancelled()) {
-    if (inflight_ < config_.max_inflight) {  // a token is free: start the next reads here
+    if (MayIssueLocked()) {  // a token is free: start the next reads here
       lock.unlock();
       IssueReads();
       lock.lock();
       continue;
     }
-    reads_cv_.wait_for(lock, std::chrono::milliseconds(50));
+    // Until the store has answered, its reads widen with the age of the oldest
+    // (ReadsToKeepAtStoreLocked): looked at again soon.
+    reads_cv_.wait_for(lock, std::chrono::milliseconds(read_latency_s_ < 0 ? 5 : 50));
   }
   --issuers_waiting_;
   lock.unlock();
   // A token freed while this thread was the one meant to use it must not go unused.
   IssueReads();
+}
+
+void Engine::WaitForReadPace(const std::function<bool()>& cancelled) {
+  std::unique_lock lock(reads_mutex_);
+  while ((read_latency_s_ < 0 || decode_wall_s_ < 0) && outstanding_ > 0 && !cancelled()) {
+    if (read_latency_s_ < 0 && !at_store_since_.empty() &&
+        SecondsSince(*at_store_since_.begin()) > kUnansweredSeconds) {
+      return;
+    }
+    reads_cv_.wait_for(lock, std::chrono::milliseconds(5));
+  }
 }
 
 }  // namespace insitubatch::engine

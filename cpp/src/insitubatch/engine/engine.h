@@ -12,12 +12,15 @@
 // bounded queue, and the consumer pops them with Next().
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <queue>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -122,6 +125,10 @@ struct BatchData {
 
 class Pass;
 
+// A store that leaves a read unanswered this long is no local disk: its reads go out at
+// up to max_inflight until its latency is measured.
+inline constexpr double kUnansweredSeconds = 0.02;
+
 inline constexpr uint32_t kDecodeThreadsPerGatherThread = 4;
 // A batch is split among gather threads only in parts of at least this many bytes: below
 // that the hand-off costs more than the copy.
@@ -160,6 +167,10 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // `cancelled()` turns true, starting them itself as tokens free up: reads are issued on
   // the scheduler's thread, off the decode threads, whenever one is waiting here.
   void WaitForReadRoom(const std::function<bool()>& cancelled);
+  // Waits until a read has been answered and a tile decoded (what ReadsToKeepAtStoreLocked
+  // needs), no read is outstanding, the store has left a read unanswered for long (it is
+  // no local disk), or `cancelled()` turns true.
+  void WaitForReadPace(const std::function<bool()>& cancelled);
   uint32_t inflight() const {
     std::lock_guard lock(reads_mutex_);
     return inflight_;
@@ -174,16 +185,40 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
     std::shared_ptr<Slot> slot;
     uint64_t tile = 0;
     std::shared_ptr<LoadStats> stats;
-    int attempt = 1;  // 2: read again because the first bytes did not decode
+    int attempt = 1;        // 2: read again because the first bytes did not decode
+    uint64_t admitted = 0;  // the slot's admission number: lower is needed sooner
   };
-  // Starts queued reads while the max_inflight budget allows (call without locks held).
+  // A read whose bytes arrived, waiting for a decode thread.
+  struct ArrivedRead {
+    TileRead read;
+    Result<ReadResult> bytes;
+    double fetch_wait_s = 0;
+  };
+  struct DecodeFirst {  // the earliest admitted first (first use), then tile order
+    bool operator()(const std::shared_ptr<ArrivedRead>& a, const std::shared_ptr<ArrivedRead>& b) const {
+      return std::pair(a->read.admitted, a->read.tile) > std::pair(b->read.admitted, b->read.tile);
+    }
+  };
+  // Starts queued reads while the max_inflight budget allows and the decode threads are
+  // not already behind (call without locks held).
   void IssueReads();
+  // Whether the next queued read may start: a token is free, and fewer arrived reads wait
+  // for a decode thread than there are decode threads (more would only wait, and on a
+  // local store compete with the decoders for the cores).
+  bool MayIssueLocked() const;
+  // Reads worth having at the store at once: enough to keep the decode threads fed, from
+  // the measured read latency and decode time.
+  uint32_t ReadsToKeepAtStoreLocked() const;
+  static void ObserveLocked(double& average, double sample);
+  // Decodes the earliest-needed arrived read (one per arrival is submitted to the pool).
+  void DecodeNext();
   // Tells the stores that use it (Store::wants_expected_reads) which keys a block is about
   // to read, so neighbouring byte ranges can be fetched together.
   void ExpectBlockReads(const std::vector<SlotKey>& block);
-  void StartRead(TileRead read);
-  // A read gave its max_inflight token back: wakes whoever starts the next queued read.
-  void TokenReturned();
+  void StartRead(TileRead read, std::chrono::steady_clock::time_point issued);
+  // A read gave its max_inflight token back, or an arrived read went to a decoder: wakes
+  // whoever starts the next queued read.
+  void ReadRoomFreed();
   void DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wait_s);
   // What decoding one tile came to.
   struct TileDecoded {
@@ -192,8 +227,9 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
     uint64_t stored_bytes = 0;
     RetryRecord retry;
     double fetch_wait_s = 0;
-    double cpu_s = 0;       // decode CPU, summed over the threads that decoded its parts
-    uint32_t decoders = 1;  // the most decode threads busy on it at once
+    double cpu_s = 0;                               // decode CPU, summed over the threads that decoded its parts
+    uint32_t decoders = 1;                          // the most decode threads busy on it at once
+    std::chrono::steady_clock::time_point started;  // its decode began (the read-pacing estimate)
   };
   // Ends a tile's read: reads it again once if its bytes did not decode, applies the bad
   // chunk policy, accounts it, delivers it to the slot and returns its max_inflight token.
@@ -219,8 +255,16 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // Reads: queued (waiting for a max_inflight token) and in flight.
   mutable std::mutex reads_mutex_;
   std::condition_variable reads_cv_;
-  std::deque<TileRead> queued_reads_;
-  uint32_t inflight_ = 0;
+  std::deque<TileRead> queued_reads_;  // in admission order: first use
+  // Arrived reads by first use: decoded in the order batches need them, not in the order
+  // the store happened to answer.
+  std::priority_queue<std::shared_ptr<ArrivedRead>, std::vector<std::shared_ptr<ArrivedRead>>, DecodeFirst> arrived_;
+  uint64_t admissions_ = 0;  // slots Load() has queued reads for
+  uint32_t inflight_ = 0;    // max_inflight tokens held: at the store, arrived or decoding
+  // Of those, when each read the store has not answered yet was issued.
+  std::multiset<std::chrono::steady_clock::time_point> at_store_since_;
+  double read_latency_s_ = -1;                   // moving averages (-1: none yet): request to answer,
+  double decode_wall_s_ = -1;                    // and one tile's decode (with its transform) in wall time
   size_t outstanding_ = 0;                       // queued + in flight (the destructor waits for zero)
   size_t issuers_waiting_ = 0;                   // threads in WaitForReadRoom (else decode threads issue)
   ReadTokenClock tokens_{config_.max_inflight};  // who holds the max_inflight tokens, over time
@@ -282,13 +326,13 @@ class Pass {
   std::shared_ptr<LoadStats> load_stats_ = std::make_shared<LoadStats>();
   PassClock clock_{engine_->tokens_};  // what the producer waits on; Next() charges its waits
 
-  // Scheduler progress: blocks whose read sets are pinned.
+  // Scheduler progress: admissions (block_reads entries, through the blocks in order) done.
   std::mutex progress_mutex_;
   std::condition_variable progress_cv_;
-  size_t blocks_scheduled_ = 0;
+  size_t admitted_ = 0;
   Status scheduler_error_;
   std::atomic<bool> producer_waiting_{false};
-  std::atomic<size_t> scheduled_{0};  // blocks_scheduled_, readable without its mutex
+  std::atomic<size_t> scheduled_{0};  // blocks whose read sets are pinned
 
   // Eviction by next use: per chunk, the blocks of this pass that read it, and its first
   // block next epoch.

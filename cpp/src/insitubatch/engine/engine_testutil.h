@@ -19,9 +19,10 @@
 
 namespace insitubatch::engine::testing {
 
-// Counts reads per key and injects faults: keys in `fail_keys` return IoError; `delay` slows every read;
-// while `stalled`, reads hang (like a server that never answers) until they are cancelled
-// (they end Cancelled) or the stall ends (they complete).
+// Counts reads per key (and records the order they were requested in) and injects faults:
+// keys in `fail_keys` return IoError; `delay` slows every read; while `stalled`, reads hang
+// (like a server that never answers) until they are cancelled (they end Cancelled) or the
+// stall ends (they complete); reads of keys put on hold hang the same way until released.
 class FaultStore final : public Store {
  public:
   explicit FaultStore(std::shared_ptr<MemoryStore> inner) : inner_(std::move(inner)) {}
@@ -36,11 +37,12 @@ class FaultStore final : public Store {
       std::lock_guard lock(mutex_);
       ++reads_[key];
       ++total_;
+      requested_.push_back(key);
       if (fail_keys_.count(key) != 0) {
         done(IoError("injected failure reading " + key));
         return;
       }
-      if (stalled_) {
+      if (stalled_ || on_hold_.count(key) != 0) {
         held_.push_back({std::move(key), range, std::move(done), std::move(cancel)});
         if (!polling_) {
           if (poller_.joinable()) poller_.join();  // it has left Poll() (polling_ is false)
@@ -71,10 +73,24 @@ class FaultStore final : public Store {
     std::lock_guard lock(mutex_);
     return total_;
   }
+  // Every read requested so far, in the order the engine asked for them.
+  std::vector<std::string> requested() const {
+    std::lock_guard lock(mutex_);
+    return requested_;
+  }
   void Reset() {
     std::lock_guard lock(mutex_);
     reads_.clear();
+    requested_.clear();
     total_ = 0;
+  }
+  void Hold(std::string key) {
+    std::lock_guard lock(mutex_);
+    on_hold_.insert(std::move(key));
+  }
+  void ReleaseHeld() {
+    std::lock_guard lock(mutex_);
+    on_hold_.clear();
   }
   void Fail(std::string key) {
     std::lock_guard lock(mutex_);
@@ -105,8 +121,9 @@ class FaultStore final : public Store {
       {
         std::lock_guard lock(mutex_);
         for (auto it = held_.begin(); it != held_.end();) {
-          if (IsCancelled(it->cancel) || !stalled_) {
-            (stalled_ ? cancelled : released).push_back(std::move(*it));
+          const bool hanging = stalled_ || on_hold_.count(it->key) != 0;
+          if (IsCancelled(it->cancel) || !hanging) {
+            (hanging ? cancelled : released).push_back(std::move(*it));
             it = held_.erase(it);
           } else {
             ++it;
@@ -125,7 +142,9 @@ class FaultStore final : public Store {
   std::shared_ptr<MemoryStore> inner_;
   mutable std::mutex mutex_;
   std::map<std::string, int> reads_;
+  std::vector<std::string> requested_;
   std::set<std::string> fail_keys_;
+  std::set<std::string> on_hold_;
   int total_ = 0;
   std::chrono::milliseconds delay_{0};
   bool stalled_ = false;

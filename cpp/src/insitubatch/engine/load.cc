@@ -76,8 +76,9 @@ bool Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> 
   if (*prepared) return true;        // revived from the cache directory
   {
     std::lock_guard lock(reads_mutex_);
+    const uint64_t admitted = admissions_++;
     for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
-      queued_reads_.push_back(TileRead{slot, tile, stats});
+      queued_reads_.push_back(TileRead{slot, tile, stats, 1, admitted});
       ++outstanding_;
     }
   }
@@ -89,6 +90,7 @@ void Engine::IssueReads() {
   for (;;) {
     TileRead read;
     uint32_t inflight = 0;
+    std::chrono::steady_clock::time_point issued;
     bool wake = false;  // the queue drained (a scheduler paces on it) or nothing is left
     {
       std::lock_guard lock(reads_mutex_);
@@ -98,13 +100,15 @@ void Engine::IssueReads() {
         --outstanding_;
         wake = true;
       }
-      if (queued_reads_.empty() || inflight_ >= config_.max_inflight) {
+      if (queued_reads_.empty() || !MayIssueLocked()) {
         if (wake) reads_cv_.notify_all();
         return;
       }
       read = std::move(queued_reads_.front());
       queued_reads_.pop_front();
       inflight = ++inflight_;
+      issued = std::chrono::steady_clock::now();
+      at_store_since_.insert(issued);
       if (queued_reads_.empty()) reads_cv_.notify_all();
     }
     {
@@ -112,8 +116,40 @@ void Engine::IssueReads() {
       read.stats->inflight_peak = std::max<uint64_t>(read.stats->inflight_peak, inflight);
       read.stats->decode_queue_peak = std::max<uint64_t>(read.stats->decode_queue_peak, decode_pool_->queued());
     }
-    StartRead(std::move(read));
+    StartRead(std::move(read), issued);
   }
+}
+
+bool Engine::MayIssueLocked() const {
+  return inflight_ < config_.max_inflight && arrived_.size() < decode_pool_->size() &&
+         at_store_since_.size() < ReadsToKeepAtStoreLocked();
+}
+
+uint32_t Engine::ReadsToKeepAtStoreLocked() const {
+  const auto threads = static_cast<double>(decode_pool_->size());
+  // A read still unanswered counts with its age, so a store that slows down (or one read
+  // that hangs) raises the estimate before it answers.
+  double latency = read_latency_s_;
+  if (!at_store_since_.empty()) latency = std::max(latency, SecondsSince(*at_store_since_.begin()));
+  double needed;
+  if (decode_wall_s_ <= 0) {
+    // Nothing decoded yet: a store that answers within kUnansweredSeconds is a local disk,
+    // whose reads would only take the cores from the decoders (even the first batch's);
+    // a slower one gets every read at once.
+    needed = latency > kUnansweredSeconds ? config_.max_inflight : threads + 1;
+  } else {
+    // While one read is at the store the decode threads get through threads x latency /
+    // decode time tiles: that many (and one more) keep them fed. A local store answers
+    // within a fraction of a decode, so its reads go one or two at a time instead of all
+    // max_inflight sharing the cores with the decoders and arriving late together.
+    needed = threads * std::max(latency, 0.0) / decode_wall_s_ + 1;
+  }
+  return static_cast<uint32_t>(std::clamp(std::ceil(needed), 1.0, static_cast<double>(config_.max_inflight)));
+}
+
+void Engine::ObserveLocked(double& average, double sample) {
+  constexpr double kWeight = 0.2;  // recent reads and decodes count most
+  average = average < 0 ? sample : average + kWeight * (sample - average);
 }
 
 void Engine::ExpectBlockReads(const std::vector<SlotKey>& block) {
@@ -128,10 +164,9 @@ void Engine::ExpectBlockReads(const std::vector<SlotKey>& block) {
   for (auto& [source, list] : keys) sources_[source].array->store()->ExpectReads(list);
 }
 
-void Engine::StartRead(TileRead read) {
+void Engine::StartRead(TileRead read, std::chrono::steady_clock::time_point t0) {
   const ArraySource& source = sources_[read.slot->key.source];
   const std::string key = source.array->ChunkKey(source.PhysicalCoords(read.slot->key.chunk, read.tile));
-  const auto t0 = std::chrono::steady_clock::now();
   // The slot's flag, kept alive by the slot (which the read holds).
   CancelRef cancel(read.slot, &read.slot->cancel);
   // Callbacks hold a raw pointer to the engine: it waits for every outstanding read
@@ -145,11 +180,20 @@ void Engine::StartRead(TileRead read) {
       [self, holder, t0](Result<ReadResult> bytes) mutable {
         const double waited = SecondsSince(t0);
         self->tokens_.Answered();
-        // IO threads never decode: hand the bytes to the decode pool. (std::function needs
-        // a copyable task, so the move-only result rides in a holder.)
-        auto result = std::make_shared<Result<ReadResult>>(std::move(bytes));
-        self->decode_pool_->Submit(
-            [self, holder, result, waited] { self->DecodeTile(std::move(*holder), std::move(*result), waited); });
+        // IO threads never decode: the bytes wait, ordered by first use, for the next free
+        // decode thread (one task per arrival, each decoding the earliest waiting).
+        auto arrived = std::make_shared<ArrivedRead>(ArrivedRead{std::move(*holder), std::move(bytes), waited});
+        {
+          std::lock_guard lock(self->reads_mutex_);
+          self->at_store_since_.erase(self->at_store_since_.find(t0));
+          self->ObserveLocked(self->read_latency_s_, waited);
+          self->arrived_.push(std::move(arrived));
+          // Room at the store: a waiting scheduler starts the next read (never this IO thread).
+          if (self->issuers_waiting_ > 0 && !self->queued_reads_.empty() && self->MayIssueLocked()) {
+            self->reads_cv_.notify_all();
+          }
+        }
+        self->decode_pool_->Submit([self] { self->DecodeNext(); });
       },
       std::move(cancel));
 }
@@ -175,7 +219,19 @@ struct Engine::PartedTile {
   std::mutex mutex;
 };
 
+void Engine::DecodeNext() {
+  std::shared_ptr<ArrivedRead> next;
+  {
+    std::lock_guard lock(reads_mutex_);
+    next = arrived_.top();
+    arrived_.pop();
+  }
+  ReadRoomFreed();  // one fewer waits for a decoder: the next read may start meanwhile
+  DecodeTile(std::move(next->read), std::move(next->bytes), next->fetch_wait_s);
+}
+
 void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wait_s) {
+  const auto t0 = std::chrono::steady_clock::now();
   const double cpu0 = ThreadCpuSeconds();
   const std::shared_ptr<Slot>& slot = read.slot;
   const ArraySource& source = sources_[slot->key.source];
@@ -184,6 +240,7 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
   const uint64_t tile_bytes = source.stored.tile_bytes;
   std::span<std::byte> dst(slot->data.data() + read.tile * tile_bytes, tile_bytes);
   TileDecoded decoded;
+  decoded.started = t0;
   decoded.fetch_wait_s = fetch_wait_s;
   Status& status = decoded.status;
   std::shared_ptr<PartedTile> parted;  // set when the chunk decodes in parts
@@ -351,7 +408,7 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
       queued_reads_.push_front(std::move(read));
     }
     tokens_.Returned();
-    TokenReturned();
+    ReadRoomFreed();
     return;
   }
   std::optional<BadChunk> bad;
@@ -371,21 +428,24 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
     }
   }
   read = TileRead{};  // drop the slot and stats before the engine may go
+  const double wall_s = SecondsSince(decoded.started);
   {
     std::lock_guard lock(reads_mutex_);
+    if (decode_wall_s_ < 0) reads_cv_.notify_all();  // the first: a scheduler may wait for it
+    ObserveLocked(decode_wall_s_, wall_s);
     --inflight_;
     --outstanding_;
   }
   tokens_.Returned();
-  TokenReturned();
+  ReadRoomFreed();
 }
 
-void Engine::TokenReturned() {
+void Engine::ReadRoomFreed() {
   {
     std::lock_guard lock(reads_mutex_);
     // Notified under the lock: once the destructor sees zero the engine may go at once.
     if (outstanding_ == 0) reads_cv_.notify_all();
-    if (queued_reads_.empty()) return;
+    if (queued_reads_.empty() || !MayIssueLocked()) return;
     if (issuers_waiting_ > 0) {  // a scheduler waits to start the next read itself
       reads_cv_.notify_all();
       return;

@@ -93,6 +93,8 @@ void Pass::ScheduleBlocks() {
     const double limit = engine_->live_passes() <= 1 ? kOwnStallSeconds : kSharedStallSeconds;
     return SecondsSince(stall_since) >= limit;
   };
+  const size_t first_batch = plan_.batches() == 0 ? 0 : plan_.batch_admissions[0];
+  size_t admissions = 0;
   for (size_t b = 0; b < plan_.blocks() && !cancelled_.load(); ++b) {
     // Announced once the last block's reads have all started (the store may forget what
     // it was told about that block then).
@@ -100,6 +102,14 @@ void Pass::ScheduleBlocks() {
     engine_->ExpectBlockReads(plan_.block_reads[b]);
     for (const SlotKey& key : plan_.block_reads[b]) {
       const ArraySource& source = engine_->sources_[key.source];
+      // The first batch's chunks are all asked for at once, whatever the store; what
+      // comes after them waits until the engine knows how many reads the store needs
+      // in flight, so a fast store's lookahead never takes the cores from them.
+      if (admissions++ == first_batch) {
+        clock_.Set(PassClock::Scheduler::kPacing);
+        engine_->WaitForReadPace(cancelled);
+        clock_.Set(PassClock::Scheduler::kAdmitting);
+      }
       // Paced by the store: the next chunk is admitted once the reads queued before it
       // have started, so admissions run only as far ahead as the IO can use.
       WaitForReadRoom();
@@ -128,6 +138,12 @@ void Pass::ScheduleBlocks() {
       // An admitted chunk an earlier run persisted is revived: a hit, with no fetch.
       const bool revived = *acquired == Acquired::kAdmitted && engine_->Load(slot, load_stats_);
       {
+        // A batch whose chunks are all admitted may be gathered now (batch_admissions).
+        std::lock_guard lock(progress_mutex_);
+        ++admitted_;
+      }
+      progress_cv_.notify_all();
+      {
         std::lock_guard lock(stats_mutex_);
         stats_.times.admission_parked_s += waited;
         if (*acquired == Acquired::kAdmitted && !revived) {
@@ -142,12 +158,7 @@ void Pass::ScheduleBlocks() {
         stats_.depths.resident_peak_bytes = std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
       }
     }
-    {
-      std::lock_guard lock(progress_mutex_);
-      blocks_scheduled_ = b + 1;
-      scheduled_ = b + 1;
-    }
-    progress_cv_.notify_all();
+    scheduled_ = b + 1;
   }
   WaitForReadRoom();  // the last reads start here too, not on a decoder
 }
@@ -257,14 +268,16 @@ void Pass::ProduceBatches() {
       std::unique_lock lock(progress_mutex_);
       producer_waiting_ = true;
       bool waited = false;
-      while (blocks_scheduled_ <= plan_.batch_last_block[k] && scheduler_error_.ok() && !cancelled_.load()) {
+      // Only this batch's own chunks: the rest of its block may still be admitted.
+      const size_t needed = plan_.batch_admissions[k];
+      while (admitted_ < needed && scheduler_error_.ok() && !cancelled_.load()) {
         if (!waited) clock_.Set(PassClock::Producer::kOnScheduler);
         waited = true;
         progress_cv_.wait_for(lock, std::chrono::milliseconds(50));
       }
       if (waited) clock_.Set(PassClock::Producer::kBusy);
       producer_waiting_ = false;
-      if (blocks_scheduled_ <= plan_.batch_last_block[k]) failure = scheduler_error_;
+      if (admitted_ < needed) failure = scheduler_error_;
     }
     if (cancelled_.load()) break;
     Result<BatchData> batch = failure.ok() ? GatherBatch(k) : Result<BatchData>(failure);

@@ -40,34 +40,67 @@ Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size
     return SlotKey{l.source, sample / s.spc};
   };
 
-  std::vector<size_t> block_of_row(rows);
+  const auto batch = static_cast<size_t>(batch_size);
+  // Per block, its keys sorted, each with its position in the admission order
+  // (block_admitted_before[b] admissions come before the block's first).
+  std::vector<std::vector<std::pair<SlotKey, size_t>>> position(blocks);
+  std::vector<size_t> block_admitted_before(blocks + 1, 0);
   for (size_t b = 0; b < blocks; ++b) {
-    auto& reads = plan.block_reads[b];
-    // Rows of one anchor chunk form runs; consecutive duplicates are skipped cheaply and
-    // the final sort-unique makes the set exact.
+    // (first batch that gathers from it, key); rows of one anchor chunk form runs, so
+    // consecutive duplicates are skipped cheaply and the sort-unique makes the set exact.
+    std::vector<std::pair<size_t, SlotKey>> firsts;
     for (auto r = static_cast<size_t>(order.block_start[b]); r < static_cast<size_t>(order.block_start[b + 1]); ++r) {
-      block_of_row[r] = b;
       for (const Label& l : labels) {
         SlotKey k = key_of(r, l);
-        if (reads.empty() || !(reads.back() == k)) reads.push_back(k);
+        if (firsts.empty() || !(firsts.back().second == k)) firsts.emplace_back(r / batch, k);
       }
     }
-    SortUnique(reads);
+    // Stable: among a key's entries the first kept is its earliest use.
+    std::stable_sort(firsts.begin(), firsts.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+    firsts.erase(
+        std::unique(firsts.begin(), firsts.end(), [](const auto& x, const auto& y) { return x.second == y.second; }),
+        firsts.end());
+    std::sort(firsts.begin(), firsts.end());  // first use, then key
+    auto& reads = plan.block_reads[b];
+    reads.reserve(firsts.size());
+    for (const auto& [first_batch, key] : firsts) {
+      position[b].emplace_back(key, block_admitted_before[b] + reads.size());
+      reads.push_back(key);
+    }
+    std::sort(position[b].begin(), position[b].end());
+    block_admitted_before[b + 1] = block_admitted_before[b] + reads.size();
   }
+  auto block_of_row = [&](size_t r) {
+    auto it = std::upper_bound(order.block_start.begin(), order.block_start.end(), static_cast<int64_t>(r));
+    return static_cast<size_t>(it - order.block_start.begin()) - 1;
+  };
+  auto admissions_through = [&](size_t b, SlotKey key) {
+    auto it = std::lower_bound(position[b].begin(), position[b].end(), std::make_pair(key, size_t{0}));
+    return it->second + 1;  // every row's key is in its block's read set
+  };
 
-  const size_t batches = (rows + static_cast<size_t>(batch_size) - 1) / static_cast<size_t>(batch_size);
+  const size_t batches = (rows + batch - 1) / batch;
   plan.batch_needs.resize(batches);
-  plan.batch_last_block.resize(batches);
+  plan.batch_admissions.resize(batches);
   plan.release_after_batch.resize(batches);
+  size_t admitted = 0;
   for (size_t k = 0; k < batches; ++k) {
-    const size_t begin = k * static_cast<size_t>(batch_size);
-    const size_t end = std::min(rows, begin + static_cast<size_t>(batch_size));
+    const size_t begin = k * batch;
+    const size_t end = std::min(rows, begin + batch);
     auto& needs = plan.batch_needs[k];
+    size_t b = block_of_row(begin);
     for (size_t r = begin; r < end; ++r) {
-      for (const Label& l : labels) needs.push_back(key_of(r, l));
+      while (static_cast<size_t>(order.block_start[b + 1]) <= r) ++b;
+      for (const Label& l : labels) {
+        const SlotKey key = key_of(r, l);
+        needs.push_back(key);
+        // The admission in the row's own block: an earlier block's pin of the same chunk
+        // may be released before this batch gathers.
+        admitted = std::max(admitted, admissions_through(b, key));
+      }
     }
     SortUnique(needs);
-    plan.batch_last_block[k] = block_of_row[end - 1];
+    plan.batch_admissions[k] = admitted;
   }
   // Block b drains after the batch holding its last row; an empty block (all rows dropped
   // as window edges) drains as soon as the batches before it are done.

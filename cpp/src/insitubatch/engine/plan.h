@@ -7,6 +7,11 @@
 // may straddle two blocks). Each block pins its read set when the scheduler reaches it and
 // releases it after the batch holding the block's last row is gathered, so a chunk whose
 // samples are spread over many batches is still fetched and decoded once per pass.
+//
+// Admissions follow first use: blocks in order, and inside a block the chunks the earliest
+// batch gathers from first. A batch waits only for the admissions its own rows need
+// (batch_admissions), never for the rest of its block, so the first batch is handed out
+// once its own chunks are decoded.
 
 #include <cstdint>
 #include <vector>
@@ -22,9 +27,14 @@ struct PassPlan {
   int64_t ref_spc = 1;
   int64_t batch_size = 1;
 
-  std::vector<std::vector<SlotKey>> block_reads;         // sorted, unique per block
-  std::vector<std::vector<SlotKey>> batch_needs;         // what each batch gathers from
-  std::vector<size_t> batch_last_block;                  // last block a batch's rows touch
+  // Unique per block, in first-use order: by the first batch that gathers from the chunk,
+  // then by key.
+  std::vector<std::vector<SlotKey>> block_reads;
+  std::vector<std::vector<SlotKey>> batch_needs;  // sorted: what each batch gathers from
+  // Admissions (block_reads entries, counted through the blocks in order) that must be
+  // done before batch k gathers: non-decreasing, and covering every block the batch
+  // releases.
+  std::vector<size_t> batch_admissions;
   std::vector<std::vector<size_t>> release_after_batch;  // blocks drained by batch k
 
   size_t batches() const { return batch_needs.size(); }

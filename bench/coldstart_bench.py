@@ -1,0 +1,454 @@
+"""Cold start side by side: time to the first batch of a shuffled epoch, from opening the store.
+
+For zarr v3 stores of one float32 variable (`--samples` x `--field`, zstd level 3,
+consolidated metadata, written by zarr-python) at 1, 4 and 16 samples per chunk and sharded
+(16 samples per shard, inner chunks of 1 sample), each engine runs one shuffled epoch in a
+fresh process (files in the page cache; batch 32, `block_chunks` 16):
+
+* ours        -- InSituDataset at its defaults (max_inflight, decode threads);
+* tensorstore -- a block loop a user writes by hand: per block of 16 stored chunks (shards),
+                 one read future per chunk, then the block's samples shuffled into batches;
+* zarr        -- the same loop through zarr-python (`oindex` of the block's samples);
+* zarrs       -- the same with zarr-python's codec pipeline set to zarrs (when installed);
+* original    -- the PyPI insitubatch 0.2.0 in .venv-orig (scripts/bench.sh --setup-only);
+* floor       -- decode only: the stored frames of the first block (of the first blocks, where
+                 one holds fewer samples than a batch), already in memory, zstd-decoded by
+                 `--threads` threads into one reused buffer each (its "epoch" is every frame).
+
+Per run: time to first batch (from just before the store is opened: imports excluded), epoch
+samples/s (the whole cold epoch, first batch included) and process CPU seconds per decoded
+GB (every thread of the process; the floor's without the reading of its frames into memory).
+Rounds interleave stores and engines, the table gives medians. In the first
+`--check-rounds` rounds every engine then runs the same epoch once more, cold, copying each
+sample out, and the copies are compared sample by sample with zarr-python's values (kept
+out of the timed epoch: a copy of every sample costs a tenth of an epoch).
+
+    .venv/bin/python bench/coldstart_bench.py [--samples 1024] [--field 181x360] [--rounds 3]
+
+Writes bench/results/coldstart.json (or --json) and prints a markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import zlib
+
+import numpy as np
+
+HERE = pathlib.Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+VAR = "t2m"
+LAYOUTS = ("c1", "c4", "c16", "shard16")
+ENGINES = ("ours", "tensorstore", "zarr", "zarrs", "original", "floor")
+ORIG_PYTHON = ROOT / ".venv-orig" / "bin" / "python"
+FORMAT = 1  # bump when the stores' parameters change
+
+
+# -- stores (parent only) --------------------------------------------------------------------
+def layout_chunks(layout: str) -> tuple[int, int | None]:
+    """(samples per stored chunk, samples per shard or None)."""
+    return (1, 16) if layout == "shard16" else (int(layout[1:]), None)
+
+
+def ensure_store(root: pathlib.Path, layout: str, samples: int, field: tuple[int, int]) -> pathlib.Path:
+    """The store, written by zarr-python unless one with the same parameters exists."""
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    sys.path.insert(0, str(HERE / "suite"))
+    import datasets  # the suite's values: identical whatever the chunking
+
+    spc, shard = layout_chunks(layout)
+    path = root / f"{layout}_{samples}_{field[0]}x{field[1]}.zarr"
+    stamp = {"format": FORMAT, "layout": layout, "samples": samples, "field": list(field)}
+    if (path / "coldstart.json").exists() and json.loads((path / "coldstart.json").read_text()) == stamp:
+        return path
+    if path.exists():
+        import shutil
+
+        shutil.rmtree(path)
+    store = zarr.storage.LocalStore(path)
+    group = zarr.open_group(store, mode="w", zarr_format=3)
+    arr = group.create_array(VAR, shape=(samples, *field), chunks=(spc, *field),
+                             shards=(shard, *field) if shard else None, dtype="float32",
+                             compressors=[ZstdCodec(level=3)], fill_value=0.0, dimension_names=["time", "lat", "lon"])
+    step = datasets.BLOCK * max(1, (shard or spc) // datasets.BLOCK)
+    for start in range(0, samples, step):
+        arr[start:start + step] = datasets.values(field, start, min(samples, start + step))
+    zarr.consolidate_metadata(store)
+    (path / "coldstart.json").write_text(json.dumps(stamp))
+    return path
+
+
+def reference_digests(path: pathlib.Path) -> list[int]:
+    """crc32 of every sample as zarr-python reads it: what each engine's samples must match."""
+    import zarr
+
+    values = zarr.open_array(zarr.storage.LocalStore(path, read_only=True), path=VAR, mode="r")[:]
+    return [zlib.crc32(np.ascontiguousarray(row)) for row in values]
+
+
+def chunk_files(path: pathlib.Path) -> list[pathlib.Path]:
+    """The stored chunk (shard) files, by chunk index along the sample axis."""
+    root = path / VAR / "c"
+    return sorted((p for p in root.rglob("*") if p.is_file()), key=lambda p: int(p.relative_to(root).parts[0]))
+
+
+def frame_files(path: pathlib.Path, layout: str, samples: int, field: tuple[int, int]) -> list[list[str]]:
+    """Per stored chunk (shard), by chunk index, the files holding its zstd frames: the
+    chunk file itself, or the shard's inner frames cut out by its index."""
+    files = chunk_files(path)
+    spc, shard = layout_chunks(layout)
+    if shard is None:
+        return [[str(f)] for f in files]
+    sys.path.insert(0, str(HERE / "suite"))
+    import datasets
+
+    out = path / "frames"
+    if not out.exists():
+        datasets.ceiling_frames(datasets.Spec(layout, samples, field, (spc, *field), (shard, *field)), path, out)
+    # ceiling_frames names frame i of the k-th shard of datasets.chunk_files "k_i.zst".
+    number = {f: k for k, f in enumerate(datasets.chunk_files(path))}
+    inner: dict[int, list[tuple[int, str]]] = {}
+    for f in out.iterdir():
+        k, i = (int(v) for v in f.stem.split("_"))
+        inner.setdefault(k, []).append((i, str(f)))
+    return [[name for _, name in sorted(inner.get(number[str(f)], []))] for f in files]
+
+
+def warm(path: pathlib.Path) -> None:
+    for f in chunk_files(path):
+        f.read_bytes()
+
+
+# -- the epoch order every block loop follows -------------------------------------------------
+def block_order(n_samples: int, outer: int, block_chunks: int, seed: int = 0) -> list[tuple[list[int], np.ndarray]]:
+    """Blocks of `block_chunks` stored chunks in a shuffled chunk order, each with its samples
+    shuffled: [(chunk ids, sample indices in the order they are served)]."""
+    rng = np.random.default_rng(seed)
+    n_chunks = -(-n_samples // outer)
+    chunks = rng.permutation(n_chunks)
+    out = []
+    for b in range(0, n_chunks, block_chunks):
+        ids = sorted(int(c) for c in chunks[b:b + block_chunks])
+        samples = np.concatenate([np.arange(c * outer, min(n_samples, (c + 1) * outer)) for c in ids])
+        out.append((ids, rng.permutation(samples)))
+    return out
+
+
+# -- one engine's run, in its own process ------------------------------------------------------
+class Epoch:
+    """Bookkeeping of one epoch: the order samples came in, and (checked) a copy of each."""
+
+    def __init__(self, cfg: dict, copy: bool) -> None:
+        self.n, self.copy = cfg["samples"], copy
+        self.order: list[np.ndarray] = []
+        self.values = np.empty((self.n, *cfg["field"]), dtype="float32") if copy else None
+        self.t0 = time.perf_counter()
+        self.cpu0 = time.process_time()
+        self.first: float | None = None
+
+    def add(self, indices, batch) -> None:
+        if self.first is None:
+            self.first = time.perf_counter() - self.t0
+        idx = np.asarray(indices, dtype=np.int64).copy()
+        self.order.append(idx)
+        if self.values is not None:
+            self.values[idx] = batch
+
+    def result(self) -> dict:
+        seconds, cpu = time.perf_counter() - self.t0, time.process_time() - self.cpu0
+        order = np.concatenate(self.order) if self.order else np.empty(0, np.int64)
+        out = {"ttfb_s": self.first, "epoch_s": seconds, "cpu_s": cpu, "samples": int(order.size),
+               "permutation": bool(np.array_equal(np.sort(order), np.arange(self.n))),
+               "order_crc": zlib.crc32(order.tobytes())}
+        if self.values is not None:
+            out["digests"] = [zlib.crc32(row) for row in self.values]
+        return out
+
+
+def run_ours(cfg: dict, check: bool) -> dict:
+    from insitubatch import InSituDataset, open_geometries, split_by_chunk, store
+
+    e = Epoch(cfg, check)
+    s = store(cfg["path"])
+    geoms = open_geometries(s, [VAR])
+    manifest = split_by_chunk(geoms[VAR], fractions=(1.0, 0.0, 0.0))
+    ds = InSituDataset(s, manifest, geoms, batch_size=cfg["batch_size"], block_chunks=cfg["block_chunks"])
+    for batch in ds.train:
+        e.add(batch.sample_indices, batch.arrays[VAR])
+    out = e.result()
+    ds.close()
+    return out
+
+
+def run_original(cfg: dict, check: bool) -> dict:
+    from insitubatch import InSituDataset, obstore_store, open_geometries, split_by_chunk
+
+    e = Epoch(cfg, check)
+    s = obstore_store("file://" + os.path.abspath(cfg["path"]))
+    geoms = open_geometries(s, [VAR])
+    manifest = split_by_chunk(geoms[VAR], fractions=(1.0, 0.0, 0.0))
+    ds = InSituDataset(s, manifest, geoms, batch_size=cfg["batch_size"], block_chunks=cfg["block_chunks"])
+    for batch in ds.train:
+        e.add(batch.sample_indices, batch.arrays[VAR])
+    out = e.result()
+    if hasattr(ds, "close"):
+        ds.close()
+    return out
+
+
+def _block_loop(cfg: dict, e: Epoch, read_block) -> dict:
+    bs = cfg["batch_size"]
+    for chunks, samples in block_order(cfg["samples"], cfg["outer"], cfg["block_chunks"]):
+        data = read_block(chunks)  # the chunks' samples, in chunk order
+        rows = np.concatenate([np.arange(c * cfg["outer"], min(cfg["samples"], (c + 1) * cfg["outer"]))
+                               for c in chunks])
+        where = np.searchsorted(rows, samples)
+        for k in range(0, len(samples), bs):
+            e.add(samples[k:k + bs], data[where[k:k + bs]])
+    return e.result()
+
+
+def run_tensorstore(cfg: dict, check: bool) -> dict:
+    import tensorstore as ts
+
+    e = Epoch(cfg, check)
+    arr = ts.open({"driver": "zarr3", "kvstore": {"driver": "file", "path": cfg["path"] + "/" + VAR + "/"}},
+                  read=True).result()
+    n, outer = cfg["samples"], cfg["outer"]
+
+    def read_block(chunks):
+        futures = [arr[c * outer:min(n, (c + 1) * outer)].read() for c in chunks]
+        return np.concatenate([f.result() for f in futures])
+
+    return _block_loop(cfg, e, read_block)
+
+
+def run_zarr(cfg: dict, check: bool, zarrs: bool = False) -> dict:
+    import zarr
+
+    if zarrs:
+        import zarrs  # noqa: F401  (registers the pipeline)
+
+        zarr.config.set({"codec_pipeline.path": "zarrs.ZarrsCodecPipeline"})
+    e = Epoch(cfg, check)
+    arr = zarr.open_array(zarr.storage.LocalStore(cfg["path"], read_only=True), path=VAR, mode="r")
+    n, outer = cfg["samples"], cfg["outer"]
+
+    def read_block(chunks):
+        rows = np.concatenate([np.arange(c * outer, min(n, (c + 1) * outer)) for c in chunks])
+        return arr.oindex[rows]
+
+    return _block_loop(cfg, e, read_block)
+
+
+def run_floor(cfg: dict, check: bool) -> dict:
+    from insitubatch import _ext
+
+    frames = json.loads(pathlib.Path(cfg["frames"]).read_text())
+    # The blocks the first batch draws from (two at 1 sample per chunk: a block of 16
+    # chunks holds only 16 samples).
+    first_chunks: list[int] = []
+    held = 0
+    for chunks, samples in block_order(cfg["samples"], cfg["outer"], cfg["block_chunks"]):
+        if held >= cfg["batch_size"]:
+            break
+        first_chunks += chunks
+        held += len(samples)
+    first = [f for c in first_chunks for f in frames[c]]
+    everything = [f for per_chunk in frames for f in per_chunk]
+    size, threads = cfg["frame_bytes"], cfg["threads"]
+    ttfb = _ext.zstd_decode_ceiling(first, size, threads, 1)
+    # The call reads the frames into memory before it decodes them: that reading's CPU,
+    # measured on its own, is taken off the call's.
+    cpu0 = time.process_time()
+    for f in everything:
+        pathlib.Path(f).read_bytes()
+    cpu1 = time.process_time()
+    epoch = _ext.zstd_decode_ceiling(everything, size, threads, 1)
+    cpu = max(0.0, (time.process_time() - cpu1) - (cpu1 - cpu0))
+    return {"ttfb_s": ttfb, "epoch_s": epoch, "cpu_s": cpu, "samples": cfg["samples"], "permutation": True}
+
+
+def child(cfg: dict) -> dict:
+    runners = {"ours": run_ours, "original": run_original, "tensorstore": run_tensorstore, "zarr": run_zarr,
+               "zarrs": lambda c, k: run_zarr(c, k, zarrs=True), "floor": run_floor}
+    run = runners[cfg["engine"]]
+    out = run(cfg, False)
+    if cfg["check"] and cfg["engine"] != "floor":  # the same epoch again, cold, every sample copied out
+        checked = run(cfg, True)
+        out["digests"] = checked["digests"]
+        out["same_order"] = checked["order_crc"] == out["order_crc"]
+    return out
+
+
+# -- the parent ------------------------------------------------------------------------------
+def available(engine: str) -> str:
+    """'' when `engine` can run here, else why not."""
+    probe = {"tensorstore": "tensorstore", "zarrs": "zarrs"}.get(engine)
+    if probe:
+        found = subprocess.run([sys.executable, "-c", f"import {probe}"], capture_output=True).returncode == 0
+        return "" if found else f"skipped: {probe} is not installed"
+    if engine == "original" and not ORIG_PYTHON.exists():
+        return "skipped: .venv-orig is missing (scripts/bench.sh --setup-only)"
+    return ""
+
+
+def run_child(cfg: dict, timeout: float) -> dict:
+    python = str(ORIG_PYTHON) if cfg["engine"] == "original" else sys.executable
+    proc = subprocess.run([python, str(pathlib.Path(__file__).resolve()), "--child", json.dumps(cfg)],
+                          capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        tail = proc.stderr.strip().splitlines()
+        return {"failed": f"exit {proc.returncode}: {tail[-1] if tail else 'no output'}"}
+    return json.loads(lines[-1])
+
+
+def check_run(res: dict, reference: list[int]) -> str:
+    """'' when the epoch delivered every sample once with zarr-python's values."""
+    if res["samples"] != len(reference) or not res["permutation"]:
+        return f"{res['samples']} samples delivered, not each of the {len(reference)} once"
+    if "digests" not in res:
+        return ""
+    if not res.get("same_order", True):
+        return "the checked epoch came in another order than the timed one"
+    bad = [i for i, (a, b) in enumerate(zip(res["digests"], reference)) if a != b]
+    return f"{len(bad)} samples differ from zarr-python's (first: {bad[0]})" if bad else ""
+
+
+def summarize(rows: list[dict], layouts: list[str], engines: list[str], gb: float) -> list[dict]:
+    table = []
+    for layout in layouts:
+        for engine in engines:
+            runs = [r for r in rows if r["layout"] == layout and r["engine"] == engine]
+            good = [r for r in runs if "failed" not in r and "skipped" not in r]
+            entry = {"layout": layout, "engine": engine, "runs": len(good)}
+            if not good:
+                entry["status"] = next((r.get("skipped") or r.get("failed") for r in runs), "no run")
+            else:
+                entry.update(
+                    ttfb_ms=statistics.median(r["ttfb_s"] for r in good) * 1e3,
+                    samples_s=statistics.median(r["samples"] / r["epoch_s"] for r in good),
+                    cpu_s_per_gb=statistics.median(r["cpu_s"] for r in good) / gb,
+                    check="; ".join(sorted({r["check"] for r in good if r.get("check")})) or "ok")
+            table.append(entry)
+    for layout in layouts:  # ratios to the floor, in one run
+        floor = next((t for t in table if t["layout"] == layout and t["engine"] == "floor" and "ttfb_ms" in t), None)
+        for t in table:
+            if t["layout"] == layout and floor and "ttfb_ms" in t:
+                t["ttfb_vs_floor"] = t["ttfb_ms"] / floor["ttfb_ms"]
+                if floor["cpu_s_per_gb"] > 0:  # tiny stores decode below the CPU clock's tick
+                    t["cpu_vs_floor"] = t["cpu_s_per_gb"] / floor["cpu_s_per_gb"]
+    return table
+
+
+def markdown(table: list[dict], layouts: list[str], engines: list[str]) -> str:
+    lines = ["| layout | " + " | ".join(engines) + " |", "|---|" + "---|" * len(engines)]
+    for what, fmt in (("time to first batch, ms (x floor)", "ttfb"), ("epoch samples/s", "rate"),
+                      ("CPU s per decoded GB (x floor)", "cpu")):
+        lines.append(f"| **{what}** |" + " |" * len(engines))
+        for layout in layouts:
+            cells = []
+            for engine in engines:
+                t = next(t for t in table if t["layout"] == layout and t["engine"] == engine)
+                if "ttfb_ms" not in t:
+                    cells.append(t["status"].split(":")[0])
+                elif fmt == "ttfb":
+                    cells.append(f"{t['ttfb_ms']:.1f} ({t.get('ttfb_vs_floor', float('nan')):.2f})")
+                elif fmt == "rate":
+                    cells.append(f"{t['samples_s']:.0f}")
+                else:
+                    cells.append(f"{t['cpu_s_per_gb']:.2f} ({t.get('cpu_vs_floor', float('nan')):.2f})")
+                if t.get("check", "ok") != "ok":
+                    cells[-1] += " CHECK FAILED"
+            lines.append(f"| {layout} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--samples", type=int, default=1024)
+    p.add_argument("--field", default="181x360", help="HxW of one sample")
+    p.add_argument("--layouts", default=",".join(LAYOUTS))
+    p.add_argument("--engines", default=",".join(ENGINES))
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds; the table gives medians")
+    p.add_argument("--check-rounds", type=int, default=1, help="rounds whose epochs are checked against zarr-python")
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--block-chunks", type=int, default=16)
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="the floor's decode threads")
+    p.add_argument("--timeout", type=float, default=600, help="seconds per engine process")
+    p.add_argument("--data", default=str(HERE / "data" / "coldstart"), help="stores folder")
+    p.add_argument("--json", default=str(RESULTS / "coldstart.json"))
+    p.add_argument("--child", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        sys.stdout.write("\n" + json.dumps(child(json.loads(args.child))) + "\n")
+        return {}
+    layouts, engines = args.layouts.split(","), args.engines.split(",")
+    unknown = [x for x in layouts if x not in LAYOUTS] + [x for x in engines if x not in ENGINES]
+    if unknown or args.rounds < 1:
+        p.error(f"unknown layout or engine {unknown}" if unknown else "--rounds must be >= 1")
+    field = tuple(int(v) for v in args.field.split("x"))
+    data = pathlib.Path(args.data)
+    stores, references, frames = {}, {}, {}
+    for layout in layouts:
+        t = time.perf_counter()
+        stores[layout] = ensure_store(data, layout, args.samples, field)
+        references[layout] = reference_digests(stores[layout])
+        frames[layout] = data / f"{layout}_{args.samples}_{field[0]}x{field[1]}.frames.json"
+        frames[layout].write_text(json.dumps(frame_files(stores[layout], layout, args.samples, field)))
+        print(f"[{layout}] {stores[layout].name} ready ({time.perf_counter() - t:.1f} s)", flush=True)
+    skipped = {e: available(e) for e in engines}
+    rows = []
+    for rnd in range(args.rounds):
+        for layout in layouts:
+            spc, shard = layout_chunks(layout)
+            warm(stores[layout])
+            for engine in engines:
+                row = {"round": rnd, "layout": layout, "engine": engine}
+                if skipped[engine]:
+                    rows.append(row | {"skipped": skipped[engine]})
+                    continue
+                cfg = {"engine": engine, "path": str(stores[layout]), "samples": args.samples, "field": field,
+                       "outer": shard or spc, "batch_size": args.batch_size, "block_chunks": args.block_chunks,
+                       "threads": args.threads, "check": rnd < args.check_rounds, "frames": str(frames[layout]),
+                       "frame_bytes": spc * field[0] * field[1] * 4}
+                res = run_child(cfg, args.timeout)
+                if "failed" not in res:
+                    res["check"] = check_run(res, references[layout])
+                    res.pop("digests", None)
+                rows.append(row | res)
+                what = res.get("failed") or (f"ttfb {res['ttfb_s'] * 1e3:.1f} ms, {res['samples'] / res['epoch_s']:.0f}"
+                                             f" samples/s, {res['cpu_s']:.2f} CPU s {res['check'] or 'ok'}")
+                print(f"  round {rnd} {layout} {engine}: {what}", flush=True)
+    gb = args.samples * field[0] * field[1] * 4 / 1e9
+    table = summarize(rows, layouts, [e for e in engines], gb)
+    text = markdown(table, layouts, engines)
+    print()
+    print(text)
+    result = {"args": {k: v for k, v in vars(args).items() if k != "child"}, "machine": {
+        "cores": os.cpu_count(), "system": f"{platform.system()} {platform.release()}",
+        "load_average": os.getloadavg()}, "table": table, "rows": rows, "markdown": text}
+    pathlib.Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
+    bad = [r for r in rows if r.get("failed") or r.get("check")]
+    for r in bad:
+        print(f"FAILED: round {r['round']} {r['layout']} {r['engine']}: {r.get('failed') or r['check']}")
+    if bad:
+        sys.exit(1)
+    return result
+
+
+if __name__ == "__main__":
+    main()
