@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import warnings
 
 # Every buffer the engine allocates in this process and its children starts as a poison
@@ -52,3 +53,15 @@ def source_values(shape, dtype, seed=0):
 @pytest.fixture
 def make_values():
     return source_values
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 1 MiB tmpfs: a disk that fills up (writes past it fail with ENOSPC)."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root to mount a 1 MiB tmpfs")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)

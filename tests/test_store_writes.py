@@ -164,17 +164,6 @@ def test_a_writer_killed_mid_write_leaves_whole_objects_only(tmp_path):
         assert insitubatch.store(str(root)).list() == ["big"]
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    mount = tmp_path / "small"
-    mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
-        pytest.skip("needs root to mount a 1 MiB tmpfs")
-    yield mount
-    subprocess.run(["umount", str(mount)], check=True)
-
-
 def test_a_full_disk_is_a_clear_error_and_leaves_nothing(small_disk):
     store = insitubatch.store(str(small_disk / "out.zarr"), read_only=False)
     store.write("t2m/zarr.json", b"{}")

@@ -138,7 +138,8 @@ void BindStores(nb::module_& m) {
           nb::arg("key"), nb::arg("value"))
       .def("erase", &MemoryStore::Erase, nb::arg("key"));
 
-  nb::class_<CountingStore, Store>(m, "CountingStore", nb::dynamic_attr(), "Wraps a store and counts reads (and writes) per key.")
+  nb::class_<CountingStore, Store>(m, "CountingStore", nb::dynamic_attr(),
+                                   "Wraps a store and counts reads (and writes) per key.")
       .def(
           "__init__",
           [](CountingStore* self, std::shared_ptr<Store> inner) { new (self) CountingStore(std::move(inner)); },

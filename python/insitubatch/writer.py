@@ -134,11 +134,12 @@ class ZarrWriter:
             array = zarr.open_array(self._zarr_store, path=self.name, mode="r")
         except zarr.errors.NodeNotFoundError:
             return None
-        if tuple(array.shape) != shape or tuple(array.chunks) != chunks or np.dtype(array.dtype) != dtype:
+        stored = tuple(getattr(array, "shards", None) or array.chunks)  # a shard is one stored chunk
+        if tuple(array.shape) != shape or stored != chunks or np.dtype(array.dtype) != dtype:
             raise FailedPreconditionError(
                 f"{self._native.describe(self.name)} already holds an array of shape {tuple(array.shape)}, chunks"
-                f" {tuple(array.chunks)}, dtype {array.dtype}; this writer's is {shape}, {chunks}, {dtype}: write"
-                " to another name, or delete it first")
+                f" {stored}, dtype {array.dtype}; this writer's is {shape}, {chunks}, {dtype}: write to another"
+                " name, or delete it first")
         return array
 
     def _keys(self, chunk: int) -> list[str]:
