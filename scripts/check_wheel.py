@@ -230,6 +230,20 @@ def main() -> int:
             moto.terminate()
             moto.wait()
 
+        # Every extra the docs name resolves against the index with the wheel (pip --dry-run:
+        # torch and ray are gigabytes); [cache] is installed and does its job: with
+        # cloudpickle, a chunk transform's cache key is its pickle, not best-effort source.
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        for extra in ("cache", "planfetch", "lightning", "ray"):
+            subprocess.run([*pip, "--dry-run", f"{wheel}[{extra}]"], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run([*pip, f"{wheel}[cache]"], check=True)
+        out = run_client(python, "from insitubatch import caching\n"
+                                 "token, best_effort = caching.transform_token(lambda chunk: chunk)\n"
+                                 "assert token.startswith('pickle:') and not best_effort, token\nprint(token[:15])",
+                         work)
+        step(f"extras [cache], [planfetch], [lightning], [ray] resolve; [cache] installed keys transforms by"
+             f" pickle ({out.strip()}...)")
+
         # The planfetch demo, as a user runs it: its own copy, outside the checkout.
         demo = work / "planfetch_s3_demo.py"
         shutil.copy(REPO / "examples" / "planfetch_s3_demo.py", demo)
