@@ -88,6 +88,13 @@ def test_coldstart_bench(tmp_path):
     assert all("digests" not in row for row in r["rows"])
 
 
+@pytest.mark.timeout(400)
+def test_write_bench(tmp_path):
+    pytest.importorskip("obstore")
+    r = _run(tmp_path, "write_bench.py", "--size-mb", "4", "--samples", "32", "--rounds", "1")
+    assert {"file", "s3", "writer", "encode"} <= r.keys() and r["writer"]["ratio"] > 0
+
+
 def test_engine_ab_refuses_a_bad_revision_or_count_before_building_anything():
     # A real A/B builds a wheel (minutes): only its argument checks run here.
     for args, message in ((["--rev", "no-such-revision"], "names no commit"),
