@@ -20,6 +20,9 @@ TESTS = Path(__file__).resolve().parent
 # and opens a dataset reading t2m through the proxy. Geometries come from the local copy.
 PRELUDE = """
 import json, os, signal, sys, threading, time
+# A shell's background job starts with SIGINT ignored, and Python then keeps it so: the
+# Ctrl-C tests need Python's own handler whatever launched the suite.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from pathlib import Path
 import numpy as np
 sys.path.insert(0, {tests!r})
