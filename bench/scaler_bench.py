@@ -52,7 +52,7 @@ def main() -> None:
     plain = InSituDataset(s, manifest, geoms, batch_size=32)
     for label, scaler in scalers.items():
         scaled = InSituDataset(s, manifest, geoms, batch_size=32, chunk_transforms=[scaler])
-        assert scaled._transform_spec("t2m")["kind"] == "scale"
+        assert scaled._transform_spec("t2m").kind == "scale"
         shares = []
         for epoch in range(args.runs + 1):
             base_cpu, base_decode = epoch_cpu(plain, epoch)

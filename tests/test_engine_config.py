@@ -115,3 +115,29 @@ def test_a_chunk_transforms_exception_arrives_as_itself(store, make):
     frames = [frame.name for frame in traceback.extract_tb(info.value.__traceback__)]
     assert "fails_on_chunk_2" in frames  # its traceback reaches into the transform
     ds.close()
+
+
+def test_pass_options_are_the_engines_rules(store):
+    geoms = open_geometries(store, ["a"])
+    manifest = split_by_chunk(geoms["a"])
+    for kwargs, error, match in [
+        (dict(batch_size=0), insitubatch.InvalidArgumentError, r"batch_size must be in \[1, 2147483647\], got 0"),
+        (dict(prefetch_depth=2000), insitubatch.InvalidArgumentError, r"prefetch_depth must be in \[1, 1024\]"),
+        (dict(max_inflight=2.5), insitubatch.InvalidTypeError, r"max_inflight must be an integer in \[1, 4096\]"),
+    ]:
+        with pytest.raises(error, match=match):
+            InSituDataset(store, manifest, geoms, **kwargs)
+    spec = _ext.PassSpec()
+    with pytest.raises(insitubatch.InvalidArgumentError, match="at least one label"):
+        spec.validate()
+
+
+def test_native_transforms_cross_as_objects_built_in_cpp():
+    scaler = _ext.standard_scaler([1.0, 2.0], [0.5, 0.25], [2], "<f4")
+    assert (scaler.kind, scaler.parameters, scaler.out_shape) == ("scale", 2, [2])
+    with pytest.raises(insitubatch.InvalidArgumentError):
+        _ext.standard_scaler([1.0, 2.0], [0.5], [2], "<f4")  # a scale per mean, or one for all
+    assert _ext.cast_transform("<i2", "<f4", [3]).kind == "cast"
+    assert _ext.python_transform(lambda i, o, a: a, [3], "<f4").kind == "python"
+    with pytest.raises(insitubatch.InvalidArgumentError, match="not callable"):
+        _ext.python_transform(3, [3], "<f4")

@@ -52,7 +52,7 @@ def test_native_scaler_end_to_end(weather, scoped):
     scaler = StandardScaler({"t2m": 250.0, "u10": 0.0, "v10": 0.0}, {"t2m": 10.0, "u10": 2.0, "v10": 2.0})
     transform = applies(["t2m"], scaler) if scoped else scaler
     ds = InSituDataset(store, manifest, geoms, batch_size=8, shuffle=False, chunk_transforms=[transform])
-    assert ds._transform_spec("t2m")["kind"] == "scale"  # runs in C++, no GIL
+    assert ds._transform_spec("t2m").kind == "scale"  # runs in C++, no GIL
     for b in rows(ds):
         i = b.sample_indices
         np.testing.assert_allclose(b.arrays["t2m"], (src["t2m"][i] - 250.0) / (10.0 + 1e-8), rtol=1e-6)
@@ -70,7 +70,7 @@ def test_native_scaler_per_grid_point_statistics(weather):
     ds = InSituDataset(store, manifest, {"t2m": geoms["t2m"]}, batch_size=8, shuffle=False,
                        chunk_transforms=[StandardScaler({"t2m": mean}, {"t2m": std})])
     spec = ds._transform_spec("t2m")
-    assert spec["kind"] == "scale" and len(spec["mean"]) == mean.size
+    assert spec.kind == "scale" and spec.parameters == mean.size
     for b in rows(ds):
         want = (src["t2m"][b.sample_indices] - mean) / (std + 1e-8)
         np.testing.assert_allclose(b.arrays["t2m"], want, rtol=1e-5, atol=1e-6)
@@ -240,7 +240,7 @@ def test_scale_offset_unpacks_int16_natively_and_exactly(tmp_path, dtype):
     t = insitubatch.ScaleOffset({"v": 0.0021}, {"v": 250.3}, dtype=dtype)
     ds = InSituDataset(store, manifest, geoms, batch_size=5, chunk_transforms=[t])
     out = np.dtype(dtype or "f4")
-    assert ds._transform_spec("v")["kind"] == "affine"
+    assert ds._transform_spec("v").kind == "affine"
     assert ds.train.geometries["v"].dtype == out
     for b in ds.train:
         want = packed[b.sample_indices].astype(out) * out.type(0.0021) + out.type(250.3)
@@ -267,7 +267,7 @@ def test_cast_native_where_defined_for_every_value(tmp_path, src, dst, native):
     values = (rng.standard_normal((24, 6, 10)) * 1000).astype(src)
     store, geoms, manifest = _one_array_store(tmp_path, values, (8, 6, 10))
     ds = InSituDataset(store, manifest, geoms, batch_size=7, chunk_transforms=[insitubatch.Cast(dst)])
-    assert (ds._transform_spec("v")["kind"] == "cast") == native
+    assert (ds._transform_spec("v").kind == "cast") == native
     for b in ds.train:
         assert b.arrays["v"].dtype == np.dtype(dst)
         np.testing.assert_array_equal(b.arrays["v"], values[b.sample_indices].astype(dst))

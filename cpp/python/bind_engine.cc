@@ -147,9 +147,13 @@ uint32_t OptionInteger(const engine::OptionLimit& limit, nb::handle value) {
     }
     PyErr_Clear();
   }
-  ThrowIfError(InvalidArgument(std::string(limit.name) + " must be an integer in " + range + ", got " +
-                               nb::cast<std::string>(nb::repr(value)) + " (" +
-                               nb::cast<std::string>(nb::str(value.type().attr("__name__"))) + ")"));
+  // A wrong type is InvalidTypeError (also a TypeError), as every argument check says it.
+  const std::string message = std::string(limit.name) + " must be an integer in " + range + ", got " +
+                              nb::cast<std::string>(nb::repr(value)) + " (" +
+                              nb::cast<std::string>(nb::str(value.type().attr("__name__"))) + ")";
+  nb::object type_error = nb::module_::import_("insitubatch.errors").attr("InvalidTypeError");
+  PyErr_SetObject(type_error.ptr(), nb::str(message.c_str()).ptr());
+  throw nb::python_error();
   return 0;
 }
 
@@ -265,6 +269,46 @@ void BindEngine(nb::module_& m) {
       nb::arg("lengths"),
       "Raises InvalidArgumentError unless every (variable, sample-axis length) has the same length.");
 
+  nb::class_<engine::PassSpec>(m, "PassSpec", "One pass: its view, epoch, order and batches (limits checked in C++).")
+      .def(nb::init<>())
+      .def_rw("split", &engine::PassSpec::split)
+      .def_rw("epoch", &engine::PassSpec::epoch)
+      .def_rw("ref_spc", &engine::PassSpec::ref_spc)
+      .def_prop_rw(
+          "batch_size", [](const engine::PassSpec& s) { return s.batch_size; },
+          [](engine::PassSpec& s, nb::handle v) { s.batch_size = OptionInteger(engine::kBatchSizeLimit, v); })
+      .def_prop_rw(
+          "prefetch_depth", [](const engine::PassSpec& s) { return s.prefetch_depth; },
+          [](engine::PassSpec& s, nb::handle v) { s.prefetch_depth = OptionInteger(engine::kPrefetchDepthLimit, v); },
+          "Batches gathered ahead of the consumer.")
+      .def_prop_rw(
+          "labels",
+          [](const engine::PassSpec& s) {
+            std::vector<std::tuple<std::string, uint32_t, int64_t>> out;
+            for (const engine::Label& l : s.labels) out.emplace_back(l.name, l.source, l.offset);
+            return out;
+          },
+          [](engine::PassSpec& s, const std::vector<std::tuple<std::string, uint32_t, int64_t>>& labels) {
+            s.labels.clear();
+            for (const auto& [name, source, offset] : labels) s.labels.push_back({name, source, offset});
+          },
+          "(name, array index, window offset) per label, in gather order.")
+      .def(
+          "set_order",
+          [](engine::PassSpec& s, const Int64Array& rows, const Int64Array& block_start) {
+            s.order = OrderFromArrays(rows, block_start);
+          },
+          nb::arg("rows"), nb::arg("block_start"), "This pass's order: (chunk, sample) rows and block starts.")
+      .def(
+          "set_next_order",
+          [](engine::PassSpec& s, const Int64Array& rows, const Int64Array& block_start) {
+            s.next_order = OrderFromArrays(rows, block_start);
+          },
+          nb::arg("rows"), nb::arg("block_start"), "The view's order next epoch (eviction by next use).")
+      .def(
+          "validate", [](const engine::PassSpec& s) { ThrowIfError(s.Validate()); },
+          "Raises InvalidArgumentError unless the options hold together (start_pass checks it too).");
+
   nb::class_<EngineHandle>(m, "Engine", "The dataset-owned engine: pool, decode pool, IO budget.")
       .def(
           "__init__",
@@ -277,7 +321,10 @@ void BindEngine(nb::module_& m) {
             ThrowIfError(config.Validate());
             std::vector<engine::ArraySource> sources;
             for (size_t i = 0; i < arrays.size(); ++i) {
-              auto transform = transforms.size() ? TransformFromSpec(transforms[i]) : nullptr;
+              std::shared_ptr<const engine::ChunkTransform> transform;
+              if (transforms.size() != 0 && !transforms[i].is_none()) {
+                transform = nb::cast<const NativeTransform&>(transforms[i]).transform;
+              }
               sources.push_back(
                   ValueOrThrow(engine::ArraySource::Create(arrays[i], sample_axes[i], std::move(transform))));
             }
@@ -299,30 +346,17 @@ void BindEngine(nb::module_& m) {
           nb::arg("fingerprints") = std::vector<std::string>())
       .def(
           "start_pass",
-          [](EngineHandle& h, std::string split, int64_t epoch, const Int64Array& rows, const Int64Array& block_start,
-             int64_t ref_spc, int64_t batch_size, uint32_t prefetch_depth,
-             const std::vector<std::tuple<std::string, uint32_t, int64_t>>& labels, std::optional<Int64Array> next_rows,
-             std::optional<Int64Array> next_block_start) {
-            engine::PassSpec spec;
-            spec.split = std::move(split);
-            spec.epoch = epoch;
-            spec.order = OrderFromArrays(rows, block_start);
-            spec.ref_spc = ref_spc;
-            spec.batch_size = batch_size;
-            spec.prefetch_depth = prefetch_depth;
-            if (next_rows && next_block_start) spec.next_order = OrderFromArrays(*next_rows, *next_block_start);
-            for (const auto& [name, source, offset] : labels) {
-              if (source >= h.engine->sources().size()) {
-                ThrowIfError(InvalidArgument("label '" + name + "' names no array"));
+          [](EngineHandle& h, const engine::PassSpec& given) {
+            engine::PassSpec spec = given;
+            for (const engine::Label& label : spec.labels) {
+              if (label.source >= h.engine->sources().size()) {
+                ThrowIfError(InvalidArgument("label '" + label.name + "' names no array"));
               }
-              spec.labels.push_back({name, source, offset});
             }
             nb::gil_scoped_release release;
             return new PassHandle{ValueOrThrow(h.engine->StartPass(std::move(spec)))};
           },
-          nb::arg("split"), nb::arg("epoch"), nb::arg("rows"), nb::arg("block_start"), nb::arg("ref_spc"),
-          nb::arg("batch_size"), nb::arg("prefetch_depth"), nb::arg("labels"), nb::arg("next_rows") = nb::none(),
-          nb::arg("next_block_start") = nb::none(), nb::rv_policy::take_ownership)
+          nb::arg("spec"), nb::rv_policy::take_ownership)
       .def_prop_ro("budget_bytes", [](const EngineHandle& h) { return h.engine->pool().budget_bytes(); })
       .def(
           "cache_counters",

@@ -143,27 +143,52 @@ PythonErrorPayload::~PythonErrorPayload() {
   g_released.push_back(exception_);
 }
 
-std::shared_ptr<const ChunkTransform> TransformFromSpec(nb::handle spec) {
-  if (spec.is_none()) return nullptr;
-  const std::string kind = nb::cast<std::string>(spec["kind"]);
-  const std::vector<uint64_t> field = ShapeOf(spec["out_shape"]);
-  const zarr::DataType dtype = DtypeOf(nb::cast<std::string>(spec["out_dtype"]));
-  if (kind == "python") {
-    return std::make_shared<PyChunkTransform>(nb::borrow(spec["callback"]), field, dtype);
-  }
-  if (kind == "scale") {
-    return ValueOrThrow(engine::MakeStandardScaler(nb::cast<std::vector<double>>(spec["mean"]),
-                                                   nb::cast<std::vector<double>>(spec["scale"]), field, dtype));
-  }
-  if (kind == "cast") {
-    return ValueOrThrow(engine::MakeCast(DtypeOf(nb::cast<std::string>(spec["in_dtype"])), dtype, field));
-  }
-  if (kind == "affine") {
-    return ValueOrThrow(engine::MakeScaleOffset(DtypeOf(nb::cast<std::string>(spec["in_dtype"])), dtype,
-                                                nb::cast<double>(spec["scale"]), nb::cast<double>(spec["offset"]),
-                                                field));
-  }
-  throw StatusException{InvalidArgument("unknown chunk transform kind '" + kind + "'")};
+void BindTransforms(nb::module_& m) {
+  nb::class_<NativeTransform>(m, "NativeTransform",
+                              "A chunk transform the engine runs, built and checked in C++ (see the factories).")
+      .def_ro("kind", &NativeTransform::kind)
+      .def_ro("parameters", &NativeTransform::parameters)
+      .def_prop_ro("out_shape", [](const NativeTransform& t) { return t.transform->output_field(); })
+      .def("__repr__", [](const NativeTransform& t) { return "<NativeTransform " + t.kind + ">"; });
+  // Dtypes cross as numpy typestrs in native order ("<f4", "|u1"; "bfloat16").
+  m.def(
+      "python_transform",
+      [](nb::object callback, std::vector<uint64_t> out_shape, const std::string& out_dtype) {
+        if (!PyCallable_Check(callback.ptr()))
+          ThrowIfError(InvalidArgument("python_transform: callback is not callable"));
+        auto transform =
+            std::make_shared<PyChunkTransform>(std::move(callback), std::move(out_shape), DtypeOf(out_dtype));
+        return NativeTransform{std::move(transform), "python", 0};
+      },
+      nb::arg("callback"), nb::arg("out_shape"), nb::arg("out_dtype"),
+      "Runs callback(chunk_index, sample_offset, array) -> array of out_shape x out_dtype per chunk, with the GIL.");
+  m.def(
+      "standard_scaler",
+      [](std::vector<double> mean, std::vector<double> scale, std::vector<uint64_t> field, const std::string& dtype) {
+        const size_t n = mean.size();
+        return NativeTransform{ValueOrThrow(engine::MakeStandardScaler(std::move(mean), std::move(scale),
+                                                                       std::move(field), DtypeOf(dtype))),
+                               "scale", n};
+      },
+      nb::arg("mean"), nb::arg("scale"), nb::arg("field"), nb::arg("dtype"),
+      "(x - mean) * scale, natively (one value each, or one per element of the field).");
+  m.def(
+      "cast_transform",
+      [](const std::string& in_dtype, const std::string& out_dtype, std::vector<uint64_t> field) {
+        return NativeTransform{ValueOrThrow(engine::MakeCast(DtypeOf(in_dtype), DtypeOf(out_dtype), std::move(field))),
+                               "cast", 0};
+      },
+      nb::arg("in_dtype"), nb::arg("out_dtype"), nb::arg("field"), "A dtype conversion, natively.");
+  m.def(
+      "scale_offset_transform",
+      [](const std::string& in_dtype, const std::string& out_dtype, double scale, double offset,
+         std::vector<uint64_t> field) {
+        return NativeTransform{ValueOrThrow(engine::MakeScaleOffset(DtypeOf(in_dtype), DtypeOf(out_dtype), scale,
+                                                                    offset, std::move(field))),
+                               "affine", 1};
+      },
+      nb::arg("in_dtype"), nb::arg("out_dtype"), nb::arg("scale"), nb::arg("offset"), nb::arg("field"),
+      "x.astype(out) * scale + offset, each rounding in out as numpy does, natively.");
 }
 
 }  // namespace insitubatch::python

@@ -26,9 +26,14 @@ class PythonErrorPayload final : public StatusPayload {
   mutable PyObject* exception_;  // a strong reference, until taken
 };
 
-// Builds the engine's transform for one array from the Python-side spec (None, or a dict
-// with "kind": "python" | "scale", "out_shape", "out_dtype", and the kind's fields).
-std::shared_ptr<const engine::ChunkTransform> TransformFromSpec(nb::handle spec);
+// A chunk transform the engine runs, built (its parameters checked) in C++ by one of the
+// bound factories: what crosses from Python is this object, never a dict of fields.
+// `kind` and `parameters` only describe it (describe(), tests).
+struct NativeTransform {
+  std::shared_ptr<const engine::ChunkTransform> transform;
+  std::string kind;       // "python", "scale", "cast" or "affine"
+  size_t parameters = 0;  // per-element values it carries (a scaler's means; 1 for an affine)
+};
 
 // A numpy array viewing a shared buffer (the array keeps the buffer alive).
 nb::object SharedToNumpy(std::shared_ptr<Buffer> buffer, const std::vector<uint64_t>& shape, zarr::DataType dtype);

@@ -403,6 +403,40 @@ def open_hierarchy(store: Store) -> Hierarchy:
 
 def build_info() -> dict: ...
 
+class NativeTransform:
+    """
+    A chunk transform the engine runs, built and checked in C++ (see the factories).
+    """
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def parameters(self) -> int: ...
+
+    @property
+    def out_shape(self) -> list[int]: ...
+
+    def __repr__(self) -> str: ...
+
+def python_transform(callback: object, out_shape: Sequence[int], out_dtype: str) -> NativeTransform:
+    """
+    Runs callback(chunk_index, sample_offset, array) -> array of out_shape x out_dtype per chunk, with the GIL.
+    """
+
+def standard_scaler(mean: Sequence[float], scale: Sequence[float], field: Sequence[int], dtype: str) -> NativeTransform:
+    """
+    (x - mean) * scale, natively (one value each, or one per element of the field).
+    """
+
+def cast_transform(in_dtype: str, out_dtype: str, field: Sequence[int]) -> NativeTransform:
+    """A dtype conversion, natively."""
+
+def scale_offset_transform(in_dtype: str, out_dtype: str, scale: float, offset: float, field: Sequence[int]) -> NativeTransform:
+    """
+    x.astype(out) * scale + offset, each rounding in out as numpy does, natively.
+    """
+
 class Pass:
     """One iteration over one split view."""
 
@@ -531,12 +565,66 @@ def check_sample_lengths(lengths: Sequence[tuple[str, int]]) -> None:
     Raises InvalidArgumentError unless every (variable, sample-axis length) has the same length.
     """
 
+class PassSpec:
+    """One pass: its view, epoch, order and batches (limits checked in C++)."""
+
+    def __init__(self) -> None: ...
+
+    @property
+    def split(self) -> str: ...
+
+    @split.setter
+    def split(self, arg: str, /) -> None: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @epoch.setter
+    def epoch(self, arg: int, /) -> None: ...
+
+    @property
+    def ref_spc(self) -> int: ...
+
+    @ref_spc.setter
+    def ref_spc(self, arg: int, /) -> None: ...
+
+    @property
+    def batch_size(self) -> int: ...
+
+    @batch_size.setter
+    def batch_size(self, arg: object, /) -> None: ...
+
+    @property
+    def prefetch_depth(self) -> int:
+        """Batches gathered ahead of the consumer."""
+
+    @prefetch_depth.setter
+    def prefetch_depth(self, arg: object, /) -> None: ...
+
+    @property
+    def labels(self) -> list[tuple[str, int, int]]:
+        """(name, array index, window offset) per label, in gather order."""
+
+    @labels.setter
+    def labels(self, arg: Sequence[tuple[str, int, int]], /) -> None: ...
+
+    def set_order(self, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)]) -> None:
+        """This pass's order: (chunk, sample) rows and block starts."""
+
+    def set_next_order(self, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)]) -> None:
+        """The view's order next epoch (eviction by next use)."""
+
+    def validate(self) -> None:
+        """
+        Raises InvalidArgumentError unless the options hold together (start_pass checks it too).
+        """
+
 class Engine:
     """The dataset-owned engine: pool, decode pool, IO budget."""
 
     def __init__(self, arrays: Sequence[ZarrArray], sample_axes: Sequence[int], config: EngineConfig, transforms: list = [], fingerprints: Sequence[str] = []) -> None: ...
 
-    def start_pass(self, split: str, epoch: int, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], ref_spc: int, batch_size: int, prefetch_depth: int, labels: Sequence[tuple[str, int, int]], next_rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)] | None = None, next_block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)] | None = None) -> Pass: ...
+    def start_pass(self, spec: PassSpec) -> Pass: ...
 
     @property
     def budget_bytes(self) -> int: ...

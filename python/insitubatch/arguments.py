@@ -26,9 +26,7 @@ from .errors import InvalidArgumentError, InvalidTypeError
 #: connection storm, a queue no machine holds) or means a typo. max_inflight and the thread
 #: counts are the engine's own (EngineConfig, engine/engine.h).
 LIMITS: dict[str, tuple[int, int]] = {
-    "batch_size": (1, 2**31 - 1),
     "block_chunks": (1, 2**31 - 1),
-    "prefetch_depth": (1, 1024),
     "seed": (0, 2**64 - 1),        # numpy's PCG64 keys take unsigned 64-bit words
     "epoch": (0, 2**64 - 1),
     "iterations": (1, 1024),

@@ -273,7 +273,8 @@ class InSituDataset:
             outputs[g.path] = _transforms.fold_output(g.path, g, chain)
         return chains, outputs
 
-    def _transform_spec(self, path: str) -> dict[str, Any] | None:
+    def _transform_spec(self, path: str) -> Any:
+        """The engine's transform for one array path (an ``_ext.NativeTransform``), or None."""
         chain = self._chains[path]
         if not chain:
             return None
@@ -282,11 +283,11 @@ class InSituDataset:
         if len(chain) == 1:  # one native transform (StandardScaler, ScaleOffset, Cast) runs in C++
             native = getattr(getattr(chain[0], "transform", chain[0]), "native_spec", None)
             if native is not None:
-                spec: dict[str, Any] | None = native(path, tuple(g.inner_shape), g.dtype)
+                spec = native(path, tuple(g.inner_shape), g.dtype)
                 if spec is not None:
                     return spec
         callback = _transforms.python_callback(path, chain, g.dtype, out_shape, out_dtype)
-        return {"kind": "python", "callback": callback, "out_shape": out_shape, "out_dtype": engine_typestr(out_dtype)}
+        return _ext.python_transform(callback, list(out_shape), engine_typestr(out_dtype))
 
     def output_geometries(self) -> dict[str, ArrayGeometry]:
         """Geometries after chunk transforms, sample-first: what batches hold (string
@@ -350,11 +351,13 @@ class InSituDataset:
             rows, block_start = resume.skip_rows(rows, block_start, start)
         # Eviction by next use looks one epoch ahead: the shuffled order is a pure function
         # of the epoch (a sequential view repeats its own).
-        ahead = {}
+        spec = _ext.PassSpec()
+        spec.split, spec.epoch, spec.ref_spc = split, self._epoch, self.manifest.sample_chunk_size
+        spec.batch_size, spec.prefetch_depth, spec.labels = self.batch_size, self.prefetch_depth, self._labels
+        spec.set_order(rows, block_start)
         if shuffled and self.eviction == "next_use" and self._epoch < arguments.LIMITS["epoch"][1]:
-            ahead = dict(zip(("next_rows", "next_block_start"), self._planner.order(split, True, self._epoch + 1, shard)))
-        native = engine.start_pass(split, self._epoch, rows, block_start, self.manifest.sample_chunk_size,
-                                   self.batch_size, self.prefetch_depth, self._labels, **ahead)
+            spec.set_next_order(*self._planner.order(split, True, self._epoch + 1, shard))
+        native = engine.start_pass(spec)
         grown = engine.budget_grown
         if grown > self._budget:
             self._budget = grown

@@ -56,14 +56,18 @@ class DatasetConfig:
     ) -> "DatasetConfig":
         """Checks each argument (naming it, its value and what is accepted) in the order
         InSituDataset always has."""
-        batch_size = arguments.integer("batch_size", batch_size)
+        # Python coerces types; the engine's setters (EngineConfig, PassSpec) own the limits.
+        passes = _ext.PassSpec()
+        passes.batch_size = batch_size
+        batch_size = passes.batch_size
         block_chunks = arguments.integer("block_chunks", block_chunks)
-        engine = _ext.EngineConfig()  # each setter refuses a value outside the engine's limits
+        engine = _ext.EngineConfig()
         if max_inflight is not None:
             engine.max_inflight = max_inflight
         seed = arguments.integer("seed", seed)
         shuffle = arguments.flag("shuffle", shuffle)
-        prefetch_depth = arguments.integer("prefetch_depth", prefetch_depth)
+        passes.prefetch_depth = prefetch_depth
+        prefetch_depth = passes.prefetch_depth
         engine.decode_threads = decode_threads
         engine.gather_threads = gather_threads
         # Python checks only the type; the engine's setters own the accepted values.

@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from . import _ext
 from .errors import InvalidArgumentError, InvalidTypeError, NotFoundError
 from .geometry import ArrayGeometry, as_stored, engine_form
 from .records import Batch, ChunkRead, DecodedChunk
@@ -132,21 +133,19 @@ class StandardScaler:
     def validate_scope(self, arrays: Sequence[str]) -> None:
         _require_arrays("StandardScaler has no statistics", self.mean, arrays)
 
-    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict[str, Any] | None:
+    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> Any:
         """The engine's native form for one array (no GIL), or None if it cannot run it."""
         if path not in self.mean or np.dtype(dtype) not in (np.dtype("f4"), np.dtype("f8")):
             return None
         if self.mean[path].ndim == 0 and self.std[path].ndim == 0:  # one number per array
-            return {"kind": "scale", "mean": [float(self.mean[path])],
-                    "scale": [1.0 / (float(self.std[path]) + self.eps)],
-                    "out_shape": tuple(field), "out_dtype": np.dtype(dtype).str}
+            return _ext.standard_scaler([float(self.mean[path])], [1.0 / (float(self.std[path]) + self.eps)],
+                                        list(field), np.dtype(dtype).str)
         try:
             mean = np.broadcast_to(self.mean[path], field).astype(np.float64).ravel()
             scale = (1.0 / (np.broadcast_to(self.std[path], field).astype(np.float64) + self.eps)).ravel()
         except ValueError:
             return None
-        return {"kind": "scale", "mean": mean.tolist(), "scale": scale.tolist(),
-                "out_shape": tuple(field), "out_dtype": np.dtype(dtype).str}
+        return _ext.standard_scaler(mean.tolist(), scale.tolist(), list(field), np.dtype(dtype).str)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         arrays: dict[str, Any] = {}
@@ -365,11 +364,10 @@ class Cast:
     def output_inner(self, geom: ArrayGeometry) -> tuple[tuple[int, ...], np.dtype]:
         return geom.inner_shape, self.dtype
 
-    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict[str, Any] | None:
+    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> Any:
         if not _exact_native_cast(dtype, self.dtype):
             return None
-        return {"kind": "cast", "in_dtype": _native_dtype_str(dtype), "out_shape": tuple(field),
-                "out_dtype": _native_dtype_str(self.dtype)}
+        return _ext.cast_transform(_native_dtype_str(dtype), _native_dtype_str(self.dtype), list(field))
 
     def __repr__(self) -> str:
         return f"Cast({self.dtype.name})"
@@ -412,12 +410,12 @@ class ScaleOffset:
     def validate_scope(self, arrays: Sequence[str]) -> None:
         _require_arrays("ScaleOffset has no scale/offset", self.scale, arrays)
 
-    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> dict[str, Any] | None:
+    def native_spec(self, path: str, field: tuple[int, ...], dtype: np.dtype) -> Any:
         out = self._out(dtype)
         if path not in self.scale or not _exact_native_cast(dtype, out):
             return None
-        return {"kind": "affine", "in_dtype": _native_dtype_str(dtype), "scale": self.scale[path],
-                "offset": self.offset[path], "out_shape": tuple(field), "out_dtype": _native_dtype_str(out)}
+        return _ext.scale_offset_transform(_native_dtype_str(dtype), _native_dtype_str(out), self.scale[path],
+                                           self.offset[path], list(field))
 
     def __repr__(self) -> str:
         return f"ScaleOffset(arrays={sorted(self.scale)})"

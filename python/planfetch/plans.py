@@ -44,7 +44,7 @@ class PlanView:
 
     @classmethod
     def from_flat(cls, flat: np.ndarray, batch_size: int) -> "PlanView":
-        batch_size = arguments.integer("batch_size", batch_size)
+        batch_size = arguments.integer("batch_size", batch_size, (1, 2**31 - 1))
         n = len(flat)
         rows = max(1, math.ceil(n / batch_size)) if n else 0
         out = np.full(rows * batch_size, PAD, dtype=np.int64)
@@ -119,7 +119,7 @@ class SequentialPlanProvider(PlanProvider):
 
     def __init__(self, n: int, batch_size: int) -> None:
         self.n = arguments.integer("n", n, (0, 2**40))
-        self.batch_size = arguments.integer("batch_size", batch_size)
+        self.batch_size = arguments.integer("batch_size", batch_size, (1, 2**31 - 1))
 
     def make_epoch_plan(self, epoch: int = 0) -> PlanView:
         arguments.integer("epoch", epoch)
@@ -131,7 +131,7 @@ class ShuffleOncePerEpochPlanProvider(PlanProvider):
 
     def __init__(self, n: int, batch_size: int, seed: int = 0) -> None:
         self.n = arguments.integer("n", n, (0, 2**40))
-        self.batch_size = arguments.integer("batch_size", batch_size)
+        self.batch_size = arguments.integer("batch_size", batch_size, (1, 2**31 - 1))
         self.seed = arguments.integer("seed", seed)
 
     def make_epoch_plan(self, epoch: int) -> PlanView:
@@ -176,7 +176,7 @@ class StreamingStratifiedBatchPlanProvider(PlanProvider):
     _BLOCK = 1 << 17  # slots placed per step: bounds the memory beyond the plan itself
 
     def __init__(self, labels: Any, batch_size: int, epoch_samples: int, seed: int = 0) -> None:
-        self.batch_size = arguments.integer("batch_size", batch_size)
+        self.batch_size = arguments.integer("batch_size", batch_size, (1, 2**31 - 1))
         # Bounded so the slot arithmetic ((2j + 1) * E) stays inside int64.
         self.epoch_samples = arguments.integer("epoch_samples", epoch_samples, (1, 2**30))
         self.seed = arguments.integer("seed", seed)
@@ -234,7 +234,7 @@ class BalancedSubsamplingPlanProvider(PlanProvider):
     @classmethod
     def from_batch_size(cls, labels: Any, batch_size: int, epoch_samples: int,
                         seed: int = 0) -> "BalancedSubsamplingPlanProvider":
-        batch_size = arguments.integer("batch_size", batch_size)
+        batch_size = arguments.integer("batch_size", batch_size, (1, 2**31 - 1))
         n_classes = len(np.unique(np.asarray(labels)))
         if batch_size % n_classes:
             raise InvalidArgumentError(

@@ -90,5 +90,28 @@ TEST(EngineConfigTest, CreateRefusesAnInvalidConfigOrMismatchedSources) {
       << mismatched.status().message();
 }
 
+TEST(PassSpecTest, LimitsNameTheOptionAndItsRange) {
+  PassSpec spec;
+  spec.labels.push_back({"t2m", 0, 0});
+  EXPECT_TRUE(spec.Validate().ok());
+  auto refused = [](const PassSpec& s, const std::string& message) {
+    const Status status = s.Validate();
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument) << message;
+    EXPECT_EQ(status.message(), message);
+  };
+  PassSpec bad = spec;
+  bad.batch_size = 0;
+  refused(bad, "batch_size must be in [1, 2147483647], got 0");
+  bad = spec;
+  bad.prefetch_depth = 1025;
+  refused(bad, "prefetch_depth must be in [1, 1024], got 1025");
+  bad = spec;
+  bad.ref_spc = 0;
+  refused(bad, "ref_spc must be positive, got 0");
+  bad = spec;
+  bad.labels.clear();
+  refused(bad, "a pass needs at least one label");
+}
+
 }  // namespace
 }  // namespace insitubatch::engine

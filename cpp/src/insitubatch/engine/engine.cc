@@ -53,6 +53,14 @@ Status EngineConfig::Validate() const {
   return Status::Ok();
 }
 
+Status PassSpec::Validate() const {
+  INSITU_RETURN_IF_ERROR(CheckLimit(kBatchSizeLimit, batch_size));
+  INSITU_RETURN_IF_ERROR(CheckLimit(kPrefetchDepthLimit, prefetch_depth));
+  if (ref_spc < 1) return InvalidArgument("ref_spc must be positive, got " + std::to_string(ref_spc));
+  if (labels.empty()) return InvalidArgument("a pass needs at least one label");
+  return Status::Ok();
+}
+
 Status CheckSampleLengths(std::span<const std::pair<std::string, int64_t>> lengths) {
   for (const auto& [name, n] : lengths) {
     if (n != lengths[0].second) {
@@ -125,7 +133,7 @@ Result<std::shared_ptr<Engine>> Engine::Create(std::vector<ArraySource> sources,
 
 Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
   if (fork_.forked()) return FailedPrecondition(std::string("the engine ") + kOpenedBeforeFork);
-  if (spec.prefetch_depth == 0) spec.prefetch_depth = 1;
+  INSITU_RETURN_IF_ERROR(spec.Validate());
   INSITU_ASSIGN_OR_RETURN(PassPlan plan, BuildPlan(spec.order, spec.ref_spc, spec.batch_size, spec.labels, sources_));
   spec.order = EpochOrder{};  // the plan holds the (edge-trimmed) order now
   std::lock_guard start_lock(start_mutex_);

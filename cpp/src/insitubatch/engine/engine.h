@@ -51,6 +51,8 @@ struct OptionLimit {
 inline constexpr OptionLimit kMaxInflightLimit{"max_inflight", 1, 4096};
 inline constexpr OptionLimit kDecodeThreadsLimit{"decode_threads", 0, 1024};  // 0 = one per core
 inline constexpr OptionLimit kGatherThreadsLimit{"gather_threads", 0, 256};   // 0 = one per four decoders
+inline constexpr OptionLimit kBatchSizeLimit{"batch_size", 1, 2147483647};
+inline constexpr OptionLimit kPrefetchDepthLimit{"prefetch_depth", 1, 1024};  // batches gathered ahead
 // Limits on the thread counts (a value past them is an InvalidArgument, not a thread storm).
 inline constexpr uint32_t kMaxDecodeThreads = kDecodeThreadsLimit.hi;
 inline constexpr uint32_t kMaxGatherThreads = kGatherThreadsLimit.hi;
@@ -113,6 +115,9 @@ struct PassSpec {
   // The order the same view takes next epoch (its shuffle is a pure function of the
   // epoch), so eviction by next use sees past this pass's end; none = this order again.
   std::optional<EpochOrder> next_order;
+
+  // batch_size and prefetch_depth within their limits, ref_spc positive, a label at least.
+  Status Validate() const;
 };
 
 // One gathered batch: a buffer per label (rows x sample) and the anchor of each row.
