@@ -222,37 +222,17 @@ def s3_nginx_round(url: str, keys: list[str], tmp: Path, args) -> dict:
 
 def s3_round(root: Path, keys: list[str], tmp: Path, args) -> dict:
     """moto in its own process, so its GIL is not the clients'."""
-    import socket
-    import subprocess
-
     import boto3
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+    from moto_server import moto_server
+
+    with moto_server(("moto",)) as endpoint:
         s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="admin",
                           aws_secret_access_key="admin")
-        s3.create_bucket(Bucket="moto")
         with ThreadPoolExecutor(16) as pool:
             list(pool.map(lambda k: s3.put_object(Bucket="moto", Key=k, Body=(root / k).read_bytes()), keys))
         mb = sum((root / k).stat().st_size for k in keys) / 1e6
         return s3_compare(endpoint, "moto", keys, mb, tmp, args)
-    finally:
-        server.terminate()
-        server.wait()
 
 
 if __name__ == "__main__":

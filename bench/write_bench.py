@@ -22,15 +22,15 @@ import argparse
 import json
 import pathlib
 import shutil
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import uuid
 
 import numpy as np
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 
 def zarr_write(store, data, chunk_samples):
@@ -79,30 +79,6 @@ def compare_stores(kind, data, rounds, root, endpoint=None):
             pathlib.Path(root).mkdir()
     rate = {k: mb / statistics.median(v) for k, v in times.items()}
     return {"mb": mb, "mb_s": rate, "ratio": rate["ours"] / rate["theirs"]}
-
-
-def start_moto():
-    import boto3
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                server.terminate()
-                raise
-            time.sleep(0.1)
-    endpoint = f"http://127.0.0.1:{port}"
-    boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1", aws_access_key_id="admin",
-                 aws_secret_access_key="admin").create_bucket(Bucket="bench")
-    return server, endpoint
 
 
 def writer_pass(src, out, with_writer, seed):
@@ -189,12 +165,10 @@ def main() -> int:
         root.mkdir()
         report["file"] = compare_stores("file", data, args.rounds, str(root))
         if not args.skip_s3:
-            server, endpoint = start_moto()
-            try:
+            from moto_server import moto_server
+
+            with moto_server(("bench",)) as endpoint:
                 report["s3"] = compare_stores("s3", data, args.rounds, str(root), endpoint)
-            finally:
-                server.terminate()
-                server.wait()
         report["writer"], source = compare_writer(args.samples, args.rounds, tmp)
         report["encode"] = compare_encode(source, args.rounds)
     for kind in ("file", "s3"):
