@@ -1,6 +1,7 @@
 // Store bindings: the opaque Store handle every other entry point accepts, and the local
 // constructors (file paths / file:// URLs, in-memory).
 
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/pair.h>
@@ -63,6 +64,13 @@ Result<ReadResult> ReadInterruptibly(Store& store, std::string key, ByteRange ra
   return out;
 }
 
+// `bytes` (viewing the caller's object, which outlives the call) written without the GIL.
+bool WriteObject(Store& store, std::string key, std::string_view bytes, bool if_absent) {
+  GilRelease release;
+  return ValueOrThrow(
+      store.Write(std::move(key), bytes, if_absent ? Store::WriteMode::kIfAbsent : Store::WriteMode::kOverwrite));
+}
+
 }  // namespace
 
 void BindStores(nb::module_& m) {
@@ -100,13 +108,19 @@ void BindStores(nb::module_& m) {
       .def(
           "write",
           [](Store& store, std::string key, nb::bytes value, bool if_absent) {
-            const std::string_view bytes(value.c_str(), value.size());  // `value` outlives the call
-            GilRelease release;
-            return ValueOrThrow(store.Write(std::move(key), bytes,
-                                            if_absent ? Store::WriteMode::kIfAbsent : Store::WriteMode::kOverwrite));
+            return WriteObject(store, std::move(key), std::string_view(value.c_str(), value.size()), if_absent);
           },
           nb::arg("key"), nb::arg("value"), nb::arg("if_absent") = false,
           "Writes a whole object; with if_absent only when none is there (atomically). Returns whether it wrote.")
+      .def(
+          "write",
+          [](Store& store, std::string key,
+             nb::ndarray<const uint8_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> value,
+             bool if_absent) {  // zarr's Buffer.as_numpy_array(): written without a copy to bytes
+            return WriteObject(store, std::move(key),
+                               std::string_view(reinterpret_cast<const char*>(value.data()), value.size()), if_absent);
+          },
+          nb::arg("key"), nb::arg("value"), nb::arg("if_absent") = false)
       .def(
           "delete",
           [](Store& store, std::string key) {

@@ -1,7 +1,7 @@
 """insitubatch native core (C++20)"""
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Annotated
+from typing import Annotated, overload
 
 import numpy
 from numpy.typing import NDArray
@@ -30,10 +30,14 @@ class Store:
     def writable(self) -> bool:
         """Whether write/delete are served (opened with read_only=False)."""
 
+    @overload
     def write(self, key: str, value: bytes, if_absent: bool = False) -> bool:
         """
         Writes a whole object; with if_absent only when none is there (atomically). Returns whether it wrote.
         """
+
+    @overload
+    def write(self, key: str, value: Annotated[NDArray[numpy.uint8], dict(shape=(None,), order='C', device='cpu', writable=False)], if_absent: bool = False) -> bool: ...
 
     def delete(self, key: str) -> None:
         """Removes an object (a missing key is fine)."""

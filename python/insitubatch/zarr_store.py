@@ -36,6 +36,16 @@ def _read(native: Any, key: str, byte_range: ByteRequest | None) -> bytes | None
     raise InvalidArgumentError(f"unsupported byte range {byte_range!r}")
 
 
+def _contiguous(value: Buffer) -> Any:
+    """A zarr Buffer's bytes as a 1-D uint8 array the native write reads in place (no copy to
+    bytes); anything else as bytes."""
+    try:
+        data = value.as_numpy_array()
+    except Exception:  # noqa: BLE001 - a device buffer, or an exotic one: copy it out
+        return value.to_bytes()
+    return data if data.dtype == "uint8" and data.ndim == 1 and data.flags.c_contiguous else value.to_bytes()
+
+
 class ZarrStore(Store):
     """A native store (``.native``) behind zarr-python's ``Store`` interface: read-only unless
     the native store was opened writable. The native store's own methods (``read``,
@@ -117,11 +127,11 @@ class ZarrStore(Store):
 
     async def set(self, key: str, value: Buffer) -> None:
         self._check_writable()
-        await asyncio.to_thread(self._native.write, key, value.to_bytes())
+        await asyncio.to_thread(self._native.write, key, _contiguous(value))
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         self._check_writable()  # atomic against other writers: a conditional create
-        await asyncio.to_thread(self._native.write, key, value.to_bytes(), if_absent=True)
+        await asyncio.to_thread(self._native.write, key, _contiguous(value), if_absent=True)
 
     async def delete(self, key: str) -> None:
         self._check_writable()

@@ -253,18 +253,25 @@ Result<bool> FileStore::Write(std::string key, std::string_view value, WriteMode
   INSITU_RETURN_IF_ERROR(CheckWritable(key));
   const std::string path = Describe(key);
   const fs::path target(path);
-  std::error_code ec;
-  fs::create_directories(target.parent_path(), ec);
-  if (ec && ec != std::errc::file_exists) {
-    return IoError("cannot write " + path + ": cannot create " + target.parent_path().string() + ": " + ec.message())
-        .set_detail(ec.value());
-  }
   const std::string temp = (target.parent_path() / WriteTempName(target.filename().native())).string();
-  int fd;
-  do {
-    // O_NOFOLLOW | O_EXCL: the temp is a new file of ours, never something planted there.
-    fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
-  } while (fd < 0 && errno == EINTR);
+  auto open_temp = [&] {
+    int fd;
+    do {
+      // O_NOFOLLOW | O_EXCL: the temp is a new file of ours, never something planted there.
+      fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+    } while (fd < 0 && errno == EINTR);
+    return fd;
+  };
+  int fd = open_temp();
+  if (fd < 0 && errno == ENOENT) {  // the object's directory is new: create it (only then)
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    if (ec && ec != std::errc::file_exists) {
+      return IoError("cannot write " + path + ": cannot create " + target.parent_path().string() + ": " + ec.message())
+          .set_detail(ec.value());
+    }
+    fd = open_temp();
+  }
   if (fd < 0) return WriteError("cannot write " + path + ": cannot create a file beside it", errno);
   Status written = WriteAll(fd, value, path);
   // close() reports deferred write errors on some filesystems (NFS): check it too.
