@@ -95,6 +95,12 @@ def test_write_bench(tmp_path):
     assert {"file", "s3", "writer", "encode"} <= r.keys() and r["writer"]["ratio"] > 0
 
 
+@pytest.mark.timeout(400)
+def test_max_inflight_bench(tmp_path):
+    r = _run(tmp_path, "max_inflight_bench.py", "--samples", "48", "--rounds", "1")
+    assert set(r["median_s"]) == {"32", "4"}
+
+
 def test_engine_ab_refuses_a_bad_revision_or_count_before_building_anything():
     # A real A/B builds a wheel (minutes): only its argument checks run here.
     for args, message in ((["--rev", "no-such-revision"], "names no commit"),
