@@ -202,13 +202,16 @@ class ZarrWriter:
     def _open_chunk(self, chunk: int) -> tuple[np.ndarray, np.ndarray]:
         opened = self._open.get(chunk)
         if opened is None:
-            rows = np.full(self.chunks[:1] + self.shape[1:], self.fill_value, dtype=self.dtype)
-            if self._buffered + rows.nbytes > self.budget_bytes:
+            nbytes = self.chunks[0] * math.prod(self.shape[1:]) * self.dtype.itemsize
+            if self._buffered + nbytes > self.budget_bytes and self._pending:
+                self._raise_failed_writes(wait=True)  # chunks being written give their rows back first
+            if self._buffered + nbytes > self.budget_bytes:
                 raise ResourceExhaustedError(
                     f"ZarrWriter for {self.name!r}: {len(self._open)} chunks are waiting for rows"
-                    f" ({self._buffered} bytes) and chunk {chunk} needs {rows.nbytes} more, past budget_bytes"
+                    f" ({self._buffered} bytes) and chunk {chunk} needs {nbytes} more, past budget_bytes"
                     f"={self.budget_bytes}: raise budget_bytes, or write in an order that finishes chunks sooner"
                     " (a shuffle with smaller blocks)")
+            rows = np.full(self.chunks[:1] + self.shape[1:], self.fill_value, dtype=self.dtype)
             opened = (rows, np.zeros(self.chunks[0], dtype=bool))
             self._open[chunk] = opened
             self._buffered += rows.nbytes
