@@ -77,7 +77,11 @@ def test_the_readme_demo_is_decode_bound_at_any_max_inflight(demo_store):
     store = obstore_store(f"file://{demo_store}")
     verdicts = {}
     for max_inflight in (32, 4):  # 32: the default, whose summed fetch wait used to name the store
-        ds = _dataset(store, fractions=(0.8, 0.1, 0.1), batch_size=32, block_chunks=16, max_inflight=max_inflight)
+        # One decode thread: with two on this 2-core machine, decode and gather share the wait
+        # almost evenly on this small store (both shares are printed), and the verdict is a
+        # near tie either way; what matters here is that the store is never blamed.
+        ds = _dataset(store, fractions=(0.8, 0.1, 0.1), batch_size=32, block_chunks=16, max_inflight=max_inflight,
+                      decode_threads=1)
         stats = _epoch(ds)
         ds.close()
         assert stats.store_kind == "file"
