@@ -176,26 +176,13 @@ class Epoch:
         return out
 
 
-def run_ours(cfg: dict, check: bool) -> dict:
-    from insitubatch import InSituDataset, open_geometries, split_by_chunk, store
+def _insitu_epoch(cfg: dict, check: bool, open_store) -> dict:
+    """One epoch of an InSituDataset (ours, or the original's: the same API) over the store
+    ``open_store(path)`` gives, timed from opening it."""
+    from insitubatch import InSituDataset, open_geometries, split_by_chunk
 
     e = Epoch(cfg, check)
-    s = store(cfg["path"])
-    geoms = open_geometries(s, [VAR])
-    manifest = split_by_chunk(geoms[VAR], fractions=(1.0, 0.0, 0.0))
-    ds = InSituDataset(s, manifest, geoms, batch_size=cfg["batch_size"], block_chunks=cfg["block_chunks"])
-    for batch in ds.train:
-        e.add(batch.sample_indices, batch.arrays[VAR])
-    out = e.result()
-    ds.close()
-    return out
-
-
-def run_original(cfg: dict, check: bool) -> dict:
-    from insitubatch import InSituDataset, obstore_store, open_geometries, split_by_chunk
-
-    e = Epoch(cfg, check)
-    s = obstore_store("file://" + os.path.abspath(cfg["path"]))
+    s = open_store(cfg["path"])
     geoms = open_geometries(s, [VAR])
     manifest = split_by_chunk(geoms[VAR], fractions=(1.0, 0.0, 0.0))
     ds = InSituDataset(s, manifest, geoms, batch_size=cfg["batch_size"], block_chunks=cfg["block_chunks"])
@@ -205,6 +192,18 @@ def run_original(cfg: dict, check: bool) -> dict:
     if hasattr(ds, "close"):
         ds.close()
     return out
+
+
+def run_ours(cfg: dict, check: bool) -> dict:
+    from insitubatch import store
+
+    return _insitu_epoch(cfg, check, store)
+
+
+def run_original(cfg: dict, check: bool) -> dict:
+    from insitubatch import obstore_store
+
+    return _insitu_epoch(cfg, check, lambda path: obstore_store("file://" + os.path.abspath(path)))
 
 
 def _block_loop(cfg: dict, e: Epoch, read_block) -> dict:
