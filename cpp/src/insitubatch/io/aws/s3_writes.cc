@@ -20,6 +20,27 @@ std::string_view Body(const HttpResponse& response) {
   return {reinterpret_cast<const char*>(response.body.data()), response.body.size()};
 }
 
+// Sends every request at once (the transport's connection budget paces them) and waits
+// for all the replies, in the requests' order.
+std::vector<Result<HttpResponse>> SendAll(CurlTransport& transport, std::vector<HttpRequest> requests) {
+  std::mutex mutex;
+  std::condition_variable cv;
+  size_t pending = requests.size();
+  std::vector<Result<HttpResponse>> replies;
+  replies.reserve(requests.size());
+  for (size_t i = 0; i < requests.size(); ++i) replies.emplace_back(Cancelled("not sent"));
+  for (size_t i = 0; i < requests.size(); ++i) {
+    transport.Submit(std::move(requests[i]), [&, i](Result<HttpResponse> reply) {
+      std::lock_guard lock(mutex);
+      replies[i] = std::move(reply);
+      if (--pending == 0) cv.notify_all();
+    });
+  }
+  std::unique_lock lock(mutex);
+  cv.wait(lock, [&] { return pending == 0; });
+  return replies;
+}
+
 }  // namespace
 
 std::string S3Store::ObjectPath(std::string_view key) const {
@@ -104,16 +125,7 @@ Result<bool> S3Store::WriteMultipart(const std::string& key, std::string_view va
     return error;
   };
 
-  // Every part in flight at once: the transport's connection budget paces them.
-  struct Parts {
-    std::mutex mutex;
-    std::condition_variable cv;
-    size_t pending = 0;
-    std::vector<std::string> etags;
-    Status error;
-  } state;
-  state.pending = parts;
-  state.etags.resize(parts);
+  std::vector<HttpRequest> uploads;
   for (size_t i = 0; i < parts; ++i) {
     const uint64_t begin = i * part;
     const uint64_t length = std::min<uint64_t>(part, value.size() - begin);
@@ -124,28 +136,20 @@ Result<bool> S3Store::WriteMultipart(const std::string& key, std::string_view va
     request.body = std::string(value.substr(begin, length));
     // Not curl's default form type for a body: a server may parse the part as a form.
     request.headers.push_back("Content-Type: application/octet-stream");
-    transport_->Submit(std::move(request), [this, &state, i, key](Result<HttpResponse> response) {
-      std::lock_guard lock(state.mutex);
-      if (!response.ok()) {
-        if (state.error.ok()) state.error = response.status();
-      } else if (response->status != 200 || response->etag.empty()) {
-        if (state.error.ok()) state.error = WriteError("writing", key, *response, "s3:PutObject permission");
-      } else {
-        state.etags[i] = std::move(response->etag);
-      }
-      if (--state.pending == 0) state.cv.notify_all();
-    });
+    uploads.push_back(std::move(request));
   }
-  {
-    std::unique_lock lock(state.mutex);
-    state.cv.wait(lock, [&] { return state.pending == 0; });
+  std::vector<std::string> etags;
+  for (Result<HttpResponse>& reply : SendAll(*transport_, std::move(uploads))) {
+    if (!reply.ok()) return abort(reply.status());
+    if (reply->status != 200 || reply->etag.empty()) {
+      return abort(WriteError("writing", key, *reply, "s3:PutObject permission"));
+    }
+    etags.push_back(std::move(reply->etag));
   }
-  if (!state.error.ok()) return abort(state.error);
 
   std::string complete_xml = "<CompleteMultipartUpload>";
   for (size_t i = 0; i < parts; ++i) {
-    complete_xml +=
-        "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + state.etags[i] + "</ETag></Part>";
+    complete_xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + etags[i] + "</ETag></Part>";
   }
   complete_xml += "</CompleteMultipartUpload>";
   HttpRequest complete = MakeRequest(ObjectPath(key), {{"uploadId", upload_id}}, where, ByteRange::All());
@@ -170,39 +174,30 @@ Result<bool> S3Store::WriteMultipart(const std::string& key, std::string_view va
   return true;
 }
 
+Status S3Store::DeleteStatus(const std::string& key, const Result<HttpResponse>& reply) const {
+  if (!reply.ok()) return reply.status();
+  if ((reply->status >= 200 && reply->status <= 299) || reply->status == 404) return Status::Ok();  // gone either way
+  return WriteError("deleting", key, *reply, "s3:DeleteObject permission");
+}
+
 Status S3Store::Delete(std::string key) {
   INSITU_RETURN_IF_ERROR(CheckWritable(key));
   HttpRequest request = MakeRequest(ObjectPath(key), {}, Describe(key), ByteRange::All());
   request.method = "DELETE";
-  INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
-  if ((response.status >= 200 && response.status <= 299) || response.status == 404) return Status::Ok();
-  return WriteError("deleting", key, response, "s3:DeleteObject permission");
+  return DeleteStatus(key, transport_->Send(std::move(request)));
 }
 
 Status S3Store::DeletePrefix(std::string prefix) {
   INSITU_ASSIGN_OR_RETURN(const std::string under, CheckWritablePrefix(prefix));
   INSITU_ASSIGN_OR_RETURN(std::vector<std::string> keys, List(under));
-  // One DeleteObject per key, all in flight together under the transport's budget.
-  std::mutex mutex;
-  std::condition_variable cv;
-  size_t pending = keys.size();
-  Status error;
+  std::vector<HttpRequest> deletes;
   for (const std::string& key : keys) {
-    HttpRequest request = MakeRequest(ObjectPath(key), {}, Describe(key), ByteRange::All());
-    request.method = "DELETE";
-    transport_->Submit(std::move(request), [&, key](Result<HttpResponse> response) {
-      std::lock_guard lock(mutex);
-      if (!response.ok()) {
-        if (error.ok()) error = response.status();
-      } else if ((response->status < 200 || response->status > 299) && response->status != 404) {
-        if (error.ok()) error = WriteError("deleting", key, *response, "s3:DeleteObject permission");
-      }
-      if (--pending == 0) cv.notify_all();
-    });
+    deletes.push_back(MakeRequest(ObjectPath(key), {}, Describe(key), ByteRange::All()));
+    deletes.back().method = "DELETE";
   }
-  std::unique_lock lock(mutex);
-  cv.wait(lock, [&] { return pending == 0; });
-  return error;
+  std::vector<Result<HttpResponse>> replies = SendAll(*transport_, std::move(deletes));
+  for (size_t i = 0; i < keys.size(); ++i) INSITU_RETURN_IF_ERROR(DeleteStatus(keys[i], replies[i]));
+  return Status::Ok();
 }
 
 }  // namespace insitubatch
