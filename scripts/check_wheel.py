@@ -165,6 +165,10 @@ def deps_dir(where: Path) -> Path:
     import sysconfig
 
     site = Path(sysconfig.get_paths()["purelib"])
+    missing = [name for name in ("torch", "PIL", "moto") if not (site / name).is_dir()]
+    if missing:
+        raise SystemExit(f"check_wheel: the planfetch demo needs {', '.join(missing)} in {site}: run"
+                         " scripts/test_frameworks.sh first (it installs requirements/frameworks.txt there)")
     where.mkdir()
     for entry in site.iterdir():
         name = entry.name.lower()

@@ -65,11 +65,12 @@ stage "Python tests"
 # pytest exits 5 when it collects nothing: that must fail, and it does (non-zero).
 .venv/bin/python -m pytest -q -p no:cacheprovider tests
 
-stage "the installable package: sdist, a repaired wheel, used from a fresh venv (scripts/check_wheel.sh)"
-scripts/check_wheel.sh  # -j2 and ccache: setup.sh compiled the same objects
-
 stage "framework adapters (torch, JAX, TensorFlow: one process and venv each)"
 scripts/test_frameworks.sh --no-setup
+
+stage "the installable package: sdist, a repaired wheel, used from a fresh venv (scripts/check_wheel.sh)"
+scripts/check_wheel.sh  # -j2 and ccache: setup.sh compiled the same objects;
+# after the framework stage: the planfetch demo borrows the torch it installed into .venv
 
 stage "benchmark suite smoke run (tiny sizes, every engine)"
 scripts/bench.sh --no-setup --setup-only
