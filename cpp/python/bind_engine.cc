@@ -185,18 +185,25 @@ void BindEngine(nb::module_& m) {
             if (!batch) return nb::none();
             nb::list arrays;
             for (size_t l = 0; l < batch->arrays.size(); ++l) {
-              const auto& source = pass.sources()[pass.labels()[l].source];
+              const engine::Label& label = pass.labels()[l];
+              const auto& source = pass.sources()[label.source];
               std::vector<uint64_t> shape{batch->rows};
-              for (uint64_t e : source.resident.field_shape) shape.push_back(e);
+              for (uint64_t e : engine::RowShape(source, label, pass.patches())) shape.push_back(e);
               arrays.append(SharedToNumpy(std::move(batch->arrays[l]), shape, source.resident.dtype));
             }
+            const zarr::DataType int64{zarr::DataTypeId::kInt64};
             auto anchors = ValueOrThrow(Buffer::Allocate(batch->rows * sizeof(int64_t)));
             std::memcpy(anchors.data(), batch->anchors.data(), batch->rows * sizeof(int64_t));
-            nb::object indices =
-                BufferToNumpy(std::move(anchors), {batch->rows}, zarr::DataType{zarr::DataTypeId::kInt64});
-            return nb::make_tuple(arrays, indices);
+            nb::object indices = BufferToNumpy(std::move(anchors), {batch->rows}, int64);
+            nb::object origins = nb::none();
+            if (!batch->origins.empty()) {
+              auto o = ValueOrThrow(Buffer::Allocate(batch->origins.size() * sizeof(int64_t)));
+              std::memcpy(o.data(), batch->origins.data(), batch->origins.size() * sizeof(int64_t));
+              origins = BufferToNumpy(std::move(o), {batch->rows, pass.patches().axes()}, int64);
+            }
+            return nb::make_tuple(arrays, indices, origins);
           },
-          "The next batch as ([arrays per label], sample_indices), or None at the end.")
+          "The next batch as ([arrays per label], sample_indices, patch origins or None), or None at the end.")
       .def(
           "close",
           [](PassHandle& h, const std::string& reason) {
@@ -293,6 +300,16 @@ void BindEngine(nb::module_& m) {
             for (const auto& [name, source, offset] : labels) s.labels.push_back({name, source, offset});
           },
           "(name, array index, window offset) per label, in gather order.")
+      .def(
+          "set_patches",
+          [](engine::PassSpec& s, const engine::PatchGrid& grid, const std::vector<std::vector<int32_t>>& label_axes) {
+            if (label_axes.size() != s.labels.size()) ThrowIfError(InvalidArgument("patch axes for every label"));
+            s.patches = grid;
+            for (size_t i = 0; i < label_axes.size(); ++i) s.labels[i].patch_axes = label_axes[i];
+          },
+          nb::arg("grid"), nb::arg("label_axes"),
+          "Patch samples (set the labels first): per label, per field axis, the patch axis it is\n"
+          "cut along or -1. The order's rows are then on the virtual grid (PatchGrid).")
       .def(
           "set_order",
           [](engine::PassSpec& s, const Int64Array& rows, const Int64Array& block_start) {

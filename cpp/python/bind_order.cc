@@ -4,6 +4,8 @@
 // engine.) Results are numpy arrays whose memory a C++ vector owns.
 
 #include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <initializer_list>
 #include <span>
@@ -13,6 +15,7 @@
 
 #include "bindings.h"
 #include "insitubatch/engine/order.h"
+#include "insitubatch/engine/patches.h"
 
 namespace insitubatch::python {
 namespace {
@@ -77,6 +80,48 @@ engine::EpochOrder OrderFromArrays(const Int64Array& rows, const Int64Array& blo
 }
 
 void BindOrder(nb::module_& m) {
+  nb::class_<engine::PatchGrid>(m, "PatchGrid", "Patch samples: the lattice or random draw of windows per anchor.")
+      .def(
+          "__init__",
+          [](engine::PatchGrid* self, const std::string& mode, std::vector<uint64_t> extent, std::vector<uint64_t> size,
+             std::vector<uint64_t> stride, uint64_t per_sample, uint64_t seed) {
+            if (mode != "grid" && mode != "random") {
+              ThrowIfError(InvalidArgument("patch_mode must be 'grid' or 'random', got '" + mode + "'"));
+            }
+            engine::PatchGrid grid;
+            grid.mode = mode == "grid" ? engine::PatchGrid::Mode::kGrid : engine::PatchGrid::Mode::kRandom;
+            grid.extent = std::move(extent);
+            grid.size = std::move(size);
+            grid.stride = std::move(stride);
+            grid.per_sample = per_sample;
+            grid.seed = seed;
+            ThrowIfError(grid.Validate());
+            new (self) engine::PatchGrid(std::move(grid));
+          },
+          nb::arg("mode"), nb::arg("extent"), nb::arg("size"), nb::arg("stride"), nb::arg("per_sample"),
+          nb::arg("seed"))
+      .def_prop_ro("mode", [](const engine::PatchGrid& g) { return std::string(engine::PatchModeName(g.mode)); })
+      .def_prop_ro("per_sample", &engine::PatchGrid::PerSample, "Patches per anchor.")
+      .def(
+          "origins",
+          [](const engine::PatchGrid& g, const ChunkIds& anchors, const ChunkIds& patches, int64_t epoch) {
+            if (anchors.shape(0) != patches.shape(0)) ThrowIfError(InvalidArgument("one patch per anchor"));
+            const size_t n = anchors.shape(0);
+            const size_t k = g.axes();
+            std::vector<int64_t> out(n * k);
+            for (size_t i = 0; i < n; ++i) {
+              if (patches.data()[i] < 0 || static_cast<uint64_t>(patches.data()[i]) >= g.PerSample()) {
+                ThrowIfError(InvalidArgument("patch " + std::to_string(patches.data()[i]) + " is outside [0, " +
+                                             std::to_string(g.PerSample()) + ")"));
+              }
+              g.Origin(anchors.data()[i], static_cast<uint64_t>(patches.data()[i]), epoch,
+                       std::span(out).subspan(i * k, k));
+            }
+            return VectorToNumpy(std::move(out), {n, k});
+          },
+          nb::arg("anchors"), nb::arg("patches"), nb::arg("epoch"),
+          "Each (anchor, patch)'s origin in `epoch`: (N, axes) int64 (what batches carry as origins).");
+
   m.def(
       "check_order_args",
       [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks) {

@@ -446,7 +446,7 @@ class Pass:
 
     def next(self) -> object:
         """
-        The next batch as ([arrays per label], sample_indices), or None at the end.
+        The next batch as ([arrays per label], sample_indices, patch origins or None), or None at the end.
         """
 
     def close(self, reason: str = 'the pass was closed') -> None:
@@ -612,6 +612,12 @@ class PassSpec:
     @labels.setter
     def labels(self, arg: Sequence[tuple[str, int, int]], /) -> None: ...
 
+    def set_patches(self, grid: PatchGrid, label_axes: Sequence[Sequence[int]]) -> None:
+        """
+        Patch samples (set the labels first): per label, per field axis, the patch axis it is
+        cut along or -1. The order's rows are then on the virtual grid (PatchGrid).
+        """
+
     def set_order(self, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)]) -> None:
         """This pass's order: (chunk, sample) rows and block starts."""
 
@@ -683,6 +689,23 @@ def read_throughput(store: Store, keys: Sequence[str], concurrency: int, repeats
     Wall seconds of each repeat reading every key once (whole objects, at most `concurrency` in flight, no decode), and the bytes one repeat received.
     """
 
+class PatchGrid:
+    """Patch samples: the lattice or random draw of windows per anchor."""
+
+    def __init__(self, mode: str, extent: Sequence[int], size: Sequence[int], stride: Sequence[int], per_sample: int, seed: int) -> None: ...
+
+    @property
+    def mode(self) -> str: ...
+
+    @property
+    def per_sample(self) -> int:
+        """Patches per anchor."""
+
+    def origins(self, anchors: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], patches: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], epoch: int) -> object:
+        """
+        Each (anchor, patch)'s origin in `epoch`: (N, axes) int64 (what batches carry as origins).
+        """
+
 def check_order_args(chunk_ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], spc: int, n_samples: int, block_chunks: int) -> None:
     """
     Raises InvalidArgumentError unless the arguments describe a valid epoch order.
@@ -725,7 +748,7 @@ class SizedLabel:
     assembles its slot.
     """
 
-    def __init__(self, path: str, shape: Sequence[int], chunks: Sequence[int], sample_axis: int, dtype: str, offset: int = 0, out_field: Sequence[int] | None = None, out_dtype: str | None = None, transformed: bool = False) -> None: ...
+    def __init__(self, path: str, shape: Sequence[int], chunks: Sequence[int], sample_axis: int, dtype: str, offset: int = 0, out_field: Sequence[int] | None = None, out_dtype: str | None = None, transformed: bool = False, row_field: Sequence[int] = []) -> None: ...
 
 class LabelTerms:
     """One label's figures in memory_model's result."""

@@ -13,6 +13,7 @@ epoch planner (:mod:`insitubatch.epochs`), its sizes from the sizing step
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import weakref
@@ -20,12 +21,13 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from . import _ext, arguments, caching, class_plans, dataset_sizing, lifecycle, resume, strings
+from . import _ext, arguments, caching, class_plans, dataset_sizing, lifecycle, patching, resume, sample_filters
+from . import strings
 from . import transforms as _transforms
 from .dataset_config import DatasetConfig, default_max_inflight
 from .epochs import SPLITS, EpochPlanner, Share
 from .errors import FailedPreconditionError, InvalidArgumentError, InvalidTypeError
-from .geometry import ArrayGeometry, engine_typestr, geometries_of, needs_view
+from .geometry import ArrayGeometry, as_stored, engine_typestr, geometries_of, needs_view
 from .passes import PassContext, PassIterator
 from .records import StoredChunkRead
 from .runtime import PassStats, store_kind
@@ -72,6 +74,12 @@ class InSituDataset:
         rank: int | None = None,
         world_size: int | None = None,
         remainder: arguments.Remainder = "drop",
+        patch: Mapping[str | int, int] | None = None,
+        patch_stride: int | Mapping[str | int, int] | None = None,
+        patches_per_sample: int | None = None,
+        patch_mode: str = "grid",
+        sample_filter: Any = None,
+        min_valid: float | None = None,
     ) -> None:
         self._engine: Any = None  # the native _ext.Engine while open
         if not isinstance(manifest, SplitManifest):
@@ -82,7 +90,9 @@ class InSituDataset:
             persist=persist, readonly_cache=readonly_cache, reset_stale_cache=reset_stale_cache,
             on_bad_chunk=on_bad_chunk, chunk_transforms=chunk_transforms, batch_transforms=batch_transforms,
             decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction, labels=labels,
-            plan=plan, rank=rank, world_size=world_size, remainder=remainder)
+            plan=plan, rank=rank, world_size=world_size, remainder=remainder, patch=patch,
+            patch_stride=patch_stride, patches_per_sample=patches_per_sample, patch_mode=patch_mode,
+            sample_filter=sample_filter, min_valid=min_valid)
         self._open(store, manifest, geometries, config)
 
     def _open(self, store: Any, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry] | None,
@@ -123,8 +133,14 @@ class InSituDataset:
         window = valid_anchor_range([g.offset for g in every.values()], n_samples)
         numeric_window = valid_anchor_range([g.offset for g in self.geometries.values()], n_samples)
         transformed = {label: self._path_outputs[g.path] for label, g in self.geometries.items() if self._chains[g.path]}
-        drawable = EpochPlanner.drawable(manifest, numeric_window)
-        self._sizing = dataset_sizing.size(config, manifest, self.geometries, transformed, drawable)
+        self.patching = patching.resolve(
+            config.patch, self.geometries,
+            {g.path: tuple(self._hierarchy.array_metadata(g.path)["dimension_names"]) for g in self.geometries.values()},
+            {label: tuple(shape) for label, (shape, _) in transformed.items()}, config.seed & (2**64 - 1))
+        per_sample = 1 if self.patching is None else self.patching.per_sample
+        drawable = EpochPlanner.drawable(manifest, numeric_window, per_sample)
+        self._sizing = dataset_sizing.size(config, manifest, self.geometries, transformed, drawable, self._row_fields(),
+                                           per_sample)
         self._budget = self._sizing.budget_bytes  # grows when concurrent passes need more
         self._fingerprints: dict[str, str] = {}
         if self.cache_dir is not None:
@@ -144,7 +160,7 @@ class InSituDataset:
             manifest=manifest, block_chunks=self._sizing.block_chunks, batch_size=config.batch_size,
             seed=config.seed, plan=config.plan, rank=config.rank, world_size=config.world_size,
             remainder=config.remainder, window=window, numeric_window=numeric_window, class_codes=class_codes,
-            n_classes=self._n_classes)
+            n_classes=self._n_classes, per_sample=per_sample)
         self._epoch = 0
         self._progress = resume.Progress(seed=config.seed, block_chunks=self._sizing.block_chunks,
                                          rank=config.rank, world_size=config.world_size)
@@ -153,6 +169,8 @@ class InSituDataset:
         self._reset_stale_cache = config.reset_stale_cache  # once: a re-open (a forked child) must not reset
         self._open_engine()
         lifecycle.LIVE.add(self)
+        if config.sample_filter is not None:
+            self._planner = dataclasses.replace(self._planner, valid=self._evaluate_filter(config.sample_filter))
 
     # -- the engine ------------------------------------------------------------------------
     def _open_arrays(self) -> dict[str, Any]:
@@ -289,15 +307,57 @@ class InSituDataset:
         callback = _transforms.python_callback(path, chain, g.dtype, out_shape, out_dtype)
         return _ext.python_transform(callback, list(out_shape), engine_typestr(out_dtype))
 
+    def _evaluate_filter(self, args: sample_filters.FilterArguments) -> np.ndarray:
+        """The valid virtual samples of ``sample_filter=`` (read or computed once, here)."""
+        label, g = next(iter(self.geometries.items()))
+
+        def run_predicate(fn: Callable[[np.ndarray], Any]) -> list[Any]:
+            # One sequential pass over the first variable, a batch per stored chunk along
+            # the sample axis, as batches hold it (chunk transforms applied, no patches).
+            ids = np.arange(g.n_chunks, dtype=np.int64)
+            rows, bounds = _ext.sequential_order(ids, g.sample_chunk_size, g.n_samples, 1)
+            spec = _ext.PassSpec()
+            spec.split, spec.ref_spc, spec.batch_size = "sample_filter", g.sample_chunk_size, g.sample_chunk_size
+            spec.labels = [(label, self._paths.index(g.path), 0)]
+            spec.set_order(np.asarray(rows), np.asarray(bounds))
+            native = self._live_engine().start_pass(spec)
+            view = self.output_geometries()[label].dtype if needs_view(self.output_geometries()[label].dtype) else None
+            out = []
+            try:
+                while (item := native.next()) is not None:
+                    values = item[0][0]
+                    out.append(fn(as_stored(values, view) if view is not None else values))
+            finally:
+                native.close("sample_filter evaluated")
+            return out
+
+        field = tuple(self._path_outputs[g.path][0]) if self._chains[g.path] else tuple(g.inner_shape)
+        meta = self._hierarchy.array_metadata(g.path)
+        valid = sample_filters.evaluate(
+            args, hierarchy=self._hierarchy, store=as_native_store(self.store), n_samples=self.manifest.n_samples,
+            patching=self.patching, field_extents=field, run_predicate=run_predicate, cache_dir=self.cache_dir,
+            cache_key={"array": g.path, "metadata": meta, "transforms": self._fingerprints.get(g.path, ""),
+                       "store": as_native_store(self.store).describe("")})
+        return valid
+
+    def _row_fields(self) -> dict[str, tuple[int, ...]]:
+        """What one batch row of each patched label holds (patch axes cut to the patch size)."""
+        if self.patching is None:
+            return {}
+        return {label: self.patching.row_shape(label, tuple(self.geometries[label].inner_shape))
+                for label in self.patching.label_axes}
+
     def output_geometries(self) -> dict[str, ArrayGeometry]:
-        """Geometries after chunk transforms, sample-first: what batches hold (string
-        arrays last, untransformed)."""
+        """Geometries after chunk transforms and patches, sample-first: what batches hold
+        (string arrays last, untransformed)."""
         out = {}
+        rows = self._row_fields()
         for label, g in self.geometries.items():
-            if not self._chains[g.path]:
+            if not self._chains[g.path] and label not in rows:
                 out[label] = g
                 continue
-            shape, dtype = self._path_outputs[g.path]
+            shape, dtype = self._path_outputs[g.path] if self._chains[g.path] else (g.inner_shape, g.dtype)
+            shape = rows.get(label, tuple(shape))
             out[label] = ArrayGeometry(g.path, (g.n_samples, *shape), (g.sample_chunk_size, *shape), dtype,
                                        offset=g.offset)
         out.update(self.string_geometries)
@@ -339,6 +399,7 @@ class InSituDataset:
             records={label: g.dtype for label, g in self.output_geometries().items() if needs_view(g.dtype)},
             string_arrays={label: (self._arrays[g.path], g) for label, g in self.string_geometries.items()},
             batch_transforms=self.batch_transforms, store_kind=store_kind(as_native_store(self.store)),
+            patch_dims=() if self.patching is None else self.patching.dims,
             delivered=self._progress.delivered, finished=self._pass_finished)
 
     def _start_pass(self, split: str, shuffled: bool, shard: Share = (0, 1)) -> PassIterator:
@@ -352,8 +413,10 @@ class InSituDataset:
         # Eviction by next use looks one epoch ahead: the shuffled order is a pure function
         # of the epoch (a sequential view repeats its own).
         spec = _ext.PassSpec()
-        spec.split, spec.epoch, spec.ref_spc = split, self._epoch, self.manifest.sample_chunk_size
+        spec.split, spec.epoch, spec.ref_spc = split, self._epoch, self._planner.order_spc
         spec.batch_size, spec.prefetch_depth, spec.labels = self.batch_size, self.prefetch_depth, self._labels
+        if self.patching is not None:
+            spec.set_patches(self.patching.grid, [self.patching.label_axes.get(label, []) for label, _, _ in self._labels])
         spec.set_order(rows, block_start)
         if shuffled and self.eviction == "next_use" and self._epoch < arguments.LIMITS["epoch"][1]:
             spec.set_next_order(*self._planner.order(split, True, self._epoch + 1, shard))
@@ -422,6 +485,8 @@ class InSituDataset:
             self._config, self.manifest, self.geometries, self._sizing, drawable_samples=planner.drawable_samples(),
             shuffle_quality=planner.shuffle_quality(self.shuffle, self._epoch), iterations=iterations,
             string_geometries=self.string_geometries, max_string_blocks=strings.MAX_BLOCKS)
+        if self.patching is not None:
+            out["patches"] = self.patching.describe()
         if self._config.plan != "shuffle":
             rows, bounds = planner.order("train", self.shuffle, self._epoch)
             out["plan"] = {"kind": self._config.plan, "classes": self._n_classes, "epoch": self._epoch,

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from . import _ext, arguments, class_plans, distributed
+from .patching import PatchArguments
+from .sample_filters import FilterArguments
 from .errors import InvalidArgumentError, InvalidTypeError
 
 Transforms = tuple[Callable[..., Any], ...]
@@ -46,6 +48,8 @@ class DatasetConfig:
     persist: bool
     readonly_cache: bool
     reset_stale_cache: bool
+    patch: PatchArguments | None = None  # patch samples (patching.py); None: whole fields
+    sample_filter: FilterArguments | None = None  # masks and predicates (sample_filters.py)
 
     @classmethod
     def from_arguments(
@@ -53,6 +57,8 @@ class DatasetConfig:
         cache_dir: Any, cache_budget_bytes: Any, persist: Any, readonly_cache: Any, reset_stale_cache: Any,
         on_bad_chunk: Any, chunk_transforms: Any, batch_transforms: Any, decode_threads: Any, gather_threads: Any,
         eviction: Any, labels: Any, plan: Any, rank: Any, world_size: Any, remainder: Any,
+        patch: Any = None, patch_stride: Any = None, patches_per_sample: Any = None, patch_mode: Any = "grid",
+        sample_filter: Any = None, min_valid: Any = None,
     ) -> "DatasetConfig":
         """Checks each argument (naming it, its value and what is accepted) in the order
         InSituDataset always has."""
@@ -93,13 +99,20 @@ class DatasetConfig:
         engine.validate()  # the disk modes together (a reader's missing directory: when the engine opens it)
         chunk, batch = _callables("chunk", chunk_transforms), _callables("batch", batch_transforms)
         class_plans.check_plan(plan, labels, batch_size)
+        patches = PatchArguments.from_arguments(patch, patch_stride, patches_per_sample, patch_mode)
+        if patches is not None and plan != "shuffle":
+            raise InvalidArgumentError(f'plan={plan!r} with patch= is not supported yet (plan="shuffle" is)')
+        filters = FilterArguments.from_arguments(sample_filter, min_valid)
+        if filters is not None and plan != "shuffle":
+            raise InvalidArgumentError(f'plan={plan!r} with sample_filter= is not supported yet (plan="shuffle" is)')
         return cls(batch_size=batch_size, block_chunks=block_chunks, seed=seed, shuffle=shuffle,
                    prefetch_depth=prefetch_depth, cache_dir=cache_dir, cache_budget_bytes=cache_budget_bytes,
                    chunk_transforms=chunk, batch_transforms=batch, labels=labels, plan=plan, rank=rank,
                    world_size=world_size, remainder=remainder, max_inflight=engine.max_inflight,
                    decode_threads=engine.decode_threads, gather_threads=engine.gather_threads,
                    on_bad_chunk=engine.on_bad_chunk, eviction=engine.eviction, persist=engine.persist,
-                   readonly_cache=engine.readonly_cache, reset_stale_cache=engine.reset_stale_cache)
+                   readonly_cache=engine.readonly_cache, reset_stale_cache=engine.reset_stale_cache, patch=patches,
+                   sample_filter=filters)
 
     def engine_config(self, *, budget_bytes: int, pass_floor_bytes: int, reset_stale_cache: bool) -> Any:
         """The engine's ``EngineConfig`` for these options and the sizing step's figures."""

@@ -35,23 +35,27 @@ class Sizing:
     working_set_bytes: int  # the residency one pass needs (the automatic budget)
     budget_bytes: int  # the residency budget the engine starts with
     disk_bytes: int  # what cache_dir holds once every split is read (0 without one)
+    row_fields: dict[str, tuple[int, ...]]  # patched labels: what one batch row holds
 
 
 def size(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry],
-         transformed: Mapping[str, tuple[tuple[int, ...], Any]], drawable_samples: Mapping[str, int]) -> Sizing:
+         transformed: Mapping[str, tuple[tuple[int, ...], Any]], drawable_samples: Mapping[str, int],
+         row_fields: Mapping[str, tuple[int, ...]] | None = None, per_sample: int = 1) -> Sizing:
     """Sizes the dataset (``geometries``: the numeric labels; ``transformed``: the field
-    shape and dtype a chunk transform makes of a label) and refuses, naming the largest
-    part, what the machine cannot hold."""
+    shape and dtype a chunk transform makes of a label; ``row_fields``: what one batch row
+    of a patched label holds) and refuses, naming the largest part, what the machine
+    cannot hold. ``per_sample``: patches per anchor (a chunk yields that many more rows)."""
     outputs = {label: summary.OutputField(*field) for label, field in transformed.items()}
-    ref_spc = manifest.sample_chunk_size
-    block_chunks = summary.resolve_block_chunks(config.block_chunks, config.batch_size, ref_spc, manifest.n_chunks)
+    rows_per_chunk = manifest.sample_chunk_size * per_sample
+    block_chunks = summary.resolve_block_chunks(config.block_chunks, config.batch_size, rows_per_chunk,
+                                                manifest.n_chunks)
     if block_chunks != config.block_chunks:
         logger.info("block_chunks raised from %d to %d so one batch of %d fits in one block",
                     config.block_chunks, block_chunks, config.batch_size)
     windowed = any(g.offset != 0 for g in geometries.values())
     reread_spill = config.persist and windowed and config.shuffle
     # The memory model, once (the engine's sizing): the floor, the RAM check, the disk check.
-    probe = Sizing(block_chunks, dict(outputs), reread_spill, 0, 0, 0)
+    probe = Sizing(block_chunks, dict(outputs), reread_spill, 0, 0, 0, dict(row_fields or {}))
     terms = summary.memory_terms(geometries, dict(outputs),
                                  _summary_config(config, manifest, probe, drawable_samples, None),
                                  reread_spill=reread_spill)
@@ -63,7 +67,7 @@ def size(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str
         raise InvalidArgumentError(str(exc)) from None
     _check_memory(config, terms)
     disk = int(terms.disk_bytes) if config.cache_dir is not None else 0
-    return Sizing(block_chunks, dict(outputs), reread_spill, working_set, budget, disk)
+    return Sizing(block_chunks, dict(outputs), reread_spill, working_set, budget, disk, dict(row_fields or {}))
 
 
 def report(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry], sizing: Sizing,
@@ -89,7 +93,7 @@ def _summary_config(config: DatasetConfig, manifest: SplitManifest, sizing: Sizi
         batch_transforms=tuple(_transforms.display_name(t) for t in config.batch_transforms),
         samples_per_chunk=manifest.sample_chunk_size,
         split_chunks={s: len(manifest.chunks.get(s, [])) for s in SPLITS},
-        drawable_samples=dict(drawable_samples), shuffle_quality=shuffle_quality,
+        drawable_samples=dict(drawable_samples), shuffle_quality=shuffle_quality, row_fields=sizing.row_fields,
     )
 
 

@@ -36,6 +36,23 @@ class EpochPlanner:
     numeric_window: tuple[int, int]
     class_codes: Any  # np.ndarray: a class code per sample (plan != "shuffle")
     n_classes: int
+    # Patch samples: each anchor is this many virtual rows (virtual index = anchor x
+    # per_sample + patch), so every order, cut and count below runs on the virtual grid.
+    per_sample: int = 1
+    # sample_filter=: which virtual samples an epoch draws (bool per virtual index); None: all.
+    valid: Any = None
+
+    @property
+    def order_spc(self) -> int:
+        """Rows per chunk of the order's grid (virtual with patches)."""
+        return self.manifest.sample_chunk_size * self.per_sample
+
+    @property
+    def _n(self) -> int:
+        return self.manifest.n_samples * self.per_sample
+
+    def _virtual(self, window: tuple[int, int]) -> tuple[int, int]:
+        return window[0] * self.per_sample, window[1] * self.per_sample
 
     @property
     def rank_share(self) -> Share:
@@ -51,16 +68,14 @@ class EpochPlanner:
         """The view's order in ``epoch``, window edges included (only a shuffled order
         depends on the epoch)."""
         ids = self.chunk_ids(split, share)
-        m = self.manifest
         if shuffled:
-            rows, bounds = _shuffle.epoch_order(ids, m.sample_chunk_size, m.n_samples, self.block_chunks,
-                                                self.seed, epoch)
+            rows, bounds = _shuffle.epoch_order(ids, self.order_spc, self._n, self.block_chunks, self.seed, epoch)
             if self.plan != "shuffle":
                 rows, bounds = class_plans.class_mixed_order(
-                    rows, bounds, self.class_codes, self.n_classes, m.sample_chunk_size, self.batch_size,
+                    rows, bounds, self.class_codes, self.n_classes, self.manifest.sample_chunk_size, self.batch_size,
                     self.plan, self.seed, epoch)
             return rows, bounds
-        seq_rows, seq_bounds = _ext.sequential_order(ids, m.sample_chunk_size, m.n_samples, self.block_chunks)
+        seq_rows, seq_bounds = _ext.sequential_order(ids, self.order_spc, self._n, self.block_chunks)
         return np.asarray(seq_rows), np.asarray(seq_bounds)
 
     def pass_order(self, split: str, shuffled: bool, share: Share, epoch: int, history: resume.History) -> Order:
@@ -83,17 +98,29 @@ class EpochPlanner:
 
     def _rank_order(self, split: str, shuffled: bool, share: Share, epoch: int, *, equal_steps: bool) -> Order:
         rows, block_start = self.order(split, shuffled, epoch if shuffled else 0, share)
-        lo, hi = self.window  # string labels' windows too, which the engine does not see
-        kept, kept_bounds = _ext.keep_anchors(rows, block_start, self.manifest.sample_chunk_size, lo, hi)
+        lo, hi = self._virtual(self.window)  # string labels' windows too, which the engine does not see
+        kept, kept_bounds = _ext.keep_anchors(rows, block_start, self.order_spc, lo, hi)
         rows, block_start = np.asarray(kept), np.asarray(kept_bounds)
+        if self.valid is not None:  # masks and predicates: only the samples they admit
+            drawn = _shuffle.DrawOrder(rows, block_start).keep(self.valid[rows[:, 0] * self.order_spc + rows[:, 1]])
+            rows, block_start = drawn.rows, drawn.bounds
         if equal_steps:  # a rank's share: cut to the steps every rank takes
             rows, block_start = distributed.equalize(rows, block_start, self.rank_rows(split, share[1]))
         return rows, block_start
 
     def _rows(self, split: str, share: Share, window: tuple[int, int]) -> int:
-        m = self.manifest
-        rows: int = _ext.pass_rows(self.chunk_ids(split, share).tolist(), m.sample_chunk_size, m.n_samples, *window)
+        if self.valid is not None:
+            return self.valid_rows(self.valid, self.chunk_ids(split, share), self.order_spc, self._virtual(window))
+        rows: int = _ext.pass_rows(self.chunk_ids(split, share).tolist(), self.order_spc, self._n, *self._virtual(window))
         return rows
+
+    @staticmethod
+    def valid_rows(valid: np.ndarray, ids: np.ndarray, spc: int, window: tuple[int, int]) -> int:
+        """The virtual samples of chunks ``ids`` inside ``window`` that ``valid`` admits."""
+        before = np.concatenate([[0], np.cumsum(valid, dtype=np.int64)])
+        lo = np.clip(ids * spc, window[0], window[1])
+        hi = np.clip((ids + 1) * spc, window[0], min(window[1], len(valid)))
+        return int((before[np.maximum(hi, lo)] - before[lo]).sum())
 
     def rank_rows(self, split: str, world_size: int | None = None) -> int:
         """The rows every rank's pass of ``split`` holds (the same on every rank)."""
@@ -106,27 +133,31 @@ class EpochPlanner:
         lo, hi = self.window
         if shuffled and self.plan == "balanced":  # whole batches per block: count the order's rows
             order, _ = self.order(split, True, epoch, share)
-            anchors = order[:, 0] * self.manifest.sample_chunk_size + order[:, 1]
+            anchors = order[:, 0] * self.order_spc + order[:, 1]
             return int(math.ceil(int(((anchors >= lo) & (anchors < hi)).sum()) / self.batch_size))
         if self.world_size > 1 and share == self.rank_share:  # equal steps on every rank
             return int(self.rank_rows(split) // self.batch_size)
         return int(math.ceil(self._rows(split, share, self.window) / self.batch_size))
 
     def drawable_samples(self) -> dict[str, int]:
-        return self.drawable(self.manifest, self.numeric_window)
+        if self.valid is not None:
+            return {s: self.valid_rows(self.valid, self.chunk_ids(s), self.order_spc, self._virtual(self.numeric_window))
+                    for s in SPLITS}
+        return self.drawable(self.manifest, self.numeric_window, self.per_sample)
 
     @staticmethod
-    def drawable(manifest: SplitManifest, window: tuple[int, int]) -> dict[str, int]:
-        """Anchors each split can draw: its samples inside ``window`` (no order needed)."""
+    def drawable(manifest: SplitManifest, window: tuple[int, int], per_sample: int = 1) -> dict[str, int]:
+        """Samples each split can draw: its anchors inside ``window`` (no order needed),
+        times the patches per anchor."""
         ids = {s: sorted(manifest.chunks.get(s, [])) for s in SPLITS}
-        return {s: int(_ext.pass_rows(ids[s], manifest.sample_chunk_size, manifest.n_samples, *window))
+        return {s: per_sample * int(_ext.pass_rows(ids[s], manifest.sample_chunk_size, manifest.n_samples, *window))
                 for s in SPLITS}
 
     def shuffle_quality(self, shuffled: bool, epoch: int) -> float | None:
         rows, _ = self.order("train", shuffled, epoch)
         if rows.shape[0] < 2:
             return None
-        return float(_ext.shuffle_quality(rows, self.manifest.sample_chunk_size))
+        return float(_ext.shuffle_quality(rows, self.order_spc))
 
 
 __all__ = ["EpochPlanner", "SPLITS"]

@@ -33,25 +33,27 @@ class PassContext:
     string_arrays: Mapping[str, tuple[Any, ArrayGeometry]]  # label -> (opened native array, geometry)
     batch_transforms: tuple[Callable[..., Any], ...]
     store_kind: str  # the backend (PassStats.store_kind): the verdict's advice depends on it
+    patch_dims: tuple[str, ...]  # the patch axes' names (empty without patches)
     delivered: Callable[[resume.ViewKey, int, int], None]  # (view, epoch, rows of the epoch so far)
     finished: Callable[[PassStats, list[Any]], None]  # (stats, the stored chunks NaN-filled)
 
 
 def _gathered(native: Any, labels: tuple[str, ...], offsets: Mapping[str, int],
-              records: Mapping[str, np.dtype], string_columns: Mapping[str, strings.StringColumn]) -> Batch | None:
+              records: Mapping[str, np.dtype], string_columns: Mapping[str, strings.StringColumn],
+              patch_dims: tuple[str, ...] = ()) -> Batch | None:
     """The engine's next batch as a :class:`Batch`, ``None`` at the end of the pass;
     ``records``: the labels the engine hands in another form (records, times), viewed as
     their numpy dtype; ``string_columns``: string arrays, gathered here for the same rows."""
     item = native.next()
     if item is None:
         return None
-    arrays, indices = item
+    arrays, indices, origins = item
     out = dict(zip(labels, arrays))
     for label, dtype in records.items():
         out[label] = as_stored(out[label], dtype)
     for label, column in string_columns.items():
         out[label] = column.take(indices + offsets[label])
-    return Batch(out, indices, dict(offsets))
+    return Batch(out, indices, dict(offsets), origins, patch_dims if origins is not None else ())
 
 
 def _ended() -> None:
@@ -90,7 +92,7 @@ class PassIterator:
         columns = {label: strings.StringColumn(array, g) for label, (array, g) in context.string_arrays.items()}
         self._store_kind = context.store_kind
         self._gather: Callable[[], Batch | None] = functools.partial(
-            _gathered, native, context.labels, context.offsets, context.records, columns)
+            _gathered, native, context.labels, context.offsets, context.records, columns, context.patch_dims)
         self._ahead = (_transforms.BatchTransformsAhead(self._gather, context.batch_transforms, split)
                        if context.batch_transforms else None)
         self._done = False

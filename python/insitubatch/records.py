@@ -21,6 +21,10 @@ class Batch:
     # Empty when a batch transform builds a Batch without provenance (as the original takes).
     sample_indices: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
     offsets: dict[str, int] = field(default_factory=dict)
+    # Patch samples: row i's patch origin along the patch dimensions, (rows, len(dims)),
+    # and those dimensions' names; None without patches.
+    patch_origins: np.ndarray | None = None
+    patch_dims: tuple[str, ...] = ()
 
     def read_indices(self, label: str) -> np.ndarray:
         """The sample-axis index each row of ``label`` was read from."""

@@ -101,6 +101,8 @@ class SummaryConfig:
     # Anchors each split can draw (a windowed view drops those whose window leaves the array).
     drawable_samples: Mapping[str, int] = field(default_factory=dict)
     shuffle_quality: float | None = None
+    # Patched labels: what one batch row holds (a patch of the field), by label.
+    row_fields: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "chunk_transforms", tuple(str(t) for t in self.chunk_transforms))
@@ -148,16 +150,18 @@ def _transformed(label: str, outputs: Mapping[str, OutputField] | None, has_ct: 
     return has_ct and (outputs is None or label in outputs)
 
 
-def _sized_label(label: str, g: Any, outputs: Mapping[str, OutputField] | None, has_ct: bool) -> _ext.SizedLabel:
-    """``label`` as the engine's memory model takes it."""
+def _sized_label(label: str, g: Any, outputs: Mapping[str, OutputField] | None, has_ct: bool,
+                 row_field: tuple[int, ...] = ()) -> _ext.SizedLabel:
+    """``label`` as the engine's memory model takes it (``row_field``: a patched label's
+    batch row)."""
     out = _output_for(label, g, outputs)
     return _ext.SizedLabel(g.path, [int(x) for x in g.shape], [int(x) for x in g.chunks], int(g.sample_axis),
                            engine_typestr(g.dtype), int(g.offset), list(out.inner_shape),
-                           engine_typestr(out.dtype), _transformed(label, outputs, has_ct))
+                           engine_typestr(out.dtype), _transformed(label, outputs, has_ct), list(row_field))
 
 
 def _model(geometries: Mapping[str, Any], outputs: Mapping[str, OutputField] | None, has_ct: bool,
-           **config: Any) -> _ext.MemoryTerms:
+           row_fields: Mapping[str, tuple[int, ...]] | None = None, **config: Any) -> _ext.MemoryTerms:
     """The engine's memory model of ``geometries``; ``config`` overrides a one-iteration,
     automatic-budget, heap-backed configuration."""
     kwargs: dict[str, Any] = dict(
@@ -165,7 +169,8 @@ def _model(geometries: Mapping[str, Any], outputs: Mapping[str, OutputField] | N
         reread_spill=False, batch_transforms=False, n_train_chunks=0, split_chunks=0, budget=None,
         iterations=1, cache_dir=False)
     kwargs.update(config)
-    labels = [_sized_label(label, g, outputs, has_ct) for label, g in geometries.items()]
+    rows = row_fields or {}
+    labels = [_sized_label(label, g, outputs, has_ct, rows.get(label, ())) for label, g in geometries.items()]
     return _ext.memory_model(labels, **kwargs)
 
 
@@ -186,7 +191,7 @@ def memory_terms(
     split_chunks = dict(config.split_chunks)
     budget = config.cache_budget_bytes
     return _model(
-        geometries, outputs, bool(config.chunk_transforms),
+        geometries, outputs, bool(config.chunk_transforms), config.row_fields,
         batch_size=int(config.batch_size), block_chunks=int(config.block_chunks),
         ref_spc=int(config.samples_per_chunk), max_inflight=int(config.max_inflight),
         prefetch_depth=int(config.prefetch_depth), shuffle=bool(config.shuffle), reread_spill=bool(reread_spill),
@@ -377,6 +382,8 @@ def describe(
     outs = {label: _output_for(label, geometries[label], outputs) for label in labels}
     variables = {label: _variable_record(label, geometries[label], outs[label], t)
                  for label, t in zip(labels, terms.labels)}
+    for label, row in config.row_fields.items():
+        variables[label]["batch_row_shape"] = tuple(int(s) for s in row)
     split_chunks = dict(config.split_chunks)
     budget = resolve_budget(config.cache_budget_bytes, terms.working_set_bytes, block_chunks=config.block_chunks,
                             n_variables=len(labels))
@@ -557,6 +564,15 @@ def format_summary(report: Mapping[str, Any]) -> str:
         _config_section(report["config"]),
         _memory_section(report["memory"], report.get("footnotes", ())),
     ]
+    patches = report.get("patches")
+    if patches:
+        size = "x".join(map(str, patches["size"]))
+        where = ", ".join(f"{d} {e}" for d, e in zip(patches["dims"], patches["extent"]))
+        how = (f"grid, stride {'x'.join(map(str, patches['stride']))}" if patches["mode"] == "grid"
+               else "random origins per (seed, epoch)")
+        drawn = ", ".join(f"{s} {n}" for s, n in report["config"].get("drawable_samples", {}).items())
+        sections.append([f"patches: {size} over {where} ({how}): {patches['per_sample']} per sample",
+                         f"  samples per epoch (patches): {drawn}"])
     plan = report.get("plan")
     if plan:
         target = "equal classes" if plan["kind"] == "balanced" else "its block's class mix"

@@ -31,6 +31,7 @@
 
 #include "insitubatch/engine/backing.h"
 #include "insitubatch/engine/order.h"
+#include "insitubatch/engine/patches.h"
 #include "insitubatch/engine/plan.h"
 #include "insitubatch/engine/pool.h"
 #include "insitubatch/engine/source.h"
@@ -112,6 +113,9 @@ struct PassSpec {
   int64_t batch_size = 32;
   uint32_t prefetch_depth = 2;
   std::vector<Label> labels;
+  // Patch samples: the order's rows are then on the virtual anchor grid (ref_spc counts
+  // virtual rows per chunk: samples per chunk x patches.PerSample()).
+  PatchGrid patches;
   // The order the same view takes next epoch (its shuffle is a pure function of the
   // epoch), so eviction by next use sees past this pass's end; none = this order again.
   std::optional<EpochOrder> next_order;
@@ -125,6 +129,8 @@ struct BatchData {
   // Parallel to PassSpec::labels; each returns to the engine's recycler when released.
   std::vector<std::shared_ptr<Buffer>> arrays;
   std::vector<int64_t> anchors;
+  // With patches: each row's patch origin, rows x patch axes (row-major); else empty.
+  std::vector<int64_t> origins;
   size_t rows = 0;
 };
 
@@ -302,6 +308,7 @@ class Pass {
   // How many blocks ahead of the scheduler `key` is needed next, this epoch or the next.
   uint64_t NextUseDistance(SlotKey key) const;
   const std::vector<Label>& labels() const { return spec_.labels; }
+  const PatchGrid& patches() const { return spec_.patches; }
   const std::vector<ArraySource>& sources() const { return engine_->sources(); }
   // Stats so far (final once Next() returned nullopt or Close() returned).
   PassStats stats() const;
@@ -319,8 +326,11 @@ class Pass {
   Result<BatchData> GatherBatch(size_t k);
   // Gathers `anchors` of `label` into `out`, split among the engine's gather helpers and
   // this thread; returns the seconds this thread then waited for the helpers.
-  double GatherRows(const Label& label, std::span<const int64_t> anchors,
-                    const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming);
+  // `window`: what one row holds per field axis; `starts` (rows x axes): where each row's
+  // window begins, empty for whole fields.
+  double GatherRows(const Label& label, std::span<const int64_t> anchors, std::span<const uint64_t> window,
+                    std::span<const int64_t> starts, const std::function<const Slot&(SlotKey)>& slot_for,
+                    std::byte* out, bool streaming);
 
   std::shared_ptr<Engine> engine_;
   PassSpec spec_;

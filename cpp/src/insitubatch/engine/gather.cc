@@ -158,4 +158,72 @@ void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label, std:
   }
 }
 
+void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, std::span<const int64_t> anchors,
+                   std::span<const uint64_t> window, std::span<const int64_t> starts,
+                   const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming) {
+  const size_t nd = layout.field_shape.size();
+  const size_t itemsize = layout.itemsize();
+  const uint64_t tile_sample_bytes = layout.tile_bytes / static_cast<uint64_t>(spc);
+  uint64_t row_bytes = itemsize;
+  for (uint64_t w : window) row_bytes *= w;
+  if (row_bytes == 0) return;
+  std::vector<int64_t> dst_strides(nd), src_strides(nd);
+  {
+    int64_t d = static_cast<int64_t>(itemsize);
+    int64_t s = d;
+    for (size_t i = nd; i-- > 0;) {
+      dst_strides[i] = d;
+      src_strides[i] = s;
+      d *= static_cast<int64_t>(window[i]);
+      s *= static_cast<int64_t>(layout.tile_shape[i]);
+    }
+  }
+  SlotKey cached_key{UINT32_MAX, -1};
+  const Slot* cached = nullptr;
+  std::vector<uint64_t> first(nd), last(nd), tile(nd), extents(nd);
+  for (size_t row = 0; row < anchors.size(); ++row) {
+    const int64_t sample = anchors[row] + label.offset;
+    const SlotKey key{label.source, sample / spc};
+    const int64_t within = sample % spc;
+    if (!(key == cached_key)) {
+      cached = &slot_for(key);
+      cached_key = key;
+    }
+    const int64_t* start = starts.data() + row * nd;
+    // The tiles the window touches along each axis: [first, last].
+    for (size_t i = 0; i < nd; ++i) {
+      first[i] = static_cast<uint64_t>(start[i]) / layout.tile_shape[i];
+      last[i] = (static_cast<uint64_t>(start[i]) + window[i] - 1) / layout.tile_shape[i];
+      tile[i] = first[i];
+    }
+    std::byte* dst_row = out + row * row_bytes;
+    const std::byte* sample_data = cached->data.data() + within * tile_sample_bytes;
+    for (;;) {
+      uint64_t flat = 0;
+      int64_t dst_offset = 0, src_offset = 0;
+      for (size_t i = 0; i < nd; ++i) {
+        const uint64_t tile_start = tile[i] * layout.tile_shape[i];
+        const uint64_t lo = std::max<uint64_t>(static_cast<uint64_t>(start[i]), tile_start);
+        const uint64_t hi =
+            std::min<uint64_t>(static_cast<uint64_t>(start[i]) + window[i], tile_start + layout.tile_shape[i]);
+        extents[i] = hi - lo;
+        dst_offset += static_cast<int64_t>(lo - static_cast<uint64_t>(start[i])) * dst_strides[i];
+        src_offset += static_cast<int64_t>(lo - tile_start) * src_strides[i];
+        flat = flat * layout.grid[i] + tile[i];
+      }
+      CopyBox(dst_row + dst_offset, dst_strides.data(), sample_data + flat * layout.tile_bytes + src_offset,
+              src_strides.data(), extents.data(), nd, itemsize, streaming);
+      bool done = true;  // next tile of the window, row-major
+      for (size_t i = nd; i-- > 0;) {
+        if (++tile[i] <= last[i]) {
+          done = false;
+          break;
+        }
+        tile[i] = first[i];
+      }
+      if (done) break;
+    }
+  }
+}
+
 }  // namespace insitubatch::engine

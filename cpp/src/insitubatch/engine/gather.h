@@ -27,6 +27,13 @@ inline constexpr uint64_t kStreamingBatchBytes = uint64_t{4} << 20;
 void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label, std::span<const int64_t> anchors,
                  const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming = false);
 
+// The same for windows of the field (patch samples): row i is the box of `window` elements
+// per field axis starting at starts[i x nd ...] (inside the field), written as
+// (rows, *window). Tiles the window misses are not touched.
+void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, std::span<const int64_t> anchors,
+                   std::span<const uint64_t> window, std::span<const int64_t> starts,
+                   const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming = false);
+
 // memcpy of one contiguous run. With `streaming`, runs of at least 1 KiB bypass the caches
 // (AVX2 non-temporal stores, then a store fence) where the CPU has AVX2; plain memcpy
 // otherwise. The fence orders the stores before whatever publishes the buffer.

@@ -204,13 +204,35 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
   BatchData batch;
   batch.rows = end - begin;
   batch.anchors.resize(batch.rows);
-  for (size_t r = begin; r < end; ++r) batch.anchors[r - begin] = plan_.order.anchor(r, plan_.ref_spc);
+  for (size_t r = begin; r < end; ++r) batch.anchors[r - begin] = plan_.anchor(r);
+  const PatchGrid& patches = spec_.patches;
+  if (patches.active()) {
+    batch.origins.resize(batch.rows * patches.axes());
+    for (size_t r = begin; r < end; ++r) {
+      patches.Origin(batch.anchors[r - begin], plan_.patch(r), spec_.epoch,
+                     std::span(batch.origins).subspan((r - begin) * patches.axes(), patches.axes()));
+    }
+  }
   double helper_wait_s = 0;
+  std::vector<int64_t> starts;
   for (const Label& label : spec_.labels) {
     const ArraySource& source = engine_->sources_[label.source];
-    const uint64_t bytes = batch.rows * source.resident.sample_bytes();
+    const std::vector<uint64_t> window = RowShape(source, label, patches);
+    starts.clear();
+    if (!label.patch_axes.empty()) {  // each row's window: its patch origin on the patch axes
+      const size_t nd = window.size();
+      starts.assign(batch.rows * nd, 0);
+      for (size_t r = 0; r < batch.rows; ++r) {
+        for (size_t i = 0; i < nd; ++i) {
+          if (label.patch_axes[i] >= 0) starts[r * nd + i] = batch.origins[r * patches.axes() + label.patch_axes[i]];
+        }
+      }
+    }
+    uint64_t row_bytes = source.resident.itemsize();
+    for (uint64_t w : window) row_bytes *= w;
+    const uint64_t bytes = batch.rows * row_bytes;
     INSITU_ASSIGN_OR_RETURN(Buffer buffer, engine_->buffers().Take(bytes));
-    helper_wait_s += GatherRows(label, batch.anchors, slot_for, buffer.data(),
+    helper_wait_s += GatherRows(label, batch.anchors, window, starts, slot_for, buffer.data(),
                                 /*streaming=*/bytes >= kStreamingBatchBytes);
     batch.arrays.push_back(std::make_shared<Buffer>(std::move(buffer)));
   }
@@ -221,10 +243,12 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
   return batch;
 }
 
-double Pass::GatherRows(const Label& label, std::span<const int64_t> anchors,
-                        const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming) {
+double Pass::GatherRows(const Label& label, std::span<const int64_t> anchors, std::span<const uint64_t> window,
+                        std::span<const int64_t> starts, const std::function<const Slot&(SlotKey)>& slot_for,
+                        std::byte* out, bool streaming) {
   const ArraySource& source = engine_->sources_[label.source];
-  const uint64_t sample_bytes = source.resident.sample_bytes();
+  uint64_t sample_bytes = source.resident.itemsize();
+  for (uint64_t w : window) sample_bytes *= w;
   ThreadPool* helpers = engine_->gather_helpers_.get();
   const uint64_t by_size = anchors.size() * sample_bytes / kMinGatherPartBytes;
   const size_t parts = helpers == nullptr ? 1
@@ -233,8 +257,14 @@ double Pass::GatherRows(const Label& label, std::span<const int64_t> anchors,
   auto gather_part = [&](size_t part) {
     const size_t begin = anchors.size() * part / parts;
     const size_t end = anchors.size() * (part + 1) / parts;
-    GatherLabel(source.resident, source.spc, label, anchors.subspan(begin, end - begin), slot_for,
-                out + begin * sample_bytes, streaming);
+    if (starts.empty()) {
+      GatherLabel(source.resident, source.spc, label, anchors.subspan(begin, end - begin), slot_for,
+                  out + begin * sample_bytes, streaming);
+    } else {
+      GatherWindows(source.resident, source.spc, label, anchors.subspan(begin, end - begin), window,
+                    starts.subspan(begin * window.size(), (end - begin) * window.size()), slot_for,
+                    out + begin * sample_bytes, streaming);
+    }
   };
   if (parts <= 1) {
     gather_part(0);
@@ -412,7 +442,7 @@ void Pass::IndexNextUses(const std::optional<EpochOrder>& next_order) {
     for (const auto& [key, blocks] : uses_) next_epoch_first_[key] = blocks.front();
     return;
   }
-  auto next = BuildPlan(*next_order, spec_.ref_spc, spec_.batch_size, spec_.labels, sources());
+  auto next = BuildPlan(*next_order, spec_.ref_spc, spec_.batch_size, spec_.labels, sources(), spec_.patches);
   if (!next.ok()) return;  // no lookahead past this epoch: LRU decides among the rest
   for (size_t b = next->blocks(); b-- > 0;) {
     for (const SlotKey& key : next->block_reads[b]) next_epoch_first_[key] = static_cast<uint32_t>(b);

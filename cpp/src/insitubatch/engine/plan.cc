@@ -10,25 +10,70 @@ void SortUnique(std::vector<SlotKey>& keys) {
   keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
 }
 
+// Each patched label's axes name patch axes at most once, and a patch axis's extent is
+// the label's field extent there.
+Status CheckPatchedLabels(const std::vector<Label>& labels, const std::vector<ArraySource>& sources,
+                          const PatchGrid& patches) {
+  for (const Label& l : labels) {
+    if (l.patch_axes.empty()) continue;
+    if (!patches.active()) return InvalidArgument("label '" + l.name + "' has patch axes but the pass has no patches");
+    const std::vector<uint64_t>& field = sources[l.source].resident.field_shape;
+    if (l.patch_axes.size() != field.size()) {
+      return InvalidArgument("label '" + l.name + "': " + std::to_string(l.patch_axes.size()) +
+                             " patch axes for a field of " + std::to_string(field.size()) + " axes");
+    }
+    std::vector<bool> used(patches.axes(), false);
+    for (size_t i = 0; i < field.size(); ++i) {
+      const int32_t a = l.patch_axes[i];
+      if (a < 0) continue;
+      if (static_cast<size_t>(a) >= patches.axes() || used[a]) {
+        return InvalidArgument("label '" + l.name + "': patch axis " + std::to_string(a) + " is unknown or repeated");
+      }
+      used[a] = true;
+      if (patches.extent[a] != field[i]) {
+        return InvalidArgument("label '" + l.name + "': its field axis " + std::to_string(i) + " has extent " +
+                               std::to_string(field[i]) + ", the patch axis " + std::to_string(patches.extent[a]));
+      }
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
+std::vector<uint64_t> RowShape(const ArraySource& source, const Label& label, const PatchGrid& patches) {
+  std::vector<uint64_t> shape = source.resident.field_shape;
+  for (size_t i = 0; i < label.patch_axes.size() && i < shape.size(); ++i) {
+    if (label.patch_axes[i] >= 0) shape[i] = patches.size[static_cast<size_t>(label.patch_axes[i])];
+  }
+  return shape;
+}
+
 Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size, const std::vector<Label>& labels,
-                           const std::vector<ArraySource>& sources) {
+                           const std::vector<ArraySource>& sources, const PatchGrid& patches) {
   if (batch_size < 1) return InvalidArgument("batch_size must be >= 1");
   if (ref_spc < 1) return InvalidArgument("sample_chunk_size must be >= 1");
   if (labels.empty()) return InvalidArgument("a pass needs at least one variable");
   for (const Label& l : labels) {
     if (l.source >= sources.size()) return InvalidArgument("label '" + l.name + "': bad source");
   }
+  INSITU_RETURN_IF_ERROR(patches.Validate());
+  INSITU_RETURN_IF_ERROR(CheckPatchedLabels(labels, sources, patches));
+  const auto per_anchor = static_cast<int64_t>(patches.PerSample());
+  if (ref_spc % per_anchor != 0) {
+    return InvalidArgument("the order's rows per chunk (" + std::to_string(ref_spc) + ") must be a multiple of the " +
+                           std::to_string(per_anchor) + " patches per sample");
+  }
   // Engine::Create checked that every source shares this length.
   const int64_t n_samples = sources[labels[0].source].n_samples;
   std::vector<int64_t> offsets;
   for (const Label& l : labels) offsets.push_back(l.offset);
   const AnchorRange valid = ValidAnchorRange(offsets, n_samples);
-  KeepAnchorsIn(order, ref_spc, valid.lo, valid.hi);
+  KeepAnchorsIn(order, ref_spc, valid.lo * per_anchor, valid.hi * per_anchor);
 
   PassPlan plan;
   plan.ref_spc = ref_spc;
+  plan.per_anchor = per_anchor;
   plan.batch_size = batch_size;
   const size_t rows = order.rows();
   const size_t blocks = order.blocks();
@@ -36,7 +81,7 @@ Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size
 
   auto key_of = [&](size_t row, const Label& l) {
     const ArraySource& s = sources[l.source];
-    const int64_t sample = order.anchor(row, ref_spc) + l.offset;
+    const int64_t sample = order.anchor(row, ref_spc) / per_anchor + l.offset;
     return SlotKey{l.source, sample / s.spc};
   };
 

@@ -17,14 +17,16 @@
 #include <vector>
 
 #include "insitubatch/engine/order.h"
+#include "insitubatch/engine/patches.h"
 #include "insitubatch/engine/pool.h"
 #include "insitubatch/engine/source.h"
 
 namespace insitubatch::engine {
 
 struct PassPlan {
-  EpochOrder order;  // edge anchors of windows already removed
-  int64_t ref_spc = 1;
+  EpochOrder order;        // edge anchors of windows already removed
+  int64_t ref_spc = 1;     // rows per chunk of the order's grid (virtual with patches)
+  int64_t per_anchor = 1;  // patches per anchor: a row's anchor is its virtual index / this
   int64_t batch_size = 1;
 
   // Unique per block, in first-use order: by the first batch that gathers from the chunk,
@@ -40,9 +42,16 @@ struct PassPlan {
   size_t batches() const { return batch_needs.size(); }
   size_t blocks() const { return block_reads.size(); }
   size_t rows() const { return order.rows(); }
+  int64_t anchor(size_t row) const { return order.anchor(row, ref_spc) / per_anchor; }
+  uint64_t patch(size_t row) const { return static_cast<uint64_t>(order.anchor(row, ref_spc) % per_anchor); }
 };
 
+// `patches` (inactive: none) is checked against every patched label's resident field.
 Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size, const std::vector<Label>& labels,
-                           const std::vector<ArraySource>& sources);
+                           const std::vector<ArraySource>& sources, const PatchGrid& patches = {});
+
+// Per field axis of `label`'s resident layout, what one gathered row holds: the patch
+// size along its patch axes, the whole field elsewhere.
+std::vector<uint64_t> RowShape(const ArraySource& source, const Label& label, const PatchGrid& patches);
 
 }  // namespace insitubatch::engine

@@ -198,7 +198,11 @@ Result<MemoryTerms> SizeMemory(const std::vector<SizedLabel>& labels, const Memo
     t.stored_chunks = layout.tiles;
     t.slot_bytes = SlotCharge(layout, resident);
     t.output_sample_bytes = output.sample_bytes();
-    t.logical_chunk_bytes = Mul(std::min<uint64_t>(static_cast<uint64_t>(spc), n_samples), t.output_sample_bytes);
+    if (!label.row_field.empty()) {
+      t.output_sample_bytes = label.out_dtype.itemsize();
+      for (uint64_t e : label.row_field) t.output_sample_bytes = Mul(t.output_sample_bytes, e);
+    }
+    t.logical_chunk_bytes = Mul(std::min<uint64_t>(static_cast<uint64_t>(spc), n_samples), output.sample_bytes());
     t.gather_run_bytes = GatherRunBytes(resident);
     out.labels.push_back(t);
     stored.push_back(std::move(layout));

@@ -128,6 +128,8 @@ struct SizedLabel {
   std::vector<uint64_t> out_field;
   zarr::DataType out_dtype;
   bool transformed = false;
+  // What one batch row holds when it is a patch of out_field; empty: out_field whole.
+  std::vector<uint64_t> row_field = {};
 };
 
 // The resolved configuration the memory model sizes.

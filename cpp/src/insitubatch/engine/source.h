@@ -76,6 +76,9 @@ struct Label {
   std::string name;
   uint32_t source = 0;  // index into the engine's sources
   int64_t offset = 0;   // sample-axis shift (windows)
+  // Patch samples (patches.h): per field axis of the resident layout, the patch axis it
+  // is cut along, or -1 to keep it whole; empty: the label is not patched.
+  std::vector<int32_t> patch_axes;
 };
 
 }  // namespace insitubatch::engine

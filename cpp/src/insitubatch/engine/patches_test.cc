@@ -1,0 +1,129 @@
+#include "insitubatch/engine/patches.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <set>
+
+#include "insitubatch/engine/gather.h"
+#include "insitubatch/engine/plan.h"
+
+namespace insitubatch::engine {
+namespace {
+
+TEST(PatchGridTest, GridEnumeratesEveryLatticePositionOnce) {
+  PatchGrid g;
+  g.extent = {10, 7};
+  g.size = {4, 3};
+  g.stride = {3, 2};  // rows 0, 3, 6; columns 0, 2, 4
+  ASSERT_TRUE(g.Validate().ok());
+  ASSERT_EQ(g.PerSample(), 9u);
+  std::set<std::pair<int64_t, int64_t>> seen;
+  for (uint64_t p = 0; p < g.PerSample(); ++p) {
+    int64_t o[2];
+    g.Origin(5, p, 0, o);
+    EXPECT_LE(o[0] + 4, 10);
+    EXPECT_LE(o[1] + 3, 7);
+    seen.insert({o[0], o[1]});
+  }
+  EXPECT_EQ(seen.size(), 9u);
+  EXPECT_TRUE(seen.count({6, 4}));
+}
+
+TEST(PatchGridTest, RandomOriginsArePureFunctionsOfSeedEpochAnchorAndPatch) {
+  PatchGrid g;
+  g.mode = PatchGrid::Mode::kRandom;
+  g.extent = {100, 50};
+  g.size = {10, 50};
+  g.per_sample = 4;
+  g.seed = 7;
+  ASSERT_TRUE(g.Validate().ok());
+  int64_t a[2], b[2], c[2];
+  g.Origin(3, 1, 2, a);
+  g.Origin(3, 1, 2, b);
+  EXPECT_EQ(a[0], b[0]);
+  EXPECT_EQ(a[1], 0);  // the whole axis: one choice
+  int differ = 0;
+  for (int64_t epoch = 0; epoch < 8; ++epoch) {
+    g.Origin(3, 1, epoch, c);
+    EXPECT_GE(c[0], 0);
+    EXPECT_LE(c[0], 90);
+    differ += c[0] != a[0];
+  }
+  EXPECT_GE(differ, 5);
+}
+
+TEST(PatchGridTest, RejectsPatchesLargerThanTheField) {
+  PatchGrid g;
+  g.extent = {8};
+  g.size = {9};
+  g.stride = {1};
+  EXPECT_FALSE(g.Validate().ok());
+  g.size = {8};
+  g.stride = {0};
+  EXPECT_FALSE(g.Validate().ok());
+}
+
+// A slot of 2 samples over a 5 x 7 int32 field stored in 2 x 3 tiles (3 x 3 tiles, the
+// edge ones padded): every window equals the same box of the full field.
+TEST(GatherWindowsTest, EveryWindowEqualsTheFieldBox) {
+  SlotLayout layout;
+  layout.field_shape = {5, 7};
+  layout.tile_shape = {2, 3};
+  layout.grid = {3, 3};
+  layout.tiles = 9;
+  layout.dtype = zarr::DataType{zarr::DataTypeId::kInt32};
+  const int64_t spc = 2;
+  layout.tile_bytes = spc * 2 * 3 * 4;
+  auto field_value = [](int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); };
+  Slot slot;
+  slot.key = {0, 0};
+  slot.data = Buffer::Allocate(layout.bytes()).value();
+  auto* data = reinterpret_cast<int32_t*>(slot.data.data());
+  std::fill(data, data + layout.bytes() / 4, -1);
+  for (uint64_t ty = 0; ty < 3; ++ty) {
+    for (uint64_t tx = 0; tx < 3; ++tx) {
+      int32_t* tile = data + (ty * 3 + tx) * layout.tile_bytes / 4;
+      for (int64_t s = 0; s < spc; ++s) {
+        for (uint64_t y = 0; y < 2; ++y) {
+          for (uint64_t x = 0; x < 3; ++x) {
+            const uint64_t fy = ty * 2 + y, fx = tx * 3 + x;
+            if (fy < 5 && fx < 7) tile[(s * 2 + y) * 3 + x] = field_value(s, fy, fx);
+          }
+        }
+      }
+    }
+  }
+  auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
+  const Label label{"v", 0, 0, {}};
+  for (uint64_t wy : {1, 2, 3, 5}) {
+    for (uint64_t wx : {1, 3, 4, 7}) {
+      std::vector<int64_t> anchors, starts;
+      for (int64_t s = 0; s < spc; ++s) {
+        for (uint64_t y = 0; y + wy <= 5; ++y) {
+          for (uint64_t x = 0; x + wx <= 7; ++x) {
+            anchors.push_back(s);
+            starts.push_back(static_cast<int64_t>(y));
+            starts.push_back(static_cast<int64_t>(x));
+          }
+        }
+      }
+      const uint64_t window[2] = {wy, wx};
+      std::vector<int32_t> out(anchors.size() * wy * wx, -2);
+      GatherWindows(layout, spc, label, anchors, window, starts, slot_for, reinterpret_cast<std::byte*>(out.data()));
+      for (size_t r = 0; r < anchors.size(); ++r) {
+        for (uint64_t y = 0; y < wy; ++y) {
+          for (uint64_t x = 0; x < wx; ++x) {
+            ASSERT_EQ(out[(r * wy + y) * wx + x], field_value(anchors[r], static_cast<uint64_t>(starts[2 * r]) + y,
+                                                              static_cast<uint64_t>(starts[2 * r + 1]) + x))
+                << wy << "x" << wx << " row " << r;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace insitubatch::engine

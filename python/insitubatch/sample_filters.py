@@ -1,0 +1,192 @@
+"""Masks and predicates: which samples (or patches) an epoch draws, decided once, before
+the first epoch, so every epoch's count is known and batches stay full and equal on every
+rank.
+
+``sample_filter=`` takes
+
+* a boolean array along the sample axis (a store path or an ndarray): the anchors to draw;
+* a per-pixel mask (a store path or an ndarray) over the patch dimensions, static
+  ``(*extents)`` or per sample ``(n_samples, *extents)``: a patch is drawn when its valid
+  fraction reaches ``min_valid`` (without patches, the whole field's fraction);
+* a vectorized predicate, called once per stored chunk of the dataset's first variable
+  with its ``(n, *field)`` values as batches hold them: it returns ``(n,)`` booleans or an
+  ``(n, *extents)`` per-pixel mask. Its table is persisted in ``cache_dir`` (keyed by the
+  predicate, the array and the lattice), so a new process reads it instead of decoding the
+  archive again.
+
+The result is one boolean per virtual sample (``anchor x per_sample + patch``), which the
+epoch planner applies to every order.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import logging
+import os
+import tempfile
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from . import arguments, caching
+from .errors import InvalidArgumentError, InvalidTypeError
+from .geometry import ArrayGeometry, as_stored, geometries_of, read_opened_chunk
+from .patching import Patching
+
+logger = logging.getLogger("insitubatch")
+
+
+@dataclass(frozen=True, eq=False)
+class FilterArguments:
+    source: Any  # a store path, an ndarray or a callable
+    min_valid: float | None  # per-pixel masks: the valid fraction a patch needs; None: any valid pixel
+
+    @classmethod
+    def from_arguments(cls, sample_filter: Any, min_valid: Any) -> "FilterArguments | None":
+        if sample_filter is None:
+            if min_valid is not None:
+                raise InvalidArgumentError("min_valid needs sample_filter= (a per-pixel mask or a predicate)")
+            return None
+        if not (isinstance(sample_filter, str) or callable(sample_filter) or hasattr(sample_filter, "__array__")):
+            raise InvalidTypeError("sample_filter must be a boolean array (or its path in the store) or a"
+                                   f" predicate over a decoded chunk, got {type(sample_filter).__name__}")
+        if min_valid is not None:
+            min_valid = arguments.number("min_valid", min_valid, 0.0, 1.0)
+        return cls(sample_filter, min_valid)
+
+
+def read_rows(array: Any, g: ArrayGeometry, c: int) -> np.ndarray:
+    """Outer chunk ``c`` of an opened array, sample-first ``(n, *inner)``, assembled from
+    its stored chunks."""
+    meta = array.metadata
+    out = np.empty(g.slot_shape(c), dtype=g.dtype)
+    for inner in g.inner_coords():
+        tile = np.moveaxis(read_opened_chunk(array, meta, g.physical_chunk_coord(c, inner)), g.sample_axis, 0)
+        dst, src = g.tile_placement(c, inner)
+        out[dst] = tile[src]
+    return out
+
+
+def _fractions(mask: np.ndarray, patching: Patching) -> np.ndarray:
+    """``(rows, per_sample)``: each patch's valid fraction, lattice order (the engine's),
+    for a ``(rows, *extents)`` boolean mask: box sums from an integral image, one row at a
+    time (an image of the field in int64, not of the whole chunk)."""
+    k = len(patching.extent)
+    starts = [np.arange(0, e - s + 1, st) for e, s, st in zip(patching.extent, patching.size, patching.stride)]
+    corners = []
+    for corner in itertools.product((0, 1), repeat=k):  # inclusion-exclusion over the box's 2^k corners
+        index = np.ix_(*(p + s if c else p for p, s, c in zip(starts, patching.size, corner)))
+        corners.append((-1 if (k - sum(corner)) % 2 else 1, index))
+    out = np.empty((mask.shape[0], patching.per_sample))
+    integral = np.zeros(tuple(e + 1 for e in patching.extent), dtype=np.int64)
+    for row in range(mask.shape[0]):
+        integral[(slice(1, None),) * k] = mask[row]
+        for axis in range(k):
+            np.cumsum(integral, axis=axis, out=integral)
+        total = sum(sign * integral[index] for sign, index in corners)
+        out[row] = np.asarray(total).reshape(-1) / float(np.prod(patching.size))
+    return out
+
+
+def _valid_rows(values: np.ndarray, n_rows: int, extents: tuple[int, ...], patching: Patching | None,
+                min_valid: float | None, what: str) -> np.ndarray:
+    """``(n_rows, per_sample)`` booleans from a filter's ``values`` for ``n_rows`` samples:
+    one per sample, or a per-pixel mask over ``extents``."""
+    values = np.asarray(values)
+    if values.dtype.kind not in "biu":
+        raise InvalidArgumentError(f"{what} must be boolean (or integer: nonzero is valid), got {values.dtype}")
+    per_sample = 1 if patching is None else patching.per_sample
+    if values.shape == (n_rows,):
+        if min_valid is not None:
+            raise InvalidArgumentError(f"min_valid applies to per-pixel masks; {what} has one value per sample")
+        return np.repeat(values.astype(bool)[:, None], per_sample, axis=1)
+    if values.shape != (n_rows, *extents):
+        raise InvalidArgumentError(
+            f"{what} has shape {values.shape}: expected ({n_rows},) (one per sample) or {(n_rows, *extents)}"
+            f" (per pixel over {'the patch dimensions' if patching else 'the field'})")
+    valid = values.astype(bool)
+    if patching is None:
+        fraction = valid.reshape(n_rows, -1).mean(axis=1)[:, None] if valid[0].size else np.ones((n_rows, 1))
+    else:
+        if patching.mode != "grid":
+            raise InvalidArgumentError('a per-pixel sample_filter needs patch_mode="grid" (random origins are'
+                                       " drawn per epoch; a mask along the sample axis works with either)")
+        fraction = _fractions(valid, patching)
+    return fraction >= min_valid if min_valid is not None else fraction > 0
+
+
+def evaluate(args: FilterArguments, *, hierarchy: Any, store: Any, n_samples: int, patching: Patching | None,
+             field_extents: tuple[int, ...], run_predicate: Callable[[Callable[[np.ndarray], Any]], Any],
+             cache_dir: str | None, cache_key: Mapping[str, Any]) -> np.ndarray:
+    """The valid virtual samples: ``(n_samples x per_sample,)`` booleans. ``field_extents``:
+    the per-pixel mask's extents (the patch dimensions', or the first variable's field);
+    ``run_predicate(fn)`` calls ``fn(values)`` once per stored chunk of the first variable
+    in order and returns the results; ``cache_key`` identifies that variable's data."""
+    extents = tuple(patching.extent) if patching is not None else field_extents
+    source, min_valid = args.source, args.min_valid
+    if callable(source) and not isinstance(source, str):
+        return _predicate_table(source, min_valid, n_samples, patching, extents, run_predicate, cache_dir, cache_key)
+    if isinstance(source, str):
+        g = geometries_of(hierarchy, store, [source])[source.strip("/")]
+        array = hierarchy.open_array(g.path)
+        static = g.shape == extents
+        if static:  # one mask for every sample: read whole (axis 0 as the outer axis)
+            g = ArrayGeometry(g.path, g.shape, g.chunks, g.dtype, sample_axis=0)
+            mask = np.concatenate([read_rows(array, g, c) for c in range(g.n_chunks)]) if g.n_chunks else None
+            return _tile_static(mask, n_samples, patching, min_valid, f"sample_filter array {source!r}")
+        if g.n_samples != n_samples:
+            raise InvalidArgumentError(f"sample_filter array {source!r} has shape {g.shape}: expected {(n_samples,)},"
+                                       f" {(n_samples, *extents)} or {extents}")
+        parts = [_valid_rows(read_rows(array, g, c), len(g.samples_in_chunk(c)), extents, patching, min_valid,
+                             f"sample_filter array {source!r}") for c in range(g.n_chunks)]
+        return np.concatenate(parts).reshape(-1) if parts else np.zeros(0, dtype=bool)
+    values = np.asarray(source)
+    if values.shape == extents and values.shape != (n_samples,):
+        return _tile_static(values, n_samples, patching, min_valid, "sample_filter")
+    return _valid_rows(values, n_samples, extents, patching, min_valid, "sample_filter").reshape(-1)
+
+
+def _tile_static(mask: Any, n_samples: int, patching: Patching | None, min_valid: float | None,
+                 what: str) -> np.ndarray:
+    """A static per-pixel mask's verdict, the same for every sample."""
+    mask = np.asarray(mask)
+    one = _valid_rows(mask[None], 1, mask.shape, patching, min_valid, what)
+    return np.tile(one, (n_samples, 1)).reshape(-1)
+
+
+def _predicate_table(predicate: Callable[..., Any], min_valid: float | None, n_samples: int,
+                     patching: Patching | None, extents: tuple[int, ...],
+                     run_predicate: Callable[[Callable[[np.ndarray], Any]], Any], cache_dir: str | None,
+                     cache_key: Mapping[str, Any]) -> np.ndarray:
+    token, best_effort = caching.transform_token(predicate)
+    key = hashlib.sha256(json.dumps({
+        "predicate": token, "min_valid": min_valid, "n_samples": n_samples, **cache_key,
+        "patches": None if patching is None else patching.describe(),
+    }, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    path = None if cache_dir is None else os.path.join(cache_dir, "sample-filters", f"{key}.npy")
+    if path is not None and os.path.exists(path):
+        try:
+            table: np.ndarray = np.asarray(np.load(path, allow_pickle=False))
+            if table.dtype == bool and table.shape == (n_samples * (patching.per_sample if patching else 1),):
+                return table
+        except (OSError, ValueError) as exc:
+            logger.warning("sample_filter: ignoring the unreadable table %s (%s); evaluating again", path, exc)
+
+    def per_chunk(values: np.ndarray) -> np.ndarray:
+        out = predicate(values)
+        return _valid_rows(out, values.shape[0], extents, patching, min_valid, "the sample_filter predicate's result")
+
+    table = np.concatenate(list(run_predicate(per_chunk)) or [np.zeros((0, 1), dtype=bool)]).reshape(-1)
+    if path is not None and not best_effort:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".table-", suffix=".npy")
+        with os.fdopen(fd, "wb") as f:
+            np.save(f, table, allow_pickle=False)
+        os.replace(tmp, path)  # a reader sees the whole table or none
+    return table
+
+
+__all__ = ["FilterArguments", "evaluate", "read_rows"]

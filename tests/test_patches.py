@@ -1,0 +1,194 @@
+"""Patch samples: windows of each decoded field as samples. Every grid patch once per
+epoch and exact against numpy slicing of zarr-python's read, random origins a pure function
+of (seed, epoch), each stored chunk read once per epoch however many patches it yields,
+resume and DDP ranks with patches, and clear errors for bad patch arguments."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import ZstdCodec
+
+import insitubatch as ib
+from insitubatch import _ext
+from insitubatch.errors import InvalidArgumentError, InvalidTypeError
+
+N, H, W = 12, 40, 36
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory):
+    """A (time, y, x) float32 plane store in tiles of 8 x 12 (the last row and column of
+    tiles ragged), a (time,) scalar, and a (time, band, y, x) stack sharing y and x."""
+    path = tmp_path_factory.mktemp("patches") / "p.zarr"
+    root = zarr.open_group(str(path), mode="w", zarr_format=3)
+    rng = np.random.default_rng(5)
+    plane = root.create_array("plane", shape=(N, H, W), chunks=(3, 8, 12), dtype="f4",
+                              compressors=[ZstdCodec(level=1)], dimension_names=("time", "y", "x"))
+    plane[...] = rng.standard_normal((N, H, W)).astype("f4")
+    scalar = root.create_array("scalar", shape=(N,), chunks=(3,), dtype="i8", dimension_names=("time",))
+    scalar[...] = np.arange(N) * 10
+    stack = root.create_array("stack", shape=(N, 2, H, W), chunks=(3, 1, 20, 36), dtype="i2",
+                              dimension_names=("time", "band", "y", "x"))
+    stack[...] = rng.integers(-1000, 1000, (N, 2, H, W)).astype("i2")
+    return str(path)
+
+
+def values(store_path, name):
+    return zarr.open_group(store_path, mode="r")[name][...]
+
+
+def open_ds(store_path, variables=("plane",), store=None, **kwargs):
+    store = store if store is not None else ib.store(store_path)
+    geoms = ib.open_geometries(store, list(variables))
+    manifest = ib.split_by_chunk(geoms[variables[0]], fractions=(1.0, 0.0, 0.0))
+    kwargs.setdefault("batch_size", 7)
+    kwargs.setdefault("block_chunks", 2)
+    return ib.InSituDataset(store, manifest, geometries=geoms, **kwargs)
+
+
+def rows_of(view, check=None):
+    out = []
+    for b in view:
+        assert b.patch_dims == ("y", "x")
+        for i, (s, (y, x)) in enumerate(zip(b.sample_indices.tolist(), b.patch_origins.tolist())):
+            if check is not None:
+                check(b, i, s, y, x)
+            out.append((s, y, x))
+    return out
+
+
+@pytest.mark.parametrize("size,stride", [((8, 12), None), ((10, 16), (5, 4)), ((40, 36), None), ((1, 1), (13, 7))])
+def test_grid_covers_every_position_once_with_exact_values(store_path, size, stride):
+    plane = values(store_path, "plane")
+    kwargs = {} if stride is None else {"patch_stride": dict(zip("yx", stride))}
+    with open_ds(store_path, patch={"y": size[0], "x": size[1]}, **kwargs) as ds:
+        step = stride or size
+        ys, xs = range(0, H - size[0] + 1, step[0]), range(0, W - size[1] + 1, step[1])
+        expected = {(s, y, x) for s in range(N) for y in ys for x in xs}
+        assert ds.describe()["config"]["drawable_samples"]["train"] == len(expected)
+        assert len(ds.train) == -(-len(expected) // 7)
+
+        def check(b, i, s, y, x):
+            np.testing.assert_array_equal(b.arrays["plane"][i], plane[s, y:y + size[0], x:x + size[1]])
+
+        for epoch in (0, 1):
+            ds.set_epoch(epoch)
+            got = rows_of(ds.train, check)
+            assert len(got) == len(set(got)) and set(got) == expected
+        seq = rows_of(ds.all)
+        assert sorted(seq) == sorted(expected) and [s for s, _, _ in seq] == sorted(s for s, _, _ in seq)
+
+
+def test_unpatched_variables_ride_along_whole_and_patches_cut_every_variable_with_the_dims(store_path):
+    plane, scalar, stack = (values(store_path, n) for n in ("plane", "scalar", "stack"))
+    with open_ds(store_path, ("plane", "scalar", "stack"), patch={"y": 16, "x": 12}, patch_stride=8) as ds:
+        geoms = ds.output_geometries()
+        assert geoms["plane"].inner_shape == (16, 12) and geoms["stack"].inner_shape == (2, 16, 12)
+        assert geoms["scalar"].inner_shape == ()
+        report = ds.describe()
+        assert report["patches"]["per_sample"] == 4 * 4 and report["variables"]["stack"]["batch_row_shape"] == (2, 16, 12)
+        n = 0
+        for b in ds.train:
+            assert b.arrays["stack"].shape[1:] == (2, 16, 12) and b.arrays["scalar"].shape == (len(b),)
+            for i, (s, (y, x)) in enumerate(zip(b.sample_indices, b.patch_origins)):
+                np.testing.assert_array_equal(b.arrays["plane"][i], plane[s, y:y + 16, x:x + 12])
+                np.testing.assert_array_equal(b.arrays["stack"][i], stack[s, :, y:y + 16, x:x + 12])
+                assert b.arrays["scalar"][i] == scalar[s]
+            n += len(b)
+        assert n == N * 16
+
+
+def test_random_origins_are_a_pure_function_of_seed_and_epoch(store_path):
+    plane = values(store_path, "plane")
+
+    def run(seed, epoch):
+        with open_ds(store_path, patch={"y": 9, "x": 10}, patch_mode="random", patches_per_sample=3, seed=seed) as ds:
+            ds.set_epoch(epoch)
+
+            def check(b, i, s, y, x):
+                assert 0 <= y <= H - 9 and 0 <= x <= W - 10
+                np.testing.assert_array_equal(b.arrays["plane"][i], plane[s, y:y + 9, x:x + 10])
+
+            return rows_of(ds.train, check)
+
+    first = run(1, 0)
+    assert len(first) == 3 * N and sorted(s for s, _, _ in first) == sorted(list(range(N)) * 3)
+    assert run(1, 0) == first
+    assert sorted(run(1, 1)) != sorted(first)
+    assert sorted(run(2, 0)) != sorted(first)
+    assert len({(y, x) for _, y, x in first}) > N  # origins spread, not one per sample
+
+
+def test_each_stored_chunk_is_read_once_per_epoch_however_many_patches(store_path):
+    counting = _ext.CountingStore(ib.store(store_path))
+    with open_ds(store_path, store=counting, patch={"y": 4, "x": 4}, patch_stride=2) as ds:
+        counting.reset()
+        got = rows_of(ds.train)
+        assert len(got) == N * 19 * 17
+        reads = {k: n for k, n in counting.reads().items() if "/c/" in k}
+        assert len(reads) == (N // 3) * 5 * 3  # every stored chunk of the plane
+        assert set(reads.values()) == {1}
+
+
+@pytest.mark.parametrize("stop", [0, 5, 20])
+def test_resume_mid_epoch_with_patches(store_path, stop):
+    def make():
+        return open_ds(store_path, patch={"y": 8, "x": 12}, patch_mode="grid", seed=4)
+
+    with make() as ds:
+        ds.set_epoch(3)
+        full = rows_of(ds.train)
+    with make() as ds:
+        ds.set_epoch(3)
+        it = iter(ds.train)
+        head = [r for b in (next(it) for _ in range(stop)) for r in zip(b.sample_indices.tolist(),
+                                                                       *b.patch_origins.T.tolist())]
+        state = json.loads(json.dumps(ds.train.state_dict()))
+        it.close()
+    with make() as ds:
+        ds.train.load_state_dict(state)
+        assert head + rows_of(ds.train) == full
+
+
+def test_ddp_ranks_take_equal_disjoint_steps_with_patches(store_path):
+    per_rank = []
+    for rank in range(3):
+        with open_ds(store_path, patch={"y": 20, "x": 18}, rank=rank, world_size=3, seed=2) as ds:
+            per_rank.append(rows_of(ds.train))
+    assert len({len(r) for r in per_rank}) == 1 and len(per_rank[0]) % 7 == 0
+    flat = [r for rows in per_rank for r in rows]
+    assert len(flat) == len(set(flat))
+
+
+def test_patch_arguments_are_checked_by_name(store_path):
+    with pytest.raises(InvalidArgumentError, match=r"'z'.*known dimensions: x, y"):
+        open_ds(store_path, patch={"z": 4})
+    with pytest.raises(InvalidArgumentError, match=r"size 41 on patch axis 0 must be in \[1, 40\]"):
+        open_ds(store_path, patch={"y": 41, "x": 4})
+    with pytest.raises(InvalidArgumentError, match="patch_stride and patches_per_sample need patch="):
+        open_ds(store_path, patch_stride=4)
+    with pytest.raises(InvalidArgumentError, match='patches_per_sample applies to patch_mode="random"'):
+        open_ds(store_path, patch={"y": 4}, patches_per_sample=2)
+    with pytest.raises(InvalidArgumentError, match='patch_stride applies to patch_mode="grid"'):
+        open_ds(store_path, patch={"y": 4}, patch_mode="random", patch_stride=2)
+    with pytest.raises(InvalidArgumentError, match="patch_mode"):
+        open_ds(store_path, patch={"y": 4}, patch_mode="tiles")
+    with pytest.raises(InvalidTypeError, match="patch must be a non-empty mapping"):
+        open_ds(store_path, patch=[4, 4])
+    with pytest.raises(InvalidArgumentError, match=r"patch\['y'\]"):
+        open_ds(store_path, patch={"y": 0})
+    with pytest.raises(InvalidArgumentError, match='plan="shuffle" is'):
+        open_ds(store_path, patch={"y": 4}, labels=np.arange(N) % 2, plan="stratified", batch_size=8)
+
+
+def test_field_axis_numbers_name_patch_axes_too(store_path):
+    plane = values(store_path, "plane")
+    with open_ds(store_path, patch={0: 20, 1: 36}) as ds:
+        for b in ds.all:
+            assert b.patch_dims == ("axis 0", "axis 1")
+            for i, (s, (y, x)) in enumerate(zip(b.sample_indices, b.patch_origins)):
+                np.testing.assert_array_equal(b.arrays["plane"][i], plane[s, y:y + 20, :])
