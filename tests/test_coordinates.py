@@ -6,6 +6,7 @@ time ranges as strings / datetime64 / datetime, ascending and descending latitud
 from __future__ import annotations
 
 import datetime
+import pickle
 import re
 import shutil
 
@@ -81,6 +82,7 @@ def test_a_box_equals_xarrays_sel_including_over_the_antimeridian(cf_store):
         crosses = (a % 360 > b % 360) if grid == "0..360" else ((a + 180) % 360 > (b + 180) % 360)
         assert sel.wraps("lon") == crosses, (a, b, seam)
         assert set(sel.crop) == {"lat", "lon"}
+        assert sel.axis_ranges(ds.t2m.dims) == (sel.samples, sel.crop["lat"], sel.crop["lon"])
 
 
 def test_each_range_alone_and_the_order_of_latitude_ends(cf_store):
@@ -90,6 +92,9 @@ def test_each_range_alone_and_the_order_of_latitude_ends(cf_store):
     _check(ib.select(path, lat=(-100, 100)), ds, ds)  # beyond both ends: the whole axis
     _check(ib.select(path, lat=(None, 0)), ds, ds.sel(lat=_lat_slice(ds, -90, 0)))  # an open end
     _check(ib.select(path, lon=(0, 360)), ds, ds)  # the whole circle
+    assert ib.select(path, {"lat": (30, 60)}) == ib.select(path, lat=(30, 60))  # names that are not identifiers
+    with pytest.raises(ib.InvalidArgumentError, match="'lat' given both in ranges and as a keyword"):
+        ib.select(path, {"lat": (30, 60)}, lat=(30, 60))
     whole = ib.select(path)
     assert whole.samples is None and whole.crop == {} and whole.sizes == dict(ds.t2m.sizes)
     assert whole.variables == ("t2m",) and whole.lengths == dict(ds.t2m.sizes)
@@ -131,6 +136,7 @@ def test_the_repr_reads(cf_store):
     assert "lat: " in text and "(5 of 25," in text
     assert ("wraps" in text) == (grid == "0..360")
     assert "350.0 .. 20.0" in text or "-10.0 .. 20.0" in text
+    assert pickle.loads(pickle.dumps(sel)) == sel  # a dataset's config travels to spawned workers
     assert hash(sel) == hash(ib.select(path, time=("2020-01-01", "2020-01-31"), lat=(30, 60), lon=(350, 20)))
 
 
@@ -173,15 +179,19 @@ def test_bad_ranges_are_clear_errors(cf_store):
     path, _, grid = cf_store
     with pytest.raises(ib.InvalidArgumentError, match=r"lat=\(31, 32\) selects nothing.*nearest values are 30.0 and 37.5"):
         ib.select(path, lat=(31, 32))
-    with pytest.raises(ib.InvalidArgumentError, match=r"lon=\(341, 349\) selects nothing: no longitude of 'lon' lies on that arc"):
+    with pytest.raises(ib.InvalidArgumentError,
+                       match=r"lon=\(341, 349\) selects nothing: no longitude of 'lon' lies on that arc"):
         ib.select(path, lon=(341, 349))
     with pytest.raises(ib.InvalidArgumentError, match=r"lat=\(91, 95\) lies outside coordinate 'lat', whose values run"):
         ib.select(path, lat=(91, 95))
-    with pytest.raises(ib.InvalidArgumentError, match=r"time=.*2030.* lies outside coordinate 'time'.*2019-12-30T00 \.\. 2021-01-02T18"):
+    with pytest.raises(ib.InvalidArgumentError,
+                       match=r"time=.*2030.* lies outside coordinate 'time'.*2019-12-30T00 \.\. 2021-01-02T18"):
         ib.select(path, time=("2030-01-01", "2030-02-01"))
-    with pytest.raises(ib.InvalidArgumentError, match=r"time=.*selects nothing.*nearest values are 2020-01-01T00 and 2020-01-01T06"):
+    with pytest.raises(ib.InvalidArgumentError,
+                       match=r"time=.*selects nothing.*nearest values are 2020-01-01T00 and 2020-01-01T06"):
         ib.select(path, time=("2020-01-01T01", "2020-01-01T05"))
-    with pytest.raises(ib.InvalidTypeError, match=r"lat=\('30', 60\): coordinate 'lat' holds numbers \(float64\).*not str '30'"):
+    with pytest.raises(ib.InvalidTypeError,
+                       match=r"lat=\('30', 60\): coordinate 'lat' holds numbers \(float64\).*not str '30'"):
         ib.select(path, lat=("30", 60))
     with pytest.raises(ib.InvalidTypeError, match=r"lat=.*holds numbers.*not datetime64"):
         ib.select(path, lat=(np.datetime64("2020-01-01"), 60))
@@ -189,14 +199,16 @@ def test_bad_ranges_are_clear_errors(cf_store):
         ib.select(path, time=(1, 2))
     with pytest.raises(ib.InvalidArgumentError, match=r"time=\('2020-13-01'.*not an ISO 8601 date"):
         ib.select(path, time=("2020-13-01", "2021"))
-    with pytest.raises(ib.InvalidArgumentError, match=r"'level' is not a dimension of 't2m'; their dimensions are 'time', 'lat', 'lon'"):
+    with pytest.raises(ib.InvalidArgumentError,
+                       match=r"'level' is not a dimension of 't2m'; their dimensions are 'time', 'lat', 'lon'"):
         ib.select(path, level=(500, 850))
     with pytest.raises(ib.InvalidTypeError, match=r"lat=30: a range is a \(start, end\) pair"):
         ib.select(path, lat=30)
     with pytest.raises(ib.InvalidArgumentError, match=r"lon=\(None, 20\): a longitude range needs both ends"):
         ib.select(path, lon=(None, 20))
     seam = (350, 20) if grid == "0..360" else (170, -170)
-    with pytest.raises(ib.UnsupportedError, match=rf"lon={re.escape(str(seam))} wraps across the seam of 'lon', the sample axis"):
+    with pytest.raises(ib.UnsupportedError,
+                       match=rf"lon={re.escape(str(seam))} wraps across the seam of 'lon', the sample axis"):
         ib.select(path, sample_dim="lon", lon=seam)
     with pytest.raises(ib.InvalidArgumentError, match=r"sample_dim 'level' is not a dimension of 't2m'"):
         ib.select(path, sample_dim="level")
@@ -205,7 +217,8 @@ def test_bad_ranges_are_clear_errors(cf_store):
 def test_bad_coordinates_are_clear_errors(tmp_path):
     time = ("time",), np.arange(4)
     bumpy = _store_with(tmp_path, "bumpy.zarr", {"time": time, "lat": (("lat",), [0.0, 20.0, 10.0])})
-    with pytest.raises(ib.InvalidArgumentError, match=r"coordinate 'lat' is not monotonic \(it turns at index 2: 20.0 then 10.0\)"):
+    with pytest.raises(ib.InvalidArgumentError,
+                       match=r"coordinate 'lat' is not monotonic \(it turns at index 2: 20.0 then 10.0\)"):
         ib.select(bumpy, lat=(0, 10))
     curvilinear = _store_with(tmp_path, "curvi.zarr", {"time": time, "lat": (("y", "x"), np.zeros((2, 3))),
                                                         "lon": (("y", "x"), np.zeros((2, 3)))},
@@ -223,7 +236,8 @@ def test_bad_coordinates_are_clear_errors(tmp_path):
     with pytest.raises(ib.UnsupportedError, match=r"'standard' calendar with dates before 1582-10-15"):
         ib.select(julian, variables=["v"], time=("1500-01-01", "1500-01-02"))
     regional = _store_with(tmp_path, "regional.zarr", {"time": time, "lon": (("lon",), np.arange(100.0, 151.0, 5.0))})
-    with pytest.raises(ib.InvalidArgumentError, match=r"lon=\(200, 210\) lies outside the longitudes of 'lon', which run 100.0 .. 150.0"):
+    with pytest.raises(ib.InvalidArgumentError,
+                       match=r"lon=\(200, 210\) lies outside the longitudes of 'lon', which run 100.0 .. 150.0"):
         ib.select(regional, lon=(200, 210))
     assert ib.select(regional, lon=(90, 120)).crop == {"lon": (0, 5)}  # the arc's part on the grid
     assert ib.select(regional, lon=(-220, -215)).crop == {"lon": (8, 10)}  # 140 .. 145, a turn away
@@ -242,6 +256,20 @@ def test_a_selection_over_http_equals_the_local_one(tmp_path):
         assert any(r["path"].startswith("/era.zarr/time/") for r in server.requests)  # read through the native HTTP store
         unlisted = ib.select(server.url + "/plain.zarr", variables=["t2m"], **box)  # arrays found by name
     assert remote == local == unlisted and remote.wraps("lon") and remote.samples == (44, 191)
+    # The other forms a dataset takes: a native store, a zarr-python store (through the bridge).
+    assert ib.select(ib.store(str(path)), **box) == local
+    assert ib.select(zarr.storage.LocalStore(str(path), read_only=True), **box) == local
+
+
+def test_variables_in_a_group_find_their_coordinates_beside_them(tmp_path):
+    path = str(tmp_path / "grouped.zarr")
+    _dataset("ascending", "-180..180").isel(time=slice(0, 40)).to_zarr(path, group="era/surface", zarr_format=3,
+                                                                      consolidated=False)
+    with xr.open_zarr(path, group="era/surface", consolidated=False) as ds:
+        ds = ds.load()
+        sel = ib.select(path, variables=["era/surface/t2m"], lat=(0, 30), lon=(170, -170))
+        _check(sel, ds, _lon_box(ds.sel(lat=slice(0, 30)), 170, -170))
+        assert sel.variables == ("era/surface/t2m",) and ib.select(path, lat=(0, 30)).variables == ("era/surface/t2m",)
 
 
 def test_float32_integer_and_packed_coordinates_compare_as_xarray_does(tmp_path):
