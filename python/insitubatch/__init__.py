@@ -6,6 +6,7 @@ Importing the package imports no ML framework; each adapter imports its framewor
 from __future__ import annotations
 
 from .dataset import InSituDataset, SplitView
+from .coordinates import Selection, select
 from .debug import debug_info, print_debug_info
 from .errors import (
     CacheLockedError,
@@ -119,6 +120,8 @@ __all__ = [
     "sequential_order",
     "shuffle_quality",
     "split_by_chunk",
+    "select",
+    "Selection",
     "SplitManifest",
     "SplitName",
     "SplitView",

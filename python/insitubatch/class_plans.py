@@ -36,7 +36,7 @@ def load_labels(labels: Any, store: Any, n_samples: int, hierarchy: Any = None) 
     from an ndarray along the sample axis or the path of a 1-D array in ``store`` (read
     through ``hierarchy``, the native store's opened hierarchy, when the caller has one)."""
     if isinstance(labels, str):
-        from .geometry import geometries_of, open_hierarchy, read_opened_chunk
+        from .geometry import geometries_of, open_hierarchy, read_vector
         from .stores import as_native_store
 
         native = as_native_store(store)
@@ -45,12 +45,8 @@ def load_labels(labels: Any, store: Any, n_samples: int, hierarchy: Any = None) 
         if len([s for s in g.shape if s != 1]) > 1 or g.shape[0] != max(g.shape):
             raise InvalidArgumentError(f"labels array {labels!r} has shape {g.shape}: it must be 1-D along the"
                                        " sample axis")
-        n_chunks = math.ceil(g.shape[0] / g.chunks[0])
         array = hierarchy.open_array(g.path)
-        meta = array.metadata
-        parts = [read_opened_chunk(array, meta, [c] + [0] * (len(g.shape) - 1)).reshape(-1)[: g.chunks[0]]
-                 for c in range(n_chunks)]
-        values = np.concatenate(parts)[: g.shape[0]] if parts else np.zeros(0)
+        values = read_vector(array, array.metadata)
         where = f"labels array {labels!r}"
     else:
         if isinstance(labels, (bytes, dict, set)) or not hasattr(labels, "__len__"):

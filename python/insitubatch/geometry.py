@@ -392,6 +392,28 @@ def read_chunk(store: Any, array_path: str, chunk_coords: Sequence[int]) -> np.n
     return read_opened_chunk(array, meta, coords)
 
 
+def read_vector(array: Any, meta: dict[str, Any]) -> np.ndarray:
+    """Every value of an opened array that is 1-D (or whose other axes have length 1),
+    along its first axis: its chunks read at once (the native read releases the GIL)."""
+    shape, chunks = tuple(meta["shape"]), tuple(meta["chunks"])
+    n_chunks = math.ceil(shape[0] / chunks[0]) if shape and shape[0] else 0
+    rest = [0] * (len(shape) - 1)
+
+    def one(c: int) -> np.ndarray:
+        return read_opened_chunk(array, meta, [c, *rest]).reshape(-1)[: chunks[0]]
+
+    if n_chunks <= 1:
+        parts = [one(c) for c in range(n_chunks)]
+    else:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(max_workers=min(16, n_chunks)) as pool:
+            parts = list(pool.map(one, range(n_chunks)))
+    if not parts:
+        return np.zeros(0, dtype=_numpy_dtype(meta))
+    return np.concatenate(parts)[: shape[0]]
+
+
 def read_opened_chunk(array: Any, meta: dict[str, Any], coords: Sequence[int]) -> np.ndarray:
     """:func:`read_chunk` of an array already opened (``meta``: its metadata dict)."""
     if "string_kind" in meta:  # variable-length strings: an object array
