@@ -330,8 +330,10 @@ void BindEngine(nb::module_& m) {
       .def(
           "__init__",
           [](EngineHandle* self, std::vector<std::shared_ptr<const zarr::Array>> arrays, std::vector<int> sample_axes,
-             const EngineConfig& options, nb::list transforms, std::vector<std::string> fingerprints) {
-            if (arrays.size() != sample_axes.size() || (transforms.size() != 0 && transforms.size() != arrays.size())) {
+             const EngineConfig& options, nb::list transforms, std::vector<std::string> fingerprints,
+             const std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>& crops) {
+            if (arrays.size() != sample_axes.size() || (transforms.size() != 0 && transforms.size() != arrays.size()) ||
+                (!crops.empty() && crops.size() != arrays.size())) {
               ThrowIfError(InvalidArgument("one sample axis per array is required"));
             }
             EngineConfig config = options;
@@ -342,8 +344,10 @@ void BindEngine(nb::module_& m) {
               if (transforms.size() != 0 && !transforms[i].is_none()) {
                 transform = nb::cast<const NativeTransform&>(transforms[i]).transform;
               }
+              engine::FieldCrop crop;
+              if (!crops.empty()) crop = {crops[i].first, crops[i].second};
               sources.push_back(
-                  ValueOrThrow(engine::ArraySource::Create(arrays[i], sample_axes[i], std::move(transform))));
+                  ValueOrThrow(engine::ArraySource::Create(arrays[i], sample_axes[i], std::move(transform), crop)));
             }
             if (!config.disk_cache.dir.empty() && config.backing == nullptr) {
               if (!fingerprints.empty() && fingerprints.size() != sources.size()) {
@@ -360,7 +364,10 @@ void BindEngine(nb::module_& m) {
             new (self) EngineHandle{ValueOrThrow(Engine::Create(std::move(sources), config))};
           },
           nb::arg("arrays"), nb::arg("sample_axes"), nb::arg("config"), nb::arg("transforms") = nb::list(),
-          nb::arg("fingerprints") = std::vector<std::string>())
+          nb::arg("fingerprints") = std::vector<std::string>(),
+          nb::arg("crops") = std::vector<std::pair<std::vector<uint64_t>, std::vector<uint64_t>>>(),
+          "`crops`: per array, empty or the (start, stop) index range kept per field axis (stop <= start\n"
+          "wraps across the axis's end): only those tiles are read and resident.")
       .def(
           "start_pass",
           [](EngineHandle& h, const engine::PassSpec& given) {

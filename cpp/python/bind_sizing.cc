@@ -38,7 +38,8 @@ void BindSizing(nb::module_& m) {
           "__init__",
           [](engine::SizedLabel* self, std::string path, std::vector<uint64_t> shape, std::vector<uint64_t> chunks,
              int sample_axis, const std::string& dtype, int64_t offset, std::optional<std::vector<uint64_t>> out_field,
-             std::optional<std::string> out_dtype, bool transformed, std::vector<uint64_t> row_field) {
+             std::optional<std::string> out_dtype, bool transformed, std::vector<uint64_t> row_field,
+             std::vector<uint64_t> crop_start, std::vector<uint64_t> crop_stop) {
             engine::ArrayShape array{std::move(shape), std::move(chunks), sample_axis, NumpyDtype(dtype)};
             // The stored field (the shape less its sample axis) unless a transform's is given.
             std::vector<uint64_t> field;
@@ -50,12 +51,19 @@ void BindSizing(nb::module_& m) {
               }
             }
             const zarr::DataType field_dtype = out_dtype ? NumpyDtype(*out_dtype) : array.dtype;
-            new (self) engine::SizedLabel{std::move(path), std::move(array),    offset, std::move(field), field_dtype,
-                                          transformed,     std::move(row_field)};
+            new (self) engine::SizedLabel{std::move(path),
+                                          std::move(array),
+                                          offset,
+                                          std::move(field),
+                                          field_dtype,
+                                          transformed,
+                                          std::move(row_field),
+                                          {std::move(crop_start), std::move(crop_stop)}};
           },
           nb::arg("path"), nb::arg("shape"), nb::arg("chunks"), nb::arg("sample_axis"), nb::arg("dtype"),
           nb::arg("offset") = 0, nb::arg("out_field") = nb::none(), nb::arg("out_dtype") = nb::none(),
-          nb::arg("transformed") = false, nb::arg("row_field") = std::vector<uint64_t>());
+          nb::arg("transformed") = false, nb::arg("row_field") = std::vector<uint64_t>(),
+          nb::arg("crop_start") = std::vector<uint64_t>(), nb::arg("crop_stop") = std::vector<uint64_t>());
 
   nb::class_<engine::LabelTerms>(m, "LabelTerms", "One label's figures in memory_model's result.")
       .def_ro("stored_chunk_bytes", &engine::LabelTerms::stored_chunk_bytes)

@@ -632,7 +632,11 @@ class PassSpec:
 class Engine:
     """The dataset-owned engine: pool, decode pool, IO budget."""
 
-    def __init__(self, arrays: Sequence[ZarrArray], sample_axes: Sequence[int], config: EngineConfig, transforms: list = [], fingerprints: Sequence[str] = []) -> None: ...
+    def __init__(self, arrays: Sequence[ZarrArray], sample_axes: Sequence[int], config: EngineConfig, transforms: list = [], fingerprints: Sequence[str] = [], crops: Sequence[tuple[Sequence[int], Sequence[int]]] = []) -> None:
+        """
+        `crops`: per array, empty or the (start, stop) index range kept per field axis (stop <= start
+        wraps across the axis's end): only those tiles are read and resident.
+        """
 
     def start_pass(self, spec: PassSpec) -> Pass: ...
 
@@ -748,7 +752,7 @@ class SizedLabel:
     assembles its slot.
     """
 
-    def __init__(self, path: str, shape: Sequence[int], chunks: Sequence[int], sample_axis: int, dtype: str, offset: int = 0, out_field: Sequence[int] | None = None, out_dtype: str | None = None, transformed: bool = False, row_field: Sequence[int] = []) -> None: ...
+    def __init__(self, path: str, shape: Sequence[int], chunks: Sequence[int], sample_axis: int, dtype: str, offset: int = 0, out_field: Sequence[int] | None = None, out_dtype: str | None = None, transformed: bool = False, row_field: Sequence[int] = [], crop_start: Sequence[int] = [], crop_stop: Sequence[int] = []) -> None: ...
 
 class LabelTerms:
     """One label's figures in memory_model's result."""

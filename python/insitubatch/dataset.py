@@ -80,6 +80,7 @@ class InSituDataset:
         patch_mode: str = "grid",
         sample_filter: Any = None,
         min_valid: float | None = None,
+        crop: Any = None,
     ) -> None:
         self._engine: Any = None  # the native _ext.Engine while open
         if not isinstance(manifest, SplitManifest):
@@ -92,7 +93,7 @@ class InSituDataset:
             decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction, labels=labels,
             plan=plan, rank=rank, world_size=world_size, remainder=remainder, patch=patch,
             patch_stride=patch_stride, patches_per_sample=patches_per_sample, patch_mode=patch_mode,
-            sample_filter=sample_filter, min_valid=min_valid)
+            sample_filter=sample_filter, min_valid=min_valid, crop=crop)
         self._open(store, manifest, geometries, config)
 
     def _open(self, store: Any, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry] | None,
@@ -128,23 +129,34 @@ class InSituDataset:
                 f"{', '.join(map(repr, self.string_geometries))} hold variable-length strings, which are"
                 " read beside numeric arrays: a dataset needs at least one numeric array to batch")
         self._paths = list(dict.fromkeys(g.path for g in self.geometries.values()))
+        dimension_names = {g.path: tuple(self._hierarchy.array_metadata(g.path)["dimension_names"])
+                           for g in self.geometries.values()}
+        self.crop = patching.resolve_crop(config.crop, self.geometries, dimension_names)
         self._chains, self._path_outputs = self._resolve_chunk_transforms()
 
         window = valid_anchor_range([g.offset for g in every.values()], n_samples)
         numeric_window = valid_anchor_range([g.offset for g in self.geometries.values()], n_samples)
+        if self.crop is not None and self.crop.samples is not None:  # a Selection's sample range
+            lo, hi = self.crop.samples
+            window = (max(window[0], lo), min(window[1], hi))
+            numeric_window = (max(numeric_window[0], lo), min(numeric_window[1], hi))
         transformed = {label: self._path_outputs[g.path] for label, g in self.geometries.items() if self._chains[g.path]}
         self.patching = patching.resolve(
-            config.patch, self.geometries,
-            {g.path: tuple(self._hierarchy.array_metadata(g.path)["dimension_names"]) for g in self.geometries.values()},
+            config.patch, {label: self._cropped(g) for label, g in self.geometries.items()}, dimension_names,
             {label: tuple(shape) for label, (shape, _) in transformed.items()}, config.seed & (2**64 - 1))
         per_sample = 1 if self.patching is None else self.patching.per_sample
         drawable = EpochPlanner.drawable(manifest, numeric_window, per_sample)
+        crops = {} if self.crop is None else {label: self.crop.ranges[g.path] for label, g in self.geometries.items()
+                                              if g.path in self.crop.ranges}
         self._sizing = dataset_sizing.size(config, manifest, self.geometries, transformed, drawable, self._row_fields(),
-                                           per_sample)
+                                           per_sample, crops)
         self._budget = self._sizing.budget_bytes  # grows when concurrent passes need more
         self._fingerprints: dict[str, str] = {}
         if self.cache_dir is not None:
             self._fingerprints, weak = caching.array_fingerprints(self._chains)
+            if self.crop is not None:  # a cropped array's slots hold only the crop's tiles
+                for path, (starts, stops) in self.crop.ranges.items():
+                    self._fingerprints[path] += f"|crop:{starts}:{stops}"
             if weak and self.persist:
                 caching.warn_best_effort(weak)
             caching.check_directory(self.cache_dir, readonly=self.readonly_cache, disk_bytes=self._sizing.disk_bytes)
@@ -197,9 +209,10 @@ class InSituDataset:
         self._arrays = self._open_arrays()
         config = self._config.engine_config(budget_bytes=self._budget, pass_floor_bytes=self.working_set_bytes,
                                             reset_stale_cache=self._reset_stale_cache)
+        crops = [] if self.crop is None else [self.crop.ranges.get(p, ([], [])) for p in self._paths]
         self._engine = _ext.Engine([self._arrays[p] for p in self._paths], [axes[p] for p in self._paths], config,
                                    [self._transform_spec(p) for p in self._paths],
-                                   [self._fingerprints.get(p, "") for p in self._paths])
+                                   [self._fingerprints.get(p, "") for p in self._paths], crops)
         self._reset_stale_cache = False  # done: a re-open (a forked child) must not reset again
 
     def _live_engine(self) -> Any:
@@ -288,8 +301,12 @@ class InSituDataset:
             chain = [t for t in self.chunk_transforms
                      if not isinstance(t, _transforms.ScopedTransform) or g.path in t.arrays]
             chains[g.path] = chain
-            outputs[g.path] = _transforms.fold_output(g.path, g, chain)
+            outputs[g.path] = _transforms.fold_output(g.path, self._cropped(g), chain)
         return chains, outputs
+
+    def _cropped(self, g: ArrayGeometry) -> ArrayGeometry:
+        """``g`` as the engine holds it: cropped by ``crop=``."""
+        return g if self.crop is None else self.crop.view(g)
 
     def _transform_spec(self, path: str) -> Any:
         """The engine's transform for one array path (an ``_ext.NativeTransform``), or None."""
@@ -297,7 +314,7 @@ class InSituDataset:
         if not chain:
             return None
         out_shape, out_dtype = self._path_outputs[path]
-        g = next(g for g in self.geometries.values() if g.path == path)
+        g = self._cropped(next(g for g in self.geometries.values() if g.path == path))
         if len(chain) == 1:  # one native transform (StandardScaler, ScaleOffset, Cast) runs in C++
             native = getattr(getattr(chain[0], "transform", chain[0]), "native_spec", None)
             if native is not None:
@@ -331,7 +348,7 @@ class InSituDataset:
                 native.close("sample_filter evaluated")
             return out
 
-        field = tuple(self._path_outputs[g.path][0]) if self._chains[g.path] else tuple(g.inner_shape)
+        field = tuple(self._path_outputs[g.path][0]) if self._chains[g.path] else tuple(self._cropped(g).inner_shape)
         meta = self._hierarchy.array_metadata(g.path)
         valid = sample_filters.evaluate(
             args, hierarchy=self._hierarchy, store=as_native_store(self.store), n_samples=self.manifest.n_samples,
@@ -341,11 +358,16 @@ class InSituDataset:
         return valid
 
     def _row_fields(self) -> dict[str, tuple[int, ...]]:
-        """What one batch row of each patched label holds (patch axes cut to the patch size)."""
-        if self.patching is None:
-            return {}
-        return {label: self.patching.row_shape(label, tuple(self.geometries[label].inner_shape))
-                for label in self.patching.label_axes}
+        """What one batch row of each cropped or patched label holds (cropped axes at the
+        crop's extent, patch axes at the patch size)."""
+        rows = {}
+        for label, g in self.geometries.items():
+            inner = tuple(self._cropped(g).inner_shape)
+            if self.patching is not None and label in self.patching.label_axes:
+                rows[label] = self.patching.row_shape(label, inner)
+            elif self.crop is not None and g.path in self.crop.ranges and not self._chains[g.path]:
+                rows[label] = inner
+        return rows
 
     def output_geometries(self) -> dict[str, ArrayGeometry]:
         """Geometries after chunk transforms and patches, sample-first: what batches hold
@@ -356,7 +378,7 @@ class InSituDataset:
             if not self._chains[g.path] and label not in rows:
                 out[label] = g
                 continue
-            shape, dtype = self._path_outputs[g.path] if self._chains[g.path] else (g.inner_shape, g.dtype)
+            shape, dtype = self._path_outputs[g.path] if self._chains[g.path] else (self._cropped(g).inner_shape, g.dtype)
             shape = rows.get(label, tuple(shape))
             out[label] = ArrayGeometry(g.path, (g.n_samples, *shape), (g.sample_chunk_size, *shape), dtype,
                                        offset=g.offset)
@@ -487,6 +509,9 @@ class InSituDataset:
             string_geometries=self.string_geometries, max_string_blocks=strings.MAX_BLOCKS)
         if self.patching is not None:
             out["patches"] = self.patching.describe()
+        if self.crop is not None:
+            out["crop"] = {"ranges": {p: {"start": s, "stop": e} for p, (s, e) in self.crop.ranges.items()},
+                           "samples": self.crop.samples}
         if self._config.plan != "shuffle":
             rows, bounds = planner.order("train", self.shuffle, self._epoch)
             out["plan"] = {"kind": self._config.plan, "classes": self._n_classes, "epoch": self._epoch,

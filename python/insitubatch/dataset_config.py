@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from . import _ext, arguments, class_plans, distributed
-from .patching import PatchArguments
+from .patching import CropArguments, PatchArguments
 from .sample_filters import FilterArguments
 from .errors import InvalidArgumentError, InvalidTypeError
 
@@ -50,6 +50,7 @@ class DatasetConfig:
     reset_stale_cache: bool
     patch: PatchArguments | None = None  # patch samples (patching.py); None: whole fields
     sample_filter: FilterArguments | None = None  # masks and predicates (sample_filters.py)
+    crop: CropArguments | None = None  # a coordinate selection's region (patching.py)
 
     @classmethod
     def from_arguments(
@@ -58,7 +59,7 @@ class DatasetConfig:
         on_bad_chunk: Any, chunk_transforms: Any, batch_transforms: Any, decode_threads: Any, gather_threads: Any,
         eviction: Any, labels: Any, plan: Any, rank: Any, world_size: Any, remainder: Any,
         patch: Any = None, patch_stride: Any = None, patches_per_sample: Any = None, patch_mode: Any = "grid",
-        sample_filter: Any = None, min_valid: Any = None,
+        sample_filter: Any = None, min_valid: Any = None, crop: Any = None,
     ) -> "DatasetConfig":
         """Checks each argument (naming it, its value and what is accepted) in the order
         InSituDataset always has."""
@@ -103,6 +104,7 @@ class DatasetConfig:
         if patches is not None and plan != "shuffle":
             raise InvalidArgumentError(f'plan={plan!r} with patch= is not supported yet (plan="shuffle" is)')
         filters = FilterArguments.from_arguments(sample_filter, min_valid)
+        crops = CropArguments.from_arguments(crop)
         if filters is not None and plan != "shuffle":
             raise InvalidArgumentError(f'plan={plan!r} with sample_filter= is not supported yet (plan="shuffle" is)')
         return cls(batch_size=batch_size, block_chunks=block_chunks, seed=seed, shuffle=shuffle,
@@ -112,7 +114,7 @@ class DatasetConfig:
                    decode_threads=engine.decode_threads, gather_threads=engine.gather_threads,
                    on_bad_chunk=engine.on_bad_chunk, eviction=engine.eviction, persist=engine.persist,
                    readonly_cache=engine.readonly_cache, reset_stale_cache=engine.reset_stale_cache, patch=patches,
-                   sample_filter=filters)
+                   sample_filter=filters, crop=crops)
 
     def engine_config(self, *, budget_bytes: int, pass_floor_bytes: int, reset_stale_cache: bool) -> Any:
         """The engine's ``EngineConfig`` for these options and the sizing step's figures."""

@@ -35,16 +35,19 @@ class Sizing:
     working_set_bytes: int  # the residency one pass needs (the automatic budget)
     budget_bytes: int  # the residency budget the engine starts with
     disk_bytes: int  # what cache_dir holds once every split is read (0 without one)
-    row_fields: dict[str, tuple[int, ...]]  # patched labels: what one batch row holds
+    row_fields: dict[str, tuple[int, ...]]  # cropped or patched labels: what one batch row holds
+    crops: dict[str, tuple[list[int], list[int]]]  # cropped labels: (starts, stops) per field axis
 
 
 def size(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry],
          transformed: Mapping[str, tuple[tuple[int, ...], Any]], drawable_samples: Mapping[str, int],
-         row_fields: Mapping[str, tuple[int, ...]] | None = None, per_sample: int = 1) -> Sizing:
+         row_fields: Mapping[str, tuple[int, ...]] | None = None, per_sample: int = 1,
+         crops: Mapping[str, tuple[list[int], list[int]]] | None = None) -> Sizing:
     """Sizes the dataset (``geometries``: the numeric labels; ``transformed``: the field
     shape and dtype a chunk transform makes of a label; ``row_fields``: what one batch row
     of a patched label holds) and refuses, naming the largest part, what the machine
-    cannot hold. ``per_sample``: patches per anchor (a chunk yields that many more rows)."""
+    cannot hold. ``per_sample``: patches per anchor (a chunk yields that many more rows);
+    ``crops``: per label, the kept range per field axis (only those tiles are resident)."""
     outputs = {label: summary.OutputField(*field) for label, field in transformed.items()}
     rows_per_chunk = manifest.sample_chunk_size * per_sample
     block_chunks = summary.resolve_block_chunks(config.block_chunks, config.batch_size, rows_per_chunk,
@@ -55,7 +58,7 @@ def size(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str
     windowed = any(g.offset != 0 for g in geometries.values())
     reread_spill = config.persist and windowed and config.shuffle
     # The memory model, once (the engine's sizing): the floor, the RAM check, the disk check.
-    probe = Sizing(block_chunks, dict(outputs), reread_spill, 0, 0, 0, dict(row_fields or {}))
+    probe = Sizing(block_chunks, dict(outputs), reread_spill, 0, 0, 0, dict(row_fields or {}), dict(crops or {}))
     terms = summary.memory_terms(geometries, dict(outputs),
                                  _summary_config(config, manifest, probe, drawable_samples, None),
                                  reread_spill=reread_spill)
@@ -67,7 +70,8 @@ def size(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str
         raise InvalidArgumentError(str(exc)) from None
     _check_memory(config, terms)
     disk = int(terms.disk_bytes) if config.cache_dir is not None else 0
-    return Sizing(block_chunks, dict(outputs), reread_spill, working_set, budget, disk, dict(row_fields or {}))
+    return Sizing(block_chunks, dict(outputs), reread_spill, working_set, budget, disk, dict(row_fields or {}),
+                  dict(crops or {}))
 
 
 def report(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry], sizing: Sizing,
@@ -94,6 +98,7 @@ def _summary_config(config: DatasetConfig, manifest: SplitManifest, sizing: Sizi
         samples_per_chunk=manifest.sample_chunk_size,
         split_chunks={s: len(manifest.chunks.get(s, [])) for s in SPLITS},
         drawable_samples=dict(drawable_samples), shuffle_quality=shuffle_quality, row_fields=sizing.row_fields,
+        crops=sizing.crops,
     )
 
 

@@ -103,6 +103,8 @@ class SummaryConfig:
     shuffle_quality: float | None = None
     # Patched labels: what one batch row holds (a patch of the field), by label.
     row_fields: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    # Cropped labels (a coordinate selection): the kept range per field axis, (starts, stops).
+    crops: Mapping[str, tuple[list[int], list[int]]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "chunk_transforms", tuple(str(t) for t in self.chunk_transforms))
@@ -151,17 +153,22 @@ def _transformed(label: str, outputs: Mapping[str, OutputField] | None, has_ct: 
 
 
 def _sized_label(label: str, g: Any, outputs: Mapping[str, OutputField] | None, has_ct: bool,
-                 row_field: tuple[int, ...] = ()) -> _ext.SizedLabel:
-    """``label`` as the engine's memory model takes it (``row_field``: a patched label's
-    batch row)."""
+                 row_field: tuple[int, ...] = (), crop: tuple[list[int], list[int]] = ([], [])) -> _ext.SizedLabel:
+    """``label`` as the engine's memory model takes it (``row_field``: a cropped or
+    patched label's batch row; ``crop``: the kept range per field axis)."""
     out = _output_for(label, g, outputs)
+    field = list(out.inner_shape)
+    if crop[0] and not _transformed(label, outputs, has_ct):  # the cropped field
+        field = [stop - start if stop > start else n - start + stop for start, stop, n in zip(*crop, field)]
     return _ext.SizedLabel(g.path, [int(x) for x in g.shape], [int(x) for x in g.chunks], int(g.sample_axis),
-                           engine_typestr(g.dtype), int(g.offset), list(out.inner_shape),
-                           engine_typestr(out.dtype), _transformed(label, outputs, has_ct), list(row_field))
+                           engine_typestr(g.dtype), int(g.offset), field,
+                           engine_typestr(out.dtype), _transformed(label, outputs, has_ct), list(row_field),
+                           list(crop[0]), list(crop[1]))
 
 
 def _model(geometries: Mapping[str, Any], outputs: Mapping[str, OutputField] | None, has_ct: bool,
-           row_fields: Mapping[str, tuple[int, ...]] | None = None, **config: Any) -> _ext.MemoryTerms:
+           row_fields: Mapping[str, tuple[int, ...]] | None = None,
+           crops: Mapping[str, tuple[list[int], list[int]]] | None = None, **config: Any) -> _ext.MemoryTerms:
     """The engine's memory model of ``geometries``; ``config`` overrides a one-iteration,
     automatic-budget, heap-backed configuration."""
     kwargs: dict[str, Any] = dict(
@@ -170,7 +177,9 @@ def _model(geometries: Mapping[str, Any], outputs: Mapping[str, OutputField] | N
         iterations=1, cache_dir=False)
     kwargs.update(config)
     rows = row_fields or {}
-    labels = [_sized_label(label, g, outputs, has_ct, rows.get(label, ())) for label, g in geometries.items()]
+    cropped = crops or {}
+    labels = [_sized_label(label, g, outputs, has_ct, rows.get(label, ()), cropped.get(label, ([], [])))
+              for label, g in geometries.items()]
     return _ext.memory_model(labels, **kwargs)
 
 
@@ -191,7 +200,7 @@ def memory_terms(
     split_chunks = dict(config.split_chunks)
     budget = config.cache_budget_bytes
     return _model(
-        geometries, outputs, bool(config.chunk_transforms), config.row_fields,
+        geometries, outputs, bool(config.chunk_transforms), config.row_fields, config.crops,
         batch_size=int(config.batch_size), block_chunks=int(config.block_chunks),
         ref_spc=int(config.samples_per_chunk), max_inflight=int(config.max_inflight),
         prefetch_depth=int(config.prefetch_depth), shuffle=bool(config.shuffle), reread_spill=bool(reread_spill),

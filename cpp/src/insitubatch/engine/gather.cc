@@ -101,6 +101,11 @@ void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src, c
 void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label, std::span<const int64_t> anchors,
                  const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming) {
   const size_t nd = layout.field_shape.size();
+  if (!layout.pieces.empty()) {  // a cropped field: the crop is one window at the origin
+    const std::vector<int64_t> starts(anchors.size() * nd, 0);
+    GatherWindows(layout, spc, label, anchors, layout.field_shape, starts, slot_for, out, streaming);
+    return;
+  }
   const size_t itemsize = layout.itemsize();
   const uint64_t sample_bytes = layout.sample_bytes();
   const uint64_t tile_sample_bytes = layout.tile_bytes / static_cast<uint64_t>(spc);
@@ -158,6 +163,40 @@ void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label, std:
   }
 }
 
+namespace {
+
+// One axis's share of a window: `length` elements written at `dst` (a row's coordinate)
+// from slot tile `tile` (along this axis) at `src` inside it.
+struct AxisRun {
+  uint64_t dst = 0;
+  uint64_t tile = 0;
+  uint64_t src = 0;
+  uint64_t length = 0;
+};
+
+// The runs of window [start, start + extent) along field axis `axis`: through the crop's
+// pieces (field coordinates to slot coordinates), then split at tile boundaries.
+void AxisRuns(const SlotLayout& layout, size_t axis, uint64_t start, uint64_t extent, std::vector<AxisRun>& out) {
+  out.clear();
+  const uint64_t ts = layout.tile_shape[axis];
+  const AxisPiece whole{0, 0, layout.field_shape[axis]};
+  const std::span<const AxisPiece> pieces =
+      layout.pieces.empty() ? std::span<const AxisPiece>(&whole, 1) : std::span<const AxisPiece>(layout.pieces[axis]);
+  for (const AxisPiece& piece : pieces) {
+    const uint64_t lo = std::max(start, piece.at);
+    const uint64_t hi = std::min(start + extent, piece.at + piece.length);
+    for (uint64_t at = lo; at < hi;) {  // field coordinate `at` lies at slot coordinate `slot`
+      const uint64_t slot = piece.slot + (at - piece.at);
+      const uint64_t tile = slot / ts;
+      const uint64_t n = std::min(hi - at, (tile + 1) * ts - slot);
+      out.push_back({at - start, tile, slot - tile * ts, n});
+      at += n;
+    }
+  }
+}
+
+}  // namespace
+
 void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, std::span<const int64_t> anchors,
                    std::span<const uint64_t> window, std::span<const int64_t> starts,
                    const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming) {
@@ -180,7 +219,9 @@ void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, st
   }
   SlotKey cached_key{UINT32_MAX, -1};
   const Slot* cached = nullptr;
-  std::vector<uint64_t> first(nd), last(nd), tile(nd), extents(nd);
+  std::vector<std::vector<AxisRun>> runs(nd);
+  std::vector<size_t> pick(nd);
+  std::vector<uint64_t> extents(nd);
   for (size_t row = 0; row < anchors.size(); ++row) {
     const int64_t sample = anchors[row] + label.offset;
     const SlotKey key{label.source, sample / spc};
@@ -189,37 +230,30 @@ void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, st
       cached = &slot_for(key);
       cached_key = key;
     }
-    const int64_t* start = starts.data() + row * nd;
-    // The tiles the window touches along each axis: [first, last].
-    for (size_t i = 0; i < nd; ++i) {
-      first[i] = static_cast<uint64_t>(start[i]) / layout.tile_shape[i];
-      last[i] = (static_cast<uint64_t>(start[i]) + window[i] - 1) / layout.tile_shape[i];
-      tile[i] = first[i];
-    }
+    for (size_t i = 0; i < nd; ++i)
+      AxisRuns(layout, i, static_cast<uint64_t>(starts[row * nd + i]), window[i], runs[i]);
     std::byte* dst_row = out + row * row_bytes;
     const std::byte* sample_data = cached->data.data() + within * tile_sample_bytes;
-    for (;;) {
+    std::fill(pick.begin(), pick.end(), 0);
+    for (;;) {  // every combination of one run per axis: one box of one tile
       uint64_t flat = 0;
       int64_t dst_offset = 0, src_offset = 0;
       for (size_t i = 0; i < nd; ++i) {
-        const uint64_t tile_start = tile[i] * layout.tile_shape[i];
-        const uint64_t lo = std::max<uint64_t>(static_cast<uint64_t>(start[i]), tile_start);
-        const uint64_t hi =
-            std::min<uint64_t>(static_cast<uint64_t>(start[i]) + window[i], tile_start + layout.tile_shape[i]);
-        extents[i] = hi - lo;
-        dst_offset += static_cast<int64_t>(lo - static_cast<uint64_t>(start[i])) * dst_strides[i];
-        src_offset += static_cast<int64_t>(lo - tile_start) * src_strides[i];
-        flat = flat * layout.grid[i] + tile[i];
+        const AxisRun& r = runs[i][pick[i]];
+        extents[i] = r.length;
+        dst_offset += static_cast<int64_t>(r.dst) * dst_strides[i];
+        src_offset += static_cast<int64_t>(r.src) * src_strides[i];
+        flat = flat * layout.grid[i] + r.tile;
       }
       CopyBox(dst_row + dst_offset, dst_strides.data(), sample_data + flat * layout.tile_bytes + src_offset,
               src_strides.data(), extents.data(), nd, itemsize, streaming);
-      bool done = true;  // next tile of the window, row-major
+      bool done = true;
       for (size_t i = nd; i-- > 0;) {
-        if (++tile[i] <= last[i]) {
+        if (++pick[i] < runs[i].size()) {
           done = false;
           break;
         }
-        tile[i] = first[i];
+        pick[i] = 0;
       }
       if (done) break;
     }

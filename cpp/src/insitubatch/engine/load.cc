@@ -472,7 +472,8 @@ void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, Load
     // whole-field tile already is (the padding rows past `samples` are never read), so its
     // memory is handed over as is: the slot owns it exclusively until Publish replaces it.
     std::shared_ptr<Buffer> data;
-    if (source.stored.tiles == 1 && source.stored.tile_shape == source.stored.field_shape) {
+    if (source.stored.tiles == 1 && source.stored.tile_shape == source.stored.field_shape &&
+        source.stored.pieces.empty()) {
       data = std::make_shared<Buffer>(std::move(slot->data));
     } else {
       INSITU_ASSIGN_OR_RETURN(Buffer assembled, pool_.TakeBuffer(samples * source.stored.sample_bytes()));

@@ -125,5 +125,80 @@ TEST(GatherWindowsTest, EveryWindowEqualsTheFieldBox) {
   }
 }
 
+// A crop that wraps across the x axis's end: the slot holds only the tiles it touches, in
+// the crop's order, and gather (whole crop, and windows inside it) reads the crop's values.
+TEST(CropLayoutTest, WrappedCropGathersTheSelectedColumnsInOrder) {
+  SlotLayout stored;
+  stored.field_shape = {10, 7};
+  stored.tile_shape = {4, 3};
+  stored.grid = {3, 3};
+  stored.tiles = 9;
+  stored.dtype = zarr::DataType{zarr::DataTypeId::kInt32};
+  const int64_t spc = 2;
+  stored.tile_bytes = spc * 4 * 3 * 4;
+  FieldCrop crop{{2, 5}, {9, 2}};  // y [2, 9); x [5, 7) then [0, 2)
+  auto cropped = CropLayout(stored, crop);
+  ASSERT_TRUE(cropped.ok()) << cropped.status().ToString();
+  const SlotLayout& layout = cropped->layout;
+  EXPECT_EQ(layout.field_shape, (std::vector<uint64_t>{7, 4}));
+  EXPECT_EQ(cropped->tile_ids[0], (std::vector<uint64_t>{0, 1, 2}));
+  EXPECT_EQ(cropped->tile_ids[1], (std::vector<uint64_t>{1, 2, 0}));
+  EXPECT_EQ(layout.tiles, 9u);
+  auto value = [](int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); };
+  Slot slot;
+  slot.data = Buffer::Allocate(layout.bytes()).value();
+  auto* data = reinterpret_cast<int32_t*>(slot.data.data());
+  std::fill(data, data + layout.bytes() / 4, -1);
+  for (uint64_t ty = 0; ty < 3; ++ty) {
+    for (uint64_t tx = 0; tx < 3; ++tx) {
+      const uint64_t py = cropped->tile_ids[0][ty], px = cropped->tile_ids[1][tx];
+      int32_t* tile = data + (ty * 3 + tx) * layout.tile_bytes / 4;
+      for (int64_t s = 0; s < spc; ++s) {
+        for (uint64_t y = 0; y < 4; ++y) {
+          for (uint64_t x = 0; x < 3; ++x) {
+            const uint64_t fy = py * 4 + y, fx = px * 3 + x;
+            if (fy < 10 && fx < 7) tile[(s * 4 + y) * 3 + x] = value(s, fy, fx);
+          }
+        }
+      }
+    }
+  }
+  auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
+  const uint64_t columns[4] = {5, 6, 0, 1};
+  const std::vector<int64_t> anchors{0, 1};
+  std::vector<int32_t> whole(2 * 7 * 4, -2);
+  GatherLabel(layout, spc, Label{"v", 0, 0, {}}, anchors, slot_for, reinterpret_cast<std::byte*>(whole.data()));
+  for (int64_t s = 0; s < 2; ++s) {
+    for (uint64_t y = 0; y < 7; ++y) {
+      for (uint64_t x = 0; x < 4; ++x) ASSERT_EQ(whole[(s * 7 + y) * 4 + x], value(s, 2 + y, columns[x]));
+    }
+  }
+  // A 3 x 2 window at (4, 1) of the crop: crop columns 1..2, array columns 6, 0.
+  const std::vector<int64_t> starts{4, 1, 4, 1};
+  const uint64_t window[2] = {3, 2};
+  std::vector<int32_t> patch(2 * 3 * 2, -2);
+  GatherWindows(layout, spc, Label{"v", 0, 0, {}}, anchors, window, starts, slot_for,
+                reinterpret_cast<std::byte*>(patch.data()));
+  for (int64_t s = 0; s < 2; ++s) {
+    for (uint64_t y = 0; y < 3; ++y) {
+      for (uint64_t x = 0; x < 2; ++x) ASSERT_EQ(patch[(s * 3 + y) * 2 + x], value(s, 6 + y, columns[1 + x]));
+    }
+  }
+}
+
+TEST(CropLayoutTest, RejectsRangesOutsideTheField) {
+  SlotLayout stored;
+  stored.field_shape = {10};
+  stored.tile_shape = {4};
+  stored.grid = {3};
+  stored.tiles = 3;
+  EXPECT_FALSE(CropLayout(stored, {{11}, {3}}).ok());
+  EXPECT_FALSE(CropLayout(stored, {{2}, {12}}).ok());
+  EXPECT_FALSE(CropLayout(stored, {{1, 2}, {3}}).ok());
+  auto whole = CropLayout(stored, {{0}, {0}});  // start == stop: the whole axis
+  ASSERT_TRUE(whole.ok());
+  EXPECT_EQ(whole->layout.field_shape[0], 10u);
+}
+
 }  // namespace
 }  // namespace insitubatch::engine

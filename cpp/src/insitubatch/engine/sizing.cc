@@ -59,6 +59,52 @@ Result<SlotLayout> StoredLayout(const ArrayShape& array) {
   return stored;
 }
 
+Result<CroppedLayout> CropLayout(const SlotLayout& stored, const FieldCrop& crop) {
+  const size_t nd = stored.field_shape.size();
+  if (crop.start.size() != nd || crop.stop.size() != nd) {
+    return InvalidArgument("crop: " + std::to_string(crop.start.size()) + " ranges for a field of " +
+                           std::to_string(nd) + " axes");
+  }
+  CroppedLayout out;
+  out.layout = stored;
+  out.layout.tiles = 1;
+  out.layout.pieces.assign(nd, {});
+  out.tile_ids.assign(nd, {});
+  for (size_t i = 0; i < nd; ++i) {
+    const uint64_t extent = stored.field_shape[i];
+    const uint64_t ts = stored.tile_shape[i];
+    const uint64_t start = crop.start[i], stop = crop.stop[i];
+    if (start > extent || stop > extent) {
+      return InvalidArgument("crop [" + std::to_string(start) + ", " + std::to_string(stop) + ") on field axis " +
+                             std::to_string(i) + " is outside [0, " + std::to_string(extent) + "]");
+    }
+    // The crop's segments in array coordinates: one, or two when it wraps.
+    std::vector<std::pair<uint64_t, uint64_t>> segments;
+    if (stop > start) {
+      segments.emplace_back(start, stop);
+    } else {
+      segments.emplace_back(start, extent);
+      if (stop > 0) segments.emplace_back(0, stop);
+    }
+    uint64_t at = 0;
+    for (const auto& [lo, hi] : segments) {
+      if (hi <= lo) continue;
+      const uint64_t first = lo / ts, last = (hi - 1) / ts;
+      out.layout.pieces[i].push_back({at, out.tile_ids[i].size() * ts + (lo - first * ts), hi - lo});
+      for (uint64_t t = first; t <= last; ++t) out.tile_ids[i].push_back(t);
+      at += hi - lo;
+    }
+    if (at == 0 && extent != 0) {
+      return InvalidArgument("crop [" + std::to_string(start) + ", " + std::to_string(stop) + ") on field axis " +
+                             std::to_string(i) + " keeps nothing");
+    }
+    out.layout.field_shape[i] = at;
+    out.layout.grid[i] = out.tile_ids[i].size();
+    out.layout.tiles *= out.layout.grid[i];
+  }
+  return out;
+}
+
 SlotLayout TransformedLayout(int64_t spc, std::vector<uint64_t> field, zarr::DataType dtype) {
   SlotLayout out;
   out.field_shape = std::move(field);
@@ -189,6 +235,10 @@ Result<MemoryTerms> SizeMemory(const std::vector<SizedLabel>& labels, const Memo
   std::vector<int64_t> spcs;
   for (const SizedLabel& label : labels) {
     INSITU_ASSIGN_OR_RETURN(SlotLayout layout, StoredLayout(label.array));
+    if (label.crop.active()) {
+      INSITU_ASSIGN_OR_RETURN(CroppedLayout cropped, CropLayout(layout, label.crop));
+      layout = std::move(cropped.layout);
+    }
     const int64_t spc = static_cast<int64_t>(label.array.chunks[label.array.sample_axis]);
     const SlotLayout output = TransformedLayout(spc, label.out_field, label.out_dtype);
     const SlotLayout& resident = label.transformed ? output : layout;

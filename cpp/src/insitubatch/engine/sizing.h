@@ -18,6 +18,13 @@
 
 namespace insitubatch::engine {
 
+// Where a cropped field's coordinates [at, at + length) lie in the slot: [slot, slot + length).
+struct AxisPiece {
+  uint64_t at = 0;
+  uint64_t slot = 0;
+  uint64_t length = 0;
+};
+
 // How a resident outer chunk is laid out: `tiles` blocks (row-major over `grid`), each a
 // sample-first (spc, *tile_shape) array. Gather reads through this.
 struct SlotLayout {
@@ -27,10 +34,31 @@ struct SlotLayout {
   uint64_t tiles = 1;
   uint64_t tile_bytes = 0;  // spc x prod(tile_shape) x itemsize
   zarr::DataType dtype;
+  // A cropped field (CropLayout): per field axis, the pieces mapping field coordinates to
+  // slot coordinates (a crop that wraps across the axis's end has two). Empty: none, the
+  // slot's coordinates are the field's.
+  std::vector<std::vector<AxisPiece>> pieces;
   size_t itemsize() const { return dtype.itemsize(); }
   uint64_t bytes() const { return tiles * tile_bytes; }
   uint64_t sample_bytes() const;  // prod(field_shape) x itemsize
 };
+
+// A crop of the field (a coordinate selection): per field axis the kept index range
+// [start, stop) in array coordinates; stop <= start wraps across the axis's end: [start,
+// extent) then [0, stop) (start == stop: the whole axis, rotated). Empty: no crop.
+struct FieldCrop {
+  std::vector<uint64_t> start;
+  std::vector<uint64_t> stop;
+  bool active() const { return !start.empty(); }
+};
+
+// The stored layout of a cropped field: only the tiles the crop touches, in the crop's
+// order along each axis (`tile_ids`: their physical indices), the field its extents.
+struct CroppedLayout {
+  SlotLayout layout;
+  std::vector<std::vector<uint64_t>> tile_ids;  // per field axis
+};
+Result<CroppedLayout> CropLayout(const SlotLayout& stored, const FieldCrop& crop);
 
 // One array as stored: its physical shape and (stored) chunk shape, the sample axis.
 struct ArrayShape {
@@ -130,6 +158,7 @@ struct SizedLabel {
   bool transformed = false;
   // What one batch row holds when it is a patch of out_field; empty: out_field whole.
   std::vector<uint64_t> row_field = {};
+  FieldCrop crop = {};  // a coordinate selection's crop: only its tiles are resident
 };
 
 // The resolved configuration the memory model sizes.

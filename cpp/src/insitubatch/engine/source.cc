@@ -5,11 +5,17 @@
 namespace insitubatch::engine {
 
 Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array, int sample_axis,
-                                        std::shared_ptr<const ChunkTransform> transform) {
+                                        std::shared_ptr<const ChunkTransform> transform, const FieldCrop& crop) {
   const zarr::ArrayMetadata& meta = array->metadata();
   auto stored = StoredLayout({meta.shape, meta.chunk_shape, sample_axis, meta.dtype});
   if (!stored.ok()) return stored.status().WithContext("array '" + array->path() + "'");
   ArraySource s;
+  if (crop.active()) {
+    auto cropped = CropLayout(*stored, crop);
+    if (!cropped.ok()) return cropped.status().WithContext("array '" + array->path() + "'");
+    stored = std::move(cropped->layout);
+    s.tile_ids = std::move(cropped->tile_ids);
+  }
   s.array = std::move(array);
   s.sample_axis = sample_axis;
   s.n_samples = static_cast<int64_t>(meta.shape[sample_axis]);
@@ -27,7 +33,7 @@ Result<ArraySource> ArraySource::Create(std::shared_ptr<const zarr::Array> array
       return InvalidArgument("array '" + s.array->path() + "' has an axis of extent 0: its transform has no input");
     }
     s.transform_in_decode = s.transform->fuses_into_decode() && sample_axis == 0 && in.tiles == 1 &&
-                            in.tile_shape == in.field_shape && out.field_shape == in.field_shape &&
+                            in.pieces.empty() && in.tile_shape == in.field_shape && out.field_shape == in.field_shape &&
                             out.dtype.id == in.dtype.id;
   }
   return s;
@@ -38,6 +44,7 @@ std::vector<uint64_t> ArraySource::PhysicalCoords(int64_t chunk, uint64_t tile) 
   for (size_t i = stored.grid.size(); i-- > 0;) {
     inner[i] = tile % stored.grid[i];
     tile /= stored.grid[i];
+    if (!tile_ids.empty()) inner[i] = tile_ids[i][inner[i]];
   }
   std::vector<uint64_t> coords;
   coords.reserve(inner.size() + 1);

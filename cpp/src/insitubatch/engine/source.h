@@ -60,9 +60,15 @@ struct ArraySource {
   // and each outer chunk is one whole-field tile stored sample-first in the output layout.
   bool transform_in_decode = false;
 
-  // Validates the sample axis and derives both layouts (`transform` may be null).
+  // A cropped field (FieldCrop): per field axis, the physical tile indices the slot holds,
+  // in its order; empty: every tile.
+  std::vector<std::vector<uint64_t>> tile_ids;
+
+  // Validates the sample axis and derives both layouts (`transform` may be null; `crop`
+  // keeps only the tiles a coordinate selection touches, and the transform sees the crop).
   static Result<ArraySource> Create(std::shared_ptr<const zarr::Array> array, int sample_axis,
-                                    std::shared_ptr<const ChunkTransform> transform = nullptr);
+                                    std::shared_ptr<const ChunkTransform> transform = nullptr,
+                                    const FieldCrop& crop = {});
 
   const std::string& path() const { return array->path(); }
   int64_t n_chunks() const { return (n_samples + spc - 1) / spc; }
