@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from cloud_data import make_demo_store
-from servers import AzureMimic, GcsMimic, RangeServer
+from cloud_mimics import AzureMimic, GcsMimic
+from servers import RangeServer
 
 # The services (moto's backend is process-global) exist once per session.
 _SESSION: dict[str, object] = {}

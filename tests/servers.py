@@ -2,18 +2,11 @@
 
 * ``RangeServer``: serves a directory over HTTP/1.1 (keep-alive) with GET/HEAD, single
   byte ranges (``a-b``, ``a-``, ``-n``), 404 and 416, optionally demanding a header.
-* ``GcsMimic``: the two Google Cloud Storage endpoints the GCS store uses -- XML API object
-  reads (``/bucket/object``) and JSON API listing (``/storage/v1/b/bucket/o``, paginated) --
-  over a local directory, with an optional bearer token. (No GCS emulator installs from
-  PyPI or Debian, so this stands in for one.)
-* ``AzureMimic``: Azure Blob Storage's Get Blob (``x-ms-range``) and List Blobs (XML,
-  NextMarker pages) over local directories, verifying SharedKey signatures with the
-  azure-storage-blob SDK, SAS signatures and bearer tokens, plus the Entra ID and managed
-  identity token endpoints. (Azurite needs Node, which this machine lacks.)
-* ``FaultProxy``: an HTTP proxy in front of either that injects faults per request:
+* The Google Cloud Storage and Azure Blob Storage stand-ins live in ``cloud_mimics``.
+* ``FaultProxy``: an HTTP proxy in front of any of them that injects faults per request:
   latency, 503 bursts, connection resets mid-body, truncated bodies, short 206 replies,
-  short 200 replies (a consistent Content-Length), slow trickles and hangs. A ``FaultPlan``
-  says which request gets which fault.
+  short 200 replies (a consistent Content-Length), slow trickles, hangs, and replies lost
+  after the server acted. A ``FaultPlan`` says which request gets which fault.
 * ``BlackHole``: a port that listens but never accepts (its backlog is full), so a connect
   to it neither succeeds nor is refused: what a dead or firewalled endpoint looks like.
 
@@ -24,7 +17,6 @@ Every server binds 127.0.0.1 on a free port, runs in daemon threads and stops on
 from __future__ import annotations
 
 import http.client
-import json
 import os
 import re
 import socket
@@ -34,7 +26,7 @@ import time
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
@@ -190,228 +182,9 @@ class RangeServer(_Server):
         super().__init__(_RangeHandler)
 
 
-class _GcsHandler(_QuietHandler):
-    owner: "GcsMimic"
-
-    def _error(self, status: int, message: str, head: bool = False) -> None:
-        body = json.dumps({"error": {"code": status, "message": message}}).encode()
-        self.send_body(status, body, {"Content-Type": "application/json"}, head)
-
-    def _serve(self, head: bool) -> None:
-        self.owner.record(self)
-        token = self.owner.token
-        if token is not None and self.headers.get("Authorization") != f"Bearer {token}":
-            self._error(401, "Invalid Credentials", head)
-            return
-        parts = urlsplit(self.path)
-        path = parts.path
-        if path.startswith("/storage/v1/b/"):
-            self._list(path, parse_qs(parts.query), head)
-            return
-        bucket, _, name = path.lstrip("/").partition("/")
-        bucket_dir = self.owner.buckets.get(unquote(bucket))
-        if bucket_dir is None:
-            self._error(404, "The specified bucket does not exist.", head)
-            return
-        target = (bucket_dir / unquote(name)).resolve()
-        if bucket_dir not in target.parents or not target.is_file():
-            self.send_body(404, b"<Error><Code>NoSuchKey</Code><Message>No such object</Message></Error>",
-                           {"Content-Type": "application/xml"}, head)
-            return
-        serve_file_bytes(self, target.read_bytes(), head)
-
-    def _list(self, path: str, query: dict[str, list[str]], head: bool) -> None:
-        m = re.match(r"^/storage/v1/b/([^/]+)/o$", path)
-        if not m:
-            self._error(400, "bad listing path", head)
-            return
-        bucket_dir = self.owner.buckets.get(unquote(m.group(1)))
-        if bucket_dir is None:
-            self._error(404, "The specified bucket does not exist.", head)
-            return
-        prefix = query.get("prefix", [""])[0]
-        names = sorted(p.relative_to(bucket_dir).as_posix() for p in bucket_dir.rglob("*") if p.is_file())
-        names = [n for n in names if n.startswith(prefix)]
-        start = int(query.get("pageToken", ["0"])[0])
-        page = names[start:start + self.owner.page_size]
-        reply: dict = {"kind": "storage#objects", "items": [{"name": n} for n in page]}
-        if start + self.owner.page_size < len(names):
-            reply["nextPageToken"] = str(start + self.owner.page_size)
-        self.send_body(200, json.dumps(reply).encode(), {"Content-Type": "application/json"}, head)
-
-    def do_GET(self) -> None:
-        self._serve(head=False)
-
-    def do_HEAD(self) -> None:
-        self._serve(head=True)
-
-
-class GcsMimic(_Server):
-    """GCS XML reads + JSON listing over local directories (``buckets``: name -> dir)."""
-
-    def __init__(self, buckets: dict[str, str | os.PathLike[str]], token: str | None = None,
-                 page_size: int = 3):
-        self.buckets = {name: Path(d).resolve() for name, d in buckets.items()}
-        self.token = token
-        self.page_size = page_size
-        super().__init__(_GcsHandler)
-
-
-class _AzureHandler(_QuietHandler):
-    owner: "AzureMimic"
-
-    def _error(self, status: int, code: str, message: str, head: bool = False) -> None:
-        body = f"<?xml version=\"1.0\"?><Error><Code>{code}</Code><Message>{message}</Message></Error>".encode()
-        self.send_body(status, body, {"Content-Type": "application/xml"}, head)
-
-    def _authorized(self, parts, head: bool) -> bool:
-        """Checks the request's credentials as Azure would: a SharedKey signature recomputed
-        by azure-storage-blob's own policy, a SAS signature, or a bearer token we issued."""
-        owner = self.owner
-        auth = self.headers.get("Authorization", "")
-        query = parse_qs(parts.query)
-        if auth.startswith("SharedKey ") and owner.account_key:
-            from azure.core.pipeline import PipelineContext, PipelineRequest
-            from azure.core.pipeline.transport import HttpRequest
-            from azure.storage.blob._shared.authentication import SharedKeyCredentialPolicy
-
-            headers = {k: v for k, v in self.headers.items() if k.lower() != "authorization"}
-            request = HttpRequest(self.command, f"http://{self.headers.get('Host')}{self.path}", headers=headers)
-            SharedKeyCredentialPolicy(owner.account, owner.account_key).on_request(
-                PipelineRequest(request, PipelineContext(None)))
-            if request.headers["Authorization"] == auth:
-                return True
-            self._error(403, "AuthenticationFailed", "Server failed to authenticate the request.", head)
-            return False
-        if auth.startswith("Bearer ") and auth[7:] in owner.issued_tokens:
-            return True
-        if owner.sas_signature is not None and query.get("sig") == [owner.sas_signature]:
-            return True
-        if owner.anonymous and not auth:
-            return True
-        self._error(403, "AuthenticationFailed", "Server failed to authenticate the request.", head)
-        return False
-
-    def _token(self, parts) -> None:
-        """Entra ID's token endpoint (client secret or federated assertion) and the managed
-        identity endpoint, as the store's credential exchanges call them."""
-        owner = self.owner
-        with owner._lock:
-            owner.token_requests.append({"method": self.command, "path": parts.path,
-                                         "query": parse_qs(parts.query), "headers": dict(self.headers.items())})
-        if parts.path == "/metadata/identity/oauth2/token":
-            query = parse_qs(parts.query)
-            if self.headers.get("Metadata") != "true" or query.get("resource") != ["https://storage.azure.com"]:
-                self.send_body(400, b'{"error": "invalid_request"}')
-                return
-            reply = {"access_token": owner.issue(), "expires_on": str(int(time.time()) + owner.token_lifetime),
-                     "resource": "https://storage.azure.com", "token_type": "Bearer"}
-            self.send_body(200, json.dumps(reply).encode(), {"Content-Type": "application/json"})
-            return
-        form = parse_qs(self.rfile.read(int(self.headers.get("Content-Length", "0"))).decode())
-        ok = (parts.path == f"/{owner.tenant_id}/oauth2/v2.0/token"
-              and form.get("client_id") == [owner.client_id]
-              and form.get("scope") == ["https://storage.azure.com/.default"]
-              and form.get("grant_type") == ["client_credentials"]
-              and (form.get("client_secret") == [owner.client_secret]
-                   or form.get("client_assertion") == [owner.federated_token]))
-        if not ok:
-            self.send_body(401, json.dumps({"error": "invalid_client",
-                                            "error_description": "AADSTS7000215: Invalid client secret"}).encode(),
-                           {"Content-Type": "application/json"})
-            return
-        reply = {"access_token": owner.issue(), "expires_in": owner.token_lifetime, "token_type": "Bearer"}
-        self.send_body(200, json.dumps(reply).encode(), {"Content-Type": "application/json"})
-
-    def _serve(self, head: bool) -> None:
-        parts = urlsplit(self.path)
-        if parts.path.endswith("/oauth2/token") or parts.path.endswith("/oauth2/v2.0/token"):
-            self._token(parts)
-            return
-        self.owner.record(self)
-        if not self._authorized(parts, head):
-            return
-        segments = parts.path.lstrip("/").split("/", 2 if self.owner.account_in_path else 1)
-        if self.owner.account_in_path:
-            if segments[0] != self.owner.account:
-                self._error(400, "InvalidUri", "wrong account", head)
-                return
-            segments = segments[1:]
-        container, name = segments[0], unquote(segments[1]) if len(segments) > 1 else ""
-        root = self.owner.containers.get(container)
-        if root is None:
-            self._error(404, "ContainerNotFound", "The specified container does not exist.", head)
-            return
-        query = parse_qs(parts.query)
-        if query.get("comp") == ["list"] and query.get("restype") == ["container"]:
-            self._list(root, query, head)
-            return
-        target = (root / name).resolve()
-        if root not in target.parents or not target.is_file():
-            self._error(404, "BlobNotFound", "The specified blob does not exist.", head)
-            return
-        if "x-ms-range" in self.headers:  # Azure's own range header (it wins over Range)
-            del self.headers["Range"]
-            self.headers["Range"] = self.headers["x-ms-range"]
-        serve_file_bytes(self, target.read_bytes(), head)
-
-    def _list(self, root: Path, query: dict[str, list[str]], head: bool) -> None:
-        from xml.sax.saxutils import escape
-
-        prefix = query.get("prefix", [""])[0]
-        names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-        names = [n for n in names if n.startswith(prefix)]
-        start = int(query.get("marker", ["0"])[0])
-        page = names[start:start + self.owner.page_size]
-        blobs = "".join(f"<Blob><Name>{escape(n)}</Name><Properties><Content-Length>{(root / n).stat().st_size}"
-                        "</Content-Length></Properties></Blob>" for n in page)
-        marker = str(start + self.owner.page_size) if start + self.owner.page_size < len(names) else ""
-        body = (f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults ContainerName="c">'
-                f"<Prefix>{escape(prefix)}</Prefix><Blobs>{blobs}</Blobs><NextMarker>{marker}</NextMarker>"
-                "</EnumerationResults>").encode()
-        self.send_body(200, body, {"Content-Type": "application/xml"}, head)
-
-    def do_GET(self) -> None:
-        self._serve(head=False)
-
-    def do_HEAD(self) -> None:
-        self._serve(head=True)
-
-    def do_POST(self) -> None:
-        self._token(urlsplit(self.path))
-
-
-class AzureMimic(_Server):
-    """Azure Blob Storage's Get Blob and List Blobs over local directories (``containers``:
-    name -> dir), checking SharedKey signatures with azure-storage-blob, SAS signatures and
-    bearer tokens; plus an Entra ID token endpoint (``/<tenant>/oauth2/v2.0/token``) and a
-    managed identity endpoint (``/metadata/identity/oauth2/token``) that issue the tokens.
-    ``account_in_path``: the emulator's URL layout (``/account/container/blob``)."""
-
-    def __init__(self, containers: dict[str, str | os.PathLike[str]], account: str, account_key: str | None = None,
-                 sas_signature: str | None = None, anonymous: bool = False, account_in_path: bool = False,
-                 page_size: int = 3, client_id: str = "", client_secret: str = "", tenant_id: str = "",
-                 federated_token: str = "", token_lifetime: int = 3600):
-        self.containers = {name: Path(d).resolve() for name, d in containers.items()}
-        self.account, self.account_key = account, account_key
-        self.sas_signature, self.anonymous, self.account_in_path = sas_signature, anonymous, account_in_path
-        self.page_size = page_size
-        self.client_id, self.client_secret, self.tenant_id = client_id, client_secret, tenant_id
-        self.federated_token, self.token_lifetime = federated_token, token_lifetime
-        self.issued_tokens: set[str] = set()
-        self.token_requests: list[dict] = []
-        super().__init__(_AzureHandler)
-
-    def issue(self) -> str:
-        with self._lock:
-            token = f"eyJ.azure-token-{len(self.issued_tokens)}"
-            self.issued_tokens.add(token)
-            return token
-
-
 # -- fault injection ------------------------------------------------------------------------
 
-FAULTS = ("503", "429", "500", "reset", "truncate", "short206", "short200", "trickle", "hang")
+FAULTS = ("503", "429", "500", "reset", "truncate", "short206", "short200", "trickle", "hang", "lost_reply")
 
 
 class FaultPlan:
@@ -528,6 +301,10 @@ class _ProxyHandler(_QuietHandler):
             time.sleep(self.owner.hang_seconds)
             self._reset()
             return
+        if fault == "lost_reply":  # the server acts on the request, but its reply never arrives
+            self._forward()
+            self._reset()
+            return
         status, headers, body = self._forward()
         if head or fault is None or len(body) < 2 or status >= 300:
             self._send_head(status, headers, len(body))
@@ -634,5 +411,4 @@ class BlackHole:
         self.close()
 
 
-__all__ = ["FAULTS", "BlackHole", "FaultPlan", "FaultProxy", "GcsMimic", "RangeServer",
-           "serve_file_bytes"]
+__all__ = ["FAULTS", "BlackHole", "FaultPlan", "FaultProxy", "RangeServer", "serve_file_bytes"]

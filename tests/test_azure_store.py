@@ -15,7 +15,7 @@ import insitubatch
 from insitubatch import _ext, open_geometries
 from cloud_data import check_dataset_streams_exact, check_every_chunk
 from cloud_fixtures import AZURE_ACCOUNT as ACCOUNT, AZURE_KEY as KEY
-from servers import AzureMimic
+from cloud_mimics import AzureMimic
 
 pytest.importorskip("azure.storage.blob")
 FAST = dict(max_retries=1, retry_base_delay=0.001, retry_max_delay=0.01)

@@ -1,7 +1,7 @@
 """Writing through insitubatch's stores: zarr-python 3 and xarray write v2 and v3 arrays
 (sharded too) through ``obstore_store(url, read_only=False)`` on local disk and in memory,
 and zarr-python's own LocalStore and the engine read them back exactly; the refusals
-(read-only, HTTP, not-yet-writable backends); conditional creates racing across
+(read-only, HTTP); conditional creates racing across
 processes; a writer killed mid-write; a full disk."""
 
 from __future__ import annotations
@@ -108,8 +108,6 @@ def test_backends_that_cannot_write_say_so():
         insitubatch.store("http://127.0.0.1:9/x.zarr", read_only=False)
     with pytest.raises(insitubatch.FailedPreconditionError, match="HTTP has no write verb"):
         insitubatch.store("http://127.0.0.1:9/x.zarr").write("k", b"v")
-    with pytest.raises(insitubatch.UnsupportedError, match="gs:// stores is not supported yet"):
-        insitubatch.store("gs://bucket/x.zarr", read_only=False, skip_signature=True)
     with pytest.raises(insitubatch.InvalidTypeError, match="read_only"):
         insitubatch.store("memory://", read_only="no")
 

@@ -142,8 +142,11 @@ void BindCloudStores(nb::module_& m) {
       "open_azure_store",
       [](const std::string& url, const TransportOptions& transport, const std::string& account_name,
          const std::string& endpoint, bool use_emulator, bool skip_signature,
-         const std::map<std::string, std::string>& credentials) -> std::shared_ptr<Store> {
+         const std::map<std::string, std::string>& credentials, bool writable,
+         uint64_t multipart_part_size) -> std::shared_ptr<Store> {
         AzureStoreOptions options;
+        options.writable = writable;
+        options.block_bytes = multipart_part_size;
         options.transport = transport;
         options.account_name = account_name;
         options.endpoint = endpoint;
@@ -175,7 +178,8 @@ void BindCloudStores(nb::module_& m) {
       },
       nb::arg("url"), nb::arg("transport"), nb::arg("account_name") = "", nb::arg("endpoint") = "",
       nb::arg("use_emulator") = false, nb::arg("skip_signature") = false,
-      nb::arg("credentials") = std::map<std::string, std::string>{},
+      nb::arg("credentials") = std::map<std::string, std::string>{}, nb::arg("writable") = false,
+      nb::arg("multipart_part_size") = AzureStoreOptions().block_bytes,
       "An Azure store at az://container/prefix (use insitubatch.store() for checked options).");
 
   m.def(
@@ -236,9 +240,11 @@ void BindCloudStores(nb::module_& m) {
   m.def(
       "open_gcs_store",
       [](const std::string& url, const TransportOptions& transport, const std::string& endpoint, bool skip_signature,
-         const std::string& token, const std::string& service_account_key,
-         const std::string& service_account_path) -> std::shared_ptr<Store> {
+         const std::string& token, const std::string& service_account_key, const std::string& service_account_path,
+         bool writable, uint64_t multipart_part_size) -> std::shared_ptr<Store> {
         GcsStoreOptions options;
+        options.writable = writable;
+        options.multipart_part_bytes = multipart_part_size;
         options.transport = transport;
         options.endpoint = endpoint;
         options.skip_signature = skip_signature;
@@ -254,6 +260,7 @@ void BindCloudStores(nb::module_& m) {
       },
       nb::arg("url"), nb::arg("transport"), nb::arg("endpoint") = "", nb::arg("skip_signature") = false,
       nb::arg("token") = "", nb::arg("service_account_key") = "", nb::arg("service_account_path") = "",
+      nb::arg("writable") = false, nb::arg("multipart_part_size") = GcsStoreOptions().multipart_part_bytes,
       "A GCS store at gs://bucket/prefix (use insitubatch.store() for checked options).");
 }
 

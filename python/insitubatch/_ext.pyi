@@ -299,7 +299,7 @@ class AzureStore(Store):
 
     def __repr__(self) -> str: ...
 
-def open_azure_store(url: str, transport: TransportOptions, account_name: str = '', endpoint: str = '', use_emulator: bool = False, skip_signature: bool = False, credentials: Mapping[str, str] = {}) -> Store:
+def open_azure_store(url: str, transport: TransportOptions, account_name: str = '', endpoint: str = '', use_emulator: bool = False, skip_signature: bool = False, credentials: Mapping[str, str] = {}, writable: bool = False, multipart_part_size: int = 67108864) -> Store:
     """
     An Azure store at az://container/prefix (use insitubatch.store() for checked options).
     """
@@ -319,7 +319,7 @@ def open_s3_store(url: str, transport: TransportOptions, region: str = '', endpo
     An S3 store at s3://bucket/prefix (use insitubatch.store() for checked options).
     """
 
-def open_gcs_store(url: str, transport: TransportOptions, endpoint: str = '', skip_signature: bool = False, token: str = '', service_account_key: str = '', service_account_path: str = '') -> Store:
+def open_gcs_store(url: str, transport: TransportOptions, endpoint: str = '', skip_signature: bool = False, token: str = '', service_account_key: str = '', service_account_path: str = '', writable: bool = False, multipart_part_size: int = 67108864) -> Store:
     """
     A GCS store at gs://bucket/prefix (use insitubatch.store() for checked options).
     """

@@ -56,7 +56,7 @@ _S3_OPTIONS = _TRANSPORT_OPTIONS | {
     "s3_express", "multipart_part_size",
 }
 _GCS_OPTIONS = _TRANSPORT_OPTIONS | {"skip_signature", "token", "endpoint", "service_account_key",
-                                     "service_account_path", "application_credentials"}
+                                     "service_account_path", "application_credentials", "multipart_part_size"}
 # Azure's credential options, as the native store names them.
 _AZURE_CREDENTIALS = frozenset({
     "token", "account_key", "sas_key", "client_id", "client_secret", "tenant_id", "authority_host",
@@ -69,7 +69,7 @@ _AZURE_ALIASES = {
 }
 _AZURE_OPTIONS = _TRANSPORT_OPTIONS | _AZURE_CREDENTIALS | set(_AZURE_ALIASES) | {
     "account_name", "endpoint", "use_emulator", "skip_signature", "use_azure_cli", "use_fabric_endpoint",
-    "container_name", "disable_tagging",
+    "container_name", "disable_tagging", "multipart_part_size",
 }
 # What some store takes: given to another scheme, it is ignored rather than refused.
 _ANY_STORE_OPTIONS = _HTTP_OPTIONS | _S3_OPTIONS | _GCS_OPTIONS | _AZURE_OPTIONS
@@ -318,6 +318,9 @@ def _gcs_store(url: str, options: dict[str, Any]) -> Store:
         kwargs["service_account_key"] = key
     if "skip_signature" in options:
         kwargs["skip_signature"] = _bool("skip_signature", options["skip_signature"])
+    if "multipart_part_size" in options:  # bytes per part of an XML API multipart upload: 5 MiB to 5 GiB
+        kwargs["multipart_part_size"] = _int("multipart_part_size", options["multipart_part_size"], 5 << 20, 5 << 30)
+    kwargs["writable"] = bool(options.get("writable", False))
     return _ext.open_gcs_store(url, _transport(options), **kwargs)
 
 
@@ -340,7 +343,7 @@ def _azure_store(url: str, options: dict[str, Any]) -> Store:
                                " accessToken -o tsv`")
     if options.get("use_fabric_endpoint") is not None and _flag("use_fabric_endpoint", options["use_fabric_endpoint"]):
         raise UnsupportedError("use_fabric_endpoint=True (Microsoft Fabric / OneLake) is not supported")
-    if "disable_tagging" in options:  # a writer's option: we only read
+    if "disable_tagging" in options:  # obstore's writer option: our writes never tag blobs
         _flag("disable_tagging", options["disable_tagging"])
     if "container_name" in options:
         container = _string("container_name", options["container_name"])
@@ -355,6 +358,9 @@ def _azure_store(url: str, options: dict[str, Any]) -> Store:
     for name in ("use_emulator", "skip_signature"):
         if name in options:
             kwargs[name] = _flag(name, options[name])
+    if "multipart_part_size" in options:  # bytes per block of a Put Block upload: at most 4000 MiB
+        kwargs["multipart_part_size"] = _int("multipart_part_size", options["multipart_part_size"], 1, 4000 << 20)
+    kwargs["writable"] = bool(options.get("writable", False))
     return _ext.open_azure_store(url, _transport(options), credentials=credentials, **kwargs)
 
 
@@ -426,9 +432,6 @@ def store(url: str | os.PathLike[str], **options: Any) -> Store:
     if not read_only and scheme in ("http", "https"):
         raise InvalidArgumentError(f"option 'read_only': {url} cannot be opened for writing: HTTP has no write"
                                    " verb (write through s3://, gs://, az:// or a local path instead)")
-    if not read_only and scheme in ("gs", "az"):
-        raise UnsupportedError(f"option 'read_only': writing to {scheme}:// stores is not supported yet"
-                               " (local paths, file://, memory:// and s3:// stores are writable)")
     backend = _BACKENDS.get(scheme) if scheme is not None else None
     if backend is None:
         raise UnsupportedError(f"store scheme {urls.scheme_of(url)!r} is not supported by this build"
@@ -502,8 +505,8 @@ def obstore_store(url: str, **options: Any) -> Any:
     """:func:`store` (same URLs and options) as a zarr-python ``Store`` that the engine also
     reads natively: hand it to ``zarr.open_group``, ``xarray.open_zarr`` or ``InSituDataset``
     alike. (It imports zarr; :func:`store` does not.) With ``read_only=False`` (local paths,
-    ``file://`` and ``memory://``) zarr-python and xarray write through it, each object
-    replaced whole so a reader never sees part of one. A read-only ``memory://`` gives the
+    ``file://``, ``memory://``, ``s3://``, ``gs://`` and ``az://``) zarr-python and xarray write
+    through it, each object replaced whole so a reader never sees part of one. A read-only ``memory://`` gives the
     native memory store."""
     native = store(url, **options)
     if isinstance(native, _ext.MemoryStore) and not native.writable:

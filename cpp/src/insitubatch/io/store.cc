@@ -1,5 +1,6 @@
 #include "insitubatch/io/store.h"
 
+#include <algorithm>
 #include <future>
 
 namespace insitubatch {
@@ -56,6 +57,14 @@ Status Store::Delete(std::string key) {
 Status Store::DeletePrefix(std::string prefix) {
   INSITU_RETURN_IF_ERROR(CheckWritablePrefix(prefix).status());
   return Unimplemented("cannot delete under " + Describe(prefix) + ": this store does not implement deletes");
+}
+
+Result<bool> HoldsExactly(Store& store, const std::string& key, std::string_view value) {
+  Result<ReadResult> read = store.Read(key, ByteRange::AllAtMost(value.size()));
+  if (!read.ok() && read.status().code() == StatusCode::kDataLoss) return false;  // larger than ours
+  INSITU_ASSIGN_OR_RETURN(ReadResult there, std::move(read));
+  if (!there.found || there.data.size() != value.size()) return false;
+  return std::equal(value.begin(), value.end(), reinterpret_cast<const char*>(there.data.data()));
 }
 
 Status ValidateKey(std::string_view key) {

@@ -116,4 +116,8 @@ class Store {
 // Rejects keys that could escape the store root ("..", absolute, empty segments, NUL).
 Status ValidateKey(std::string_view key);
 
+// Whether the object at `key` is exactly `value`: a conditional create refused after a
+// retry asks it, since its own first attempt may have landed with the reply lost.
+Result<bool> HoldsExactly(Store& store, const std::string& key, std::string_view value);
+
 }  // namespace insitubatch

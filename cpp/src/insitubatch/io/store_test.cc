@@ -34,6 +34,16 @@ TEST(ByteRangeTest, Describe) {
   EXPECT_EQ(ByteRange::Suffix(16).Describe(), " [last 16 bytes]");
 }
 
+TEST(HoldsExactlyTest, ComparesTheWholeObject) {
+  MemoryStore store;
+  store.Set("k", "value");
+  EXPECT_TRUE(HoldsExactly(store, "k", "value").value());
+  EXPECT_FALSE(HoldsExactly(store, "k", "valu").value());    // ours is shorter: theirs is another object
+  EXPECT_FALSE(HoldsExactly(store, "k", "value!").value());  // longer
+  EXPECT_FALSE(HoldsExactly(store, "k", "vblue").value());
+  EXPECT_FALSE(HoldsExactly(store, "missing", "").value());
+}
+
 TEST(ValidateKeyTest, AcceptsZarrKeys) {
   for (const char* key : {"zarr.json", "c/0/1", ".zarray", "a/.zattrs", "0.0", "x..y"}) {
     EXPECT_TRUE(ValidateKey(key).ok()) << key;

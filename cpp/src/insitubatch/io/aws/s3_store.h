@@ -73,14 +73,9 @@ class S3Store final : public Store {
   // A failed write or delete: the HTTP error, and the permission it needs on 401/403.
   Status WriteError(std::string_view verb, std::string_view key, const HttpResponse& response,
                     std::string_view permission) const;
-  // A PUT of `value` whose If-None-Match was refused after a retry: whether the object there
-  // is this write's (its first attempt landed, and the reply was lost).
-  Result<bool> IsOurs(const std::string& key, std::string_view value);
   // A DeleteObject's outcome: a missing object is deleted too.
   Status DeleteStatus(const std::string& key, const Result<HttpResponse>& reply) const;
   Result<bool> WriteMultipart(const std::string& key, std::string_view value, WriteMode mode);
-  // Aborts incomplete multipart uploads of `key` (a writer killed mid-upload leaves one).
-  Status AbortStaleUploads(const std::string& key);
 
   BucketUrl location_;
   std::string region_;

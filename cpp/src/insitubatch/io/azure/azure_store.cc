@@ -200,6 +200,10 @@ Result<AzureListPage> ParseAzureListPage(std::string_view xml) {
 Result<std::shared_ptr<AzureStore>> AzureStore::Open(const std::string& url, AzureStoreOptions options,
                                                      const EnvLookup& env) {
   INSITU_ASSIGN_OR_RETURN(AzureUrl location, ParseAzureUrl(url));
+  if (options.block_bytes == 0 || options.block_bytes > AzureStoreOptions::kMaxBlockBytes) {
+    return InvalidArgument("multipart_part_size " + std::to_string(options.block_bytes) +
+                           " must be between 1 byte and Azure's largest block, 4000 MiB (4194304000 bytes)");
+  }
   const bool emulator = options.use_emulator || Truthy(NonEmptyEnv(env, "AZURE_STORAGE_USE_EMULATOR").value_or(""));
   std::string account = location.account;
   if (!options.account_name.empty()) {
@@ -239,6 +243,8 @@ Result<std::shared_ptr<AzureStore>> AzureStore::Open(const std::string& url, Azu
   store->container_path_ = parsed->path + (emulator ? "/" + account : "") + "/" + store->location_.container;
   store->container_url_ = store->origin_ + store->container_path_;
   store->max_body_bytes_ = options.max_body_bytes;
+  store->writable_ = options.writable;
+  store->block_bytes_ = options.block_bytes;
   if (!options.skip_signature) {
     const std::string context = "opening " + store->Describe("");
     auto source = ResolveAzureCredentials(options.credentials, env, emulator);
@@ -290,6 +296,9 @@ void AzureStore::Authorize(HttpRequest& request, std::string path, QueryPairs qu
     if (source->kind == Kind::kSharedKey) {
       std::vector<std::string> signed_lines = r.headers;
       signed_lines.insert(signed_lines.end(), lines.begin(), lines.end());
+      if (r.method == "PUT" || r.method == "POST") {  // the transport sends it with the body
+        signed_lines.push_back("Content-Length: " + std::to_string(r.body.size()));
+      }
       if (const std::string range = RangeHeaderValue(r.range); !range.empty()) {
         signed_lines.push_back(r.range_header + ": " + range);  // the transport adds it
       }

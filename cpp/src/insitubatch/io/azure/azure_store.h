@@ -9,6 +9,14 @@
 // or a managed identity; nothing with skip_signature (public containers). use_emulator
 // points at Azurite (http://127.0.0.1:10000, account devstoreaccount1).
 //
+// A writable store writes a blob of up to block_bytes with one Put Blob, a larger one as
+// Put Block calls in flight together (under the transport's connection budget, each retried
+// alone) and one Put Block List that commits them at once; If-None-Match: * on the Put Blob
+// or Put Block List makes a conditional create (409 or 412: the blob exists). Blocks of a
+// failed upload are never committed, so no blob appears; the service discards uncommitted
+// blocks a week later (or when the blob is next committed), so there is nothing to abort.
+// Deletes are Delete Blob.
+//
 // URLs, as obstore takes them: az://container/prefix (with account_name=),
 // az:// or abfs[s]://container@account.{blob,dfs}.core.windows.net/prefix, and
 // https://account.{blob,dfs}.core.windows.net/container/prefix.
@@ -42,10 +50,15 @@ struct AzureStoreOptions {
   AzureCredentialRequest credentials;
   TransportOptions transport;
   uint64_t max_body_bytes = kDefaultMaxBodyBytes;
+  bool writable = false;
+  // Blobs larger than this are uploaded as blocks of this size (Put Block takes at most
+  // 4000 MiB).
+  uint64_t block_bytes = uint64_t{64} << 20;
+  static constexpr uint64_t kMaxBlockBytes = uint64_t{4000} << 20;
 };
 
 // SharedKey's string to sign for one request: the verb, the standard header slots (only
-// Content-Length, Content-Type and Range can occur in our requests), the sorted x-ms-*
+// Content-Length, Content-Type, If-None-Match and Range occur in our requests), the sorted x-ms-*
 // headers, then /account/path and the sorted, decoded query parameters. `headers` are
 // "Name: value" lines; `path` is the encoded path as sent.
 std::string AzureStringToSign(std::string_view method, const std::vector<std::string>& headers,
@@ -72,6 +85,11 @@ class AzureStore final : public Store {
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 
+  bool writable() const override { return writable_; }
+  Result<bool> Write(std::string key, std::string_view value, WriteMode mode) override;
+  Status Delete(std::string key) override;
+  Status DeletePrefix(std::string prefix) override;
+
   std::string container_url() const { return container_url_; }
   bool anonymous() const { return !source_; }
   // Which credentials sign the requests; "" when anonymous. Never the secret itself.
@@ -85,6 +103,13 @@ class AzureStore final : public Store {
   // Query pairs -> the URL to send (SAS parameters appended) for a path below the origin.
   std::string Url(const std::string& path, const QueryPairs& query) const;
   void Authorize(HttpRequest& request, std::string path, QueryPairs query) const;
+  // A signed request for `key`'s blob with these query parameters.
+  HttpRequest BlobRequest(const std::string& key, const QueryPairs& query, std::string where) const;
+  // A failed write or delete: the HTTP error, and the permission it needs on 401/403.
+  Status WriteError(std::string_view verb, std::string_view key, const HttpResponse& response) const;
+  Status DeleteStatus(const std::string& key, const Result<HttpResponse>& reply) const;
+  // Put Block for every block, then Put Block List: the commit's reply.
+  Result<HttpResponse> WriteBlocks(const std::string& key, std::string_view value, WriteMode mode);
 
   AzureUrl location_;
   std::string account_;
@@ -95,6 +120,8 @@ class AzureStore final : public Store {
   std::shared_ptr<AzureToken> token_;                    // the sources that fetch tokens
   std::shared_ptr<CurlTransport> transport_;
   uint64_t max_body_bytes_ = kDefaultMaxBodyBytes;
+  bool writable_ = false;
+  uint64_t block_bytes_ = uint64_t{64} << 20;
 };
 
 }  // namespace insitubatch

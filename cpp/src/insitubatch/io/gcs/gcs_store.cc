@@ -42,6 +42,10 @@ Result<GcsListPage> ParseGcsListPage(std::string_view text) {
 Result<std::shared_ptr<GcsStore>> GcsStore::Open(const std::string& url, GcsStoreOptions options,
                                                  const EnvLookup& env) {
   INSITU_ASSIGN_OR_RETURN(BucketUrl location, ParseBucketUrl(url, "gs"));
+  if (options.multipart_part_bytes < GcsStoreOptions::kMinPartBytes) {
+    return InvalidArgument("multipart_part_size " + std::to_string(options.multipart_part_bytes) +
+                           " is below the smallest part of a GCS multipart upload, 5 MiB (5242880 bytes)");
+  }
   std::string endpoint = options.endpoint;
   if (endpoint.empty()) {
     endpoint = env("STORAGE_EMULATOR_HOST").value_or("");
@@ -82,6 +86,8 @@ Result<std::shared_ptr<GcsStore>> GcsStore::Open(const std::string& url, GcsStor
   store->token_ = std::move(token);
   store->transport_ = std::move(transport);
   store->max_body_bytes_ = options.max_body_bytes;
+  store->writable_ = options.writable;
+  store->part_bytes_ = options.multipart_part_bytes;
   return store;
 }
 

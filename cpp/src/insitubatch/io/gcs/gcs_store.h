@@ -9,6 +9,12 @@
 // a service-account or gcloud key file, the metadata server), or nothing with
 // skip_signature (public buckets). `endpoint` (or STORAGE_EMULATOR_HOST) points at an
 // emulator.
+//
+// A writable store writes over the same XML API: PUT object (x-goog-if-generation-match: 0
+// for a conditional create; 412 means the object exists), XML API multipart uploads
+// (multipart_upload.h) for objects above the part size, DELETE object. The completion of a
+// multipart upload takes no generation precondition, so a conditional create of any size
+// is one PUT (the XML API takes objects up to 5 TiB in one).
 
 #include <memory>
 #include <string>
@@ -30,6 +36,11 @@ struct GcsStoreOptions {
   std::string service_account_path;  // a key file
   TransportOptions transport;
   uint64_t max_body_bytes = kDefaultMaxBodyBytes;
+  bool writable = false;
+  // Objects larger than this are uploaded in parts of this size (at least 5 MiB, as GCS's
+  // XML API multipart uploads require of every part but the last).
+  uint64_t multipart_part_bytes = uint64_t{64} << 20;
+  static constexpr uint64_t kMinPartBytes = uint64_t{5} << 20;
 };
 
 struct GcsListPage {
@@ -50,6 +61,11 @@ class GcsStore final : public Store {
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 
+  bool writable() const override { return writable_; }
+  Result<bool> Write(std::string key, std::string_view value, WriteMode mode) override;
+  Status Delete(std::string key) override;
+  Status DeletePrefix(std::string prefix) override;
+
   std::string endpoint_url() const { return origin_ + base_path_; }
   bool anonymous() const { return token_ == nullptr; }
   // Where the token comes from ("the token argument", "service account x (file ...)", ...);
@@ -61,6 +77,14 @@ class GcsStore final : public Store {
  private:
   GcsStore() = default;
   std::string ObjectKey(std::string_view key) const;
+  // An XML API request for `key`'s object (or the bucket root when `key` is null), signed.
+  HttpRequest XmlRequest(const std::string* key, const std::vector<std::pair<std::string, std::string>>& query,
+                         std::string where) const;
+  // A failed write or delete: the HTTP error, and the permission it needs on 401/403.
+  Status WriteError(std::string_view verb, std::string_view key, const HttpResponse& response,
+                    std::string_view permission) const;
+  Status DeleteStatus(const std::string& key, const Result<HttpResponse>& reply) const;
+  Result<bool> WriteMultipart(const std::string& key, std::string_view value);
 
   BucketUrl location_;
   std::string origin_;     // scheme://authority
@@ -71,6 +95,8 @@ class GcsStore final : public Store {
   std::shared_ptr<GcsToken> token_;  // null: anonymous
   std::shared_ptr<CurlTransport> transport_;
   uint64_t max_body_bytes_ = kDefaultMaxBodyBytes;
+  bool writable_ = false;
+  uint64_t part_bytes_ = uint64_t{64} << 20;
 };
 
 }  // namespace insitubatch

@@ -582,6 +582,7 @@ class CurlTransport::Worker {
       curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
     }
     curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);  // prefer an HTTP/2 stream to a new socket
+    curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, t->request.fresh_connection ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_BUFFERSIZE, 512L * 1024L);

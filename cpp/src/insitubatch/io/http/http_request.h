@@ -35,6 +35,11 @@ struct HttpRequest {
   // Runs before every attempt (retries included) and returns extra header lines for that
   // attempt, so signatures carry a fresh date. Optional.
   std::function<Result<std::vector<std::string>>(const HttpRequest&)> sign;
+  // A conditional write: sent on a new connection, so only the transport's own retries
+  // (counted in HttpResponse::retry) resend it -- curl silently resends a request whose
+  // reused connection died, and a resent conditional create that finds its own first
+  // attempt's object must know it was resent.
+  bool fresh_connection = false;
   // Raised: the transport drops the request (queued, backing off or mid-transfer) and
   // fails it with Cancelled. Optional.
   CancelRef cancel;
