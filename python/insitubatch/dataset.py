@@ -520,6 +520,12 @@ class InSituDataset:
                                                     self._config.plan)}
         return out
 
+    def samples_in(self, chunk_ids: Sequence[int]) -> np.ndarray:
+        """Per chunk of the anchor grid, the samples an epoch draws from it: every patch of
+        each anchor with ``patch=``, only those ``sample_filter=`` admits, none whose window
+        leaves the array."""
+        return self._planner.chunk_rows(chunk_ids)
+
     def print_summary(self, *, iterations: int = 1, file: Any = None) -> None:
         """Prints :meth:`describe` formatted (numbers first, then advice)."""
         print(dataset_sizing.format_report(self.describe(iterations=iterations)), file=file)

@@ -109,18 +109,26 @@ class EpochPlanner:
         return rows, block_start
 
     def _rows(self, split: str, share: Share, window: tuple[int, int]) -> int:
-        if self.valid is not None:
-            return self.valid_rows(self.valid, self.chunk_ids(split, share), self.order_spc, self._virtual(window))
-        rows: int = _ext.pass_rows(self.chunk_ids(split, share).tolist(), self.order_spc, self._n, *self._virtual(window))
-        return rows
+        return self.rows_in(self.chunk_ids(split, share), window)
 
-    @staticmethod
-    def valid_rows(valid: np.ndarray, ids: np.ndarray, spc: int, window: tuple[int, int]) -> int:
-        """The virtual samples of chunks ``ids`` inside ``window`` that ``valid`` admits."""
-        before = np.concatenate([[0], np.cumsum(valid, dtype=np.int64)])
-        lo = np.clip(ids * spc, window[0], window[1])
-        hi = np.clip((ids + 1) * spc, window[0], min(window[1], len(valid)))
-        return int((before[np.maximum(hi, lo)] - before[lo]).sum())
+
+    def rows_in(self, chunk_ids: Any, window: tuple[int, int] | None = None) -> int:
+        """The samples (patches, on the virtual grid) an epoch draws from ``chunk_ids``:
+        inside the window (default: every label's), admitted by sample_filter=."""
+        return int(self.chunk_rows(chunk_ids, window).sum())
+
+    def chunk_rows(self, chunk_ids: Any, window: tuple[int, int] | None = None) -> np.ndarray:
+        """:meth:`rows_in` of each chunk of ``chunk_ids``, as an int64 array."""
+        ids = np.asarray(chunk_ids, dtype=np.int64).reshape(-1)
+        lo, hi = self._virtual(window or self.window)
+        hi = min(hi, self._n)
+        start = np.clip(ids * self.order_spc, lo, hi)
+        stop = np.clip((ids + 1) * self.order_spc, lo, hi)
+        if self.valid is None:
+            return stop - start
+        before = np.concatenate([[0], np.cumsum(self.valid, dtype=np.int64)])
+        rows: np.ndarray = before[stop] - before[start]
+        return rows
 
     def rank_rows(self, split: str, world_size: int | None = None) -> int:
         """The rows every rank's pass of ``split`` holds (the same on every rank)."""
@@ -140,10 +148,7 @@ class EpochPlanner:
         return int(math.ceil(self._rows(split, share, self.window) / self.batch_size))
 
     def drawable_samples(self) -> dict[str, int]:
-        if self.valid is not None:
-            return {s: self.valid_rows(self.valid, self.chunk_ids(s), self.order_spc, self._virtual(self.numeric_window))
-                    for s in SPLITS}
-        return self.drawable(self.manifest, self.numeric_window, self.per_sample)
+        return {s: self.rows_in(self.chunk_ids(s), self.numeric_window) for s in SPLITS}
 
     @staticmethod
     def drawable(manifest: SplitManifest, window: tuple[int, int], per_sample: int = 1) -> dict[str, int]:

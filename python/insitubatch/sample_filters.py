@@ -81,12 +81,15 @@ def _fractions(mask: np.ndarray, patching: Patching) -> np.ndarray:
         index = np.ix_(*(p + s if c else p for p, s, c in zip(starts, patching.size, corner)))
         corners.append((-1 if (k - sum(corner)) % 2 else 1, index))
     out = np.empty((mask.shape[0], patching.per_sample))
-    integral = np.zeros(tuple(e + 1 for e in patching.extent), dtype=np.int64)
+    # Counts fit int32 below 2^31 pixels: half the memory traffic of int64.
+    dtype = np.int32 if int(np.prod(patching.extent)) < 2**31 else np.int64
+    integral = np.zeros(tuple(e + 1 for e in patching.extent), dtype=dtype)
+    inside = integral[(slice(1, None),) * k]
     for row in range(mask.shape[0]):
-        integral[(slice(1, None),) * k] = mask[row]
-        for axis in range(k):
-            np.cumsum(integral, axis=axis, out=integral)
-        total = sum(sign * integral[index] for sign, index in corners)
+        np.cumsum(mask[row], axis=0, dtype=dtype, out=inside)
+        for axis in range(1, k):
+            np.cumsum(inside, axis=axis, out=inside)
+        total = sum(sign * integral[index].astype(np.int64) for sign, index in corners)
         out[row] = np.asarray(total).reshape(-1) / float(np.prod(patching.size))
     return out
 

@@ -17,7 +17,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # servers.py lives
 ray = pytest.importorskip("ray")
 
 import insitubatch as ib  # noqa: E402
-from insitubatch.frameworks.ray import SAMPLE_INDEX, read_insitu, task_chunks  # noqa: E402
+from insitubatch.frameworks.ray import PATCH_ORIGIN, SAMPLE_INDEX, read_insitu, task_chunks  # noqa: E402
 from servers import RangeServer  # noqa: E402
 
 N, SPC = 203, 8  # 26 chunks, the last short
@@ -139,3 +139,18 @@ def test_limits_epochs_and_bad_arguments(cluster, served):
         dataset(served, override_num_blocks=0)
     with pytest.raises(ib.InvalidArgumentError, match="epoch"):
         dataset(served, epoch=-1)
+
+
+def test_patches_and_sample_filters_read_through_ray(cluster, served):
+    server, x = served
+    keep = np.arange(N) % 5 != 0
+    manifest, ds = dataset(served, override_num_blocks=3, patch={0: 2}, patch_stride=1, sample_filter=keep)
+    train = [s for s in manifest.sample_indices("train").tolist() if keep[s]]
+    assert ds.count() == 2 * len(train)
+    rows = ds.take_all()
+    got = sorted((int(r[SAMPLE_INDEX]), int(r[PATCH_ORIGIN][0])) for r in rows)
+    assert got == sorted((s, o) for s in train for o in (0, 1))
+    for r in rows:
+        s, o = int(r[SAMPLE_INDEX]), int(r[PATCH_ORIGIN][0])
+        np.testing.assert_array_equal(r["x"], x[s, o:o + 2])
+        assert r["y"] == 10 * s

@@ -507,3 +507,32 @@ def test_torchrun_ranks_take_equal_steps_and_read_disjoint_chunks(tmp_path):
     for epoch in range(2):
         rows = [int(v) // 2 for r in reports for e, xs in r["seen"] if e == epoch for v in xs]
         assert len(rows) == len(set(rows)) and set(rows) <= set(range(n))  # remainder="drop": disjoint
+
+
+def test_patch_batches_go_out_in_their_patch_shape(tmp_path):
+    import zarr
+
+    values = np.random.default_rng(2).standard_normal((8, 20, 18)).astype("f4")
+    root = zarr.open_group(str(tmp_path / "p.zarr"), mode="w", zarr_format=3)
+    root.create_array("img", shape=values.shape, chunks=(2, 10, 9), dtype="f4",
+                      dimension_names=("t", "y", "x"))[...] = values
+    store = insitubatch.store(str(tmp_path / "p.zarr"))
+    geoms = insitubatch.open_geometries(store, ["img"])
+    manifest = insitubatch.split_by_chunk(geoms["img"], fractions=(1.0, 0.0, 0.0))
+
+    def with_origins(batch):  # a batch transform carries each row's place along
+        batch.arrays["origin"] = batch.patch_origins
+        batch.arrays["t"] = batch.sample_indices
+        return batch
+
+    ds = insitubatch.InSituDataset(store, manifest, geoms, batch_size=5, patch={"y": 10, "x": 6},
+                                   batch_transforms=[with_origins])
+    loader = DataLoader(as_torch(ds.train), batch_size=None, num_workers=0)
+    assert len(loader) == len(ds.train) == -(-8 * 2 * 3 // 5)
+    n = 0
+    for item in loader:
+        assert item["img"].dtype == torch.float32 and tuple(item["img"].shape[1:]) == (10, 6)
+        for img, (y, x), t in zip(item["img"].numpy(), item["origin"].numpy(), item["t"].numpy()):
+            np.testing.assert_array_equal(img, values[t, y:y + 10, x:x + 6])
+            n += 1
+    assert n == 8 * 2 * 3

@@ -25,6 +25,7 @@ from . import require
 
 #: The column holding each row's sample index on the sample axis.
 SAMPLE_INDEX = "sample_index"
+PATCH_ORIGIN = "patch_origin"  # with patch=: each row's origin along the patch dimensions
 
 
 def task_chunks(manifest: SplitManifest, split: str, *, shuffle: bool, seed: int, epoch: int,
@@ -60,6 +61,8 @@ def _read_task(store: Any, manifest: SplitManifest, geometries: Any, split: str,
                 break
             columns = {label: np.asarray(value) for label, value in batch.arrays.items()}
             columns[SAMPLE_INDEX] = np.asarray(batch.sample_indices, dtype=np.int64)
+            if batch.patch_origins is not None:  # patch samples: where each row's patch begins
+                columns[PATCH_ORIGIN] = np.asarray(batch.patch_origins, dtype=np.int64)
             if len(batch) > left:
                 columns = {k: v[:int(left)] for k, v in columns.items()}
             left -= len(columns[SAMPLE_INDEX])
@@ -88,7 +91,10 @@ def _datasource_class() -> type:
             # geometries already resolved.
             with InSituDataset(store, manifest, geometries, **kwargs) as ds:
                 self._geometries = ds.geometries
-                self._rows = len(manifest.sample_indices(self._split))
+                # The rows each chunk yields: patches, filters and window edges counted.
+                ids = manifest.chunk_ids(self._split)
+                self._chunk_rows = dict(zip(ids, ds.samples_in(ids).tolist()))
+                self._rows = int(sum(self._chunk_rows.values()))
                 self._row_bytes = sum(int(np.dtype(g.dtype).itemsize) * math.prod(g.inner_shape)
                                       for g in ds.output_geometries().values())
                 self._block_chunks = ds.block_chunks
@@ -106,10 +112,9 @@ def _datasource_class() -> type:
             plan = task_chunks(self._manifest, self._split, shuffle=bool(self._kwargs["shuffle"]),
                                seed=self._seed, epoch=self._epoch, block_chunks=self._block_chunks,
                                tasks=max(1, parallelism))
-            spc, n = self._manifest.sample_chunk_size, self._manifest.n_samples
             tasks = []
             for chunks in plan:
-                rows = sum(min(spc, n - c * spc) for c in chunks)
+                rows = sum(self._chunk_rows[c] for c in chunks)
                 metadata = BlockMetadata(num_rows=rows, size_bytes=rows * self._row_bytes, exec_stats=None,
                                          input_files=None)
                 args = (self._store, self._manifest, self._geometries, self._split, chunks, self._epoch,
