@@ -169,7 +169,7 @@ def test_patch_arguments_are_checked_by_name(store_path):
         open_ds(store_path, patch={"z": 4})
     with pytest.raises(InvalidArgumentError, match=r"size 41 on patch axis 0 must be in \[1, 40\]"):
         open_ds(store_path, patch={"y": 41, "x": 4})
-    with pytest.raises(InvalidArgumentError, match="patch_stride and patches_per_sample need patch="):
+    with pytest.raises(InvalidArgumentError, match="patch_stride, patches_per_sample and patch_edges need patch="):
         open_ds(store_path, patch_stride=4)
     with pytest.raises(InvalidArgumentError, match='patches_per_sample applies to patch_mode="random"'):
         open_ds(store_path, patch={"y": 4}, patches_per_sample=2)
@@ -192,3 +192,22 @@ def test_field_axis_numbers_name_patch_axes_too(store_path):
             assert b.patch_dims == ("axis 0", "axis 1")
             for i, (s, (y, x)) in enumerate(zip(b.sample_indices, b.patch_origins)):
                 np.testing.assert_array_equal(b.arrays["plane"][i], plane[s, y:y + 20, :])
+
+
+def test_cover_edges_adds_a_last_position_flush_with_each_axis_end(store_path):
+    plane = values(store_path, "plane")
+    with open_ds(store_path, patch={"y": 16, "x": 10}, patch_edges="cover") as ds:
+        assert ds.describe()["patches"]["edges"] == "cover"
+        covered = np.zeros((N, H, W), dtype=int)
+
+        def check(b, i, s, y, x):
+            np.testing.assert_array_equal(b.arrays["plane"][i], plane[s, y:y + 16, x:x + 10])
+            covered[s, y:y + 16, x:x + 10] += 1
+
+        got = rows_of(ds.train, check)
+        assert {(y, x) for _, y, x in got} == {(y, x) for y in (0, 16, 24) for x in (0, 10, 20, 26)}
+        assert covered.min() >= 1  # every element lies in some patch, none leaves the field
+    with pytest.raises(InvalidArgumentError, match='patch_edges="cover" applies to patch_mode="grid"'):
+        open_ds(store_path, patch={"y": 4}, patch_mode="random", patch_edges="cover")
+    with pytest.raises(InvalidArgumentError, match="patch_edges"):
+        open_ds(store_path, patch={"y": 4}, patch_edges="pad")

@@ -71,6 +71,9 @@ def test_a_static_ocean_mask_draws_exactly_the_patches_that_meet_min_valid(store
         assert len(ds.train) == -(-len(expected) // 5)
         got = drawn(ds.train)
         assert len(got) == len(set(got)) and set(got) == expected
+        report = ds.describe()["sample_filter"]
+        assert report["source"] == "array 'ocean'" and report["drawn"]["train"] == len(expected)
+        assert report["of"]["train"] == N * 4 * 6
     # The same mask as an ndarray.
     with open_ds(store_path, patch=PATCH, sample_filter=ocean, min_valid=min_valid) as ds:
         assert set(drawn(ds.train)) == expected
@@ -143,3 +146,13 @@ def test_bad_filters_are_clear_errors(store_path):
         open_ds(store_path, sample_filter="ocean", patch=PATCH, patch_mode="random")
     with pytest.raises(InvalidArgumentError, match="predicate's result"):
         open_ds(store_path, sample_filter=lambda chunk: np.ones(2, dtype=bool))
+
+
+def test_a_mask_over_a_covering_grid_counts_the_flush_positions(store_path):
+    ocean = values(store_path, "ocean")
+    ys, xs = (0, 6, 12, 18), (0, 7, 14, 21, 25)  # stride 7 on 30 columns: 25 covers the end
+    expected = {(s, y, x) for s in range(N) for y in ys for x in xs if ocean[y:y + 6, x:x + 5].mean() >= 0.6}
+    with open_ds(store_path, patch=PATCH, patch_stride={"y": 6, "x": 7}, patch_edges="cover",
+                 sample_filter="ocean", min_valid=0.6) as ds:
+        got = drawn(ds.train)
+        assert len(got) == len(set(got)) and set(got) == expected

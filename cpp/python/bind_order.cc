@@ -84,7 +84,7 @@ void BindOrder(nb::module_& m) {
       .def(
           "__init__",
           [](engine::PatchGrid* self, const std::string& mode, std::vector<uint64_t> extent, std::vector<uint64_t> size,
-             std::vector<uint64_t> stride, uint64_t per_sample, uint64_t seed) {
+             std::vector<uint64_t> stride, uint64_t per_sample, uint64_t seed, bool cover_edges) {
             if (mode != "grid" && mode != "random") {
               ThrowIfError(InvalidArgument("patch_mode must be 'grid' or 'random', got '" + mode + "'"));
             }
@@ -95,11 +95,24 @@ void BindOrder(nb::module_& m) {
             grid.stride = std::move(stride);
             grid.per_sample = per_sample;
             grid.seed = seed;
+            grid.cover_edges = cover_edges;
             ThrowIfError(grid.Validate());
             new (self) engine::PatchGrid(std::move(grid));
           },
           nb::arg("mode"), nb::arg("extent"), nb::arg("size"), nb::arg("stride"), nb::arg("per_sample"),
-          nb::arg("seed"))
+          nb::arg("seed"), nb::arg("cover_edges") = false)
+      .def(
+          "lattice",
+          [](const engine::PatchGrid& g, size_t axis) {
+            if (g.mode != engine::PatchGrid::Mode::kGrid || axis >= g.axes()) {
+              ThrowIfError(InvalidArgument("lattice: a grid's patch axis, got " + std::to_string(axis)));
+            }
+            const size_t n = g.Positions(axis);
+            std::vector<int64_t> out(n);
+            for (size_t k = 0; k < n; ++k) out[k] = static_cast<int64_t>(g.LatticeOrigin(axis, k));
+            return VectorToNumpy(std::move(out), {n});
+          },
+          nb::arg("axis"), "The grid's origins along patch axis `axis`, in order (int64).")
       .def_prop_ro("mode", [](const engine::PatchGrid& g) { return std::string(engine::PatchModeName(g.mode)); })
       .def_prop_ro("per_sample", &engine::PatchGrid::PerSample, "Patches per anchor.")
       .def(

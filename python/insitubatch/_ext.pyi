@@ -696,7 +696,10 @@ def read_throughput(store: Store, keys: Sequence[str], concurrency: int, repeats
 class PatchGrid:
     """Patch samples: the lattice or random draw of windows per anchor."""
 
-    def __init__(self, mode: str, extent: Sequence[int], size: Sequence[int], stride: Sequence[int], per_sample: int, seed: int) -> None: ...
+    def __init__(self, mode: str, extent: Sequence[int], size: Sequence[int], stride: Sequence[int], per_sample: int, seed: int, cover_edges: bool = False) -> None: ...
+
+    def lattice(self, axis: int) -> object:
+        """The grid's origins along patch axis `axis`, in order (int64)."""
 
     @property
     def mode(self) -> str: ...

@@ -78,6 +78,7 @@ class InSituDataset:
         patch_stride: int | Mapping[str | int, int] | None = None,
         patches_per_sample: int | None = None,
         patch_mode: str = "grid",
+        patch_edges: str = "inside",
         sample_filter: Any = None,
         min_valid: float | None = None,
         crop: Any = None,
@@ -93,7 +94,7 @@ class InSituDataset:
             decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction, labels=labels,
             plan=plan, rank=rank, world_size=world_size, remainder=remainder, patch=patch,
             patch_stride=patch_stride, patches_per_sample=patches_per_sample, patch_mode=patch_mode,
-            sample_filter=sample_filter, min_valid=min_valid, crop=crop)
+            patch_edges=patch_edges, sample_filter=sample_filter, min_valid=min_valid, crop=crop)
         self._open(store, manifest, geometries, config)
 
     def _open(self, store: Any, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry] | None,
@@ -509,6 +510,14 @@ class InSituDataset:
             string_geometries=self.string_geometries, max_string_blocks=strings.MAX_BLOCKS)
         if self.patching is not None:
             out["patches"] = self.patching.describe()
+        filters = self._config.sample_filter
+        if filters is not None:
+            source = filters.source
+            kind = (f"array {source!r}" if isinstance(source, str) else
+                    f"predicate {_transforms.display_name(source)}" if callable(source) else "ndarray")
+            everything = EpochPlanner.drawable(self.manifest, planner.numeric_window, planner.per_sample)
+            out["sample_filter"] = {"source": kind, "min_valid": filters.min_valid,
+                                    "drawn": planner.drawable_samples(), "of": everything}
         if self.crop is not None:
             out["crop"] = {"ranges": {p: {"start": s, "stop": e} for p, (s, e) in self.crop.ranges.items()},
                            "samples": self.crop.samples}

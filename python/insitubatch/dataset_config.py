@@ -59,6 +59,7 @@ class DatasetConfig:
         on_bad_chunk: Any, chunk_transforms: Any, batch_transforms: Any, decode_threads: Any, gather_threads: Any,
         eviction: Any, labels: Any, plan: Any, rank: Any, world_size: Any, remainder: Any,
         patch: Any = None, patch_stride: Any = None, patches_per_sample: Any = None, patch_mode: Any = "grid",
+        patch_edges: Any = "inside",
         sample_filter: Any = None, min_valid: Any = None, crop: Any = None,
     ) -> "DatasetConfig":
         """Checks each argument (naming it, its value and what is accepted) in the order
@@ -100,7 +101,7 @@ class DatasetConfig:
         engine.validate()  # the disk modes together (a reader's missing directory: when the engine opens it)
         chunk, batch = _callables("chunk", chunk_transforms), _callables("batch", batch_transforms)
         class_plans.check_plan(plan, labels, batch_size)
-        patches = PatchArguments.from_arguments(patch, patch_stride, patches_per_sample, patch_mode)
+        patches = PatchArguments.from_arguments(patch, patch_stride, patches_per_sample, patch_mode, patch_edges)
         if patches is not None and plan != "shuffle":
             raise InvalidArgumentError(f'plan={plan!r} with patch= is not supported yet (plan="shuffle" is)')
         filters = FilterArguments.from_arguments(sample_filter, min_valid)

@@ -22,6 +22,7 @@ from .errors import InSituError, InvalidArgumentError, InvalidTypeError
 from .geometry import ArrayGeometry
 
 PATCH_MODES = ("grid", "random")
+PATCH_EDGES = ("inside", "cover")
 
 
 @dataclass(frozen=True)
@@ -33,15 +34,20 @@ class PatchArguments:
     stride: tuple[tuple[str | int, int], ...]  # empty: the size (grid mode)
     per_sample: int
     mode: str
+    edges: str = "inside"  # grid mode: "cover" adds a last position flush with each axis's end
 
     @classmethod
-    def from_arguments(cls, patch: Any, patch_stride: Any, patches_per_sample: Any,
-                       patch_mode: Any) -> "PatchArguments | None":
+    def from_arguments(cls, patch: Any, patch_stride: Any, patches_per_sample: Any, patch_mode: Any,
+                       patch_edges: Any = "inside") -> "PatchArguments | None":
         mode = arguments.choice("patch_mode", patch_mode, PATCH_MODES)
+        edges = arguments.choice("patch_edges", patch_edges, PATCH_EDGES)
         if patch is None:
-            if patch_stride is not None or patches_per_sample is not None:
-                raise InvalidArgumentError("patch_stride and patches_per_sample need patch= (the patch size)")
+            if patch_stride is not None or patches_per_sample is not None or edges != "inside":
+                raise InvalidArgumentError("patch_stride, patches_per_sample and patch_edges need patch= (the"
+                                           " patch size)")
             return None
+        if edges != "inside" and mode != "grid":
+            raise InvalidArgumentError('patch_edges="cover" applies to patch_mode="grid"')
         size = _sizes("patch", patch)
         stride: tuple[tuple[str | int, int], ...] = ()
         if patch_stride is not None:
@@ -59,7 +65,7 @@ class PatchArguments:
             raise InvalidArgumentError('patches_per_sample applies to patch_mode="random"')
         per_sample = 1 if patches_per_sample is None else arguments.integer("patches_per_sample",
                                                                               patches_per_sample, (1, 1 << 31))
-        return cls(size, stride, per_sample, mode)
+        return cls(size, stride, per_sample, mode, edges)
 
 
 def _sizes(name: str, value: Any) -> tuple[tuple[str | int, int], ...]:
@@ -81,6 +87,7 @@ class Patching:
 
     dims: tuple[str, ...]
     mode: str
+    edges: str
     size: tuple[int, ...]
     stride: tuple[int, ...]
     extent: tuple[int, ...]
@@ -106,7 +113,12 @@ class Patching:
                                "extent": list(self.extent), "per_sample": self.per_sample}
         if self.mode == "grid":
             out["stride"] = list(self.stride)
+            out["edges"] = self.edges
         return out
+
+    def lattice(self, axis: int) -> np.ndarray:
+        """Grid mode: the origins along patch axis ``axis``, in the order patches count them."""
+        return np.asarray(self.grid.lattice(axis))
 
 
 def resolve(args: PatchArguments | None, geometries: Mapping[str, ArrayGeometry],
@@ -157,10 +169,11 @@ def resolve(args: PatchArguments | None, geometries: Mapping[str, ArrayGeometry]
     stride_of = dict(args.stride)
     stride = tuple(stride_of.get(k, n) for k, n in args.size)
     try:
-        grid = _ext.PatchGrid(args.mode, list(extents), list(size), list(stride), args.per_sample, seed)
+        grid = _ext.PatchGrid(args.mode, list(extents), list(size), list(stride), args.per_sample, seed,
+                              args.edges == "cover")
     except InSituError as exc:
         raise InvalidArgumentError(f"patch over {', '.join(map(repr, names))} with extents {extents}: {exc}") from None
-    return Patching(tuple(names), args.mode, size, stride, extents, grid, label_axes)
+    return Patching(tuple(names), args.mode, args.edges, size, stride, extents, grid, label_axes)
 
 
 # -- crops: a coordinate selection's region, cut before the pool ---------------------------
@@ -262,4 +275,4 @@ def resolve_crop(args: CropArguments | None, geometries: Mapping[str, ArrayGeome
     return Crop(ranges, args.samples)
 
 
-__all__ = ["PATCH_MODES", "Crop", "CropArguments", "PatchArguments", "Patching", "resolve", "resolve_crop"]
+__all__ = ["PATCH_EDGES", "PATCH_MODES", "Crop", "CropArguments", "PatchArguments", "Patching", "resolve", "resolve_crop"]

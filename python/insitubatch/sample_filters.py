@@ -75,7 +75,7 @@ def _fractions(mask: np.ndarray, patching: Patching) -> np.ndarray:
     for a ``(rows, *extents)`` boolean mask: box sums from an integral image, one row at a
     time (an image of the field in int64, not of the whole chunk)."""
     k = len(patching.extent)
-    starts = [np.arange(0, e - s + 1, st) for e, s, st in zip(patching.extent, patching.size, patching.stride)]
+    starts = [patching.lattice(axis) for axis in range(k)]
     corners = []
     for corner in itertools.product((0, 1), repeat=k):  # inclusion-exclusion over the box's 2^k corners
         index = np.ix_(*(p + s if c else p for p, s, c in zip(starts, patching.size, corner)))

@@ -582,6 +582,11 @@ def format_summary(report: Mapping[str, Any]) -> str:
         drawn = ", ".join(f"{s} {n}" for s, n in report["config"].get("drawable_samples", {}).items())
         sections.append([f"patches: {size} over {where} ({how}): {patches['per_sample']} per sample",
                          f"  samples per epoch (patches): {drawn}"])
+    filtered = report.get("sample_filter")
+    if filtered:
+        threshold = "" if filtered["min_valid"] is None else f", min_valid {filtered['min_valid']:g}"
+        counts = ", ".join(f"{s} {filtered['drawn'][s]} of {filtered['of'][s]}" for s in filtered["drawn"])
+        sections.append([f"sample_filter: {filtered['source']}{threshold}", f"  samples drawn per epoch: {counts}"])
     plan = report.get("plan")
     if plan:
         target = "equal classes" if plan["kind"] == "balanced" else "its block's class mix"

@@ -1,5 +1,7 @@
 #include "insitubatch/engine/patches.h"
 
+#include <algorithm>
+
 namespace insitubatch::engine {
 namespace {
 
@@ -32,7 +34,14 @@ Status PatchGrid::Validate() const {
   return Status::Ok();
 }
 
-uint64_t PatchGrid::Positions(size_t axis) const { return (extent[axis] - size[axis]) / stride[axis] + 1; }
+uint64_t PatchGrid::Positions(size_t axis) const {
+  const uint64_t room = extent[axis] - size[axis];
+  return room / stride[axis] + 1 + (cover_edges && room % stride[axis] != 0 ? 1 : 0);
+}
+
+uint64_t PatchGrid::LatticeOrigin(size_t axis, uint64_t k) const {
+  return std::min(k * stride[axis], extent[axis] - size[axis]);  // the covering position is flush with the end
+}
 
 uint64_t PatchGrid::PerSample() const {
   if (!active()) return 1;
@@ -46,7 +55,7 @@ void PatchGrid::Origin(int64_t anchor, uint64_t p, int64_t epoch, std::span<int6
   if (mode == Mode::kGrid) {
     for (size_t i = axes(); i-- > 0;) {  // p is row-major over the lattice
       const uint64_t positions = Positions(i);
-      out[i] = static_cast<int64_t>((p % positions) * stride[i]);
+      out[i] = static_cast<int64_t>(LatticeOrigin(i, p % positions));
       p /= positions;
     }
     return;

@@ -29,6 +29,9 @@ struct PatchGrid {
   std::vector<uint64_t> stride;  // grid mode: the lattice step per patch axis
   uint64_t per_sample = 1;       // random mode: origins drawn per anchor
   uint64_t seed = 0;             // random mode
+  // Grid mode: where the lattice stops short of an axis's end, one more position flush
+  // with the end, so every element lies in some patch (inference over the whole field).
+  bool cover_edges = false;
 
   bool active() const { return !size.empty(); }
   size_t axes() const { return size.size(); }
@@ -36,8 +39,9 @@ struct PatchGrid {
   Status Validate() const;
   // Patches per anchor: the lattice's positions (grid) or per_sample (random); 1 inactive.
   uint64_t PerSample() const;
-  // Lattice positions along patch axis `axis` (grid mode).
+  // Lattice positions along patch axis `axis` (grid mode), and the origin of the k-th.
   uint64_t Positions(size_t axis) const;
+  uint64_t LatticeOrigin(size_t axis, uint64_t k) const;
   // The origin of patch `p` of `anchor` in `epoch`, one entry per patch axis, into `out`.
   void Origin(int64_t anchor, uint64_t p, int64_t epoch, std::span<int64_t> out) const;
 };
