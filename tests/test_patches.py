@@ -211,3 +211,17 @@ def test_cover_edges_adds_a_last_position_flush_with_each_axis_end(store_path):
         open_ds(store_path, patch={"y": 4}, patch_mode="random", patch_edges="cover")
     with pytest.raises(InvalidArgumentError, match="patch_edges"):
         open_ds(store_path, patch={"y": 4}, patch_edges="pad")
+
+
+def test_a_resume_state_belongs_to_its_way_of_drawing(store_path):
+    with open_ds(store_path, patch={"y": 8, "x": 12}, batch_size=6) as ds:
+        it = iter(ds.train)
+        next(it)
+        state = ds.train.state_dict()
+        it.close()
+    assert state["draw"] == "patches 8x12 grid stride 8x12 inside"
+    with open_ds(store_path, batch_size=6) as ds, pytest.raises(InvalidArgumentError, match="saved drawing samples as"):
+        ds.train.load_state_dict(state)
+    with open_ds(store_path, patch={"y": 8, "x": 12}, patch_stride=4, batch_size=6) as ds:
+        with pytest.raises(InvalidArgumentError, match="this dataset draws 'patches 8x12 grid stride 4x4 inside'"):
+            ds.train.load_state_dict(state)

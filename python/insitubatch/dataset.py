@@ -175,8 +175,6 @@ class InSituDataset:
             remainder=config.remainder, window=window, numeric_window=numeric_window, class_codes=class_codes,
             n_classes=self._n_classes, per_sample=per_sample)
         self._epoch = 0
-        self._progress = resume.Progress(seed=config.seed, block_chunks=self._sizing.block_chunks,
-                                         rank=config.rank, world_size=config.world_size)
         self.last_pass: PassStats | None = None
         self.bad_chunks: list[StoredChunkRead] = []  # the stored chunks the last pass NaN-filled
         self._reset_stale_cache = config.reset_stale_cache  # once: a re-open (a forked child) must not reset
@@ -184,6 +182,8 @@ class InSituDataset:
         lifecycle.LIVE.add(self)
         if config.sample_filter is not None:
             self._planner = dataclasses.replace(self._planner, valid=self._evaluate_filter(config.sample_filter))
+        self._progress = resume.Progress(seed=config.seed, block_chunks=self._sizing.block_chunks,
+                                         rank=config.rank, world_size=config.world_size, draw=self._draw_signature())
 
     # -- the engine ------------------------------------------------------------------------
     def _open_arrays(self) -> dict[str, Any]:
@@ -357,6 +357,22 @@ class InSituDataset:
             cache_key={"array": g.path, "metadata": meta, "transforms": self._fingerprints.get(g.path, ""),
                        "store": as_native_store(self.store).describe("")})
         return valid
+
+    def _draw_signature(self) -> str:
+        """How samples are drawn beyond whole fields (resume states carry it: a cursor counts
+        patches, and only the samples a filter admits)."""
+        parts = []
+        if self.patching is not None:
+            p = self.patching.describe()
+            parts.append(f"patches {'x'.join(map(str, p['size']))} {p['mode']}"
+                         + (f" stride {'x'.join(map(str, p['stride']))} {p['edges']}" if p["mode"] == "grid"
+                            else f" {p['per_sample']} per sample"))
+        if self._config.sample_filter is not None:
+            drawn = self._planner.drawable_samples()
+            parts.append("filtered to " + ", ".join(f"{s} {n}" for s, n in drawn.items()))
+        if self.crop is not None and self.crop.samples is not None:
+            parts.append(f"samples {self.crop.samples[0]}..{self.crop.samples[1]}")
+        return "; ".join(parts)
 
     def _row_fields(self) -> dict[str, tuple[int, ...]]:
         """What one batch row of each cropped or patched label holds (cropped axes at the

@@ -43,11 +43,16 @@ History = list[tuple[int, int]]
 
 
 def make_state(key: ViewKey, *, seed: int, block_chunks: int, epoch: int, cursor: int,
-               world_size: int = 1, history: Sequence[tuple[int, int]] = ()) -> dict[str, Any]:
+               world_size: int = 1, history: Sequence[tuple[int, int]] = (), draw: str = "") -> dict[str, Any]:
+    """``draw``: how samples are drawn beyond whole fields (patches, filters), which a cursor
+    also depends on; stored only when not empty."""
     split, shuffled, share = key
-    return {"format": FORMAT, "split": split, "shuffled": shuffled, "share": list(share), "seed": seed,
-            "block_chunks": block_chunks, "epoch": epoch, "cursor": cursor, "world_size": world_size,
-            "history": [list(h) for h in history]}
+    state = {"format": FORMAT, "split": split, "shuffled": shuffled, "share": list(share), "seed": seed,
+             "block_chunks": block_chunks, "epoch": epoch, "cursor": cursor, "world_size": world_size,
+             "history": [list(h) for h in history]}
+    if draw:
+        state["draw"] = draw
+    return state
 
 
 def _int(state: Mapping[str, Any], name: str, lo: int = 0) -> int:
@@ -59,7 +64,7 @@ def _integer(value: Any, what: str, lo: int = 0) -> int:
 
 
 def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int,
-                world_size: int = 1) -> tuple[int, int, History]:
+                world_size: int = 1, draw: str = "") -> tuple[int, int, History]:
     """``(epoch, cursor, history)`` of a state saved by :func:`make_state` for the same view
     of a dataset built the same way; anything else raises naming the field. A rank's state
     from a job of another world size is taken too (every rank stood at the same step): the
@@ -91,6 +96,10 @@ def check_state(state: Any, key: ViewKey, *, seed: int, block_chunks: int,
             raise InvalidArgumentError(
                 f"resume state was saved with {name}={state[name]}, this dataset has {name}={have}: the epoch"
                 " order differs, so the saved cursor means other samples")
+    if str(state.get("draw", "")) != draw:
+        raise InvalidArgumentError(
+            f"resume state was saved drawing samples as {state.get('draw') or 'whole fields'!r}, this dataset draws"
+            f" {draw or 'whole fields'!r}: the saved cursor means other samples")
     if saved_world != world_size and not history:
         raise InvalidArgumentError(
             f"resume state was saved by a job of world_size={saved_world} for share {list(state['share'])},"
@@ -150,15 +159,15 @@ class Progress:
     cursors a load asked for, and the earlier world sizes of the epoch. The dataset keeps
     one; a pass reports to it through its context."""
 
-    def __init__(self, *, seed: int, block_chunks: int, rank: int, world_size: int) -> None:
-        self._seed, self._block_chunks = seed, block_chunks
+    def __init__(self, *, seed: int, block_chunks: int, rank: int, world_size: int, draw: str = "") -> None:
+        self._seed, self._block_chunks, self._draw = seed, block_chunks, draw
         self._rank, self._world_size = rank, world_size
         self._delivered: dict[ViewKey, tuple[int, int]] = {}  # view -> (epoch, rows)
         self._resume_at: dict[ViewKey, tuple[int, int, History]] = {}
         self._history: dict[ViewKey, tuple[int, History]] = {}  # an epoch's earlier world sizes
 
     def _check(self, state: Any, key: ViewKey) -> tuple[int, int, History]:
-        return check_state(state, key, seed=self._seed, block_chunks=self._block_chunks,
+        return check_state(state, key, seed=self._seed, block_chunks=self._block_chunks, draw=self._draw,
                            world_size=self._world_size)
 
     def view_state(self, key: ViewKey, epoch: int) -> dict[str, Any]:
@@ -169,7 +178,7 @@ class Progress:
         history = history if seen_epoch == epoch else []
         if key in self._resume_at and self._resume_at[key][0] == epoch:
             _, cursor, history = self._resume_at[key]  # loaded, not yet iterated: still where it was
-        return make_state(key, seed=self._seed, block_chunks=self._block_chunks, epoch=epoch, cursor=cursor,
+        return make_state(key, seed=self._seed, block_chunks=self._block_chunks, epoch=epoch, cursor=cursor, draw=self._draw,
                           world_size=self._world_size, history=history)
 
     def check_view(self, key: ViewKey, state: Any) -> tuple[ViewKey, tuple[int, int, History]]:
