@@ -99,8 +99,8 @@ def test_the_planner_is_a_pure_function_of_config_and_epoch(labelled):
 
 def test_a_pass_sees_a_context_not_the_dataset():
     fields = {f.name for f in dataclasses.fields(PassContext)}
-    assert fields == {"labels", "offsets", "records", "string_arrays", "batch_transforms", "store_kind", "delivered",
-                      "finished"}
+    assert fields == {"labels", "offsets", "records", "string_arrays", "batch_transforms", "store_kind", "patch_dims",
+                      "delivered", "finished"}
     source = (PACKAGE / "passes.py").read_text()
     assert "dataset" not in {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)}
 

@@ -225,3 +225,11 @@ def test_a_resume_state_belongs_to_its_way_of_drawing(store_path):
     with open_ds(store_path, patch={"y": 8, "x": 12}, patch_stride=4, batch_size=6) as ds:
         with pytest.raises(InvalidArgumentError, match="this dataset draws 'patches 8x12 grid stride 4x4 inside'"):
             ds.train.load_state_dict(state)
+
+
+def test_a_lattice_too_fine_for_one_epochs_order_is_refused(store_path, monkeypatch):
+    from insitubatch import dataset
+
+    monkeypatch.setattr(dataset, "MAX_EPOCH_ROWS", 1000)
+    with pytest.raises(InvalidArgumentError, match="raise patch_stride, or draw patches_per_sample random patches"):
+        open_ds(store_path, patch={"y": 4, "x": 4}, patch_stride=1)

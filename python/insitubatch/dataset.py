@@ -39,6 +39,10 @@ logger = logging.getLogger("insitubatch")
 DEFAULT_MAX_INFLIGHT = default_max_inflight()  # the engine's default, not restated
 
 
+# The most samples one epoch's order may hold (16 bytes a row in the order, more in the plan).
+MAX_EPOCH_ROWS = 2**31
+
+
 class InSituDataset:
     """A framework-neutral source of numpy :class:`Batch` objects.
 
@@ -146,6 +150,11 @@ class InSituDataset:
             config.patch, {label: self._cropped(g) for label, g in self.geometries.items()}, dimension_names,
             {label: tuple(shape) for label, (shape, _) in transformed.items()}, config.seed & (2**64 - 1))
         per_sample = 1 if self.patching is None else self.patching.per_sample
+        if manifest.n_samples * per_sample > MAX_EPOCH_ROWS:  # an epoch's order holds a row per patch
+            raise InvalidArgumentError(
+                f"patch: {per_sample} patches per sample x {manifest.n_samples} samples is"
+                f" {manifest.n_samples * per_sample} samples per epoch, past the {MAX_EPOCH_ROWS} an epoch's order"
+                " holds: raise patch_stride, or draw patches_per_sample random patches")
         drawable = EpochPlanner.drawable(manifest, numeric_window, per_sample)
         crops = {} if self.crop is None else {label: self.crop.ranges[g.path] for label, g in self.geometries.items()
                                               if g.path in self.crop.ranges}
