@@ -145,7 +145,7 @@ class PendingFile {
   const std::string& final_path() const { return final_; }
 
  private:
-  friend class LockedWrite;
+  friend struct LockedWrite;
   PendingFile(std::shared_ptr<const CacheDir> dir, int fd, std::string temp_name, std::string final_name,
               bool locked = false);
   std::shared_ptr<const CacheDir> dir_;
