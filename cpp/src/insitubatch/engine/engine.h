@@ -181,6 +181,22 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
     return inflight_;
   }
 
+  // Held while a batch is copied: its gather threads take that many cores from the
+  // decoders, which start no new tile while cores - gather threads of them are busy (one
+  // always may). Lookahead decodes then never slow the copy of the batch the consumer waits
+  // for, and the cores stay as busy as before.
+  class GatherClaim {
+   public:
+    explicit GatherClaim(Engine& engine);
+    ~GatherClaim();
+    GatherClaim(const GatherClaim&) = delete;
+    GatherClaim& operator=(const GatherClaim&) = delete;
+
+   private:
+    Engine& engine_;
+    const uint32_t threads_;
+  };
+
  private:
   friend class Pass;
   Engine(std::vector<ArraySource> sources, EngineConfig config);
@@ -215,7 +231,8 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // the measured read latency and decode time.
   uint32_t ReadsToKeepAtStoreLocked() const;
   static void ObserveLocked(double& average, double sample);
-  // Decodes the earliest-needed arrived read (one per arrival is submitted to the pool).
+  // Decodes the earliest-needed arrived read (one per arrival is submitted to the pool),
+  // once a core is free of gathers (GatherClaim).
   void DecodeNext();
   // Tells the stores that use it (Store::wants_expected_reads) which keys a block is about
   // to read, so neighbouring byte ranges can be fetched together.
@@ -273,6 +290,12 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   size_t outstanding_ = 0;                       // queued + in flight (the destructor waits for zero)
   size_t issuers_waiting_ = 0;                   // threads in WaitForReadRoom (else decode threads issue)
   ReadTokenClock tokens_{config_.max_inflight};  // who holds the max_inflight tokens, over time
+  // Cores shared between decode tasks and batch copies (GatherClaim).
+  const uint32_t cores_ = std::max(1u, std::thread::hardware_concurrency());
+  std::mutex cores_mutex_;
+  std::condition_variable cores_cv_;
+  uint32_t decoding_ = 0;   // decode tasks past their wait for a core
+  uint32_t gathering_ = 0;  // threads of the batch copies in progress
   std::atomic<size_t> live_passes_{0};
   std::atomic<uint64_t> budget_grown_{0};
   std::mutex start_mutex_;  // one StartPass sizes the budget at a time

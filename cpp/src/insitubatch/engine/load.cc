@@ -219,7 +219,26 @@ struct Engine::PartedTile {
   std::mutex mutex;
 };
 
+Engine::GatherClaim::GatherClaim(Engine& engine)
+    : engine_(engine), threads_(static_cast<uint32_t>(engine.gather_threads())) {
+  std::lock_guard lock(engine_.cores_mutex_);
+  engine_.gathering_ += threads_;
+}
+
+Engine::GatherClaim::~GatherClaim() {
+  {
+    std::lock_guard lock(engine_.cores_mutex_);
+    engine_.gathering_ -= threads_;
+  }
+  engine_.cores_cv_.notify_all();
+}
+
 void Engine::DecodeNext() {
+  {
+    std::unique_lock lock(cores_mutex_);
+    cores_cv_.wait(lock, [this] { return gathering_ == 0 || decoding_ == 0 || decoding_ + gathering_ < cores_; });
+    ++decoding_;
+  }
   std::shared_ptr<ArrivedRead> next;
   {
     std::lock_guard lock(reads_mutex_);
@@ -228,6 +247,11 @@ void Engine::DecodeNext() {
   }
   ReadRoomFreed();  // one fewer waits for a decoder: the next read may start meanwhile
   DecodeTile(std::move(next->read), std::move(next->bytes), next->fetch_wait_s);
+  {
+    std::lock_guard lock(cores_mutex_);
+    --decoding_;
+  }
+  cores_cv_.notify_one();
 }
 
 void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wait_s) {

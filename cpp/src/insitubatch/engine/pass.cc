@@ -195,6 +195,7 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
     }
     slots.push_back(std::move(slot).value());
   }
+  const Engine::GatherClaim claim(*engine_);  // from here on it only copies
   auto slot_for = [&](SlotKey key) -> const Slot& {
     auto it = std::lower_bound(needs.begin(), needs.end(), key);
     return *slots[static_cast<size_t>(it - needs.begin())];
