@@ -181,10 +181,9 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
     return inflight_;
   }
 
-  // Held while a batch is copied: its gather threads take that many cores from the
-  // decoders, which start no new tile while cores - gather threads of them are busy (one
-  // always may). Lookahead decodes then never slow the copy of the batch the consumer waits
-  // for, and the cores stay as busy as before.
+  // Held while a pass's first batch is copied: its gather threads take that many cores
+  // from the decoders, which start no new tile while cores - gather threads of them are
+  // busy (one always may), so lookahead decodes do not slow the copy the consumer waits for.
   class GatherClaim {
    public:
     explicit GatherClaim(Engine& engine);

@@ -195,7 +195,11 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
     }
     slots.push_back(std::move(slot).value());
   }
-  const Engine::GatherClaim claim(*engine_);  // from here on it only copies
+  // The first batch is copied into fresh memory (its first touch, several times a later
+  // copy) while the consumer waits: the decoders leave it its cores. Later copies share
+  // them as before, which keeps the decoders busiest.
+  std::optional<Engine::GatherClaim> claim;
+  if (k == 0) claim.emplace(*engine_);
   auto slot_for = [&](SlotKey key) -> const Slot& {
     auto it = std::lower_bound(needs.begin(), needs.end(), key);
     return *slots[static_cast<size_t>(it - needs.begin())];
