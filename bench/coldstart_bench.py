@@ -7,7 +7,8 @@ fresh process (files in the page cache; batch 32, `block_chunks` 16):
 
 * ours        -- InSituDataset at its defaults (max_inflight, decode threads);
 * tensorstore -- a block loop a user writes by hand: per block of 16 stored chunks (shards),
-                 one read future per chunk, then the block's samples shuffled into batches;
+                 one read future per chunk, then the block's samples shuffled into batches
+                 of 32 (a block's last rows short of a batch completed from the next block);
 * zarr        -- the same loop through zarr-python (`oindex` of the block's samples);
 * zarrs       -- the same with zarr-python's codec pipeline set to zarrs (when installed);
 * original    -- the PyPI insitubatch 0.2.0 in .venv-orig (scripts/bench.sh --setup-only);
@@ -212,14 +213,33 @@ def run_original(cfg: dict, check: bool) -> dict:
 
 
 def _block_loop(cfg: dict, e: Epoch, read_block) -> dict:
+    """Batches of `batch_size` samples, as ours hands out: the rows of a block short of a
+    batch are held and completed from the next block (at 1 sample per chunk a block of 16
+    chunks holds only 16 samples, and a loop handing out half batches would reach its
+    "first batch" with half the decodes)."""
     bs = cfg["batch_size"]
+    held_idx: np.ndarray = np.empty(0, np.int64)
+    held: np.ndarray | None = None
     for chunks, samples in block_order(cfg["samples"], cfg["outer"], cfg["block_chunks"]):
         data = read_block(chunks)  # the chunks' samples, in chunk order
         rows = np.concatenate([np.arange(c * cfg["outer"], min(cfg["samples"], (c + 1) * cfg["outer"]))
                                for c in chunks])
         where = np.searchsorted(rows, samples)
-        for k in range(0, len(samples), bs):
-            e.add(samples[k:k + bs], data[where[k:k + bs]])
+        k = 0
+        if held is not None:
+            k = min(bs - held_idx.size, samples.size)
+            held_idx, held = np.concatenate([held_idx, samples[:k]]), np.concatenate([held, data[where[:k]]])
+            if held_idx.size < bs:
+                continue
+            e.add(held_idx, held)
+            held = None
+        full = k + (samples.size - k) // bs * bs
+        for j in range(k, full, bs):
+            e.add(samples[j:j + bs], data[where[j:j + bs]])
+        if full < samples.size:
+            held_idx, held = samples[full:], data[where[full:]]
+    if held is not None:
+        e.add(held_idx, held)
     return e.result()
 
 
