@@ -1,6 +1,3 @@
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -268,22 +265,6 @@ double Pass::GatherRows(const Label& label, std::span<const int64_t> anchors,
   countdown.cv.wait(lock, [&] { return countdown.left == 0; });
   return SecondsSince(t0);
 }
-
-namespace {
-
-// Maps (and zeroes) the pages of [data, data + size) now: in one call where the kernel can
-// (MADV_POPULATE_WRITE, Linux 5.14), else by writing a byte per page.
-void PopulatePages(std::byte* data, size_t size) {
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
-#ifdef MADV_POPULATE_WRITE
-  if (end > begin && ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
-#endif
-  for (size_t i = 0; i < size; i += page) data[i] = std::byte{0};
-}
-
-}  // namespace
 
 void Pass::WarmFirstBatchBuffers() {
   if (plan_.batches() == 0) return;
