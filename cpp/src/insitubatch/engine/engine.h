@@ -372,10 +372,12 @@ class Pass {
   std::atomic<bool> producer_waiting_{false};
   std::atomic<size_t> scheduled_{0};  // blocks whose read sets are pinned
 
-  // Eviction by next use: per chunk, the blocks of this pass that read it, and its first
-  // block next epoch.
-  std::unordered_map<SlotKey, std::vector<uint32_t>, SlotKeyHash> uses_;
-  std::unordered_map<SlotKey, uint32_t, SlotKeyHash> next_epoch_first_;
+  // Eviction by next use: (chunk, a block of this pass that reads it), and (chunk, its first
+  // block next epoch), both sorted. Built before the pass's first read, so flat: hash maps
+  // of vectors took a heap allocation per chunk (0.7 s of the 1.5 s before the first read of
+  // a million-chunk epoch).
+  std::vector<std::pair<SlotKey, uint32_t>> uses_;
+  std::vector<std::pair<SlotKey, uint32_t>> next_epoch_first_;
   void IndexNextUses(const std::optional<EpochOrder>& next_order);
 
   // Bounded batch queue (producer -> consumer).
