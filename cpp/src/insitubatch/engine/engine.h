@@ -343,9 +343,9 @@ class Pass {
   void ScheduleBlocks();
   void ProduceBatches();
   // While the first batch's chunks load, the producer (idle until they are in) takes the
-  // memory that batch is copied into and touches each page, then gives it back for the
-  // gather to take: a new process's first copy into fresh memory costs several times a
-  // later one (a page fault per 4 KiB), on the path the consumer waits on.
+  // memory that batch is copied into and maps its pages (PopulatePages), then gives it back
+  // for the gather to take: a new process's first copy into fresh memory costs several
+  // times a later one (a page fault per 4 KiB), on the path the consumer waits on.
   void WarmFirstBatchBuffers();
   // The engine's WaitForReadRoom, with the scheduler's clock state around it.
   void WaitForReadRoom();
