@@ -688,6 +688,11 @@ def zstd_decode_ceiling(files: Sequence[str], decoded_size: int, threads: int = 
     Best wall seconds to zstd-decode every file (read into memory first) with `threads`.
     """
 
+def zstd_decode_floor(files: Sequence[str], decoded_size: int, threads: int = 0) -> float:
+    """
+    Wall seconds for `threads` threads to read every file (from the page cache) and zstd-decode it into its own place in one fresh buffer: what a cold process must at least do to hold these chunks' values. One run: a second would find the memory warm.
+    """
+
 def read_throughput(store: Store, keys: Sequence[str], concurrency: int, repeats: int = 3) -> tuple[list[float], int]:
     """
     Wall seconds of each repeat reading every key once (whole objects, at most `concurrency` in flight, no decode), and the bytes one repeat received.

@@ -20,6 +20,9 @@ import weakref
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
+# numpy imports its random module on first use, which costs several milliseconds: taken
+# here, with the package, instead of inside the first pass's epoch order.
+import numpy.random  # noqa: F401
 
 from . import _ext, arguments, caching, class_plans, dataset_sizing, lifecycle, patching, resume, sample_filters
 from . import strings

@@ -4,6 +4,9 @@
 // the pass itself, so it may outlive that pass; the slot's CancelFlag ends it early when
 // nobody needs the slot any more.
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -66,6 +69,16 @@ bool WorthReadingAgain(const Status& status) { return status.code() == StatusCod
 
 }  // namespace
 
+void PopulatePages(std::byte* data, size_t size) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
+  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
+#ifdef MADV_POPULATE_WRITE
+  if (end > begin && ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
+#endif
+  for (size_t i = 0; i < size; i += page) data[i] = std::byte{0};
+}
+
 bool Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats) {
   const ArraySource& source = sources_[slot->key.source];
   // Without a chunk transform (or with one fused into decode) the tiles decode straight
@@ -74,11 +87,13 @@ bool Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> 
   Result<bool> prepared = pool_.Prepare(slot, source.resident.bytes(), source.stored.bytes(), resident);
   if (!prepared.ok()) return false;  // the slot failed with the backing's error
   if (*prepared) return true;        // revived from the cache directory
+  // Until the pool first evicts, no slot memory has been recycled: each slot's is new.
+  const bool fresh = pool_.counters().evictions == 0;
   {
     std::lock_guard lock(reads_mutex_);
     const uint64_t admitted = admissions_++;
     for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
-      queued_reads_.push_back(TileRead{slot, tile, stats, 1, admitted});
+      queued_reads_.push_back(TileRead{slot, tile, stats, 1, admitted, fresh});
       ++outstanding_;
     }
   }
@@ -219,7 +234,26 @@ struct Engine::PartedTile {
   std::mutex mutex;
 };
 
+Engine::GatherClaim::GatherClaim(Engine& engine)
+    : engine_(engine), threads_(static_cast<uint32_t>(engine.gather_threads())) {
+  std::lock_guard lock(engine_.cores_mutex_);
+  engine_.gathering_ += threads_;
+}
+
+Engine::GatherClaim::~GatherClaim() {
+  {
+    std::lock_guard lock(engine_.cores_mutex_);
+    engine_.gathering_ -= threads_;
+  }
+  engine_.cores_cv_.notify_all();
+}
+
 void Engine::DecodeNext() {
+  {
+    std::unique_lock lock(cores_mutex_);
+    cores_cv_.wait(lock, [this] { return gathering_ == 0 || decoding_ == 0 || decoding_ + gathering_ < cores_; });
+    ++decoding_;
+  }
   std::shared_ptr<ArrivedRead> next;
   {
     std::lock_guard lock(reads_mutex_);
@@ -228,6 +262,11 @@ void Engine::DecodeNext() {
   }
   ReadRoomFreed();  // one fewer waits for a decoder: the next read may start meanwhile
   DecodeTile(std::move(next->read), std::move(next->bytes), next->fetch_wait_s);
+  {
+    std::lock_guard lock(cores_mutex_);
+    --decoding_;
+  }
+  cores_cv_.notify_one();
 }
 
 void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wait_s) {
@@ -239,6 +278,7 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
   const std::vector<uint64_t> coords = source.PhysicalCoords(slot->key.chunk, read.tile);
   const uint64_t tile_bytes = source.stored.tile_bytes;
   std::span<std::byte> dst(slot->data.data() + read.tile * tile_bytes, tile_bytes);
+  if (read.fresh) PopulatePages(dst.data(), dst.size());
   TileDecoded decoded;
   decoded.started = t0;
   decoded.fetch_wait_s = fetch_wait_s;

@@ -195,6 +195,11 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
     }
     slots.push_back(std::move(slot).value());
   }
+  // The first batch is copied into fresh memory (its first touch, several times a later
+  // copy) while the consumer waits: the decoders leave it its cores. Later copies share
+  // them as before, which keeps the decoders busiest.
+  std::optional<Engine::GatherClaim> claim;
+  if (k == 0) claim.emplace(*engine_);
   auto slot_for = [&](SlotKey key) -> const Slot& {
     auto it = std::lower_bound(needs.begin(), needs.end(), key);
     return *slots[static_cast<size_t>(it - needs.begin())];
@@ -291,7 +296,21 @@ double Pass::GatherRows(const Label& label, std::span<const int64_t> anchors, st
   return SecondsSince(t0);
 }
 
+void Pass::WarmFirstBatchBuffers() {
+  if (plan_.batches() == 0) return;
+  const uint64_t rows = std::min<uint64_t>(plan_.rows(), static_cast<uint64_t>(plan_.batch_size));
+  std::vector<Buffer> warmed;
+  for (const Label& label : spec_.labels) {
+    Result<Buffer> buffer = engine_->buffers().Take(rows * engine_->sources_[label.source].resident.sample_bytes());
+    if (!buffer.ok()) return;  // the gather will report it
+    PopulatePages(buffer->data(), buffer->size());
+    warmed.push_back(std::move(buffer).value());
+  }
+  // Given back to the recycler, where the first gather's Take finds them.
+}
+
 void Pass::ProduceBatches() {
+  WarmFirstBatchBuffers();
   for (size_t k = 0; k < plan_.batches() && !cancelled_.load(); ++k) {
     Status failure;
     {
@@ -434,28 +453,54 @@ void Pass::Close(const std::string& reason) {
   });
 }
 
-void Pass::IndexNextUses(const std::optional<EpochOrder>& next_order) {
-  for (size_t b = 0; b < plan_.blocks(); ++b) {
-    for (const SlotKey& key : plan_.block_reads[b]) uses_[key].push_back(static_cast<uint32_t>(b));
+namespace {
+
+// (chunk, block) pairs of every block's reads, sorted by chunk then block.
+std::vector<std::pair<SlotKey, uint32_t>> ChunkBlocks(const PassPlan& plan) {
+  size_t n = 0;
+  for (const auto& reads : plan.block_reads) n += reads.size();
+  std::vector<std::pair<SlotKey, uint32_t>> out;
+  out.reserve(n);
+  for (size_t b = 0; b < plan.blocks(); ++b) {
+    for (const SlotKey& key : plan.block_reads[b]) out.emplace_back(key, static_cast<uint32_t>(b));
   }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Each chunk's first (lowest) block, from pairs sorted by chunk then block.
+std::vector<std::pair<SlotKey, uint32_t>> FirstBlocks(const std::vector<std::pair<SlotKey, uint32_t>>& sorted) {
+  std::vector<std::pair<SlotKey, uint32_t>> out;
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    if (i == 0 || sorted[i].first != sorted[i - 1].first) out.push_back(sorted[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
+void Pass::IndexNextUses(const std::optional<EpochOrder>& next_order) {
+  uses_ = ChunkBlocks(plan_);
   if (!next_order) {  // the same order again: first uses are this pass's own
-    for (const auto& [key, blocks] : uses_) next_epoch_first_[key] = blocks.front();
+    next_epoch_first_ = FirstBlocks(uses_);
     return;
   }
   auto next = BuildPlan(*next_order, spec_.ref_spc, spec_.batch_size, spec_.labels, sources(), spec_.patches);
   if (!next.ok()) return;  // no lookahead past this epoch: LRU decides among the rest
-  for (size_t b = next->blocks(); b-- > 0;) {
-    for (const SlotKey& key : next->block_reads[b]) next_epoch_first_[key] = static_cast<uint32_t>(b);
-  }
+  next_epoch_first_ = FirstBlocks(ChunkBlocks(*next));
 }
 
 uint64_t Pass::NextUseDistance(SlotKey key) const {
   const size_t position = scheduled_.load(std::memory_order_relaxed);
-  if (auto it = uses_.find(key); it != uses_.end()) {
-    auto next = std::lower_bound(it->second.begin(), it->second.end(), position);
-    if (next != it->second.end()) return *next - position;
+  // This pass's first block at or after `position` that reads the chunk.
+  const auto from =
+      std::pair(key, static_cast<uint32_t>(std::min<size_t>(position, std::numeric_limits<uint32_t>::max())));
+  if (auto it = std::lower_bound(uses_.begin(), uses_.end(), from); it != uses_.end() && it->first == key) {
+    return it->second - position;
   }
-  if (auto it = next_epoch_first_.find(key); it != next_epoch_first_.end()) {
+  const auto first = std::pair(key, uint32_t{0});
+  if (auto it = std::lower_bound(next_epoch_first_.begin(), next_epoch_first_.end(), first);
+      it != next_epoch_first_.end() && it->first == key) {
     return plan_.blocks() - std::min(position, plan_.blocks()) + it->second;
   }
   return NextUse::kNever;

@@ -451,6 +451,18 @@ TEST(PassTest, NextUseEvictionIsExactAndDecodesNoMoreThanLru) {
   EXPECT_LT(decodes[1], decodes[0]);
 }
 
+TEST(PassTest, FirstBatchIsCopiedIntoMemoryMappedWhileItsChunksLoad) {
+  Fixture f;
+  f.Add("t2m", {8, 4}, {4, 4});
+  auto engine = f.MakeEngine();
+  // One batch: the producer took its buffer ahead (mapping it) and gave it back, and the
+  // gather took that one again instead of allocating a second.
+  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(2), 4, 8, 2), 4, 8, {{"t2m", 0, 0}})).value();
+  EXPECT_EQ(DrainAndCheck(*pass, f.sources).size(), 8u);
+  EXPECT_EQ(engine->buffers().stats().allocations, 1u);
+  EXPECT_EQ(engine->buffers().stats().reuses, 1u);
+}
+
 TEST(PassTest, BatchBuffersAreRecycled) {
   Fixture f;
   f.Add("t2m", {64, 4}, {4, 4});
