@@ -83,7 +83,8 @@ def compare_stores(kind, data, rounds, root, endpoint=None):
             shutil.rmtree(root)
             pathlib.Path(root).mkdir()
     rate = {k: mb / statistics.median(v) for k, v in times.items()}
-    return {"mb": mb, "mb_s": rate, "ratio": rate["ours"] / rate["theirs"]}
+    paired = [t / o for o, t in zip(times["ours"], times["theirs"])]  # each round's ours/theirs
+    return {"mb": mb, "mb_s": rate, "ratio": rate["ours"] / rate["theirs"], "round_ratios": paired}
 
 
 WRITER_CODECS = {
@@ -263,7 +264,8 @@ def main() -> int:
         if kind in report:
             r = report[kind]
             print(f"zarr-python writes {r['mb']:.0f} MB to {kind}: ours {r['mb_s']['ours']:.0f} MB/s,"
-                  f" ObjectStore(obstore) {r['mb_s']['theirs']:.0f} MB/s, ours/theirs {r['ratio']:.2f}")
+                  f" ObjectStore(obstore) {r['mb_s']['theirs']:.0f} MB/s, ours/theirs {r['ratio']:.2f}"
+                  f" (rounds: {min(r['round_ratios']):.2f}-{max(r['round_ratios']):.2f})")
     w = report["writer"]
     print(f"shuffled pass, {args.samples} samples of 181x360 f4: read alone {w['samples_s']['read']:.0f} samples/s,"
           f" {w['cpu_s_per_sample']['read'] * 1e3:.3f} ms CPU/sample")
