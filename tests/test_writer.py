@@ -58,6 +58,29 @@ def test_a_shuffled_pass_writes_predictions_zarr_reads_back_exactly(source, tmp_
     assert writer.peak_buffered_bytes <= 1 << 20
 
 
+def test_values_of_another_dtype_and_layout_are_cast_and_placed_exactly(source, tmp_path):
+    # float64, Fortran-ordered batches that straddle chunks, unsigned indices: each row lands
+    # once in its chunk's buffer (buffers of written chunks are reused by later ones).
+    src, data = source
+    geoms = open_geometries(insitubatch.store(str(src)), ["t2m"])
+    rng = np.random.default_rng(5)  # shuffled within blocks of two chunks, so later chunks reuse buffers
+    order = np.concatenate([rng.permutation(np.arange(b, min(b + 2 * SPC, N))) for b in range(0, N, 2 * SPC)])
+    order = order.astype("u4")
+    with ZarrWriter(str(tmp_path / "out.zarr"), "pred", like=geoms["t2m"], budget_bytes=3 * SPC * 30 * 4) as writer:
+        for start in range(0, N, 7):
+            rows = order[start:start + 7]
+            writer.write(rows, np.asfortranarray(data[rows].astype("f8")))
+        assert writer.peak_buffered_bytes <= 3 * SPC * 30 * 4
+    assert writer.chunks_written == 8
+    # The short last chunk's rows past the array's end are stored as the fill value, not as
+    # whatever the reused buffer held before.
+    stored = _ext.open_hierarchy(insitubatch.store(str(tmp_path / "out.zarr"))).open_array("pred")
+    for inner in (0, 1):
+        assert not stored.read_chunk([N // SPC, 0, inner])[N % SPC:].any()
+    back = zarr.open_array(zarr.storage.LocalStore(tmp_path / "out.zarr"), path="pred", mode="r")[...]
+    np.testing.assert_array_equal(back, data)
+
+
 def test_different_inner_shape_and_dtype(source, tmp_path):
     src, data = source
     geoms = open_geometries(insitubatch.store(str(src)), ["t2m"])

@@ -5,6 +5,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <cstring>
+
 #include "bindings.h"
 #include "insitubatch/zarr/hierarchy.h"
 
@@ -57,6 +59,38 @@ nb::dict MetadataToDict(const zarr::ArrayMetadata& meta) {
     d["fill_value"] = nb::bytes(reinterpret_cast<const char*>(meta.fill_value.data()), meta.dtype.itemsize());
   }
   return d;
+}
+
+using RowIndex = nb::ndarray<const int64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu>;
+
+// dst[dst_rows[k]] = src[src_rows[k]] for every k: one memcpy per row, without the GIL, and
+// no gathered temporary (numpy's dst[i] = src[j] copies every row twice).
+void CopyRows(nb::ndarray<nb::c_contig, nb::device::cpu> dst, const RowIndex& dst_rows,
+              nb::ndarray<nb::ro, nb::c_contig, nb::device::cpu> src, const RowIndex& src_rows) {
+  if (dst.ndim() == 0 || src.ndim() == 0 || dst.dtype() != src.dtype()) {
+    ThrowIfError(InvalidArgument("copy_rows: dst and src must be arrays of one dtype with a leading row axis"));
+  }
+  const size_t dst_n = dst.shape(0);
+  const size_t src_n = src.shape(0);
+  const size_t row = dst_n == 0 ? 0 : dst.nbytes() / dst_n;
+  if ((src_n == 0 ? 0 : src.nbytes() / src_n) != row && src_n != 0 && dst_n != 0) {
+    ThrowIfError(InvalidArgument("copy_rows: rows of dst and src differ in size"));
+  }
+  if (dst_rows.shape(0) != src_rows.shape(0)) {
+    ThrowIfError(InvalidArgument("copy_rows: dst_rows and src_rows differ in length"));
+  }
+  const int64_t* to = dst_rows.data();
+  const int64_t* from = src_rows.data();
+  const size_t n = dst_rows.shape(0);
+  for (size_t k = 0; k < n; ++k) {
+    if (to[k] < 0 || static_cast<uint64_t>(to[k]) >= dst_n || from[k] < 0 || static_cast<uint64_t>(from[k]) >= src_n) {
+      ThrowIfError(InvalidArgument("copy_rows: row index out of range at position " + std::to_string(k)));
+    }
+  }
+  auto* out = static_cast<std::byte*>(dst.data());
+  const auto* in = static_cast<const std::byte*>(src.data());
+  nb::gil_scoped_release release;  // the arrays (held by the caller) outlive the call
+  for (size_t k = 0; k < n; ++k) std::memcpy(out + to[k] * row, in + from[k] * row, row);
 }
 
 }  // namespace
@@ -140,6 +174,10 @@ void BindZarr(nb::module_& m) {
         nb::gil_scoped_release release;
         return ValueOrThrow(h.OpenArray(path));
       });
+
+  m.def("copy_rows", &CopyRows, nb::arg("dst"), nb::arg("dst_rows"), nb::arg("src"), nb::arg("src_rows"),
+        "dst[dst_rows[k]] = src[src_rows[k]] for each k (C-contiguous arrays of one dtype; int64 row indices), "
+        "one copy per row without the GIL.");
 
   m.def(
       "open_hierarchy",

@@ -402,6 +402,11 @@ class Hierarchy:
 
     def open_array(self, arg: str, /) -> ZarrArray: ...
 
+def copy_rows(dst: Annotated[NDArray, dict(order='C', device='cpu')], dst_rows: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], src: Annotated[NDArray, dict(order='C', device='cpu', writable=False)], src_rows: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)]) -> None:
+    """
+    dst[dst_rows[k]] = src[src_rows[k]] for each k (C-contiguous arrays of one dtype; int64 row indices), one copy per row without the GIL.
+    """
+
 def open_hierarchy(store: Store) -> Hierarchy:
     """Reads the hierarchy's metadata (no chunk data)."""
 

@@ -90,7 +90,8 @@ class ZarrWriter:
         self._buffered = 0
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="insitu-write")
         self._max_pending = 2 * threads
-        self._pending: list[tuple[int, concurrent.futures.Future[None]]] = []
+        self._pending: list[tuple[int, np.ndarray, concurrent.futures.Future[None]]] = []
+        self._spare: list[np.ndarray] = []  # buffers of written chunks, kept for the next ones
         self._closed = False
 
     # -- opening ------------------------------------------------------------------------------
@@ -179,48 +180,60 @@ class ZarrWriter:
         if indices.size and (indices.min() < 0 or indices.max() >= self.shape[0]):
             bad = int(indices[(indices < 0) | (indices >= self.shape[0])][0])
             raise InvalidArgumentError(f"{self.name!r}: sample index {bad} is outside [0, {self.shape[0]})")
+        if values.dtype != self.dtype or not values.flags.c_contiguous:
+            values = np.ascontiguousarray(values, dtype=self.dtype)
         spc = self.chunks[0]
-        order = np.argsort(indices, kind="stable")
-        chunk_of = indices[order] // spc
+        order = np.argsort(indices, kind="stable").astype(np.int64, copy=False)
+        sorted_indices = indices[order].astype(np.int64, copy=False)
+        chunk_of = sorted_indices // spc
         starts: list[int] = np.flatnonzero(np.r_[True, chunk_of[1:] != chunk_of[:-1]]).tolist() if indices.size else []
         bounds = starts + [len(order)]
-        for a, b in zip(bounds[:-1], bounds[1:]):
+        for a, b in zip(bounds[:-1], bounds[1:]):  # one pass per output chunk the batch touches
             chunk = int(chunk_of[a])
             if chunk in self._complete:
                 continue  # written before (a resumed job): its rows are already in the store
             rows, seen = self._open_chunk(chunk)
-            local = indices[order[a:b]] - chunk * spc
+            local = sorted_indices[a:b] - chunk * spc
             uses = np.bincount(local, minlength=spc) + seen
             if (uses > 1).any():
                 twice = int(np.flatnonzero(uses > 1)[0]) + chunk * spc
                 raise InvalidArgumentError(f"{self.name!r}: sample {twice} was written twice")
-            rows[local] = values[order[a:b]]
+            _ext.copy_rows(rows, local, values, order[a:b])  # each row copied once, without the GIL
             seen[local] = True
             if seen[: self._rows(chunk)].all():
                 self._flush(chunk)
 
+    def _chunk_nbytes(self) -> int:
+        return int(self.chunks[0] * math.prod(self.shape[1:]) * self.dtype.itemsize)
+
     def _open_chunk(self, chunk: int) -> tuple[np.ndarray, np.ndarray]:
         opened = self._open.get(chunk)
         if opened is None:
-            nbytes = self.chunks[0] * math.prod(self.shape[1:]) * self.dtype.itemsize
-            if self._buffered + nbytes > self.budget_bytes and self._pending:
+            nbytes = self._chunk_nbytes()
+            if not self._spare and self._buffered + nbytes > self.budget_bytes and self._pending:
                 self._raise_failed_writes(wait=True)  # chunks being written give their rows back first
-            if self._buffered + nbytes > self.budget_bytes:
+            if self._spare:  # a written chunk's buffer: warm memory, already within the budget
+                rows = self._spare.pop()
+            elif self._buffered + nbytes > self.budget_bytes:
                 raise ResourceExhaustedError(
                     f"ZarrWriter for {self.name!r}: {len(self._open)} chunks are waiting for rows"
                     f" ({self._buffered} bytes) and chunk {chunk} needs {nbytes} more, past budget_bytes"
                     f"={self.budget_bytes}: raise budget_bytes, or write in an order that finishes chunks sooner"
                     " (a shuffle with smaller blocks)")
-            rows = np.full(self.chunks[:1] + self.shape[1:], self.fill_value, dtype=self.dtype)
+            else:
+                rows = np.empty(self.chunks[:1] + self.shape[1:], dtype=self.dtype)
+            # Every row inside the array is written before the chunk is; the rows past the
+            # array's end (its last chunk) are stored as the fill value, as zarr pads them.
+            rows[self._rows(chunk):] = self.fill_value
             opened = (rows, np.zeros(self.chunks[0], dtype=bool))
             self._open[chunk] = opened
-            self._buffered += rows.nbytes
-            self.peak_buffered_bytes = max(self.peak_buffered_bytes, self._buffered)
+            self._buffered += nbytes
+            self.peak_buffered_bytes = max(self.peak_buffered_bytes, self._buffered + len(self._spare) * nbytes)
         return opened
 
     def _flush(self, chunk: int) -> None:
         rows, _ = self._open.pop(chunk)
-        self._pending.append((chunk, self._pool.submit(self._write_chunk, chunk, rows)))
+        self._pending.append((chunk, rows, self._pool.submit(self._write_chunk, chunk, rows)))
         if len(self._pending) > self._max_pending:  # the encoders are behind: wait for the oldest
             self._raise_failed_writes(wait=True, keep=self._max_pending // 2)
 
@@ -232,15 +245,17 @@ class ZarrWriter:
                 full = np.full(self.chunks, self.fill_value, dtype=self.dtype)
                 full[tuple(slice(0, n) for n in tile.shape)] = tile
                 tile = full
+            # Encoded and written natively without the GIL, straight from this buffer.
             self._array.write_chunk([chunk, *inner], np.ascontiguousarray(tile))
 
     def _raise_failed_writes(self, *, wait: bool, keep: int = 0) -> None:
-        while self._pending and (self._pending[0][1].done() or (wait and len(self._pending) > keep)):
-            chunk, future = self._pending.pop(0)
+        while self._pending and (self._pending[0][2].done() or (wait and len(self._pending) > keep)):
+            chunk, rows, future = self._pending.pop(0)
             try:
                 future.result()  # the core's errors name the array and the chunk
             finally:
-                self._buffered -= self.chunks[0] * math.prod(self.shape[1:]) * self.dtype.itemsize
+                self._buffered -= self._chunk_nbytes()
+            self._spare.append(rows)  # reused by the next chunk to open (counted in the budget while kept)
             self._complete.add(chunk)
             self.chunks_written += 1
 
@@ -266,6 +281,7 @@ class ZarrWriter:
         finally:
             self._closed = True
             self._pool.shutdown(wait=True)
+            self._spare.clear()
 
     def __enter__(self) -> "ZarrWriter":
         return self
@@ -276,6 +292,7 @@ class ZarrWriter:
             return
         self._closed = True  # an exception is on its way: finish what is in flight, report nothing more
         self._pool.shutdown(wait=True)
+        self._spare.clear()
 
     def __repr__(self) -> str:
         return (f"ZarrWriter({self._native.describe(self.name)!r}, shape={self.shape}, chunks={self.chunks},"

@@ -12,7 +12,11 @@ because importing zarr costs a quarter of a second.
 from __future__ import annotations
 
 import asyncio
-from typing import Any, AsyncIterator, Iterable
+import concurrent.futures
+import functools
+import os
+import threading
+from typing import Any, AsyncIterator, Callable, Iterable, TypeVar
 
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
@@ -46,6 +50,35 @@ def _contiguous(value: Buffer) -> Any:
     return data if data.dtype == "uint8" and data.ndim == 1 and data.flags.c_contiguous else value.to_bytes()
 
 
+_T = TypeVar("_T")
+_write_pool: concurrent.futures.ThreadPoolExecutor | None = None
+_write_pool_lock = threading.Lock()
+
+
+def _forget_write_pool() -> None:  # a forked child has none of its parent's threads
+    global _write_pool, _write_pool_lock
+    _write_pool, _write_pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_write_pool)
+
+
+async def _in_write_thread(call: Callable[..., _T], *args: Any, network: bool, **kwargs: Any) -> _T:
+    """Runs a blocking native write off the event loop. zarr-python encodes chunks on the
+    loop's default executor (a few threads: cores + 4); a write that waits there on the
+    network (an S3 PUT) would hold a thread that encoding needs, so network writes wait on
+    threads of their own (holding no GIL). A local write is CPU work like the encode, and
+    more threads would only crowd the same cores: it shares the default executor."""
+    if not network:
+        return await asyncio.to_thread(call, *args, **kwargs)
+    global _write_pool
+    if _write_pool is None:
+        with _write_pool_lock:
+            if _write_pool is None:
+                _write_pool = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="insitu-zarr-write")
+    return await asyncio.get_running_loop().run_in_executor(_write_pool, functools.partial(call, *args, **kwargs))
+
+
 class ZarrStore(Store):
     """A native store (``.native``) behind zarr-python's ``Store`` interface: read-only unless
     the native store was opened writable. The native store's own methods (``read``,
@@ -63,6 +96,9 @@ class ZarrStore(Store):
                                        " read_only=False to write through it")
         super().__init__(read_only=read_only)
         self._native = native
+        from . import _ext
+
+        self._network_writes = not isinstance(native, (_ext.FileStore, _ext.MemoryStore))
 
     @property
     def native(self) -> Any:
@@ -127,19 +163,20 @@ class ZarrStore(Store):
 
     async def set(self, key: str, value: Buffer) -> None:
         self._check_writable()
-        await asyncio.to_thread(self._native.write, key, _contiguous(value))
+        await _in_write_thread(self._native.write, key, _contiguous(value), network=self._network_writes)
 
     async def set_if_not_exists(self, key: str, value: Buffer) -> None:
         self._check_writable()  # atomic against other writers: a conditional create
-        await asyncio.to_thread(self._native.write, key, _contiguous(value), if_absent=True)
+        await _in_write_thread(self._native.write, key, _contiguous(value), if_absent=True,
+                               network=self._network_writes)
 
     async def delete(self, key: str) -> None:
         self._check_writable()
-        await asyncio.to_thread(self._native.delete, key)
+        await _in_write_thread(self._native.delete, key, network=self._network_writes)
 
     async def delete_dir(self, prefix: str) -> None:
         self._check_writable()
-        await asyncio.to_thread(self._native.delete_prefix, prefix)
+        await _in_write_thread(self._native.delete_prefix, prefix, network=self._network_writes)
 
     async def _keys(self, prefix: str) -> list[str]:
         return [k for k in await asyncio.to_thread(self._native.list, prefix) if k.startswith(prefix)]

@@ -31,9 +31,20 @@ Result<ResolvedRange> ResolveRange(ByteRange range, uint64_t size) {
   return InvalidArgument("unknown byte range kind");
 }
 
+namespace {
+
+Buffer CopyBytes(std::string_view bytes) {
+  Result<Buffer> copy = Buffer::CopyOf(std::span(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()));
+  if (!copy.ok()) throw std::bad_alloc();  // as std::string's copy would
+  return std::move(copy).value();
+}
+
+}  // namespace
+
 void MemoryStore::Set(std::string key, std::string bytes) {
+  Buffer copy = CopyBytes(bytes);
   std::lock_guard lock(mutex_);
-  objects_.insert_or_assign(std::move(key), std::move(bytes));
+  objects_.insert_or_assign(std::move(key), std::move(copy));
 }
 
 void MemoryStore::Erase(const std::string& key) {
@@ -49,7 +60,7 @@ void MemoryStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
     std::lock_guard lock(mutex_);
     auto it = objects_.find(key);
     if (it == objects_.end()) return ReadResult::Missing();
-    const std::string& bytes = it->second;
+    const Buffer& bytes = it->second;
     auto resolved = ResolveRange(range, bytes.size());
     if (!resolved.ok()) {
       return resolved.status().WithContext("reading " + Describe(key) + range.Describe());
@@ -76,10 +87,22 @@ Result<std::vector<std::string>> MemoryStore::List(std::string_view prefix) {
 
 Result<bool> MemoryStore::Write(std::string key, std::string_view value, WriteMode mode) {
   INSITU_RETURN_IF_ERROR(CheckWritable(key));
-  std::string bytes(value);  // copied before the lock: readers are not held up by a big write
+  // Copied before the lock: readers are not held up by a big write.
+  INSITU_ASSIGN_OR_RETURN(Buffer bytes,
+                          Buffer::CopyOf(std::span(reinterpret_cast<const std::byte*>(value.data()), value.size())));
+  return WriteOwned(std::move(key), std::move(bytes), mode);
+}
+
+Result<bool> MemoryStore::WriteOwned(std::string key, Buffer value, WriteMode mode) {
+  INSITU_RETURN_IF_ERROR(CheckWritable(key));
+  // Kept as given unless most of its allocation is slack (a compressor's worst-case buffer
+  // around a small output): a memory store should hold about what it stores.
+  if (value.data() == nullptr || value.capacity() - value.size() > value.size() / 2) {
+    value = CopyBytes(std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
+  }
   std::lock_guard lock(mutex_);
-  if (mode == WriteMode::kIfAbsent) return objects_.try_emplace(std::move(key), std::move(bytes)).second;
-  objects_.insert_or_assign(std::move(key), std::move(bytes));
+  if (mode == WriteMode::kIfAbsent) return objects_.try_emplace(std::move(key), std::move(value)).second;
+  objects_.insert_or_assign(std::move(key), std::move(value));
   return true;
 }
 

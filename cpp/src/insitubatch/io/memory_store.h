@@ -25,13 +25,14 @@ class MemoryStore final : public Store {
 
   bool writable() const override { return writable_; }
   Result<bool> Write(std::string key, std::string_view value, WriteMode mode) override;
+  Result<bool> WriteOwned(std::string key, Buffer value, WriteMode mode) override;  // kept, not copied
   Status Delete(std::string key) override;
   Status DeletePrefix(std::string prefix) override;
 
  private:
   const bool writable_;
   mutable std::mutex mutex_;
-  std::map<std::string, std::string, std::less<>> objects_;
+  std::map<std::string, Buffer, std::less<>> objects_;
 };
 
 // Applies `range` to an object of `size` bytes: the [begin, end) offsets, or DataLoss when

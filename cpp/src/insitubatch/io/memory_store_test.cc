@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -147,6 +148,32 @@ TEST(MemoryStoreTest, WritesNeedAWritableStore) {
   EXPECT_THAT(store.List("").value(), ElementsAre("gx"));
   EXPECT_TRUE(store.DeletePrefix("").ok());
   EXPECT_TRUE(store.List("").value().empty());
+}
+
+TEST(MemoryStoreTest, WriteOwnedKeepsTheBufferUnlessMostOfItIsSlack) {
+  MemoryStore store(/*writable=*/true);
+  auto read = [&](const std::string& key) {
+    auto r = store.Read(key);
+    return std::string(reinterpret_cast<const char*>(r->data.data()), r->data.size());
+  };
+  auto full = Buffer::Allocate(8192);
+  ASSERT_TRUE(full.ok());
+  std::memset(full->data(), 'a', full->size());
+  ASSERT_TRUE(store.WriteOwned("a", std::move(full).value(), Store::WriteMode::kOverwrite).ok());
+  EXPECT_EQ(read("a"), std::string(8192, 'a'));
+  // A compressor's worst-case buffer around a small output is stored tight, by a copy.
+  auto slack = Buffer::Allocate(1 << 20);
+  ASSERT_TRUE(slack.ok());
+  std::memset(slack->data(), 'b', 16);
+  slack->Truncate(16);
+  ASSERT_TRUE(store.WriteOwned("b", std::move(slack).value(), Store::WriteMode::kOverwrite).ok());
+  EXPECT_EQ(read("b"), std::string(16, 'b'));
+  auto again = Buffer::Allocate(4);
+  ASSERT_TRUE(again.ok());
+  EXPECT_FALSE(store.WriteOwned("a", std::move(again).value(), Store::WriteMode::kIfAbsent).value());
+  EXPECT_EQ(read("a"), std::string(8192, 'a'));
+  EXPECT_EQ(MemoryStore().WriteOwned("a", Buffer(), Store::WriteMode::kOverwrite).status().code(),
+            StatusCode::kFailedPrecondition);
 }
 
 }  // namespace

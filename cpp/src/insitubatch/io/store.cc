@@ -44,6 +44,10 @@ Result<std::string> Store::CheckWritablePrefix(std::string_view prefix) const {
   return std::string(prefix) + "/";
 }
 
+Result<bool> Store::WriteOwned(std::string key, Buffer value, WriteMode mode) {
+  return Write(std::move(key), std::string_view(reinterpret_cast<const char*>(value.data()), value.size()), mode);
+}
+
 Result<bool> Store::Write(std::string key, std::string_view, WriteMode) {
   INSITU_RETURN_IF_ERROR(CheckWritable(key));
   return Unimplemented("cannot write " + Describe(key) + ": this store does not implement writes");

@@ -94,6 +94,9 @@ class Store {
   // returns whether it wrote.
   enum class WriteMode { kOverwrite, kIfAbsent };
   virtual Result<bool> Write(std::string key, std::string_view value, WriteMode mode);
+  // Write of bytes the caller gives up (an encoded chunk): a store that keeps objects in
+  // memory takes the buffer as it is instead of copying it; the others write its bytes.
+  virtual Result<bool> WriteOwned(std::string key, Buffer value, WriteMode mode);
   // Removes the object at `key`; a missing key is not an error.
   virtual Status Delete(std::string key);
   // Removes every object whose key starts with `prefix` + "/" (zarr's delete_dir); ""

@@ -172,10 +172,14 @@ Status Array::WriteChunk(const std::vector<uint64_t>& coords, ByteSpan decoded) 
     return InvalidArgument(DescribeChunk(path_, coords) + ": " + std::to_string(decoded.size()) +
                            " bytes given, the chunk holds " + std::to_string(chunk_bytes()));
   }
-  auto encoded = chain_.Encode(decoded);
+  Buffer holder;  // the encoded bytes, unless the chain leaves `decoded` as it is
+  auto encoded = chain_.EncodeView(decoded, holder);
   if (!encoded.ok()) return encoded.status().WithContext("encoding " + DescribeChunk(path_, coords));
   const std::string_view bytes(reinterpret_cast<const char*>(encoded->data()), encoded->size());
-  auto written = store_->Write(ChunkKey(coords), bytes, Store::WriteMode::kOverwrite);
+  // The encoded bytes are ours to give away (a memory store keeps them without a copy).
+  auto written = holder.data() != nullptr && encoded->data() == holder.data()
+                     ? store_->WriteOwned(ChunkKey(coords), std::move(holder), Store::WriteMode::kOverwrite)
+                     : store_->Write(ChunkKey(coords), bytes, Store::WriteMode::kOverwrite);
   if (!written.ok()) return written.status().WithContext(DescribeChunk(path_, coords));
   return Status::Ok();
 }

@@ -99,7 +99,7 @@ HttpRequest S3Store::MakeRequest(std::string path, std::vector<std::pair<std::st
   // The signer is shared and immutable; each attempt signs with the current time.
   request.sign = [signer = signer_, path = std::move(path), query = std::move(query)](const HttpRequest& r) {
     return signer->Sign(r.method, path, query, RangeHeaderValue(r.range), AmzDate(std::chrono::system_clock::now()),
-                        !r.body.empty());
+                        !r.payload().empty());
   };
   return request;
 }

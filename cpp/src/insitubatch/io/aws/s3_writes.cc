@@ -31,7 +31,7 @@ Result<bool> S3Store::Write(std::string key, std::string_view value, WriteMode m
   if (value.size() > part_bytes_) return WriteMultipart(key, value, mode);
   HttpRequest request = MakeRequest(ObjectPath(key), {}, Describe(key), ByteRange::All());
   request.method = "PUT";
-  request.body = std::string(value);
+  request.body_view = value;  // the caller holds it through the blocking Send: no copy
   request.headers.push_back("Content-Type: application/octet-stream");
   if (mode == WriteMode::kIfAbsent) {
     request.headers.push_back("If-None-Match: *");

@@ -297,7 +297,7 @@ void AzureStore::Authorize(HttpRequest& request, std::string path, QueryPairs qu
       std::vector<std::string> signed_lines = r.headers;
       signed_lines.insert(signed_lines.end(), lines.begin(), lines.end());
       if (r.method == "PUT" || r.method == "POST") {  // the transport sends it with the body
-        signed_lines.push_back("Content-Length: " + std::to_string(r.body.size()));
+        signed_lines.push_back("Content-Length: " + std::to_string(r.payload().size()));
       }
       if (const std::string range = RangeHeaderValue(r.range); !range.empty()) {
         signed_lines.push_back(r.range_header + ": " + range);  // the transport adds it

@@ -75,7 +75,7 @@ Result<HttpResponse> AzureStore::WriteBlocks(const std::string& key, std::string
         BlobRequest(key, {{"comp", "block"}, {"blockid", ids.back()}},
                     where + " (block " + std::to_string(i + 1) + " of " + std::to_string(blocks) + ")");
     request.method = "PUT";
-    request.body = std::string(value.substr(begin, std::min<uint64_t>(block, value.size() - begin)));
+    request.body_view = value.substr(begin, std::min<uint64_t>(block, value.size() - begin));  // no copy
     request.headers.push_back("Content-Type: application/octet-stream");
     puts.push_back(std::move(request));
   }
@@ -106,7 +106,7 @@ Result<bool> AzureStore::Write(std::string key, std::string_view value, WriteMod
   } else {
     HttpRequest request = BlobRequest(key, {}, Describe(key));
     request.method = "PUT";
-    request.body = std::string(value);
+    request.body_view = value;  // the caller holds it through the blocking Send: no copy
     request.headers.push_back("Content-Type: application/octet-stream");
     request.headers.push_back("x-ms-blob-type: BlockBlob");
     if (mode == WriteMode::kIfAbsent) {

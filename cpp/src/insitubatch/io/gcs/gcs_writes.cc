@@ -46,7 +46,7 @@ Result<bool> GcsStore::Write(std::string key, std::string_view value, WriteMode 
   if (value.size() > part_bytes_ && mode == WriteMode::kOverwrite) return WriteMultipart(key, value);
   HttpRequest request = XmlRequest(&key, {}, Describe(key));
   request.method = "PUT";
-  request.body = std::string(value);
+  request.body_view = value;  // the caller holds it through the blocking Send: no copy
   request.headers.push_back("Content-Type: application/octet-stream");
   if (mode == WriteMode::kIfAbsent) {
     request.headers.push_back("x-goog-if-generation-match: 0");

@@ -539,16 +539,18 @@ class CurlTransport::Worker {
       append(t->request.range_header + ": " + range);
     }
     // No "Expect: 100-continue" round trip before a body: the stores send whole objects.
-    if (!t->request.body.empty()) append("Expect:");
+    if (!t->request.payload().empty()) append("Expect:");
     curl_easy_setopt(e, CURLOPT_URL, t->request.url.c_str());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_list);
     if (t->request.method == "HEAD") {
       curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     } else if (t->request.method == "PUT" || t->request.method == "POST") {
-      // The body stays in the request, alive for the whole transfer and every retry: no copy.
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(t->request.body.size()));
-      curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->request.body.data());
+      // The body stays in the request (or where its view points), alive for the whole
+      // transfer and every retry: no copy.
+      const std::string_view payload = t->request.payload();
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(payload.size()));
+      curl_easy_setopt(e, CURLOPT_POSTFIELDS, payload.data());
       if (t->request.method == "PUT") curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PUT");
     } else if (t->request.method == "DELETE") {
       curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "DELETE");

@@ -25,7 +25,11 @@ inline constexpr uint64_t kDefaultMaxBodyBytes = uint64_t{16} << 30;
 struct HttpRequest {
   std::string method = "GET";  // "GET", "HEAD", "DELETE", or "PUT" / "POST" with `body`
   std::string body;            // PUT / POST only (an object written, a credential exchange); may be secret
-  std::string url;             // never holds credentials (they go in headers/userpwd)
+  // A PUT body viewed where the caller holds it (an encoded chunk), sent instead of `body`
+  // without a copy; the caller keeps it alive until the blocking Send returns.
+  std::string_view body_view;
+  std::string_view payload() const { return body_view.data() != nullptr ? body_view : std::string_view(body); }
+  std::string url;  // never holds credentials (they go in headers/userpwd)
   // "Name: value" lines. May carry secrets (Authorization, tokens): never printed.
   std::vector<std::string> headers;
   ByteRange range;                     // kRange / kSuffix add a Range header; the body is validated

@@ -81,7 +81,7 @@ Result<HttpResponse> UploadInParts(const MultipartUploadTarget& target, std::str
         target.object_request({{"partNumber", std::to_string(i + 1)}, {"uploadId", upload_id}},
                               target.where + " (part " + std::to_string(i + 1) + " of " + std::to_string(parts) + ")");
     request.method = "PUT";
-    request.body = std::string(value.substr(begin, length));
+    request.body_view = value.substr(begin, length);  // a view of the caller's object: no copy per part
     // Not curl's default form type for a body: a server may parse the part as a form.
     request.headers.push_back("Content-Type: application/octet-stream");
     uploads.push_back(std::move(request));

@@ -90,7 +90,7 @@ class BloscCodec final : public BytesToBytesCodec {
     if (in.size() > BLOSC_MAX_BUFFERSIZE) {
       return InvalidArgument("blosc: " + Bytes(in.size()) + " exceeds the blosc1 frame limit");
     }
-    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(in.size() + BLOSC_MAX_OVERHEAD));
+    INSITU_ASSIGN_OR_RETURN(Buffer out, AllocateEncoded(in.size() + BLOSC_MAX_OVERHEAD));
     const int n = blosc_compress_ctx(clevel_, shuffle_, typesize_, in.size(), in.data(), out.data(), out.size(),
                                      cname_.c_str(), blocksize_, 1);
     if (n <= 0) {

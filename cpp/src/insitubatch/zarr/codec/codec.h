@@ -78,6 +78,12 @@ class BytesToBytesCodec {
   }
 };
 
+// Memory for an encoder's output (a compressor's worst-case buffer), taken from a
+// process-wide recycler: an encoded chunk is written and dropped (or kept by a memory store
+// until overwritten), and the next chunk's encode reuses its warm pages instead of faulting
+// in fresh ones. Contents unspecified.
+Result<Buffer> AllocateEncoded(size_t size);
+
 // a + b, or UINT64_MAX where that overflows (an unknown bound stays unknown).
 inline uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 

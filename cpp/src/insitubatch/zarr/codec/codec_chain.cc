@@ -6,6 +6,12 @@
 
 namespace insitubatch::zarr {
 
+Result<Buffer> AllocateEncoded(size_t size) {
+  // Idle memory bounded at 64 MiB: a few chunks in flight per encoding thread.
+  static const std::shared_ptr<BufferRecycler> recycler = BufferRecycler::Create(size_t{64} << 20);
+  return recycler->Take(size);
+}
+
 uint64_t ArrayRepr::elements() const {
   uint64_t n = 1;
   for (uint64_t extent : shape) n *= extent;
@@ -143,20 +149,40 @@ Result<std::unique_ptr<const ChunkParts>> CodecChain::Split(ByteSpan stored) con
   return array_to_bytes_->Split(current, array_reprs_.back());
 }
 
-Result<Buffer> CodecChain::Encode(ByteSpan decoded) const {
+Result<ByteSpan> CodecChain::EncodeView(ByteSpan decoded, Buffer& holder) const {
   if (decoded.size() != repr_.nbytes()) {
     return InvalidArgument("chunk holds " + std::to_string(decoded.size()) + " bytes, expected " +
                            std::to_string(repr_.nbytes()));
   }
-  INSITU_ASSIGN_OR_RETURN(Buffer current, Buffer::CopyOf(decoded));
+  // Each stage reads the previous stage's output in place: the caller's chunk goes straight
+  // to the first codec that changes it (a native-order `bytes` step changes nothing), so the
+  // common `bytes -> zstd` chain compresses the caller's memory with no copy before it.
+  ByteSpan current = decoded;
+  holder = Buffer();
+  auto take = [&](Buffer next) {
+    holder = std::move(next);
+    current = holder.span();
+  };
   for (size_t i = 0; i < array_to_array_.size(); ++i) {
-    INSITU_ASSIGN_OR_RETURN(current, array_to_array_[i]->Encode(current.span(), array_reprs_[i]));
+    INSITU_ASSIGN_OR_RETURN(Buffer next, array_to_array_[i]->Encode(current, array_reprs_[i]));
+    take(std::move(next));
   }
-  INSITU_ASSIGN_OR_RETURN(current, array_to_bytes_->Encode(current.span(), array_reprs_.back()));
+  if (!array_to_bytes_->is_identity(array_reprs_.back())) {
+    INSITU_ASSIGN_OR_RETURN(Buffer next, array_to_bytes_->Encode(current, array_reprs_.back()));
+    take(std::move(next));
+  }
   for (const auto& codec : bytes_to_bytes_) {
-    INSITU_ASSIGN_OR_RETURN(current, codec->Encode(current.span()));
+    INSITU_ASSIGN_OR_RETURN(Buffer next, codec->Encode(current));
+    take(std::move(next));
   }
   return current;
+}
+
+Result<Buffer> CodecChain::Encode(ByteSpan decoded) const {
+  Buffer holder;
+  INSITU_ASSIGN_OR_RETURN(ByteSpan encoded, EncodeView(decoded, holder));
+  if (holder.data() == nullptr) return Buffer::CopyOf(encoded);  // no stage changed it: the result owns its bytes
+  return holder;
 }
 
 std::string CodecChain::Describe() const {

@@ -30,8 +30,13 @@ class CodecChain {
   // read and checked here) when its array -> bytes codec splits and nothing but checksums
   // (checked here too) wraps it; null when the chunk decodes only whole (DecodeInto).
   Result<std::unique_ptr<const ChunkParts>> Split(ByteSpan stored) const;
-  // Encodes one chunk (tests, fuzz seeds, benchmarks).
+  // Encodes one chunk into a buffer of its own.
   Result<Buffer> Encode(ByteSpan decoded) const;
+  // Encodes one chunk without copying what no codec changes: the result views `decoded`
+  // itself when the chain leaves the bytes as they are (a lone native-order `bytes`), else
+  // `holder`, which receives the last stage's output (a compressor's, written straight into
+  // its compressBound-sized buffer). Both must outlive the returned span.
+  Result<ByteSpan> EncodeView(ByteSpan decoded, Buffer& holder) const;
 
   // The most bytes a valid stored chunk can take: exact for a chain without compressors
   // (the `bytes` form plus any checksums), each compressor's CompressedBound otherwise;

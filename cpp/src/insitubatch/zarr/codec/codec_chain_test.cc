@@ -240,5 +240,42 @@ TEST(CodecChainTest, CorruptionSurfacesAsDataLossFromTheRightCodec) {
                    "zstd: frame declares 256 bytes, chunk needs 128 bytes");
 }
 
+TEST(CodecChainTest, EncodeViewCopiesNothingNoCodecChanges) {
+  const ArrayRepr repr = MakeRepr("float32", {64});
+  const auto data = FieldBytes(repr.nbytes());
+  // A lone native-order `bytes`: the encoded form is the caller's chunk itself.
+  auto plain = MakeChain(Json::array({Little()}), repr);
+  ASSERT_TRUE(plain.ok());
+  Buffer holder;
+  auto view = plain->EncodeView(AsBytes(data), holder);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->data(), data.data());
+  EXPECT_EQ(view->size(), data.size());
+  EXPECT_EQ(holder.data(), nullptr);
+  auto owned = plain->Encode(AsBytes(data));  // Encode still hands back bytes of its own
+  ASSERT_TRUE(owned.ok());
+  EXPECT_NE(owned->data(), data.data());
+  EXPECT_EQ(std::memcmp(owned->data(), data.data(), data.size()), 0);
+
+  // `bytes -> zstd`: the compressor reads the caller's chunk and its output is the holder.
+  auto zstd = MakeChain(Json::array({Little(), C("zstd")}), repr);
+  ASSERT_TRUE(zstd.ok());
+  view = zstd->EncodeView(AsBytes(data), holder);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->data(), holder.data());
+  std::vector<std::byte> out(data.size());
+  ASSERT_TRUE(zstd->DecodeInto(*view, AsBytes(out)).ok());
+  EXPECT_EQ(out, data);
+
+  // Big-endian `bytes` changes the bytes: swapped into the holder, the caller's untouched.
+  auto big = MakeChain(Json::array({Big()}), repr);
+  ASSERT_TRUE(big.ok());
+  view = big->EncodeView(AsBytes(data), holder);
+  ASSERT_TRUE(view.ok());
+  EXPECT_EQ(view->data(), holder.data());
+  ASSERT_TRUE(big->DecodeInto(*view, AsBytes(out)).ok());
+  EXPECT_EQ(out, data);
+}
+
 }  // namespace
 }  // namespace insitubatch::zarr

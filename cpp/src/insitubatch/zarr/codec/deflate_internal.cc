@@ -119,7 +119,7 @@ Result<Buffer> DeflateEncode(ByteSpan in, int level, DeflateFormat format) {
   }
   std::unique_ptr<z_stream, int (*)(z_streamp)> guard(&zs, deflateEnd);
   const uLong bound = deflateBound(&zs, static_cast<uLong>(in.size()));
-  INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(bound));
+  INSITU_ASSIGN_OR_RETURN(Buffer out, AllocateEncoded(bound));
   size_t consumed = 0;
   int ret = Z_OK;
   do {

@@ -55,7 +55,7 @@ class Lz4Codec final : public BytesToBytesCodec {
       return InvalidArgument("lz4: " + Bytes(in.size()) + " exceeds the LZ4 block limit");
     }
     const int bound = LZ4_compressBound(static_cast<int>(in.size()));
-    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(kHeaderSize + bound));
+    INSITU_ASSIGN_OR_RETURN(Buffer out, AllocateEncoded(kHeaderSize + bound));
     const auto size = static_cast<uint32_t>(in.size());
     for (size_t i = 0; i < kHeaderSize; ++i) out.data()[i] = std::byte(size >> (8 * i));
     const int n =

@@ -47,6 +47,12 @@ ZSTD_DCtx* StableOutputDCtx() {
   return ctx.get();
 }
 
+// One compression context per thread, reset before each chunk.
+ZSTD_CCtx* ThreadCCtx() {
+  thread_local std::unique_ptr<ZSTD_CCtx, CCtxDeleter> ctx(ZSTD_createCCtx());
+  return ctx.get();
+}
+
 std::string ErrorName(size_t code) { return ZSTD_getErrorName(code); }
 
 // What the frame headers say, checked before any decoding.
@@ -175,13 +181,17 @@ class ZstdCodec final : public BytesToBytesCodec {
     return DecodeStreaming(in, max_size);
   }
 
+  // Compresses straight into a compressBound-sized buffer (one call, no staging copy) with
+  // this thread's context: a fresh context per chunk would allocate and clear its tables
+  // every time.
   Result<Buffer> Encode(ByteSpan in) const override {
-    std::unique_ptr<ZSTD_CCtx, CCtxDeleter> ctx(ZSTD_createCCtx());
+    ZSTD_CCtx* ctx = ThreadCCtx();
     if (ctx == nullptr) return ResourceExhausted("zstd: cannot create a compression context");
-    ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_compressionLevel, level_);
-    ZSTD_CCtx_setParameter(ctx.get(), ZSTD_c_checksumFlag, checksum_ ? 1 : 0);
-    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(ZSTD_compressBound(in.size())));
-    const size_t n = ZSTD_compress2(ctx.get(), out.data(), out.size(), in.data(), in.size());
+    ZSTD_CCtx_reset(ctx, ZSTD_reset_session_and_parameters);
+    ZSTD_CCtx_setParameter(ctx, ZSTD_c_compressionLevel, level_);
+    ZSTD_CCtx_setParameter(ctx, ZSTD_c_checksumFlag, checksum_ ? 1 : 0);
+    INSITU_ASSIGN_OR_RETURN(Buffer out, AllocateEncoded(ZSTD_compressBound(in.size())));
+    const size_t n = ZSTD_compress2(ctx, out.data(), out.size(), in.data(), in.size());
     if (ZSTD_isError(n)) return InvalidArgument("zstd: compression failed (" + ErrorName(n) + ")");
     out.Truncate(n);
     return out;
