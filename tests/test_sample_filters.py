@@ -6,6 +6,7 @@ stay full and equal across ranks, and bad filters are clear errors."""
 
 from __future__ import annotations
 
+import ast
 import os
 
 import numpy as np
@@ -88,14 +89,38 @@ def test_a_boolean_array_along_the_sample_axis_draws_its_samples(store_path):
         assert sorted({s for s, _, _ in drawn(ds.train)}) == list(np.flatnonzero(keep))
 
 
-def test_a_predicate_is_evaluated_once_per_chunk_and_persisted_with_cache_dir(store_path, tmp_path):
+PREDICATE = """
+import ast
+import os
+import numpy as np
+
+def not_all_nan(chunk):  # per pixel: the patch needs at least half its pixels finite
+    with open(os.environ["FILTER_CALLS"], "a") as f:
+        f.write(f"{chunk.shape[0]}\\n")
+    return np.isfinite(chunk)
+"""
+
+CHILD = """
+import sys
+sys.path[:0] = [sys.argv[1], sys.argv[2]]
+import insitubatch as ib
+from filter_predicate import not_all_nan
+from test_sample_filters import PATCH, drawn, open_ds
+with open_ds(sys.argv[3], patch=PATCH, sample_filter=not_all_nan, min_valid=0.5, cache_dir=sys.argv[4]) as ds:
+    print(sorted(drawn(ds.train)))
+"""
+
+
+def test_a_predicate_is_evaluated_once_per_chunk_and_persisted_for_a_new_process(store_path, tmp_path, monkeypatch):
+    import subprocess
+    import sys
+
     sst = values(store_path, "sst")
     calls = tmp_path / "calls"
-
-    def not_all_nan(chunk):  # per pixel: the patch needs at least half its pixels finite
-        with open(calls, "a") as f:
-            f.write(f"{chunk.shape[0]}\n")
-        return np.isfinite(chunk)
+    (tmp_path / "filter_predicate.py").write_text(PREDICATE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setenv("FILTER_CALLS", str(calls))
+    from filter_predicate import not_all_nan
 
     expected = {(s, y, x) for s in range(N) for y in range(0, H - 5, 6) for x in range(0, W - 4, 5)
                 if np.isfinite(sst[s, y:y + 6, x:x + 5]).mean() >= 0.5}
@@ -109,9 +134,12 @@ def test_a_predicate_is_evaluated_once_per_chunk_and_persisted_with_cache_dir(st
                 np.testing.assert_array_equal(b.arrays["sst"][i], sst[s, y:y + 6, x:x + 5])
     assert len(os.listdir(cache / "sample-filters")) == 1
     calls.unlink()
-    with open_ds(store_path, patch=PATCH, sample_filter=not_all_nan, min_valid=0.5, cache_dir=cache) as ds:
-        assert not calls.exists()  # read back, not evaluated again
-        assert set(drawn(ds.train)) == expected
+    # A new process with the same predicate reads the table back instead of decoding again.
+    tests = os.path.dirname(os.path.abspath(__file__))
+    out = subprocess.run([sys.executable, "-c", CHILD, str(tmp_path), tests, store_path, str(cache)],
+                         capture_output=True, text=True, timeout=120, check=True)
+    assert not calls.exists()
+    assert set(map(tuple, ast.literal_eval(out.stdout))) == expected
 
 
 def test_a_per_sample_predicate_and_equal_full_batches_across_ranks(store_path):
