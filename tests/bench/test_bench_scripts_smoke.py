@@ -92,7 +92,9 @@ def test_coldstart_bench(tmp_path):
 def test_write_bench(tmp_path):
     pytest.importorskip("obstore")
     r = _run(tmp_path, "write_bench.py", "--size-mb", "4", "--samples", "32", "--rounds", "1")
-    assert {"file", "s3", "writer", "encode"} <= r.keys() and r["writer"]["ratio"] > 0
+    assert {"file", "s3", "writer", "encode"} <= r.keys()
+    assert r["writer"]["ratio"] and all(ratio > 0 for ratio in r["writer"]["ratio"].values())
+    assert 0 < r["zstd_ceiling"] < 1 and r["encode"]["ratio_raw"] > 0
 
 
 @pytest.mark.timeout(400)
