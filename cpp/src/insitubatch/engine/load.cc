@@ -209,15 +209,16 @@ void Engine::StartRead(TileRead read, std::chrono::steady_clock::time_point t0, 
   // thread (whose pool the destructor would then try to join from inside).
   Engine* self = this;
   auto holder = std::make_shared<TileRead>(std::move(read));
-  tokens_.Asked();
   const std::shared_ptr<Store>& store = source.array->store();
   const ByteRange range = source.array->ChunkReadRange();  // an oversized object is refused unread
   if (fast && store->reads_inline()) {
+    tokens_.QueuedForDecoder();  // a wait for a decoder, not the store, until it starts
     // A read from the page cache takes a fraction of a decode: the decode thread that will
     // decode the bytes reads them, sparing an IO thread's wake-up and a hand-off per chunk.
     // Its time counts from when the pread starts, so a read queued behind decodes does not
     // look like a slow store; a store that turns slow goes back to the IO threads.
     decode_pool_->Submit([self, holder, t0, store, key, range, cancel = std::move(cancel)] {
+      self->tokens_.ReadingOnDecoder();
       const auto started = std::chrono::steady_clock::now();
       Result<ReadResult> bytes =
           IsCancelled(cancel)
@@ -228,6 +229,7 @@ void Engine::StartRead(TileRead read, std::chrono::steady_clock::time_point t0, 
     });
     return;
   }
+  tokens_.Asked();
   store->ReadAsync(
       key, range,
       [self, holder, t0](Result<ReadResult> bytes) mutable {
