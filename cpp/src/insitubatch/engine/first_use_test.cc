@@ -164,7 +164,7 @@ void ExpectExactPass(Fixture& f, const EngineConfig& config) {
 
 // A store that answers on the calling thread (a file store over the page cache) is read by
 // the decode threads themselves, from the first read on. (Whether later reads stay there
-// depends on measured times: bench/coldstart_bench.py shows it.)
+// depends on measured times, slower under a sanitizer: bench/coldstart_bench.py shows it.)
 TEST(InlineReadTest, ALocalStoreIsReadOnTheDecodeThreads) {
   Fixture f;
   f.store->set_inline(true);
@@ -172,7 +172,7 @@ TEST(InlineReadTest, ALocalStoreIsReadOnTheDecodeThreads) {
   config.decode_threads = 2;
   ExpectExactPass(f, config);
   EXPECT_EQ(f.store->total(), 8);
-  EXPECT_GE(f.store->inline_reads(), 2);  // the first batch's two chunks, asked for at once
+  EXPECT_GE(f.store->inline_reads(), 1);  // the first, asked for before any read answered
   EXPECT_EQ(f.store->inline_threads(), (std::set<std::string>{"insitu-decode"}));
 }
 
