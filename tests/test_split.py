@@ -183,3 +183,16 @@ def test_window_wider_than_the_array_is_empty():
     assert (lo, hi) == (0, 0)
     lo, hi = valid_anchor_range([-6, 6], 10)
     assert lo == hi == 6
+
+
+def test_chunk_ids_as_ints_arrays_or_numpy_scalars_give_one_manifest():
+    """Plain ints and an integer array are taken in one pass; anything else goes through the
+    per-id checks, which still refuse bools and floats by name."""
+    lists = SplitManifest(n_chunks=5, sample_chunk_size=2, n_samples=10, chunks={"train": [0, 3], "val": [4]})
+    arrays = SplitManifest(n_chunks=5, sample_chunk_size=2, n_samples=10,
+                           chunks={"train": np.array([0, 3], dtype=np.uint16), "val": [np.int64(4)]})
+    assert lists == arrays and all(type(c) is int for ids in arrays.chunks.values() for c in ids)
+    for bad, match in (([0, True], "integer"), (np.array([0.0, 1.0]), "integer"), ([0, 5], "outside"),
+                       (np.array([-1, 0]), "outside")):
+        with pytest.raises(InvalidArgumentError, match=match):
+            SplitManifest(n_chunks=5, sample_chunk_size=2, n_samples=10, chunks={"train": bad})

@@ -162,7 +162,7 @@ void BindBench(nb::module_& m) {
       "Best wall seconds to zstd-decode every file (read into memory first) with `threads`.");
   m.def(
       "zstd_decode_floor",
-      [](const std::vector<std::string>& files, size_t decoded_size, size_t threads) {
+      [](const std::vector<std::string>& files, size_t decoded_size, size_t threads, size_t ring) {
         if (threads == 0) threads = std::max(1u, std::thread::hardware_concurrency());
         std::atomic<size_t> next{0};
         std::atomic<bool> failed{false};
@@ -171,7 +171,11 @@ void BindBench(nb::module_& m) {
           nb::gil_scoped_release release;
           const auto t0 = std::chrono::steady_clock::now();
           // Fresh memory, as a cold process has: its pages are first touched by the decodes.
-          std::unique_ptr<char[]> out(new char[files.size() * decoded_size]);
+          // With a ring, frame i goes to place i % ring of a buffer of `ring` chunks: fresh
+          // until the ring first wraps, warm after, as a loop that holds `ring` decoded chunks
+          // at a time (and not one chunk per thread, which small chunks keep in cache).
+          const size_t places = ring == 0 ? files.size() : ring;
+          std::unique_ptr<char[]> out(new char[places * decoded_size]);
           std::vector<std::thread> pool;
           for (size_t t = 0; t < threads; ++t) {
             pool.emplace_back([&] {
@@ -182,7 +186,7 @@ void BindBench(nb::module_& m) {
                 frame.resize(in ? static_cast<size_t>(in.tellg()) : 0);
                 in.seekg(0);
                 in.read(frame.data(), static_cast<std::streamsize>(frame.size()));
-                char* dst = out.get() + i * decoded_size;
+                char* dst = out.get() + (i % places) * decoded_size;
                 size_t n = ZSTD_decompressDCtx(ctx, dst, decoded_size, frame.data(), frame.size());
                 if (!in || ZSTD_isError(n) || n != decoded_size) failed = true;
               }
@@ -195,10 +199,13 @@ void BindBench(nb::module_& m) {
         if (failed) ThrowIfError(DataLoss("zstd_decode_floor: a chunk failed to read or decode"));
         return s;
       },
-      nb::arg("files"), nb::arg("decoded_size"), nb::arg("threads") = 0,
+      nb::arg("files"), nb::arg("decoded_size"), nb::arg("threads") = 0, nb::arg("ring") = 0,
       "Wall seconds for `threads` threads to read every file (from the page cache) and "
       "zstd-decode it into its own place in one fresh buffer: what a cold process must at "
-      "least do to hold these chunks' values. One run: a second would find the memory warm.");
+      "least do to hold these chunks' values. One run: a second would find the memory warm. "
+      "With `ring` > 0, frame i decodes into place i % ring of a buffer of `ring` chunks, "
+      "reused as the ring wraps: what a cold process holding `ring` decoded chunks at a time "
+      "(a block-shuffled epoch: the block being served and the next) must at least do.");
   m.def(
       "read_throughput",
       [](Store& store, const std::vector<std::string>& keys, size_t concurrency, size_t repeats) {

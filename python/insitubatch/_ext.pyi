@@ -693,9 +693,9 @@ def zstd_decode_ceiling(files: Sequence[str], decoded_size: int, threads: int = 
     Best wall seconds to zstd-decode every file (read into memory first) with `threads`.
     """
 
-def zstd_decode_floor(files: Sequence[str], decoded_size: int, threads: int = 0) -> float:
+def zstd_decode_floor(files: Sequence[str], decoded_size: int, threads: int = 0, ring: int = 0) -> float:
     """
-    Wall seconds for `threads` threads to read every file (from the page cache) and zstd-decode it into its own place in one fresh buffer: what a cold process must at least do to hold these chunks' values. One run: a second would find the memory warm.
+    Wall seconds for `threads` threads to read every file (from the page cache) and zstd-decode it into its own place in one fresh buffer: what a cold process must at least do to hold these chunks' values. One run: a second would find the memory warm. With `ring` > 0, frame i decodes into place i % ring of a buffer of `ring` chunks, reused as the ring wraps: what a cold process holding `ring` decoded chunks at a time (a block-shuffled epoch: the block being served and the next) must at least do.
     """
 
 def read_throughput(store: Store, keys: Sequence[str], concurrency: int, repeats: int = 3) -> tuple[list[float], int]:

@@ -41,6 +41,23 @@ def _split_key(split: str) -> str:
     return key
 
 
+def _plain_ids(ids: Any, n_chunks: int) -> list[int] | None:
+    """``ids`` as a list when they are plainly valid -- Python ints (not bools) or a 1-D
+    integer array, all in ``[0, n_chunks)`` -- in one pass instead of an argument check per
+    id (a million-chunk split's manifest spent about a second there); None sends them through
+    the per-id checks and their messages."""
+    out: list[int] | None
+    if isinstance(ids, np.ndarray):
+        out = ids.tolist() if ids.ndim == 1 and ids.dtype.kind in "iu" else None
+    elif isinstance(ids, range) or (isinstance(ids, (list, tuple)) and all(type(c) is int for c in ids)):
+        out = list(ids)
+    else:
+        out = None
+    if out is None or (out and not (0 <= min(out) and max(out) < n_chunks)):
+        return None
+    return out
+
+
 @dataclass
 class SplitManifest:
     """Which anchor chunks belong to which split. A plain, JSON-serializable record.
@@ -83,7 +100,9 @@ class SplitManifest:
                 raise InvalidArgumentError(
                     f"SplitManifest: chunks[{key!r}] must be a list of chunk ids"
                 )
-            chunks[key] = [arguments.integer(f"SplitManifest.chunks[{key!r}]", c, _INT64) for c in ids]
+            plain = _plain_ids(ids, self.n_chunks)
+            chunks[key] = plain if plain is not None else [
+                arguments.integer(f"SplitManifest.chunks[{key!r}]", c, _INT64) for c in ids]
             bad = [c for c in chunks[key] if not 0 <= c < self.n_chunks]
             if bad:
                 raise InvalidArgumentError(

@@ -144,6 +144,12 @@ class Pass;
 // A store that leaves a read unanswered this long is no local disk: its reads go out at
 // up to max_inflight until its latency is measured.
 inline constexpr double kUnansweredSeconds = 0.02;
+// A store that can read on the caller (a file store) is read on the decode threads while
+// its reads take at most this share of a tile's decode (at least the floor, at most the
+// cap): longer ones would hold a decoder idle, so they go back to the store's IO threads.
+inline constexpr double kInlineReadSeconds = 0.002;
+inline constexpr double kInlineReadFloorSeconds = 0.0001;
+inline constexpr double kInlineReadShare = 0.25;
 
 inline constexpr uint32_t kDecodeThreadsPerGatherThread = 4;
 // A batch is split among gather threads only in parts of at least this many bytes: below
@@ -248,7 +254,14 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // Tells the stores that use it (Store::wants_expected_reads) which keys a block is about
   // to read, so neighbouring byte ranges can be fetched together.
   void ExpectBlockReads(const std::vector<SlotKey>& block);
-  void StartRead(TileRead read, std::chrono::steady_clock::time_point issued);
+  // `fast`: reads answer within a small share of a decode (ReadsAreFastLocked), so a store
+  // that can (Store::reads_inline) is read on the decode thread that decodes the bytes.
+  void StartRead(TileRead read, std::chrono::steady_clock::time_point issued, bool fast);
+  bool ReadsAreFastLocked() const;
+  // A read's bytes (or error) are in: they wait, ordered by first use, for a decode thread.
+  // `waited`: the read's time at the store.
+  void ReadAnswered(TileRead read, std::chrono::steady_clock::time_point issued, double waited,
+                    Result<ReadResult> bytes);
   // A read gave its max_inflight token back, or an arrived read went to a decoder: wakes
   // whoever starts the next queued read.
   void ReadRoomFreed();

@@ -3,6 +3,8 @@
 // Test helpers for the engine: arrays written into an in-memory store through the real
 // codec chain, and a store wrapper that counts (and can fail or delay) reads.
 
+#include <pthread.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -62,8 +64,36 @@ class FaultStore final : public Store {
     }
     inner_->ReadAsync(std::move(key), range, std::move(done), std::move(cancel));
   }
+  // Inline (set_inline): the engine may read on its own thread, as it does a file store;
+  // the read is counted, slowed by `delay` on that thread, and the thread's name kept.
+  bool reads_inline() const override { return inline_; }
+  Result<ReadResult> ReadInline(const std::string& key, ByteRange range) override {
+    char name[32] = {};
+    pthread_getname_np(pthread_self(), name, sizeof(name));
+    {
+      std::lock_guard lock(mutex_);
+      ++reads_[key];
+      ++total_;
+      ++inline_reads_;
+      requested_.push_back(key);
+      inline_threads_.insert(name);
+    }
+    if (delay_.count() > 0) std::this_thread::sleep_for(delay_);
+    return inner_->Read(key, range);
+  }
   Result<std::vector<std::string>> List(std::string_view prefix) override { return inner_->List(prefix); }
   std::string Describe(std::string_view key) const override { return "counting://" + std::string(key); }
+
+  void set_inline(bool on) { inline_ = on; }
+  int inline_reads() const {
+    std::lock_guard lock(mutex_);
+    return inline_reads_;
+  }
+  // The names of the threads inline reads ran on.
+  std::set<std::string> inline_threads() const {
+    std::lock_guard lock(mutex_);
+    return inline_threads_;
+  }
 
   std::map<std::string, int> reads() const {
     std::lock_guard lock(mutex_);
@@ -147,6 +177,9 @@ class FaultStore final : public Store {
   std::set<std::string> on_hold_;
   int total_ = 0;
   std::chrono::milliseconds delay_{0};
+  bool inline_ = false;
+  int inline_reads_ = 0;
+  std::set<std::string> inline_threads_;
   bool stalled_ = false;
   std::vector<Held> held_;
   bool polling_ = false;

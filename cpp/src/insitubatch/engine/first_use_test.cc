@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
+#include <string>
 
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/engine_testutil.h"
@@ -129,6 +131,64 @@ TEST(FirstUseTest, FirstBatchArrivesWhileLaterReadsArePending) {
   for (size_t i = 0; i < requested.size(); ++i) {
     EXPECT_EQ(f.ChunkOf(requested[i]) < 4, i < 4) << i << ": " << requested[i];
   }
+}
+
+// Every batch of a pass over `f`, checked against the stored values; every sample once.
+void ExpectExactPass(Fixture& f, const EngineConfig& config) {
+  auto engine = Engine::Create(f.sources, config).value();
+  PassSpec spec;
+  spec.split = "train";
+  spec.order = TwoBlockOrder();
+  spec.ref_spc = 2;
+  spec.batch_size = 2;
+  spec.labels = {{"t2m", 0, 0}};
+  auto pass = engine->StartPass(std::move(spec)).value();
+  std::vector<int64_t> anchors;
+  for (;;) {
+    auto next = pass->Next();
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    if (!next->has_value()) break;
+    const BatchData& batch = **next;
+    const auto* values = reinterpret_cast<const float*>(batch.arrays[0]->data());
+    for (size_t row = 0; row < batch.rows; ++row) {
+      for (uint64_t e = 0; e < 4; ++e) {
+        EXPECT_EQ(values[row * 4 + e], IotaValue({16, 4}, {static_cast<uint64_t>(batch.anchors[row]), e}, 0));
+      }
+      anchors.push_back(batch.anchors[row]);
+    }
+  }
+  std::sort(anchors.begin(), anchors.end());
+  ASSERT_EQ(anchors.size(), 16u);
+  for (size_t i = 0; i < anchors.size(); ++i) EXPECT_EQ(anchors[i], static_cast<int64_t>(i));
+}
+
+// A store that answers on the calling thread (a file store over the page cache) is read by
+// the decode threads themselves, from the first read on. (Whether later reads stay there
+// depends on measured times, slower under a sanitizer: bench/coldstart_bench.py shows it.)
+TEST(InlineReadTest, ALocalStoreIsReadOnTheDecodeThreads) {
+  Fixture f;
+  f.store->set_inline(true);
+  EngineConfig config;
+  config.decode_threads = 2;
+  ExpectExactPass(f, config);
+  EXPECT_EQ(f.store->total(), 8);
+  EXPECT_GE(f.store->inline_reads(), 1);  // the first, asked for before any read answered
+  EXPECT_EQ(f.store->inline_threads(), (std::set<std::string>{"insitu-decode"}));
+}
+
+// One that turns out slow (10 ms a read, far past kInlineReadSeconds) would hold the decode
+// threads idle: after its first answers, its reads go through ReadAsync again.
+TEST(InlineReadTest, ASlowStoreIsReadOffTheDecodeThreads) {
+  Fixture f;
+  f.store->set_inline(true);
+  f.store->set_delay(std::chrono::milliseconds(10));
+  EngineConfig config;
+  config.decode_threads = 2;
+  config.max_inflight = 2;
+  ExpectExactPass(f, config);
+  EXPECT_EQ(f.store->total(), 8);
+  EXPECT_GE(f.store->inline_reads(), 1);  // the first, before any read had answered
+  EXPECT_LE(f.store->inline_reads(), 3);  // at most those issued before the first answer
 }
 
 }  // namespace

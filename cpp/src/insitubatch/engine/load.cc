@@ -74,7 +74,16 @@ void PopulatePages(std::byte* data, size_t size) {
   const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
   const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
 #ifdef MADV_POPULATE_WRITE
-  if (end > begin && ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE) == 0) return;
+  // In steps: the call holds the process's memory-map lock while it runs, and every other
+  // thread's mmap or munmap (a new slot, a read buffer) waits for it, then blocks the
+  // page faults queued behind it: one call over a batch's 8 MB stalled the decoders for
+  // the ~6 ms it took.
+  constexpr uintptr_t kStep = uintptr_t{256} << 10;
+  uintptr_t at = begin;
+  while (at < end && ::madvise(reinterpret_cast<void*>(at), std::min(kStep, end - at), MADV_POPULATE_WRITE) == 0) {
+    at += std::min(kStep, end - at);
+  }
+  if (at >= end) return;
 #endif
   for (size_t i = 0; i < size; i += page) data[i] = std::byte{0};
 }
@@ -107,6 +116,7 @@ void Engine::IssueReads() {
     uint32_t inflight = 0;
     std::chrono::steady_clock::time_point issued;
     bool wake = false;  // the queue drained (a scheduler paces on it) or nothing is left
+    bool fast = false;  // reads answer fast enough to be made on a decode thread
     {
       std::lock_guard lock(reads_mutex_);
       // Reads of abandoned slots are dropped unread: nobody will look at the slot.
@@ -124,6 +134,7 @@ void Engine::IssueReads() {
       inflight = ++inflight_;
       issued = std::chrono::steady_clock::now();
       at_store_since_.insert(issued);
+      fast = ReadsAreFastLocked();
       if (queued_reads_.empty()) reads_cv_.notify_all();
     }
     {
@@ -131,7 +142,7 @@ void Engine::IssueReads() {
       read.stats->inflight_peak = std::max<uint64_t>(read.stats->inflight_peak, inflight);
       read.stats->decode_queue_peak = std::max<uint64_t>(read.stats->decode_queue_peak, decode_pool_->queued());
     }
-    StartRead(std::move(read), issued);
+    StartRead(std::move(read), issued, fast);
   }
 }
 
@@ -179,7 +190,16 @@ void Engine::ExpectBlockReads(const std::vector<SlotKey>& block) {
   for (auto& [source, list] : keys) sources_[source].array->store()->ExpectReads(list);
 }
 
-void Engine::StartRead(TileRead read, std::chrono::steady_clock::time_point t0) {
+bool Engine::ReadsAreFastLocked() const {
+  if (read_latency_s_ < 0) return true;  // nothing answered yet: the first reads are tried here
+  // A read within kInlineReadFloorSeconds is a memory copy whatever the decode costs.
+  const double limit = decode_wall_s_ > 0
+                           ? std::clamp(decode_wall_s_ * kInlineReadShare, kInlineReadFloorSeconds, kInlineReadSeconds)
+                           : kInlineReadSeconds;
+  return read_latency_s_ <= limit;
+}
+
+void Engine::StartRead(TileRead read, std::chrono::steady_clock::time_point t0, bool fast) {
   const ArraySource& source = sources_[read.slot->key.source];
   const std::string key = source.array->ChunkKey(source.PhysicalCoords(read.slot->key.chunk, read.tile));
   // The slot's flag, kept alive by the slot (which the read holds).
@@ -189,28 +209,48 @@ void Engine::StartRead(TileRead read, std::chrono::steady_clock::time_point t0) 
   // thread (whose pool the destructor would then try to join from inside).
   Engine* self = this;
   auto holder = std::make_shared<TileRead>(std::move(read));
+  const std::shared_ptr<Store>& store = source.array->store();
+  const ByteRange range = source.array->ChunkReadRange();  // an oversized object is refused unread
+  if (fast && store->reads_inline()) {
+    tokens_.QueuedForDecoder();  // a wait for a decoder, not the store, until it starts
+    // A read from the page cache takes a fraction of a decode: the decode thread that will
+    // decode the bytes reads them, sparing an IO thread's wake-up and a hand-off per chunk.
+    // Its time counts from when the pread starts, so a read queued behind decodes does not
+    // look like a slow store; a store that turns slow goes back to the IO threads.
+    decode_pool_->Submit([self, holder, t0, store, key, range, cancel = std::move(cancel)] {
+      self->tokens_.ReadingOnDecoder();
+      const auto started = std::chrono::steady_clock::now();
+      Result<ReadResult> bytes =
+          IsCancelled(cancel)
+              ? Result<ReadResult>(Cancelled("reading " + store->Describe(key) + range.Describe() + ": cancelled"))
+              : store->ReadInline(key, range);
+      self->ReadAnswered(std::move(*holder), t0, SecondsSince(started), std::move(bytes));
+      self->DecodeNext();
+    });
+    return;
+  }
   tokens_.Asked();
-  source.array->store()->ReadAsync(
-      key, source.array->ChunkReadRange(),  // an oversized object is refused unread
+  store->ReadAsync(
+      key, range,
       [self, holder, t0](Result<ReadResult> bytes) mutable {
-        const double waited = SecondsSince(t0);
-        self->tokens_.Answered();
+        self->ReadAnswered(std::move(*holder), t0, SecondsSince(t0), std::move(bytes));
         // IO threads never decode: the bytes wait, ordered by first use, for the next free
         // decode thread (one task per arrival, each decoding the earliest waiting).
-        auto arrived = std::make_shared<ArrivedRead>(ArrivedRead{std::move(*holder), std::move(bytes), waited});
-        {
-          std::lock_guard lock(self->reads_mutex_);
-          self->at_store_since_.erase(self->at_store_since_.find(t0));
-          self->ObserveLocked(self->read_latency_s_, waited);
-          self->arrived_.push(std::move(arrived));
-          // Room at the store: a waiting scheduler starts the next read (never this IO thread).
-          if (self->issuers_waiting_ > 0 && !self->queued_reads_.empty() && self->MayIssueLocked()) {
-            self->reads_cv_.notify_all();
-          }
-        }
         self->decode_pool_->Submit([self] { self->DecodeNext(); });
       },
       std::move(cancel));
+}
+
+void Engine::ReadAnswered(TileRead read, std::chrono::steady_clock::time_point issued, double waited,
+                          Result<ReadResult> bytes) {
+  tokens_.Answered();
+  auto arrived = std::make_shared<ArrivedRead>(ArrivedRead{std::move(read), std::move(bytes), waited});
+  std::lock_guard lock(reads_mutex_);
+  at_store_since_.erase(at_store_since_.find(issued));
+  ObserveLocked(read_latency_s_, waited);
+  arrived_.push(std::move(arrived));
+  // Room at the store: a waiting scheduler starts the next read (never an IO thread).
+  if (issuers_waiting_ > 0 && !queued_reads_.empty() && MayIssueLocked()) reads_cv_.notify_all();
 }
 
 // A tile whose stored chunk splits into parts (a shard's inner chunks): decode threads

@@ -43,6 +43,10 @@ class ReadTokenClock {
   void Asked() { Change(+1, 0); }      // a read went to the store
   void Answered() { Change(-1, +1); }  // its bytes (or its error) arrived
   void Returned() { Change(0, -1); }   // decoded or dropped: the token is back
+  // A read made on a decode thread (Store::reads_inline) first waits for that thread, as
+  // bytes in hand do, and is at the store only once the thread starts it.
+  void QueuedForDecoder() { Change(0, +1); }
+  void ReadingOnDecoder() { Change(+1, -1); }
 
   Totals Now() const {
     std::lock_guard lock(mutex_);

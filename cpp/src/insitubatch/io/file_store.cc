@@ -164,6 +164,11 @@ void FileStore::ReadAsync(std::string key, ByteRange range, ReadCallback done, C
   });
 }
 
+Result<ReadResult> FileStore::ReadInline(const std::string& key, ByteRange range) {
+  if (pool_->forked()) return FailedPrecondition("reading " + Describe(key) + ": the store " + kOpenedBeforeFork);
+  return ReadNow(key, range);
+}
+
 Result<ReadResult> FileStore::ReadNow(const std::string& key, ByteRange range) const {
   // Keys are checked lexically ("..", absolute, empty segments) before any path is built;
   // symlinks inside the root are followed, as zarr-python's LocalStore does.

@@ -1,7 +1,8 @@
 #pragma once
 
 // FileStore: a directory on local disk. Reads use pread on a small bounded IO pool, so a
-// slow disk never blocks a decoder thread. Accepts a plain path or a file:// URL.
+// slow disk never blocks a decoder thread; the engine reads on its decode threads instead
+// while the reads answer fast (ReadInline). Accepts a plain path or a file:// URL.
 
 #include <memory>
 #include <string>
@@ -34,6 +35,9 @@ class FileStore final : public Store {
 
   // Blocking read on the calling thread (no pool hop).
   Result<ReadResult> ReadNow(const std::string& key, ByteRange range) const;
+  // A pread of a file the page cache most often holds: the engine may read on its decoder.
+  bool reads_inline() const override { return true; }
+  Result<ReadResult> ReadInline(const std::string& key, ByteRange range) override;
 
   const std::string& root() const { return root_; }
 

@@ -99,6 +99,24 @@ TEST_F(FileStoreTest, ReadNowMatchesAsync) {
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
 }
 
+// The engine reads a file store on its decode threads (ReadInline): the same bytes, and
+// a missing key reads as missing, as through ReadAsync.
+TEST_F(FileStoreTest, ReadsInlineAsAsync) {
+  Write("a/b", "0123456789");
+  auto store = Open();
+  ASSERT_TRUE(store->reads_inline());
+  auto here = store->ReadInline("a/b", ByteRange::Range(3, 4));
+  ASSERT_TRUE(here.ok()) << here.status().ToString();
+  ASSERT_TRUE(here->found);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(here->data.data()), here->data.size()), "3456");
+  auto async = store->Read("a/b", ByteRange::Range(3, 4));
+  ASSERT_TRUE(async.ok());
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(async->data.data()), async->data.size()), "3456");
+  auto missing = store->ReadInline("a/c", ByteRange::All());
+  ASSERT_TRUE(missing.ok());
+  EXPECT_FALSE(missing->found);
+}
+
 TEST_F(FileStoreTest, TruncatedRangeNamesPathAndRange) {
   Write("c/1/0", std::string(100, 'z'));
   auto store = Open();

@@ -27,6 +27,11 @@ Result<ReadResult> Store::Read(std::string key, ByteRange range) {
   return future.get();
 }
 
+Result<ReadResult> Store::ReadInline(const std::string& key, ByteRange range) {
+  // Only file-like stores read on the caller; any other answers through its own path.
+  return Read(key, range);
+}
+
 std::string Store::WriteRefusal() const {
   return "the store was opened read-only (open it with read_only=False to write)";
 }

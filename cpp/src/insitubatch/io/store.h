@@ -71,6 +71,13 @@ class Store {
     ReadAsync(std::move(key), range, std::move(done), nullptr);
   }
 
+  // A store whose reads are quick calls on local data (files in the page cache) may be read
+  // on the calling thread: the engine then reads a chunk on the decode thread about to
+  // decode it, without a hop through an IO thread, while the reads keep answering fast.
+  virtual bool reads_inline() const { return false; }
+  // The read on the calling thread; called only where reads_inline().
+  virtual Result<ReadResult> ReadInline(const std::string& key, ByteRange range);
+
   // The plan's coming reads, told before they are asked for (one block at a time). A store
   // that can serve neighbours with one request -- the reference store, for adjacent byte
   // ranges of one file -- says so with wants_expected_reads() and fetches a run at once.
