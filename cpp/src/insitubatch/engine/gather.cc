@@ -47,6 +47,21 @@ bool HasAvx2() {
 
 constexpr size_t kStreamingRunBytes = 1024;
 
+// Byte strides of a row of `shape` in the batch (dst) and of a sample inside a tile (src).
+void RowStrides(const SlotLayout& layout, std::span<const uint64_t> shape, std::vector<int64_t>& dst,
+                std::vector<int64_t>& src) {
+  dst.assign(shape.size(), 0);
+  src.assign(shape.size(), 0);
+  int64_t d = static_cast<int64_t>(layout.itemsize());
+  int64_t s = d;
+  for (size_t i = shape.size(); i-- > 0;) {
+    dst[i] = d;
+    src[i] = s;
+    d *= static_cast<int64_t>(shape[i]);
+    s *= static_cast<int64_t>(layout.tile_shape[i]);
+  }
+}
+
 }  // namespace
 
 void CopyRun(std::byte* dst, const std::byte* src, size_t n, bool streaming) {
@@ -113,18 +128,8 @@ void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label, std:
   bool whole_field = layout.tiles == 1;
   for (size_t i = 0; i < nd && whole_field; ++i) whole_field = layout.tile_shape[i] == layout.field_shape[i];
 
-  // Byte strides of a sample in the batch (dst) and of a sample inside a tile (src).
-  std::vector<int64_t> dst_strides(nd), src_strides(nd);
-  {
-    int64_t d = static_cast<int64_t>(itemsize);
-    int64_t s = d;
-    for (size_t i = nd; i-- > 0;) {
-      dst_strides[i] = d;
-      src_strides[i] = s;
-      d *= static_cast<int64_t>(layout.field_shape[i]);
-      s *= static_cast<int64_t>(layout.tile_shape[i]);
-    }
-  }
+  std::vector<int64_t> dst_strides, src_strides;
+  RowStrides(layout, layout.field_shape, dst_strides, src_strides);
 
   SlotKey cached_key{UINT32_MAX, -1};
   const Slot* cached = nullptr;
@@ -206,17 +211,8 @@ void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, st
   uint64_t row_bytes = itemsize;
   for (uint64_t w : window) row_bytes *= w;
   if (row_bytes == 0) return;
-  std::vector<int64_t> dst_strides(nd), src_strides(nd);
-  {
-    int64_t d = static_cast<int64_t>(itemsize);
-    int64_t s = d;
-    for (size_t i = nd; i-- > 0;) {
-      dst_strides[i] = d;
-      src_strides[i] = s;
-      d *= static_cast<int64_t>(window[i]);
-      s *= static_cast<int64_t>(layout.tile_shape[i]);
-    }
-  }
+  std::vector<int64_t> dst_strides, src_strides;
+  RowStrides(layout, window, dst_strides, src_strides);
   SlotKey cached_key{UINT32_MAX, -1};
   const Slot* cached = nullptr;
   std::vector<std::vector<AxisRun>> runs(nd);
