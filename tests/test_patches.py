@@ -113,7 +113,12 @@ def test_random_origins_are_a_pure_function_of_seed_and_epoch(store_path):
                 assert 0 <= y <= H - 9 and 0 <= x <= W - 10
                 np.testing.assert_array_equal(b.arrays["plane"][i], plane[s, y:y + 9, x:x + 10])
 
-            return rows_of(ds.train, check)
+            got = rows_of(ds.train, check)
+            # The origins are a pure function anyone can recompute: (anchor, patch, epoch).
+            anchors = np.repeat(np.arange(N), 3)
+            again = ds.patching.origins(anchors, np.tile(np.arange(3), N), epoch)
+            assert sorted(got) == sorted(zip(anchors.tolist(), *again.T.tolist()))
+            return got
 
     first = run(1, 0)
     assert len(first) == 3 * N and sorted(s for s, _, _ in first) == sorted(list(range(N)) * 3)
