@@ -184,3 +184,24 @@ def test_a_mask_over_a_covering_grid_counts_the_flush_positions(store_path):
                  sample_filter="ocean", min_valid=0.6) as ds:
         got = drawn(ds.train)
         assert len(got) == len(set(got)) and set(got) == expected
+
+
+def test_the_table_follows_no_link_and_a_readonly_cache_gets_none(store_path, tmp_path):
+    def warm(chunk):
+        return np.nanmean(chunk, axis=(1, 2)) > -0.05
+
+    cache = tmp_path / "cache"
+    with open_ds(store_path, sample_filter=warm, cache_dir=cache, persist=True) as ds:
+        expected = drawn(ds.train)
+    (table,) = (cache / "sample-filters").iterdir()
+    decoy = tmp_path / "decoy.npy"
+    np.save(decoy, np.ones(N, dtype=bool))  # a link planted at the table's name is not read
+    table.unlink()
+    table.symlink_to(decoy)
+    with open_ds(store_path, sample_filter=warm, cache_dir=cache, persist=True) as ds:
+        assert sorted(drawn(ds.train)) == sorted(expected)
+    assert not table.is_symlink()  # replaced by the table this cache wrote
+    table.unlink()
+    with open_ds(store_path, sample_filter=warm, cache_dir=cache, readonly_cache=True) as ds:
+        assert sorted(drawn(ds.train)) == sorted(expected)
+    assert not table.exists()  # a read-only cache is not written

@@ -366,6 +366,7 @@ class InSituDataset:
         valid = sample_filters.evaluate(
             args, hierarchy=self._hierarchy, store=as_native_store(self.store), n_samples=self.manifest.n_samples,
             patching=self.patching, field_extents=field, run_predicate=run_predicate, cache_dir=self.cache_dir,
+            readonly=self.readonly_cache,
             cache_key={"array": g.path, "metadata": meta, "transforms": self._fingerprints.get(g.path, ""),
                        "store": as_native_store(self.store).describe("")})
         return valid

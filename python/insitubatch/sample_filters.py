@@ -123,15 +123,17 @@ def _valid_rows(values: np.ndarray, n_rows: int, extents: tuple[int, ...], patch
 
 def evaluate(args: FilterArguments, *, hierarchy: Any, store: Any, n_samples: int, patching: Patching | None,
              field_extents: tuple[int, ...], run_predicate: Callable[[Callable[[np.ndarray], Any]], Any],
-             cache_dir: str | None, cache_key: Mapping[str, Any]) -> np.ndarray:
+             cache_dir: str | None, cache_key: Mapping[str, Any], readonly: bool = False) -> np.ndarray:
     """The valid virtual samples: ``(n_samples x per_sample,)`` booleans. ``field_extents``:
     the per-pixel mask's extents (the patch dimensions', or the first variable's field);
     ``run_predicate(fn)`` calls ``fn(values)`` once per stored chunk of the first variable
-    in order and returns the results; ``cache_key`` identifies that variable's data."""
+    in order and returns the results; ``cache_key`` identifies that variable's data;
+    ``readonly``: a persisted table is read but none is written (``readonly_cache``)."""
     extents = tuple(patching.extent) if patching is not None else field_extents
     source, min_valid = args.source, args.min_valid
     if callable(source) and not isinstance(source, str):
-        return _predicate_table(source, min_valid, n_samples, patching, extents, run_predicate, cache_dir, cache_key)
+        return _predicate_table(source, min_valid, n_samples, patching, extents, run_predicate, cache_dir, cache_key,
+                                readonly)
     if isinstance(source, str):
         g = geometries_of(hierarchy, store, [source])[source.strip("/")]
         array = hierarchy.open_array(g.path)
@@ -163,33 +165,69 @@ def _tile_static(mask: Any, n_samples: int, patching: Patching | None, min_valid
 def _predicate_table(predicate: Callable[..., Any], min_valid: float | None, n_samples: int,
                      patching: Patching | None, extents: tuple[int, ...],
                      run_predicate: Callable[[Callable[[np.ndarray], Any]], Any], cache_dir: str | None,
-                     cache_key: Mapping[str, Any]) -> np.ndarray:
+                     cache_key: Mapping[str, Any], readonly: bool) -> np.ndarray:
     token, best_effort = caching.transform_token(predicate)
     key = hashlib.sha256(json.dumps({
         "predicate": token, "min_valid": min_valid, "n_samples": n_samples, **cache_key,
         "patches": None if patching is None else patching.describe(),
     }, sort_keys=True, default=str).encode()).hexdigest()[:32]
-    path = None if cache_dir is None else os.path.join(cache_dir, "sample-filters", f"{key}.npy")
-    if path is not None and os.path.exists(path):
-        try:
-            table: np.ndarray = np.asarray(np.load(path, allow_pickle=False))
-            if table.dtype == bool and table.shape == (n_samples * (patching.per_sample if patching else 1),):
-                return table
-        except (OSError, ValueError) as exc:
-            logger.warning("sample_filter: ignoring the unreadable table %s (%s); evaluating again", path, exc)
+    folder = None if cache_dir is None else os.path.join(cache_dir, "sample-filters")
+    path = None if folder is None else os.path.join(folder, f"{key}.npy")
+    if path is not None:
+        table = _read_table(path, n_samples * (patching.per_sample if patching else 1))
+        if table is not None:
+            return table
 
     def per_chunk(values: np.ndarray) -> np.ndarray:
         out = predicate(values)
         return _valid_rows(out, values.shape[0], extents, patching, min_valid, "the sample_filter predicate's result")
 
     table = np.concatenate(list(run_predicate(per_chunk)) or [np.zeros((0, 1), dtype=bool)]).reshape(-1)
-    if path is not None and not best_effort:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".table-", suffix=".npy")
+    if folder is not None and path is not None and not best_effort and not readonly:
+        _write_table(folder, path, table)
+    return table
+
+
+def _read_table(path: str, rows: int) -> np.ndarray | None:
+    """A persisted table of ``rows`` booleans, or None (absent, unreadable, another shape).
+    A link in its place is not followed: the cache reads only names it wrote."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        logger.warning("sample_filter: not reading %s (%s); evaluating again", path, exc)
+        return None
+    try:
+        with os.fdopen(fd, "rb") as f:
+            table: np.ndarray = np.asarray(np.load(f, allow_pickle=False))
+    except (OSError, ValueError) as exc:
+        logger.warning("sample_filter: ignoring the unreadable table %s (%s); evaluating again", path, exc)
+        return None
+    return table if table.dtype == bool and table.shape == (rows,) else None
+
+
+def _write_table(folder: str, path: str, table: np.ndarray) -> None:
+    """Writes ``table`` whole or not at all (temp file + rename); a failure (a full disk, a
+    link where the folder should be) is a warning: the table is only a saving."""
+    tmp = None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        if os.path.islink(folder):
+            raise OSError(f"{folder} is a link, not a folder this cache made")
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".table-", suffix=".npy")
         with os.fdopen(fd, "wb") as f:
             np.save(f, table, allow_pickle=False)
         os.replace(tmp, path)  # a reader sees the whole table or none
-    return table
+        tmp = None
+    except OSError as exc:
+        logger.warning("sample_filter: the table was not persisted in %s (%s)", folder, exc)
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 __all__ = ["FilterArguments", "evaluate", "read_rows"]
