@@ -47,6 +47,31 @@ bool HasAvx2() {
 
 constexpr size_t kStreamingRunBytes = 1024;
 
+// Where each row's sample lies: its slot (the last one is remembered, since rows of one
+// chunk come in runs) and its index inside it.
+class SampleFinder {
+ public:
+  SampleFinder(const Label& label, int64_t spc, const std::function<const Slot&(SlotKey)>& slot_for)
+      : label_(label), spc_(spc), slot_for_(slot_for) {}
+  const Slot& Find(int64_t anchor, int64_t& within) {
+    const int64_t sample = anchor + label_.offset;
+    const SlotKey key{label_.source, sample / spc_};
+    within = sample % spc_;
+    if (!(key == key_)) {
+      slot_ = &slot_for_(key);
+      key_ = key;
+    }
+    return *slot_;
+  }
+
+ private:
+  const Label& label_;
+  int64_t spc_;
+  const std::function<const Slot&(SlotKey)>& slot_for_;
+  SlotKey key_{UINT32_MAX, -1};
+  const Slot* slot_ = nullptr;
+};
+
 // Byte strides of a row of `shape` in the batch (dst) and of a sample inside a tile (src).
 void RowStrides(const SlotLayout& layout, std::span<const uint64_t> shape, std::vector<int64_t>& dst,
                 std::vector<int64_t>& src) {
@@ -131,19 +156,12 @@ void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label, std:
   std::vector<int64_t> dst_strides, src_strides;
   RowStrides(layout, layout.field_shape, dst_strides, src_strides);
 
-  SlotKey cached_key{UINT32_MAX, -1};
-  const Slot* cached = nullptr;
+  SampleFinder finder(label, spc, slot_for);
   std::vector<uint64_t> tile_index(nd), extents(nd);
   for (size_t row = 0; row < anchors.size(); ++row) {
-    const int64_t sample = anchors[row] + label.offset;
-    const SlotKey key{label.source, sample / spc};
-    const int64_t within = sample % spc;
-    if (!(key == cached_key)) {
-      cached = &slot_for(key);
-      cached_key = key;
-    }
+    int64_t within = 0;
+    const std::byte* slot_data = finder.Find(anchors[row], within).data.data();
     std::byte* dst_sample = out + row * sample_bytes;
-    const std::byte* slot_data = cached->data.data();
     if (whole_field) {
       CopyRun(dst_sample, slot_data + within * tile_sample_bytes, sample_bytes, streaming);
       continue;
@@ -213,23 +231,17 @@ void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, st
   if (row_bytes == 0) return;
   std::vector<int64_t> dst_strides, src_strides;
   RowStrides(layout, window, dst_strides, src_strides);
-  SlotKey cached_key{UINT32_MAX, -1};
-  const Slot* cached = nullptr;
+  SampleFinder finder(label, spc, slot_for);
   std::vector<std::vector<AxisRun>> runs(nd);
   std::vector<size_t> pick(nd);
   std::vector<uint64_t> extents(nd);
   for (size_t row = 0; row < anchors.size(); ++row) {
-    const int64_t sample = anchors[row] + label.offset;
-    const SlotKey key{label.source, sample / spc};
-    const int64_t within = sample % spc;
-    if (!(key == cached_key)) {
-      cached = &slot_for(key);
-      cached_key = key;
-    }
+    int64_t within = 0;
+    const Slot& slot = finder.Find(anchors[row], within);
     for (size_t i = 0; i < nd; ++i)
       AxisRuns(layout, i, static_cast<uint64_t>(starts[row * nd + i]), window[i], runs[i]);
     std::byte* dst_row = out + row * row_bytes;
-    const std::byte* sample_data = cached->data.data() + within * tile_sample_bytes;
+    const std::byte* sample_data = slot.data.data() + within * tile_sample_bytes;
     std::fill(pick.begin(), pick.end(), 0);
     for (;;) {  // every combination of one run per axis: one box of one tile
       uint64_t flat = 0;
