@@ -6,6 +6,7 @@ ranks left, dealt again. It opens nothing and holds no state between calls.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -126,9 +127,14 @@ class EpochPlanner:
         stop = np.clip((ids + 1) * self.order_spc, lo, hi)
         if self.valid is None:
             return stop - start
-        before = np.concatenate([[0], np.cumsum(self.valid, dtype=np.int64)])
-        rows: np.ndarray = before[stop] - before[start]
+        rows: np.ndarray = self._valid_before[stop] - self._valid_before[start]
         return rows
+
+    @functools.cached_property
+    def _valid_before(self) -> np.ndarray:
+        """Admitted virtual samples before each index (counts of any range in O(1)), summed
+        once: rank shares, lengths and reports all count from it."""
+        return np.concatenate([[0], np.cumsum(self.valid, dtype=np.int64)])
 
     def rank_rows(self, split: str, world_size: int | None = None) -> int:
         """The rows every rank's pass of ``split`` holds (the same on every rank)."""
