@@ -33,6 +33,17 @@ EpochOrder TwoBlockOrder() {
   return order;
 }
 
+// A pass of t2m over TwoBlockOrder in batches of two.
+PassSpec TwoBlockSpec() {
+  PassSpec spec;
+  spec.split = "train";
+  spec.order = TwoBlockOrder();
+  spec.ref_spc = 2;
+  spec.batch_size = 2;
+  spec.labels = {{"t2m", 0, 0}};
+  return spec;
+}
+
 struct Fixture {
   std::shared_ptr<MemoryStore> memory = std::make_shared<MemoryStore>();
   std::shared_ptr<FaultStore> store = std::make_shared<FaultStore>(memory);
@@ -79,13 +90,7 @@ TEST(FirstUseTest, FirstBatchArrivesWhileLaterReadsArePending) {
   config.max_inflight = 2;
   config.decode_threads = 2;
   auto engine = Engine::Create(f.sources, config).value();
-  PassSpec spec;
-  spec.split = "train";
-  spec.order = TwoBlockOrder();
-  spec.ref_spc = 2;
-  spec.batch_size = 2;
-  spec.labels = {{"t2m", 0, 0}};
-  auto pass = engine->StartPass(std::move(spec)).value();
+  auto pass = engine->StartPass(TwoBlockSpec()).value();
 
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
   auto first = pass->Next([&] {
@@ -136,13 +141,7 @@ TEST(FirstUseTest, FirstBatchArrivesWhileLaterReadsArePending) {
 // Every batch of a pass over `f`, checked against the stored values; every sample once.
 void ExpectExactPass(Fixture& f, const EngineConfig& config) {
   auto engine = Engine::Create(f.sources, config).value();
-  PassSpec spec;
-  spec.split = "train";
-  spec.order = TwoBlockOrder();
-  spec.ref_spc = 2;
-  spec.batch_size = 2;
-  spec.labels = {{"t2m", 0, 0}};
-  auto pass = engine->StartPass(std::move(spec)).value();
+  auto pass = engine->StartPass(TwoBlockSpec()).value();
   std::vector<int64_t> anchors;
   for (;;) {
     auto next = pass->Next();

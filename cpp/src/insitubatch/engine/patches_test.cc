@@ -12,6 +12,32 @@
 namespace insitubatch::engine {
 namespace {
 
+// Fills `slot` as an int32 2-D `layout` whose tile (ty, tx) holds the field's physical tile
+// (ys[ty], xs[tx]) of a field of `extent` with element (s, y, x) = value(s, y, x); the edge
+// tiles' padding is -1.
+template <typename Value>
+void FillTiles(Slot& slot, const SlotLayout& layout, int64_t spc, const std::vector<uint64_t>& ys,
+               const std::vector<uint64_t>& xs, const std::vector<uint64_t>& extent, Value value) {
+  slot.key = {0, 0};
+  slot.data = Buffer::Allocate(layout.bytes()).value();
+  auto* data = reinterpret_cast<int32_t*>(slot.data.data());
+  std::fill(data, data + layout.bytes() / 4, -1);
+  const uint64_t th = layout.tile_shape[0], tw = layout.tile_shape[1];
+  for (uint64_t ty = 0; ty < ys.size(); ++ty) {
+    for (uint64_t tx = 0; tx < xs.size(); ++tx) {
+      int32_t* tile = data + (ty * xs.size() + tx) * layout.tile_bytes / 4;
+      for (int64_t s = 0; s < spc; ++s) {
+        for (uint64_t y = 0; y < th; ++y) {
+          for (uint64_t x = 0; x < tw; ++x) {
+            const uint64_t fy = ys[ty] * th + y, fx = xs[tx] * tw + x;
+            if (fy < extent[0] && fx < extent[1]) tile[(s * th + y) * tw + x] = value(s, fy, fx);
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(PatchGridTest, GridEnumeratesEveryLatticePositionOnce) {
   PatchGrid g;
   g.extent = {10, 7};
@@ -78,23 +104,7 @@ TEST(GatherWindowsTest, EveryWindowEqualsTheFieldBox) {
   layout.tile_bytes = spc * 2 * 3 * 4;
   auto field_value = [](int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); };
   Slot slot;
-  slot.key = {0, 0};
-  slot.data = Buffer::Allocate(layout.bytes()).value();
-  auto* data = reinterpret_cast<int32_t*>(slot.data.data());
-  std::fill(data, data + layout.bytes() / 4, -1);
-  for (uint64_t ty = 0; ty < 3; ++ty) {
-    for (uint64_t tx = 0; tx < 3; ++tx) {
-      int32_t* tile = data + (ty * 3 + tx) * layout.tile_bytes / 4;
-      for (int64_t s = 0; s < spc; ++s) {
-        for (uint64_t y = 0; y < 2; ++y) {
-          for (uint64_t x = 0; x < 3; ++x) {
-            const uint64_t fy = ty * 2 + y, fx = tx * 3 + x;
-            if (fy < 5 && fx < 7) tile[(s * 2 + y) * 3 + x] = field_value(s, fy, fx);
-          }
-        }
-      }
-    }
-  }
+  FillTiles(slot, layout, spc, {0, 1, 2}, {0, 1, 2}, {5, 7}, field_value);
   auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
   const Label label{"v", 0, 0, {}};
   for (uint64_t wy : {1, 2, 3, 5}) {
@@ -146,23 +156,7 @@ TEST(CropLayoutTest, WrappedCropGathersTheSelectedColumnsInOrder) {
   EXPECT_EQ(layout.tiles, 9u);
   auto value = [](int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); };
   Slot slot;
-  slot.data = Buffer::Allocate(layout.bytes()).value();
-  auto* data = reinterpret_cast<int32_t*>(slot.data.data());
-  std::fill(data, data + layout.bytes() / 4, -1);
-  for (uint64_t ty = 0; ty < 3; ++ty) {
-    for (uint64_t tx = 0; tx < 3; ++tx) {
-      const uint64_t py = cropped->tile_ids[0][ty], px = cropped->tile_ids[1][tx];
-      int32_t* tile = data + (ty * 3 + tx) * layout.tile_bytes / 4;
-      for (int64_t s = 0; s < spc; ++s) {
-        for (uint64_t y = 0; y < 4; ++y) {
-          for (uint64_t x = 0; x < 3; ++x) {
-            const uint64_t fy = py * 4 + y, fx = px * 3 + x;
-            if (fy < 10 && fx < 7) tile[(s * 4 + y) * 3 + x] = value(s, fy, fx);
-          }
-        }
-      }
-    }
-  }
+  FillTiles(slot, layout, spc, cropped->tile_ids[0], cropped->tile_ids[1], {10, 7}, value);
   auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
   const uint64_t columns[4] = {5, 6, 0, 1};
   const std::vector<int64_t> anchors{0, 1};
