@@ -196,3 +196,12 @@ def test_chunk_ids_as_ints_arrays_or_numpy_scalars_give_one_manifest():
                        (np.array([-1, 0]), "outside")):
         with pytest.raises(InvalidArgumentError, match=match):
             SplitManifest(n_chunks=5, sample_chunk_size=2, n_samples=10, chunks={"train": bad})
+
+
+def test_chunk_ranges_cut_the_short_chunk_and_the_windows_edges():
+    from insitubatch.epochs import chunk_ranges
+
+    start, stop = chunk_ranges([0, 1, 3, 4], 4, 18, (2, 15))
+    assert (stop - start).tolist() == [2, 4, 3, 0]  # [2,4) + [4,8) + [12,15); chunk 4 past the window
+    start, stop = chunk_ranges([4], 4, 18, (0, 18))
+    assert (start.tolist(), stop.tolist()) == ([16], [18])  # the short final chunk

@@ -121,13 +121,6 @@ void BindSizing(nb::module_& m) {
         return std::make_pair(r.lo, r.hi);
       },
       nb::arg("offsets"), nb::arg("n_samples"));
-  m.def(
-      "pass_rows",
-      [](const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_samples, int64_t lo, int64_t hi) {
-        return engine::PassRows(chunk_ids, spc, n_samples, {lo, hi});
-      },
-      nb::arg("chunk_ids"), nb::arg("spc"), nb::arg("n_samples"), nb::arg("lo"), nb::arg("hi"),
-      "Rows one pass over these chunks yields (their samples inside [lo, hi)).");
 }
 
 }  // namespace insitubatch::python

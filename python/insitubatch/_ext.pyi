@@ -854,11 +854,6 @@ def resolve_block_chunks(requested: int, batch_size: int, ref_spc: int, n_chunks
 
 def valid_anchor_range(offsets: Sequence[int], n_samples: int) -> tuple[int, int]: ...
 
-def pass_rows(chunk_ids: Sequence[int], spc: int, n_samples: int, lo: int, hi: int) -> int:
-    """
-    Rows one pass over these chunks yields (their samples inside [lo, hi)).
-    """
-
 def cache_filesystem_type(path: str) -> str:
     """The filesystem type holding `path` (from /proc/self/mountinfo), or ''."""
 

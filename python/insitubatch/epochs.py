@@ -21,6 +21,14 @@ Share = tuple[int, int]  # (first chunk index, stride) into a view's sorted chun
 Order = tuple[np.ndarray, np.ndarray]  # rows (N, 2) [chunk, within], block bounds
 
 
+def chunk_ranges(chunk_ids: Any, spc: int, n_samples: int, window: tuple[int, int]) -> np.ndarray:
+    """``(2, N)``: the ``[start, stop)`` sample range each chunk yields inside ``window``
+    (a short final chunk and a window's edges cut; an empty range where nothing is left)."""
+    ids = np.asarray(chunk_ids, dtype=np.int64).reshape(-1)
+    lo, hi = window[0], max(window[0], min(window[1], n_samples))
+    return np.stack([np.clip(ids * spc, lo, hi), np.clip((ids + 1) * spc, lo, hi)])
+
+
 @dataclass(frozen=True, eq=False)
 class EpochPlanner:
     manifest: SplitManifest
@@ -112,7 +120,6 @@ class EpochPlanner:
     def _rows(self, split: str, share: Share, window: tuple[int, int]) -> int:
         return self.rows_in(self.chunk_ids(split, share), window)
 
-
     def rows_in(self, chunk_ids: Any, window: tuple[int, int] | None = None) -> int:
         """The samples (patches, on the virtual grid) an epoch draws from ``chunk_ids``:
         inside the window (default: every label's), admitted by sample_filter=."""
@@ -120,14 +127,8 @@ class EpochPlanner:
 
     def chunk_rows(self, chunk_ids: Any, window: tuple[int, int] | None = None) -> np.ndarray:
         """:meth:`rows_in` of each chunk of ``chunk_ids``, as an int64 array."""
-        ids = np.asarray(chunk_ids, dtype=np.int64).reshape(-1)
-        lo, hi = self._virtual(window or self.window)
-        hi = min(hi, self._n)
-        start = np.clip(ids * self.order_spc, lo, hi)
-        stop = np.clip((ids + 1) * self.order_spc, lo, hi)
-        if self.valid is None:
-            return stop - start
-        rows: np.ndarray = self._valid_before[stop] - self._valid_before[start]
+        start, stop = chunk_ranges(chunk_ids, self.order_spc, self._n, self._virtual(window or self.window))
+        rows: np.ndarray = stop - start if self.valid is None else self._valid_before[stop] - self._valid_before[start]
         return rows
 
     @functools.cached_property
@@ -160,8 +161,8 @@ class EpochPlanner:
     def drawable(manifest: SplitManifest, window: tuple[int, int], per_sample: int = 1) -> dict[str, int]:
         """Samples each split can draw: its anchors inside ``window`` (no order needed),
         times the patches per anchor."""
-        ids = {s: sorted(manifest.chunks.get(s, [])) for s in SPLITS}
-        return {s: per_sample * int(_ext.pass_rows(ids[s], manifest.sample_chunk_size, manifest.n_samples, *window))
+        return {s: per_sample * int(np.diff(chunk_ranges(sorted(manifest.chunks.get(s, [])), manifest.sample_chunk_size,
+                                                         manifest.n_samples, window), axis=0).sum())
                 for s in SPLITS}
 
     def shuffle_quality(self, shuffled: bool, epoch: int) -> float | None:

@@ -186,16 +186,6 @@ AnchorRange ValidAnchorRange(const std::vector<int64_t>& offsets, int64_t n_samp
   return {lo, hi};
 }
 
-uint64_t PassRows(const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_samples, AnchorRange valid) {
-  uint64_t rows = 0;
-  for (int64_t c : chunk_ids) {
-    const int64_t start = std::max(c * spc, valid.lo);
-    const int64_t stop = std::min({(c + 1) * spc, n_samples, valid.hi});
-    if (stop > start) rows += static_cast<uint64_t>(stop - start);
-  }
-  return rows;
-}
-
 uint64_t MachineMemoryBytes(uint64_t physical, const std::vector<std::string>& cgroup_limits) {
   uint64_t total = physical != 0 ? physical : uint64_t{1} << 40;
   for (const std::string& text : cgroup_limits) {

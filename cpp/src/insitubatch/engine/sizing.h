@@ -120,8 +120,6 @@ struct AnchorRange {
 };
 AnchorRange ValidAnchorRange(const std::vector<int64_t>& offsets, int64_t n_samples);
 
-// Rows one pass over `chunk_ids` yields: their samples inside `valid`.
-uint64_t PassRows(const std::vector<int64_t>& chunk_ids, int64_t spc, int64_t n_samples, AnchorRange valid);
 
 // The memory this process may use: physical RAM, or the cgroup's limit where lower (v2
 // memory.max, v1 memory.limit_in_bytes), so a container sees its own limit. The one

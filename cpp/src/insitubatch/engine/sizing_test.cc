@@ -55,7 +55,6 @@ TEST(SizingTest, BlockChunksAnchorsAndRows) {
   EXPECT_EQ(r.hi, 15);
   const AnchorRange empty = ValidAnchorRange({0, 25}, 20);
   EXPECT_EQ(empty.lo, empty.hi);
-  EXPECT_EQ(PassRows({0, 1, 3, 4}, 4, 18, r), 2u + 4 + 3);  // [2,4) + [4,8) + [12,15)
 }
 
 // A container's cgroup limit caps physical RAM (v2 "max" and v1's huge "no limit" number
