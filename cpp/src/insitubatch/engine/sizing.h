@@ -120,7 +120,6 @@ struct AnchorRange {
 };
 AnchorRange ValidAnchorRange(const std::vector<int64_t>& offsets, int64_t n_samples);
 
-
 // The memory this process may use: physical RAM, or the cgroup's limit where lower (v2
 // memory.max, v1 memory.limit_in_bytes), so a container sees its own limit. The one
 // figure every memory default starts from (the automatic budget's ceiling, the check of a
