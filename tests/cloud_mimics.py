@@ -13,8 +13,9 @@ installs from PyPI or Debian, and Azurite needs Node, which this machine lacks).
   Blobs (XML, NextMarker pages), Put Blob (``x-ms-blob-type: BlockBlob`` required), Put Block
   (base64 block IDs of one length per blob, kept uncommitted), Put Block List (commits the
   named blocks at once -- ``Latest`` an uncommitted block else the committed one of that ID --
-  discarding the blob's other uncommitted blocks), Delete Blob (202;
-  404 ``BlobNotFound``), ``If-None-Match: *`` refused with 409 ``BlobAlreadyExists``; every
+  discarding the blob's other uncommitted blocks), Snapshot Blob (``PUT ?comp=snapshot``),
+  Delete Blob (202; 404 ``BlobNotFound``; 409 ``SnapshotsPresent`` unless
+  ``x-ms-delete-snapshots: include``, which deletes them too), ``If-None-Match: *`` refused with 409 ``BlobAlreadyExists``; every
   request's SharedKey signature recomputed by the azure-storage-blob SDK, SAS signatures and
   bearer tokens checked, plus the Entra ID and managed identity token endpoints.
 
@@ -416,9 +417,23 @@ class _AzureHandler(_QuietHandler):
                 if not target.is_file():
                     self._error(404, "BlobNotFound", "The specified blob does not exist.")
                     return
+                if self.owner.snapshots.get(blob) and self.headers.get("x-ms-delete-snapshots") != "include":
+                    self._error(409, "SnapshotsPresent", "This operation is not permitted because the blob has"
+                                " snapshots.")
+                    return
                 target.unlink()
                 self.owner.committed.pop(blob, None)
+                self.owner.snapshots.pop(blob, None)
             self.send_body(202, b"")
+        elif self.command == "PUT" and comp == "snapshot":
+            with self.owner._lock:
+                if not target.is_file():
+                    self._error(404, "BlobNotFound", "The specified blob does not exist.")
+                    return
+                stamp = f"2026-01-01T00:00:{len(self.owner.snapshots.get(blob, [])):02d}.0000000Z"
+                self.owner.snapshots.setdefault(blob, []).append((stamp, target.read_bytes()))
+            self.send_body(201, b"", {"x-ms-snapshot": stamp, "ETag": '"0x1"',
+                                      "Last-Modified": "Thu, 01 Jan 2026 00:00:00 GMT"})
         elif self.command == "PUT" and comp == "block":
             self._put_block(blob, parse_qs(parts.query).get("blockid", [""])[0], body)
         elif self.command == "PUT" and comp == "blocklist":
@@ -517,6 +532,7 @@ class AzureMimic(_Server):
         self.scratch = _scratch_beside(list(self.containers.values()))
         self.uncommitted: dict[tuple[str, str], dict[str, bytes]] = {}
         self.committed: dict[tuple[str, str], dict[str, bytes]] = {}
+        self.snapshots: dict[tuple[str, str], list[tuple[str, bytes]]] = {}  # (timestamp, bytes), oldest first
         super().__init__(_AzureHandler)
 
     def issue(self) -> str:

@@ -181,6 +181,26 @@ def test_deletes_and_delete_prefix(cloud):
     assert store.list() == []
 
 
+def test_an_azure_blob_with_snapshots_is_deleted_with_them(tmp_path):
+    """Delete Blob refuses a blob that has snapshots unless asked to take them too; a zarr
+    delete means the key is gone, so the store asks. The snapshot is taken by the SDK."""
+    blob_sdk = pytest.importorskip("azure.storage.blob")
+    root = tmp_path / "bucket"
+    root.mkdir()
+    with AzureMimic({"data": root}, AZURE_ACCOUNT, account_key=AZURE_KEY) as server:
+        cloud = Cloud("az", server, root, AZURE_PART)
+        store = cloud.open("snap")
+        store.write("k", b"first")
+        client = blob_sdk.BlobServiceClient(f"{server.url}/", credential={"account_name": AZURE_ACCOUNT,
+                                                                         "account_key": AZURE_KEY})
+        client.get_blob_client("data", "snap/k").create_snapshot()
+        assert len(server.snapshots[("data", "snap/k")]) == 1
+        with pytest.raises(Exception, match="SnapshotsPresent"):  # what a plain Delete Blob meets
+            client.get_blob_client("data", "snap/k").delete_blob()
+        store.delete("k")
+        assert store.list() == [] and not server.snapshots
+
+
 def test_a_large_object_goes_in_parts_one_failing_once(cloud, proxied):
     store = cloud.open("big", endpoint=proxied.url, multipart_part_size=cloud.part)
     value = np.random.default_rng(1).bytes(2 * cloud.part + 12345)  # three parts

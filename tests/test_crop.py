@@ -24,7 +24,7 @@ def cf(tmp_path_factory):
     values = np.random.default_rng(3).standard_normal((len(TIMES), len(lat), len(lon))).astype("f4")
     ds = xr.Dataset({"t2m": (("time", "lat", "lon"), values)}, coords={"time": TIMES, "lat": lat, "lon": lon})
     path = str(tmp_path_factory.mktemp("crop") / "era.zarr")
-    ds.chunk({"time": 8, "lat": 10, "lon": 12}).to_zarr(path, zarr_format=3, mode="w", consolidated=False)
+    ds.to_zarr(path, zarr_format=3, mode="w", consolidated=False, encoding={"t2m": {"chunks": (8, 10, 12)}})
     return path, ds
 
 

@@ -107,6 +107,7 @@ class AzureStore final : public Store {
   HttpRequest BlobRequest(const std::string& key, const QueryPairs& query, std::string where) const;
   // A failed write or delete: the HTTP error, and the permission it needs on 401/403.
   Status WriteError(std::string_view verb, std::string_view key, const HttpResponse& response) const;
+  HttpRequest DeleteRequest(const std::string& key) const;
   Status DeleteStatus(const std::string& key, const Result<HttpResponse>& reply) const;
   // Put Block for every block, then Put Block List: the commit's reply.
   Result<HttpResponse> WriteBlocks(const std::string& key, std::string_view value, WriteMode mode);

@@ -134,21 +134,25 @@ Status AzureStore::DeleteStatus(const std::string& key, const Result<HttpRespons
   return WriteError("deleting", key, *reply);
 }
 
-Status AzureStore::Delete(std::string key) {
-  INSITU_RETURN_IF_ERROR(CheckWritable(key));
+HttpRequest AzureStore::DeleteRequest(const std::string& key) const {
   HttpRequest request = BlobRequest(key, {}, Describe(key));
   request.method = "DELETE";
-  return DeleteStatus(key, transport_->Send(std::move(request)));
+  // Delete Blob refuses a blob with snapshots unless told to take them too; a deleted key
+  // must be gone (the header is harmless on a blob without snapshots).
+  request.headers.push_back("x-ms-delete-snapshots: include");
+  return request;
+}
+
+Status AzureStore::Delete(std::string key) {
+  INSITU_RETURN_IF_ERROR(CheckWritable(key));
+  return DeleteStatus(key, transport_->Send(DeleteRequest(key)));
 }
 
 Status AzureStore::DeletePrefix(std::string prefix) {
   INSITU_ASSIGN_OR_RETURN(const std::string under, CheckWritablePrefix(prefix));
   INSITU_ASSIGN_OR_RETURN(std::vector<std::string> keys, List(under));
   std::vector<HttpRequest> deletes;
-  for (const std::string& key : keys) {
-    deletes.push_back(BlobRequest(key, {}, Describe(key)));
-    deletes.back().method = "DELETE";
-  }
+  for (const std::string& key : keys) deletes.push_back(DeleteRequest(key));
   std::vector<Result<HttpResponse>> replies = SendAll(*transport_, std::move(deletes));
   for (size_t i = 0; i < keys.size(); ++i) INSITU_RETURN_IF_ERROR(DeleteStatus(keys[i], replies[i]));
   return Status::Ok();
