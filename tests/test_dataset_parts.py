@@ -124,3 +124,44 @@ def _imports(module: str) -> set[str]:
 def test_no_import_circle(a, b):
     assert not (b in _imports(a) and a in _imports(b)), f"{a} and {b} import each other"
     assert "dataset" not in _imports("passes") | _imports("epochs") | _imports("dataset_config")
+
+
+def test_the_next_epochs_order_is_made_after_the_first_batch_and_still_guides_eviction(tmp_path, monkeypatch):
+    """Eviction by next use looks one epoch ahead; that order (and its plan in the engine)
+    took ~1 s before the first read at a million chunks, so a pass gets it only once its
+    first batch is out. Across epochs it still reads fewer chunks than LRU."""
+    path = tmp_path / "e.zarr"
+    values = np.random.default_rng(0).standard_normal((256, 16, 16)).astype("f4")
+    zarr.create_array(zarr.storage.LocalStore(path), name="x", shape=values.shape, chunks=(4, 16, 16),
+                      dtype="float32", compressors=None, fill_value=0)[...] = values
+    geoms = open_geometries(insitubatch.local_store(path), ["x"])
+    manifest = split_by_chunk(geoms["x"], fractions=(1.0, 0.0, 0.0))
+    asked: list[int] = []
+    original = EpochPlanner.order
+
+    def recording(self, split, shuffled, epoch, share=(0, 1)):
+        asked.append(epoch)
+        return original(self, split, shuffled, epoch, share)
+
+    monkeypatch.setattr(EpochPlanner, "order", recording)
+    misses = {}
+    for eviction in ("next_use", "lru"):
+        ds = InSituDataset(str(path), manifest, geoms, batch_size=8, block_chunks=2, eviction=eviction,
+                           cache_budget_bytes=24 * 4 * 16 * 16 * 4)  # 24 of 64 chunks
+        misses[eviction] = 0
+        for epoch in range(3):
+            ds.set_epoch(epoch)
+            asked.clear()
+            it = iter(ds.train)
+            first = next(it)
+            assert epoch + 1 not in asked  # not before the first batch
+            rest = list(it)
+            assert (epoch + 1 in asked) == (eviction == "next_use")
+            seen = np.concatenate([first.sample_indices] + [b.sample_indices for b in rest])
+            assert sorted(seen.tolist()) == list(range(256))
+            for b in [first, *rest]:
+                np.testing.assert_array_equal(b.arrays["x"], values[b.sample_indices])
+            if epoch:
+                misses[eviction] += ds.last_pass.cache_misses
+        ds.close()
+    assert misses["next_use"] < misses["lru"], misses

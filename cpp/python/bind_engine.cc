@@ -214,6 +214,17 @@ void BindEngine(nb::module_& m) {
           nb::arg("reason") = "the pass was closed",
           "Cancels the pass and releases its pins, promptly (idempotent); a next() waiting on\n"
           "another thread raises CancelledError(reason).")
+      .def(
+          "set_next_order",
+          [](PassHandle& h, const Int64Array& rows, const Int64Array& block_start) {
+            if (!h.pass) return;  // closed: nothing left to evict for
+            const engine::EpochOrder next = OrderFromArrays(rows, block_start);
+            GilRelease release;
+            h.pass->SetNextOrder(next);
+          },
+          nb::arg("rows"), nb::arg("block_start"),
+          "The view's order next epoch, for a pass started with next_order_later (once; later\n"
+          "calls are ignored).")
       .def("stats", [](const PassHandle& h) { return StatsToDict(h.pass->stats()); })
       .def_prop_ro("n_batches", [](const PassHandle& h) { return h.pass->plan().batches(); })
       .def_prop_ro("n_rows", [](const PassHandle& h) { return h.pass->plan().rows(); });
@@ -281,6 +292,8 @@ void BindEngine(nb::module_& m) {
       .def_rw("split", &engine::PassSpec::split)
       .def_rw("epoch", &engine::PassSpec::epoch)
       .def_rw("ref_spc", &engine::PassSpec::ref_spc)
+      .def_rw("next_order_later", &engine::PassSpec::next_order_later,
+              "The next epoch's order comes later, through Pass.set_next_order (eviction by next use).")
       .def_prop_rw(
           "batch_size", [](const engine::PassSpec& s) { return s.batch_size; },
           [](engine::PassSpec& s, nb::handle v) { s.batch_size = OptionInteger(engine::kBatchSizeLimit, v); })
@@ -316,12 +329,6 @@ void BindEngine(nb::module_& m) {
             s.order = OrderFromArrays(rows, block_start);
           },
           nb::arg("rows"), nb::arg("block_start"), "This pass's order: (chunk, sample) rows and block starts.")
-      .def(
-          "set_next_order",
-          [](engine::PassSpec& s, const Int64Array& rows, const Int64Array& block_start) {
-            s.next_order = OrderFromArrays(rows, block_start);
-          },
-          nb::arg("rows"), nb::arg("block_start"), "The view's order next epoch (eviction by next use).")
       .def(
           "validate", [](const engine::PassSpec& s) { ThrowIfError(s.Validate()); },
           "Raises InvalidArgumentError unless the options hold together (start_pass checks it too).");

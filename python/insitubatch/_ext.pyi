@@ -460,6 +460,12 @@ class Pass:
         another thread raises CancelledError(reason).
         """
 
+    def set_next_order(self, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)]) -> None:
+        """
+        The view's order next epoch, for a pass started with next_order_later (once; later
+        calls are ignored).
+        """
+
     def stats(self) -> dict: ...
 
     @property
@@ -598,6 +604,15 @@ class PassSpec:
     def ref_spc(self, arg: int, /) -> None: ...
 
     @property
+    def next_order_later(self) -> bool:
+        """
+        The next epoch's order comes later, through Pass.set_next_order (eviction by next use).
+        """
+
+    @next_order_later.setter
+    def next_order_later(self, arg: bool, /) -> None: ...
+
+    @property
     def batch_size(self) -> int: ...
 
     @batch_size.setter
@@ -625,9 +640,6 @@ class PassSpec:
 
     def set_order(self, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)]) -> None:
         """This pass's order: (chunk, sample) rows and block starts."""
-
-    def set_next_order(self, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)]) -> None:
-        """The view's order next epoch (eviction by next use)."""
 
     def validate(self) -> None:
         """

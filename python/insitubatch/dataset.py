@@ -14,6 +14,7 @@ epoch planner (:mod:`insitubatch.epochs`), its sizes from the sizing step
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import os
 import weakref
@@ -463,15 +464,18 @@ class InSituDataset:
         if start:
             rows, block_start = resume.skip_rows(rows, block_start, start)
         # Eviction by next use looks one epoch ahead: the shuffled order is a pure function
-        # of the epoch (a sequential view repeats its own).
+        # of the epoch (a sequential view repeats its own). The pass gets it after its first
+        # batch: computing it and its plan took ~1 s before the first read at a million chunks.
+        next_order = None
+        if shuffled and self.eviction == "next_use" and self._epoch < arguments.LIMITS["epoch"][1]:
+            next_order = functools.partial(self._planner.order, split, True, self._epoch + 1, shard)
         spec = _ext.PassSpec()
         spec.split, spec.epoch, spec.ref_spc = split, self._epoch, self._planner.order_spc
         spec.batch_size, spec.prefetch_depth, spec.labels = self.batch_size, self.prefetch_depth, self._labels
         if self.patching is not None:
             spec.set_patches(self.patching.grid, [self.patching.label_axes.get(label, []) for label, _, _ in self._labels])
         spec.set_order(rows, block_start)
-        if shuffled and self.eviction == "next_use" and self._epoch < arguments.LIMITS["epoch"][1]:
-            spec.set_next_order(*self._planner.order(split, True, self._epoch + 1, shard))
+        spec.next_order_later = next_order is not None
         native = engine.start_pass(spec)
         grown = engine.budget_grown
         if grown > self._budget:
@@ -481,7 +485,7 @@ class InSituDataset:
                 " %s (one working-set floor each) so none can starve another. Size the machine with"
                 " describe(iterations=N), or pass cache_budget_bytes to fix the budget.",
                 grown // max(1, self.working_set_bytes), dataset_sizing.format_bytes(grown))
-        it = PassIterator(self._pass_context(), native, split, self._epoch, key, start)
+        it = PassIterator(self._pass_context(), native, split, self._epoch, key, start, next_order)
         self._passes.add(it)
         return it
 

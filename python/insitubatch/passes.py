@@ -79,9 +79,13 @@ class PassIterator:
     """One pass. Early ``break``, ``close()`` or garbage collection cancel it cleanly."""
 
     def __init__(self, context: PassContext, native: Any, split: str, epoch: int,
-                 key: resume.ViewKey = ("", False, (0, 1)), start: int = 0) -> None:
+                 key: resume.ViewKey = ("", False, (0, 1)), start: int = 0,
+                 next_order: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None) -> None:
         self._context = context
         self._native = native
+        # The view's order next epoch, given to the engine once the first batch is out.
+        self._next_order = next_order
+        self._first_out = False
         self.split = split
         self.epoch = epoch
         self._key = key
@@ -112,6 +116,9 @@ class PassIterator:
             if self._closed_because is not None:
                 raise CancelledError(self._closed_because)
             raise StopIteration
+        if self._first_out and self._next_order is not None:
+            make, self._next_order = self._next_order, None
+            native.set_next_order(*make())  # the engine keeps loading meanwhile (GIL released)
         try:
             if self._ahead is not None:
                 batch = self._ahead.next()
@@ -126,6 +133,7 @@ class PassIterator:
             self.close()
             raise StopIteration
         self._delivered += len(batch)
+        self._first_out = True
         self._context.delivered(self._key, self.epoch, self._delivered)
         self._returned_at = time.perf_counter()
         out: Batch = batch

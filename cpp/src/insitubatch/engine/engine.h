@@ -122,8 +122,10 @@ struct PassSpec {
   // virtual rows per chunk: samples per chunk x patches.PerSample()).
   PatchGrid patches;
   // The order the same view takes next epoch (its shuffle is a pure function of the
-  // epoch), so eviction by next use sees past this pass's end; none = this order again.
+  // epoch), so eviction by next use sees past this pass's end; none = this order again,
+  // unless `next_order_later`: then Pass::SetNextOrder gives it once the pass runs.
   std::optional<EpochOrder> next_order;
+  bool next_order_later = false;
 
   // batch_size and prefetch_depth within their limits, ref_spc positive, a label at least.
   Status Validate() const;
@@ -348,6 +350,11 @@ class Pass {
   const PassPlan& plan() const { return plan_; }
   // How many blocks ahead of the scheduler `key` is needed next, this epoch or the next.
   uint64_t NextUseDistance(SlotKey key) const;
+  // The next epoch's order, for a pass started with `next_order_later` (ignored otherwise,
+  // and after the first call). Building its plan takes ~0.4 s at a million chunks: given
+  // after the first batch, it no longer delays it. Until then a chunk this pass does not
+  // read again ranks as never needed. Thread-safe.
+  void SetNextOrder(const EpochOrder& next);
   const std::vector<Label>& labels() const { return spec_.labels; }
   const PatchGrid& patches() const { return spec_.patches; }
   const std::vector<ArraySource>& sources() const { return engine_->sources(); }
@@ -396,12 +403,17 @@ class Pass {
   std::atomic<size_t> scheduled_{0};  // blocks whose read sets are pinned
 
   // Eviction by next use: (chunk, a block of this pass that reads it), and (chunk, its first
-  // block next epoch), both sorted. Built before the pass's first read, so flat: hash maps
-  // of vectors took a heap allocation per chunk (0.7 s of the 1.5 s before the first read of
-  // a million-chunk epoch).
-  std::vector<std::pair<SlotKey, uint32_t>> uses_;
-  std::vector<std::pair<SlotKey, uint32_t>> next_epoch_first_;
+  // block next epoch), both sorted. Flat: hash maps of vectors took a heap allocation per
+  // chunk (0.7 s of the 1.5 s before the first read of a million-chunk epoch). `uses_` is
+  // built before the pass's first read; the next epoch's index is published once through
+  // `next_epoch_first_` (null until then), read without a lock by eviction.
+  using ChunkBlockIndex = std::vector<std::pair<SlotKey, uint32_t>>;
+  ChunkBlockIndex uses_;
+  std::mutex next_order_mutex_;  // serialises SetNextOrder calls
+  std::unique_ptr<const ChunkBlockIndex> next_epoch_index_;
+  std::atomic<const ChunkBlockIndex*> next_epoch_first_{nullptr};
   void IndexNextUses(const std::optional<EpochOrder>& next_order);
+  void PublishNextEpoch(ChunkBlockIndex first);
 
   // Bounded batch queue (producer -> consumer).
   std::mutex queue_mutex_;

@@ -481,13 +481,24 @@ std::vector<std::pair<SlotKey, uint32_t>> FirstBlocks(const std::vector<std::pai
 
 void Pass::IndexNextUses(const std::optional<EpochOrder>& next_order) {
   uses_ = ChunkBlocks(plan_);
-  if (!next_order) {  // the same order again: first uses are this pass's own
-    next_epoch_first_ = FirstBlocks(uses_);
-    return;
+  if (next_order) {
+    SetNextOrder(*next_order);
+  } else if (!spec_.next_order_later) {  // the same order again: first uses are this pass's own
+    PublishNextEpoch(FirstBlocks(uses_));
   }
-  auto next = BuildPlan(*next_order, spec_.ref_spc, spec_.batch_size, spec_.labels, sources(), spec_.patches);
-  if (!next.ok()) return;  // no lookahead past this epoch: LRU decides among the rest
-  next_epoch_first_ = FirstBlocks(ChunkBlocks(*next));
+}
+
+void Pass::SetNextOrder(const EpochOrder& next) {
+  std::lock_guard lock(next_order_mutex_);
+  if (next_epoch_first_.load(std::memory_order_acquire) != nullptr) return;
+  auto plan = BuildPlan(next, spec_.ref_spc, spec_.batch_size, spec_.labels, sources(), spec_.patches);
+  if (!plan.ok()) return;  // no lookahead past this epoch: LRU decides among the rest
+  PublishNextEpoch(FirstBlocks(ChunkBlocks(*plan)));
+}
+
+void Pass::PublishNextEpoch(ChunkBlockIndex first) {
+  next_epoch_index_ = std::make_unique<const ChunkBlockIndex>(std::move(first));
+  next_epoch_first_.store(next_epoch_index_.get(), std::memory_order_release);
 }
 
 uint64_t Pass::NextUseDistance(SlotKey key) const {
@@ -498,9 +509,10 @@ uint64_t Pass::NextUseDistance(SlotKey key) const {
   if (auto it = std::lower_bound(uses_.begin(), uses_.end(), from); it != uses_.end() && it->first == key) {
     return it->second - position;
   }
+  const ChunkBlockIndex* next = next_epoch_first_.load(std::memory_order_acquire);
+  if (next == nullptr) return NextUse::kNever;
   const auto first = std::pair(key, uint32_t{0});
-  if (auto it = std::lower_bound(next_epoch_first_.begin(), next_epoch_first_.end(), first);
-      it != next_epoch_first_.end() && it->first == key) {
+  if (auto it = std::lower_bound(next->begin(), next->end(), first); it != next->end() && it->first == key) {
     return plan_.blocks() - std::min(position, plan_.blocks()) + it->second;
   }
   return NextUse::kNever;

@@ -451,6 +451,34 @@ TEST(PassTest, NextUseEvictionIsExactAndDecodesNoMoreThanLru) {
   EXPECT_LT(decodes[1], decodes[0]);
 }
 
+TEST(PassTest, ANextOrderGivenLaterRanksEvictionAsOneGivenUpFront) {
+  Fixture f;
+  f.Add("t2m", {128, 4}, {2, 4});
+  auto engine = f.MakeEngine();  // next-use eviction
+  const EpochOrder next = BlockShuffledOrder(Iota(64), 2, 128, 4, 7, 1);
+  auto up_front = Spec(BlockShuffledOrder(Iota(64), 2, 128, 4, 7, 0), 2, 4, {{"t2m", 0, 0}});
+  up_front.next_order = next;
+  auto later = Spec(BlockShuffledOrder(Iota(64), 2, 128, 4, 7, 0), 2, 4, {{"t2m", 0, 0}});
+  later.next_order_later = true;
+  auto a = engine->StartPass(std::move(up_front)).value();
+  auto b = engine->StartPass(std::move(later)).value();
+  // Drained, each pass's own uses are behind it: only next epoch's first uses rank.
+  EXPECT_EQ(DrainAndCheck(*a, f.sources).size(), 128u);
+  EXPECT_EQ(DrainAndCheck(*b, f.sources).size(), 128u);
+  for (int64_t chunk = 0; chunk < 64; ++chunk) {
+    EXPECT_EQ(b->NextUseDistance(SlotKey{0, chunk}), NextUse::kNever) << chunk;
+  }
+  b->SetNextOrder(next);
+  b->SetNextOrder(BlockShuffledOrder(Iota(64), 2, 128, 4, 7, 9));  // ignored: given once
+  std::set<uint64_t> distances;
+  for (int64_t chunk = 0; chunk < 64; ++chunk) {
+    EXPECT_EQ(b->NextUseDistance(SlotKey{0, chunk}), a->NextUseDistance(SlotKey{0, chunk})) << chunk;
+    distances.insert(b->NextUseDistance(SlotKey{0, chunk}));
+  }
+  EXPECT_GT(distances.size(), 1u);                  // the order ranks chunks apart
+  EXPECT_EQ(distances.count(NextUse::kNever), 0u);  // every chunk is read next epoch
+}
+
 TEST(PassTest, FirstBatchIsCopiedIntoMemoryMappedWhileItsChunksLoad) {
   Fixture f;
   f.Add("t2m", {8, 4}, {4, 4});
