@@ -205,3 +205,24 @@ def test_the_table_follows_no_link_and_a_readonly_cache_gets_none(store_path, tm
     with open_ds(store_path, sample_filter=warm, cache_dir=cache, readonly_cache=True) as ds:
         assert sorted(drawn(ds.train)) == sorted(expected)
     assert not table.exists()  # a read-only cache is not written
+
+
+@pytest.mark.parametrize("crop", [{"y": (3, 21), "x": (4, 29)}, {"x": (20, 10)}])  # the second wraps
+def test_a_mask_over_the_whole_field_is_cut_to_the_crop(store_path, crop):
+    """With crop=, a mask over the uncropped field (a store path, a static or per-sample
+    ndarray) draws what the same mask cut to the region draws."""
+    ocean = values(store_path, "ocean")
+    ys = np.arange(*crop["y"]) if "y" in crop else np.arange(H)
+    xs = np.arange(crop["x"][0], crop["x"][1] + (W if crop["x"][1] <= crop["x"][0] else 0)) % W
+    cut = ocean[np.ix_(ys, xs)]
+    per_sample = np.stack([np.roll(ocean, s, axis=1) for s in range(N)])
+    cases = [("ocean", cut), (ocean, cut), (per_sample, per_sample[:, ys][:, :, xs])]
+    for whole, region in cases:
+        with open_ds(store_path, patch=PATCH, crop=crop, sample_filter=region, min_valid=0.5) as ds:
+            expected = drawn(ds.train)
+        with open_ds(store_path, patch=PATCH, crop=crop, sample_filter=whole, min_valid=0.5) as ds:
+            got = drawn(ds.train)
+        assert 0 < len(expected) < N * (len(ys) // 6) * (len(xs) // 5)
+        assert sorted(got) == sorted(expected)
+    with pytest.raises(InvalidArgumentError, match=r"or \(10, 24, 30\) or \(24, 30\) over the uncropped field"):
+        open_ds(store_path, patch=PATCH, crop=crop, sample_filter=np.ones((N, 5, 5), dtype=bool))

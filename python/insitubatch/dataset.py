@@ -363,11 +363,20 @@ class InSituDataset:
             return out
 
         field = tuple(self._path_outputs[g.path][0]) if self._chains[g.path] else tuple(self._cropped(g).inner_shape)
+        # A mask's axes are the field's, or the patch axes' (each a field axis of this variable).
+        axes = list(range(len(g.inner_shape)))
+        if self.patching is not None:
+            cut_along = self.patching.label_axes.get(label, [])
+            axes = [cut_along.index(p) if p in cut_along else -1 for p in range(len(self.patching.dims))]
+        mask_crop = None
+        if self.crop is not None and g.path in self.crop.ranges and not self._chains[g.path] and -1 not in axes:
+            starts, stops = self.crop.ranges[g.path]
+            mask_crop = sample_filters.MaskCrop(tuple((g.inner_shape[f], starts[f], stops[f]) for f in axes))
         meta = self._hierarchy.array_metadata(g.path)
         valid = sample_filters.evaluate(
             args, hierarchy=self._hierarchy, store=as_native_store(self.store), n_samples=self.manifest.n_samples,
             patching=self.patching, field_extents=field, run_predicate=run_predicate, cache_dir=self.cache_dir,
-            readonly=self.readonly_cache,
+            readonly=self.readonly_cache, mask_crop=mask_crop,
             cache_key={"array": g.path, "metadata": meta, "transforms": self._fingerprints.get(g.path, ""),
                        "store": as_native_store(self.store).describe("")})
         return valid

@@ -7,7 +7,8 @@ rank.
 * a boolean array along the sample axis (a store path or an ndarray): the anchors to draw;
 * a per-pixel mask (a store path or an ndarray) over the patch dimensions, static
   ``(*extents)`` or per sample ``(n_samples, *extents)``: a patch is drawn when its valid
-  fraction reaches ``min_valid`` (without patches, the whole field's fraction);
+  fraction reaches ``min_valid`` (without patches, the whole field's fraction); with
+  ``crop=``, a mask over the uncropped field is cut to the region;
 * a vectorized predicate, called once per stored chunk of the dataset's first variable
   with its ``(n, *field)`` values as batches hold them: it returns ``(n,)`` booleans or an
   ``(n, *extents)`` per-pixel mask. Its table is persisted in ``cache_dir`` (keyed by the
@@ -56,6 +57,27 @@ class FilterArguments:
         if min_valid is not None:
             min_valid = arguments.number("min_valid", min_valid, 0.0, 1.0)
         return cls(sample_filter, min_valid)
+
+
+@dataclass(frozen=True)
+class MaskCrop:
+    """``crop=`` over a per-pixel mask's axes: per axis (its uncropped extent, start, stop),
+    a stop at or below the start wrapping across the end. A mask over the whole field is cut
+    to the region, so the same mask serves any crop."""
+
+    axes: tuple[tuple[int, int, int], ...]
+
+    @property
+    def full(self) -> tuple[int, ...]:
+        return tuple(n for n, _, _ in self.axes)
+
+    def cut(self, values: np.ndarray, lead: int) -> np.ndarray:
+        """``values`` (``lead`` leading axes, then the uncropped extents) cut to the region."""
+        for i, (n, start, stop) in enumerate(self.axes):
+            extent = stop - start if stop > start else n - start + stop
+            if extent != n:
+                values = np.take(values, (start + np.arange(extent)) % n, axis=lead + i)
+        return values
 
 
 def read_rows(array: Any, g: ArrayGeometry, c: int) -> np.ndarray:
@@ -123,35 +145,48 @@ def _valid_rows(values: np.ndarray, n_rows: int, extents: tuple[int, ...], patch
 
 def evaluate(args: FilterArguments, *, hierarchy: Any, store: Any, n_samples: int, patching: Patching | None,
              field_extents: tuple[int, ...], run_predicate: Callable[[Callable[[np.ndarray], Any]], Any],
-             cache_dir: str | None, cache_key: Mapping[str, Any], readonly: bool = False) -> np.ndarray:
+             cache_dir: str | None, cache_key: Mapping[str, Any], readonly: bool = False,
+             mask_crop: MaskCrop | None = None) -> np.ndarray:
     """The valid virtual samples: ``(n_samples x per_sample,)`` booleans. ``field_extents``:
     the per-pixel mask's extents (the patch dimensions', or the first variable's field);
     ``run_predicate(fn)`` calls ``fn(values)`` once per stored chunk of the first variable
     in order and returns the results; ``cache_key`` identifies that variable's data;
-    ``readonly``: a persisted table is read but none is written (``readonly_cache``)."""
+    ``readonly``: a persisted table is read but none is written (``readonly_cache``);
+    ``mask_crop``: the dataset's crop over the mask's axes (a predicate sees cropped values
+    already; a mask over the uncropped field is cut to the region)."""
     extents = tuple(patching.extent) if patching is not None else field_extents
     source, min_valid = args.source, args.min_valid
     if callable(source) and not isinstance(source, str):
         return _predicate_table(source, min_valid, n_samples, patching, extents, run_predicate, cache_dir, cache_key,
                                 readonly)
+    crop = mask_crop if mask_crop is not None and mask_crop.full != extents else None
+    full = crop.full if crop is not None else None
+
+    def region(values: np.ndarray, lead: int) -> np.ndarray:  # a mask over the uncropped field, cut
+        return crop.cut(values, lead) if crop is not None and values.shape[lead:] == crop.full else values
+
+    shapes = f"{(n_samples,)}, {(n_samples, *extents)} or {extents}" + (
+        f" (or {(n_samples, *full)} or {full} over the uncropped field)" if full else "")
     if isinstance(source, str):
         g = geometries_of(hierarchy, store, [source])[source.strip("/")]
         array = hierarchy.open_array(g.path)
-        static = g.shape == extents
-        if static:  # one mask for every sample: read whole (axis 0 as the outer axis)
+        if g.shape in (extents, full):  # one mask for every sample: read whole (axis 0 as the outer axis)
             g = ArrayGeometry(g.path, g.shape, g.chunks, g.dtype, sample_axis=0)
             mask = np.concatenate([read_rows(array, g, c) for c in range(g.n_chunks)]) if g.n_chunks else None
-            return _tile_static(mask, n_samples, patching, min_valid, f"sample_filter array {source!r}")
+            return _tile_static(None if mask is None else region(mask, 0), n_samples, patching, min_valid,
+                                f"sample_filter array {source!r}")
         if g.n_samples != n_samples:
-            raise InvalidArgumentError(f"sample_filter array {source!r} has shape {g.shape}: expected {(n_samples,)},"
-                                       f" {(n_samples, *extents)} or {extents}")
-        parts = [_valid_rows(read_rows(array, g, c), len(g.samples_in_chunk(c)), extents, patching, min_valid,
-                             f"sample_filter array {source!r}") for c in range(g.n_chunks)]
+            raise InvalidArgumentError(f"sample_filter array {source!r} has shape {g.shape}: expected {shapes}")
+        parts = [_valid_rows(region(read_rows(array, g, c), 1), len(g.samples_in_chunk(c)), extents, patching,
+                             min_valid, f"sample_filter array {source!r}") for c in range(g.n_chunks)]
         return np.concatenate(parts).reshape(-1) if parts else np.zeros(0, dtype=bool)
     values = np.asarray(source)
-    if values.shape == extents and values.shape != (n_samples,):
-        return _tile_static(values, n_samples, patching, min_valid, "sample_filter")
-    return _valid_rows(values, n_samples, extents, patching, min_valid, "sample_filter").reshape(-1)
+    if full is not None and values.shape not in ((n_samples,), extents, full, (n_samples, *extents),
+                                                 (n_samples, *full)):
+        raise InvalidArgumentError(f"sample_filter has shape {values.shape}: expected {shapes}")
+    if values.shape in (extents, full) and values.shape != (n_samples,):
+        return _tile_static(region(values, 0), n_samples, patching, min_valid, "sample_filter")
+    return _valid_rows(region(values, 1), n_samples, extents, patching, min_valid, "sample_filter").reshape(-1)
 
 
 def _tile_static(mask: Any, n_samples: int, patching: Patching | None, min_valid: float | None,
