@@ -81,6 +81,17 @@ def read_whole(store, path: str) -> np.ndarray:
     return out
 
 
+def engine_read(store, path: str, n: int) -> np.ndarray:
+    """The first ``n`` samples of ``path`` as one unshuffled batch of a dataset pass: what the
+    engine (not read_chunk) makes of an array someone else wrote."""
+    geoms = open_geometries(store, [path])
+    ds = InSituDataset(store, split_by_chunk(geoms[path], fractions=(1.0, 0.0, 0.0)), geoms, batch_size=n,
+                       shuffle=False)
+    (batch,) = list(ds.train)
+    ds.close()
+    return batch.arrays[path]
+
+
 def check_dataset_streams_exact(store, root: Path, counting) -> None:
     """open_geometries + InSituDataset over ``store`` stream exact values; each stored chunk
     is read once per epoch (``counting`` is the CountingStore wrapping the store)."""

@@ -20,7 +20,8 @@ import zarr
 from zarr.core.buffer import default_buffer_prototype
 
 import insitubatch
-from insitubatch import InSituDataset, obstore_store, open_geometries, split_by_chunk
+from insitubatch import obstore_store
+from cloud_data import engine_read
 from cloud_mimics import GCS_MIN_PART, AzureMimic, GcsMimic
 from servers import FaultPlan, FaultProxy
 
@@ -81,15 +82,6 @@ def proxied(cloud):
     """A fault-injecting proxy in front of the cloud's mimic."""
     with FaultProxy(cloud.server.url, FaultPlan()) as proxy:
         yield proxy
-
-
-def engine_read(store, name, n):
-    geoms = open_geometries(store, [name])
-    ds = InSituDataset(store, split_by_chunk(geoms[name], fractions=(1.0, 0.0, 0.0)), geoms, batch_size=n,
-                       shuffle=False)
-    (batch,) = list(ds.train)
-    ds.close()
-    return batch.arrays[name]
 
 
 @pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part:UserWarning")

@@ -21,7 +21,8 @@ import zarr
 from zarr.core.buffer import default_buffer_prototype
 
 import insitubatch
-from insitubatch import InSituDataset, obstore_store, open_geometries, split_by_chunk
+from insitubatch import obstore_store
+from cloud_data import engine_read
 
 PROTO = default_buffer_prototype()
 
@@ -34,15 +35,6 @@ def target(request, tmp_path):
         return obstore_store(f"file://{path}", read_only=False), lambda: zarr.storage.LocalStore(path, read_only=True)
     store = obstore_store("memory://", read_only=False)
     return store, lambda: store.with_read_only(True)
-
-
-def engine_read(store, name, n):
-    geoms = open_geometries(store, [name])
-    ds = InSituDataset(store, split_by_chunk(geoms[name], fractions=(1.0, 0.0, 0.0)), geoms, batch_size=n,
-                       shuffle=False)
-    (batch,) = list(ds.train)
-    ds.close()
-    return batch.arrays[name]
 
 
 @pytest.mark.filterwarnings("ignore:Consolidated metadata is currently not part:UserWarning")

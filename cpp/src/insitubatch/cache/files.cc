@@ -18,7 +18,6 @@
 #include <system_error>
 
 #include "insitubatch/cache/locked_write.h"
-#include "insitubatch/util/text.h"
 
 namespace insitubatch::cache {
 namespace {
@@ -46,13 +45,8 @@ std::atomic<uint64_t> g_temp_counter{0};
 
 }  // namespace
 
-// ENOSPC and EDQUOT are the disk filling up; EROFS / EACCES a directory we cannot write.
 Status FileError(const std::string& what, const std::string& path, int err) {
-  std::string message = what + " " + path + ": " + ErrnoText(err);
-  if (err == ENOSPC || err == EDQUOT) {
-    return ResourceExhausted(message + " (the disk holding the cache directory is full)").set_detail(err);
-  }
-  return IoError(message).set_detail(err);
+  return ErrnoError(what + " " + path, err, kCacheDiskFull);
 }
 
 double AgeSeconds(const struct stat& st) {

@@ -80,8 +80,9 @@ Status CheckRegularFile(int fd, const std::string& path);
 // OpenRegularFile refuses when it is anything but a regular file.
 Result<std::optional<uint64_t>> RegularFileSize(const CacheDir& dir, std::string_view name);
 
-// An I/O error saying what failed on `path`: ResourceExhausted when the disk is full
-// (ENOSPC, EDQUOT), else IoError; `err` is kept as the status detail.
+// What a full-disk error adds to say whose disk filled.
+inline constexpr std::string_view kCacheDiskFull = "the disk holding the cache directory is full";
+// An I/O error saying what failed on `path` (ErrnoError: ResourceExhausted when the disk is full).
 Status FileError(const std::string& what, const std::string& path, int err);
 // Seconds since the file `st` describes was last written (wall clock).
 double AgeSeconds(const struct stat& st);

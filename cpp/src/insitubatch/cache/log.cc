@@ -9,7 +9,6 @@
 #include <system_error>
 
 #include "insitubatch/cache/files.h"
-#include "insitubatch/util/text.h"
 
 namespace insitubatch::cache {
 namespace {
@@ -151,7 +150,7 @@ Status CacheLog::EnsureOpen() {
     const std::string header = LogHeader();
     if (::write(fd_, header.data(), header.size()) != static_cast<ssize_t>(header.size())) {
       const int err = errno;
-      return IoError("cannot write the cache log " + path_ + ": " + ErrnoText(err)).set_detail(err);
+      return ErrnoError("cannot write the cache log " + path_, err, kCacheDiskFull);
     }
   }
   return Status::Ok();
@@ -170,8 +169,7 @@ Status CacheLog::Append(const LogEntry& entry) {
     writable_ = false;
     ::close(fd_);
     fd_ = -1;
-    const std::string message = "cannot append to the cache log " + path_ + ": " + ErrnoText(err);
-    return (err == ENOSPC ? ResourceExhausted(message) : IoError(message)).set_detail(err);
+    return ErrnoError("cannot append to the cache log " + path_, err, kCacheDiskFull);
   }
   entries_.push_back(entry);
   return Status::Ok();

@@ -2,11 +2,11 @@
 
 #include <cctype>
 #include <cerrno>
-#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "insitubatch/io/http/http_request.h"
+#include "insitubatch/util/text.h"
 
 namespace insitubatch {
 
@@ -86,7 +86,7 @@ std::shared_ptr<Refreshing<std::string>> MakeFetchedToken(std::string source, st
 Result<std::string> ReadCredentialFile(const std::string& path, std::string_view what) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return IoError("cannot read the " + std::string(what) + " " + path + ": " + std::strerror(errno));
+    return IoError("cannot read the " + std::string(what) + " " + path + ": " + ErrnoText(errno));
   }
   std::ostringstream text;
   text << in.rdbuf();

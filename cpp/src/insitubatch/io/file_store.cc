@@ -15,7 +15,6 @@
 #include <utility>
 
 #include "insitubatch/io/memory_store.h"  // ResolveRange
-#include "insitubatch/util/text.h"
 
 namespace insitubatch {
 namespace {
@@ -44,12 +43,6 @@ std::string WriteTempName(std::string_view base) {
          std::to_string(counter.fetch_add(1));
 }
 
-// A full disk or quota is a resource the user can free, not a broken store.
-Status WriteError(const std::string& message, int err) {
-  if (err == ENOSPC || err == EDQUOT) return ResourceExhausted(message + ": " + ErrnoText(err)).set_detail(err);
-  return IoError(message + ": " + ErrnoText(err)).set_detail(err);
-}
-
 Status WriteAll(int fd, std::string_view value, const std::string& what) {
   size_t done = 0;
   while (done < value.size()) {
@@ -57,7 +50,7 @@ Status WriteAll(int fd, std::string_view value, const std::string& what) {
     const ssize_t got = ::write(fd, value.data() + done, want);
     if (got < 0) {
       if (errno == EINTR) continue;
-      return WriteError("cannot write " + what, errno);
+      return ErrnoError("cannot write " + what, errno);
     }
     done += static_cast<size_t>(got);
   }
@@ -79,7 +72,7 @@ Result<bool> MoveIfAbsent(const std::string& temp, const std::string& path) {
   }
   ::unlink(temp.c_str());
   if (err == EEXIST) return false;
-  return IoError("cannot create " + path + ": " + ErrnoText(err)).set_detail(err);
+  return ErrnoError("cannot create " + path, err);
 }
 
 }  // namespace
@@ -120,7 +113,7 @@ Result<std::shared_ptr<FileStore>> FileStore::Open(const std::string& root, size
     if (err == ENOENT || err == ENOTDIR) {
       return NotFound("file store root \"" + path + "\" does not exist");
     }
-    return IoError("cannot open file store root \"" + path + "\": " + ErrnoText(err)).set_detail(err);
+    return ErrnoError("cannot open file store root \"" + path + "\"", err);
   }
   if (!S_ISDIR(st.st_mode)) {
     return InvalidArgument("file store root \"" + path + "\" is not a directory");
@@ -175,7 +168,7 @@ Result<ReadResult> FileStore::ReadNow(const std::string& key, ByteRange range) c
   INSITU_RETURN_IF_ERROR(ValidateKey(key));
   const std::string path = Describe(key);
   auto io_error = [&](const char* what, int err) {
-    return IoError(std::string(what) + " " + path + range.Describe() + ": " + ErrnoText(err)).set_detail(err);
+    return ErrnoError(std::string(what) + " " + path + range.Describe(), err);
   };
 
   int fd;
@@ -277,17 +270,17 @@ Result<bool> FileStore::Write(std::string key, std::string_view value, WriteMode
     }
     fd = open_temp();
   }
-  if (fd < 0) return WriteError("cannot write " + path + ": cannot create a file beside it", errno);
+  if (fd < 0) return ErrnoError("cannot write " + path + ": cannot create a file beside it", errno);
   Status written = WriteAll(fd, value, path);
   // close() reports deferred write errors on some filesystems (NFS): check it too.
-  if (::close(fd) != 0 && written.ok()) written = WriteError("cannot write " + path, errno);
+  if (::close(fd) != 0 && written.ok()) written = ErrnoError("cannot write " + path, errno);
   if (!written.ok()) {
     ::unlink(temp.c_str());
     return written;
   }
   if (mode == WriteMode::kIfAbsent) return MoveIfAbsent(temp, path);
   if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const Status error = WriteError("cannot write " + path, errno);
+    const Status error = ErrnoError("cannot write " + path, errno);
     ::unlink(temp.c_str());
     return error;
   }
@@ -306,7 +299,7 @@ Status FileStore::Delete(std::string key) {
     if (!ec) return Status::Ok();
     return IoError("cannot delete " + path + ": " + ec.message()).set_detail(ec.value());
   }
-  return IoError("cannot delete " + path + ": " + ErrnoText(err)).set_detail(err);
+  return ErrnoError("cannot delete " + path, err);
 }
 
 Status FileStore::DeletePrefix(std::string prefix) {

@@ -1,5 +1,9 @@
 #include "insitubatch/util/status.h"
 
+#include <cerrno>
+
+#include "insitubatch/util/text.h"
+
 namespace insitubatch {
 
 std::string_view StatusCodeName(StatusCode code) {
@@ -53,5 +57,14 @@ Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)};
 Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
 Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
 Status Locked(std::string m) { return {StatusCode::kLocked, std::move(m)}; }
+
+Status ErrnoError(const std::string& message, int err, std::string_view when_full) {
+  std::string text = message + ": " + ErrnoText(err);
+  if (err == ENOSPC || err == EDQUOT) {
+    if (!when_full.empty()) text += " (" + std::string(when_full) + ")";
+    return ResourceExhausted(std::move(text)).set_detail(err);
+  }
+  return IoError(std::move(text)).set_detail(err);
+}
 
 }  // namespace insitubatch

@@ -87,6 +87,11 @@ Status Unimplemented(std::string message);
 Status FailedPrecondition(std::string message);
 Status Locked(std::string message);
 
+// A failed system call: "`message`: <the C library's text for err>", ResourceExhausted
+// when the disk or quota is full (ENOSPC, EDQUOT: something the user can free, with
+// `when_full` appended to say whose disk), else IoError; `err` is kept as the detail.
+Status ErrnoError(const std::string& message, int err, std::string_view when_full = {});
+
 }  // namespace insitubatch
 
 #define INSITU_CONCAT_INNER_(a, b) a##b

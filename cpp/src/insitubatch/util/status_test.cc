@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <memory>
 
 #include "insitubatch/util/result.h"
@@ -93,6 +94,20 @@ Status Both(int a, int b) {
 TEST(StatusTest, ReturnIfError) {
   EXPECT_TRUE(Both(1, 2).ok());
   EXPECT_EQ(Both(1, -2).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(StatusTest, ErrnoErrorCallsAFullDiskResourceExhausted) {
+  for (const int full : {ENOSPC, EDQUOT}) {
+    const Status s = ErrnoError("cannot write /c/x.npy", full, "the cache disk is full");
+    EXPECT_EQ(s.code(), StatusCode::kResourceExhausted);
+    EXPECT_EQ(s.detail(), full);
+    EXPECT_EQ(s.message().rfind("cannot write /c/x.npy: ", 0), 0u) << s.message();
+    EXPECT_NE(s.message().find("(the cache disk is full)"), std::string::npos) << s.message();
+  }
+  const Status denied = ErrnoError("cannot write /c/x.npy", EACCES, "the cache disk is full");
+  EXPECT_EQ(denied.code(), StatusCode::kIoError);
+  EXPECT_EQ(denied.detail(), EACCES);
+  EXPECT_EQ(denied.message(), "cannot write /c/x.npy: Permission denied");
 }
 
 }  // namespace

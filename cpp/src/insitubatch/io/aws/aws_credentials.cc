@@ -3,7 +3,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -20,7 +19,7 @@ Result<IniFile> LoadIni(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     if (errno == ENOENT || errno == ENOTDIR) return IniFile{};
-    return IoError("cannot read AWS config file " + path + ": " + std::strerror(errno));
+    return IoError("cannot read AWS config file " + path + ": " + ErrnoText(errno));
   }
   std::ostringstream text;
   text << in.rdbuf();

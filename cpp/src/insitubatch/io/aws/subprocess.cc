@@ -8,7 +8,8 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+
+#include "insitubatch/util/text.h"
 
 extern char** environ;
 
@@ -29,9 +30,9 @@ Result<ProcessOutput> RunProcess(const std::vector<std::string>& argv, size_t ma
   if (argv.empty()) return InvalidArgument("RunProcess: no program");
   Pipe out, err;
   int fds[2];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return IoError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) return IoError("pipe: " + ErrnoText(errno));
   out.read = fds[0], out.write = fds[1];
-  if (::pipe2(fds, O_CLOEXEC) != 0) return IoError(std::string("pipe: ") + std::strerror(errno));
+  if (::pipe2(fds, O_CLOEXEC) != 0) return IoError("pipe: " + ErrnoText(errno));
   err.read = fds[0], err.write = fds[1];
 
   posix_spawn_file_actions_t actions;
@@ -46,7 +47,7 @@ Result<ProcessOutput> RunProcess(const std::vector<std::string>& argv, size_t ma
   const int spawned = ::posix_spawnp(&pid, args[0], &actions, nullptr, args.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   if (spawned != 0) {
-    return NotFound("cannot run " + argv[0] + ": " + std::strerror(spawned));
+    return NotFound("cannot run " + argv[0] + ": " + ErrnoText(spawned));
   }
   ::close(out.write), out.write = -1;
   ::close(err.write), err.write = -1;
