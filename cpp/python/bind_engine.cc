@@ -43,68 +43,6 @@ class FunctionRegistrar final : public HostRegistrar {
   UnregisterFn unregister_;
 };
 
-nb::dict StatsToDict(const PassStats& s) {
-  nb::dict d;
-  d["split"] = s.split;
-  d["epoch"] = s.epoch;
-  d["batches"] = s.batches;
-  d["samples"] = s.samples;
-  d["cache_hits"] = s.cache_hits;
-  d["cache_misses"] = s.cache_misses;
-  d["rereads"] = s.rereads;
-  d["revived"] = s.revived;
-  d["evictions"] = s.evictions;
-  d["tiles_read"] = s.tiles_read;
-  d["bytes_read"] = s.bytes_read;
-  d["finished"] = s.finished;
-  d["wall_s"] = s.wall_s;
-  nb::list bad;
-  for (const auto& b : s.bad_chunks) {
-    nb::list inner;
-    for (uint64_t c : b.inner_coord) inner.append(c);
-    bad.append(nb::make_tuple(b.array, b.chunk_index, nb::tuple(inner)));
-  }
-  d["bad_chunks"] = bad;
-  nb::dict retry;
-  retry["retries"] = s.retry.retries;
-  retry["backoff_s"] = s.retry.backoff_s;
-  retry["last_error"] = s.retry.last_error;
-  retry["corrupt_rereads"] = s.retry.corrupt_rereads;
-  d["retry"] = retry;
-  nb::dict times;
-  times["fetch_wait_s"] = s.times.fetch_wait_s;
-  times["admission_parked_s"] = s.times.admission_parked_s;
-  times["decode_s"] = s.times.decode_s;
-  times["assemble_s"] = s.times.assemble_s;
-  times["gather_s"] = s.times.gather_s;
-  times["batch_transform_s"] = s.times.batch_transform_s;
-  d["times"] = times;
-  nb::dict waited;
-  waited["store_s"] = s.waited.store_s;
-  waited["decode_s"] = s.waited.decode_s;
-  waited["residency_s"] = s.waited.residency_s;
-  waited["gather_s"] = s.waited.gather_s;
-  d["waited"] = waited;
-  nb::dict depths;
-  const auto& p = s.depths;
-  depths["batch_queue_capacity"] = p.batch_queue_capacity;
-  depths["batch_queue_peak"] = p.batch_queue_peak;
-  depths["batch_queue_samples"] = p.batch_queue_samples;
-  depths["batch_queue_empty"] = p.batch_queue_empty;
-  depths["batch_queue_full_enough"] = p.batch_queue_full_enough;
-  depths["inflight_peak"] = p.inflight_peak;
-  depths["max_inflight"] = p.max_inflight;
-  depths["decode_queue_peak"] = p.decode_queue_peak;
-  depths["chunk_decoders_peak"] = p.chunk_decoders_peak;
-  depths["decode_threads"] = p.decode_threads;
-  depths["gather_threads"] = p.gather_threads;
-  depths["resident_peak"] = p.resident_peak;
-  depths["resident_peak_bytes"] = p.resident_peak_bytes;
-  depths["budget_bytes"] = p.budget_bytes == 0 ? nb::none() : nb::int_(p.budget_bytes);
-  d["depths"] = depths;
-  return d;
-}
-
 // Python-side owners: the engine and its passes are shared with C++ threads, so Python
 // holds shared_ptr handles rather than the objects themselves.
 struct EngineHandle {
@@ -225,7 +163,8 @@ void BindEngine(nb::module_& m) {
           nb::arg("rows"), nb::arg("block_start"),
           "The view's order next epoch, for a pass started with next_order_later (once; later\n"
           "calls are ignored).")
-      .def("stats", [](const PassHandle& h) { return StatsToDict(h.pass->stats()); })
+      .def(
+          "stats", [](const PassHandle& h) { return h.pass->stats(); }, "What the pass did so far (PassStats).")
       .def_prop_ro("n_batches", [](const PassHandle& h) { return h.pass->plan().batches(); })
       .def_prop_ro("n_rows", [](const PassHandle& h) { return h.pass->plan().rows(); });
 

@@ -113,6 +113,7 @@ void BindPythonStore(nb::module_& m);
 void BindZarr(nb::module_& m);
 void BindBuildInfo(nb::module_& m);
 void BindEngine(nb::module_& m);
+void BindStats(nb::module_& m);       // engine::PassStats and its parts, read-only (bind_stats.cc)
 void BindTransforms(nb::module_& m);  // NativeTransform and its factories (bind_transforms.cc)
 void BindBench(nb::module_& m);
 void BindOrder(nb::module_& m);

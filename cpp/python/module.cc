@@ -23,6 +23,7 @@ NB_MODULE(_ext, m) {
   insitubatch::python::BindZarr(m);
   insitubatch::python::BindBuildInfo(m);
   insitubatch::python::BindTransforms(m);
+  insitubatch::python::BindStats(m);
   insitubatch::python::BindEngine(m);
   insitubatch::python::BindBench(m);
   insitubatch::python::BindOrder(m);

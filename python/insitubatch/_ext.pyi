@@ -446,6 +446,172 @@ def scale_offset_transform(in_dtype: str, out_dtype: str, scale: float, offset: 
     x.astype(out) * scale + offset, each rounding in out as numpy does, natively.
     """
 
+class StageTimes:
+    """A pass's summed stage times (engine/stats.h)."""
+
+    @property
+    def fetch_wait_s(self) -> float: ...
+
+    @property
+    def admission_parked_s(self) -> float: ...
+
+    @property
+    def decode_s(self) -> float: ...
+
+    @property
+    def assemble_s(self) -> float: ...
+
+    @property
+    def gather_s(self) -> float: ...
+
+    @property
+    def batch_transform_s(self) -> float: ...
+
+class Waited:
+    """The consumer's waits, charged per stage."""
+
+    @property
+    def store_s(self) -> float: ...
+
+    @property
+    def decode_s(self) -> float: ...
+
+    @property
+    def residency_s(self) -> float: ...
+
+    @property
+    def gather_s(self) -> float: ...
+
+class Depths:
+    """Queue depths and peaks of a pass."""
+
+    @property
+    def batch_queue_capacity(self) -> int: ...
+
+    @property
+    def batch_queue_peak(self) -> int: ...
+
+    @property
+    def batch_queue_samples(self) -> int: ...
+
+    @property
+    def batch_queue_empty(self) -> int: ...
+
+    @property
+    def batch_queue_full_enough(self) -> int: ...
+
+    @property
+    def inflight_peak(self) -> int: ...
+
+    @property
+    def max_inflight(self) -> int: ...
+
+    @property
+    def decode_queue_peak(self) -> int: ...
+
+    @property
+    def decode_threads(self) -> int: ...
+
+    @property
+    def chunk_decoders_peak(self) -> int: ...
+
+    @property
+    def gather_threads(self) -> int: ...
+
+    @property
+    def resident_peak(self) -> int: ...
+
+    @property
+    def resident_peak_bytes(self) -> int: ...
+
+    @property
+    def budget_bytes(self) -> object:
+        """The residency budget in bytes, None when unbounded."""
+
+class RetryStats:
+    """Transient store failures retried on the way to a pass's bytes."""
+
+    @property
+    def retries(self) -> int: ...
+
+    @property
+    def backoff_s(self) -> float: ...
+
+    @property
+    def last_error(self) -> str: ...
+
+    @property
+    def corrupt_rereads(self) -> int: ...
+
+class BadChunk:
+    """A stored chunk served as fill: array, chunk index, inner coordinates."""
+
+    @property
+    def array(self) -> str: ...
+
+    @property
+    def chunk_index(self) -> int: ...
+
+    @property
+    def inner_coord(self) -> list[int]: ...
+
+class PassStats:
+    """What one pass did (engine/stats.h)."""
+
+    @property
+    def split(self) -> str: ...
+
+    @property
+    def epoch(self) -> int: ...
+
+    @property
+    def batches(self) -> int: ...
+
+    @property
+    def samples(self) -> int: ...
+
+    @property
+    def cache_hits(self) -> int: ...
+
+    @property
+    def cache_misses(self) -> int: ...
+
+    @property
+    def rereads(self) -> int: ...
+
+    @property
+    def revived(self) -> int: ...
+
+    @property
+    def evictions(self) -> int: ...
+
+    @property
+    def tiles_read(self) -> int: ...
+
+    @property
+    def bytes_read(self) -> int: ...
+
+    @property
+    def bad_chunks(self) -> list[BadChunk]: ...
+
+    @property
+    def retry(self) -> RetryStats: ...
+
+    @property
+    def finished(self) -> bool: ...
+
+    @property
+    def wall_s(self) -> float: ...
+
+    @property
+    def times(self) -> StageTimes: ...
+
+    @property
+    def waited(self) -> Waited: ...
+
+    @property
+    def depths(self) -> Depths: ...
+
 class Pass:
     """One iteration over one split view."""
 
@@ -466,7 +632,8 @@ class Pass:
         calls are ignored).
         """
 
-    def stats(self) -> dict: ...
+    def stats(self) -> PassStats:
+        """What the pass did so far (PassStats)."""
 
     @property
     def n_batches(self) -> int: ...

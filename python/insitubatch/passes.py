@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable, Mapping
 
 import numpy as np
@@ -17,7 +17,7 @@ from . import transforms as _transforms
 from .errors import CancelledError
 from .geometry import ArrayGeometry, as_stored
 from .records import Batch
-from .runtime import PassStats
+from .runtime import PassStats, Waited
 
 
 @dataclass(frozen=True, eq=False)
@@ -148,21 +148,20 @@ class PassIterator:
         self._closed_because = reason
         native = self._native
         native.close(reason or "the pass was closed")
-        stats = native.stats()
-        stats["times"]["consumer_s"] = self._consumer_s
-        stats["store_kind"] = self._store_kind
+        native_stats = native.stats()
+        stats = PassStats.from_native(native_stats, consumer_s=self._consumer_s, store_kind=self._store_kind)
         if self._ahead is not None:
             self._ahead.close()
-            stats["times"]["batch_transform_s"] = self._ahead.cpu_s
-            stats["waited"] = self._ahead.waited(stats["waited"])
+            ahead = self._ahead
             # The consumer waits on the transformed batches, not on the engine's queue.
-            depths = stats["depths"]
-            depths["batch_queue_samples"] = self._ahead.gets
-            depths["batch_queue_empty"] = self._ahead.empty_gets
-            depths["batch_queue_full_enough"] = self._ahead.gets - self._ahead.empty_gets
+            stats = replace(
+                stats, times=replace(stats.times, batch_transform_s=ahead.cpu_s),
+                waited=Waited(**ahead.waited(asdict(stats.waited))),
+                depths=replace(stats.depths, batch_queue_samples=ahead.gets, batch_queue_empty=ahead.empty_gets,
+                               batch_queue_full_enough=ahead.gets - ahead.empty_gets))
         self._native = None
         self._gather = _ended
-        self._context.finished(PassStats.from_native(stats), stats["bad_chunks"])
+        self._context.finished(stats, native_stats.bad_chunks)
 
     def _retire(self, reason: str) -> None:
         """In a forked child: the native pass is the parent's; it is kept, unused."""

@@ -3,8 +3,8 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from . import _ext
 from .summary import format_bytes
@@ -141,16 +141,14 @@ class PassStats:
     store_kind: str = ""
 
     @classmethod
-    def from_native(cls, d: Mapping[str, Any]) -> "PassStats":
+    def from_native(cls, native: Any, *, consumer_s: float, store_kind: str) -> "PassStats":
+        """The engine's stats (``_ext.PassStats``) with what only Python knows: the time spent
+        in the consumer's loop body and the store's backend."""
         return cls(
-            split=d["split"], epoch=int(d["epoch"]), batches=int(d["batches"]),
-            samples=int(d["samples"]), cache_hits=int(d["cache_hits"]),
-            cache_misses=int(d["cache_misses"]), rereads=int(d["rereads"]),
-            evictions=int(d["evictions"]), bad_chunks=len(d["bad_chunks"]),
-            bytes_read=int(d["bytes_read"]), finished=bool(d["finished"]), wall_s=float(d["wall_s"]),
-            times=StageTimes(**d["times"]), depths=Depths(**d["depths"]),
-            retry=RetryStats(**d.get("retry", {})), revived=int(d.get("revived", 0)),
-            waited=Waited(**d.get("waited", {})), store_kind=str(d.get("store_kind", "")),
+            **_copied(cls, native, ("bad_chunks", "times", "depths", "retry", "waited", "store_kind")),
+            bad_chunks=len(native.bad_chunks), times=_copied_as(StageTimes, native.times, consumer_s=consumer_s),
+            depths=_copied_as(Depths, native.depths), retry=_copied_as(RetryStats, native.retry),
+            waited=_copied_as(Waited, native.waited), store_kind=store_kind,
         )
 
     @property
@@ -255,6 +253,16 @@ class PassStats:
 _STORE_KINDS = ((_ext.FileStore, "file"), (_ext.MemoryStore, "memory"), (_ext.HttpStore, "http"),
                 (_ext.S3Store, "s3"), (_ext.GcsStore, "gcs"), (_ext.AzureStore, "azure"),
                 (_ext.ReferenceStore, "references"), (_ext.PythonStore, "python"))
+
+
+def _copied(cls: Any, native: Any, skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The fields of dataclass ``cls`` read from the bound engine object of the same name
+    (engine/stats.h): a field the engine lacks is an AttributeError, not a silent default."""
+    return {f.name: getattr(native, f.name) for f in fields(cls) if f.name not in skip}
+
+
+def _copied_as(cls: Any, native: Any, **own: Any) -> Any:
+    return cls(**_copied(cls, native, tuple(own)), **own)
 
 
 def store_kind(native: Any) -> str:
