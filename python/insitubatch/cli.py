@@ -5,6 +5,7 @@ code, and the report-then-exit shape of the speedtests (``planfetch`` uses them 
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import json
 import sys
@@ -19,6 +20,21 @@ COMMANDS = {  # name -> (module of this package with a main(argv), one line of h
 
 class UsageError(Exception):
     """A bad command line: exit code 2."""
+
+
+def integer_at_least(lo: int) -> Callable[[str], int]:
+    """An argparse ``type=`` for an integer option of at least ``lo`` (both CLIs' one parser)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+        if value < lo:
+            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {text}")
+        return value
+
+    return parse
 
 
 def dispatch(prog: str, package: str, commands: Mapping[str, tuple[str, str]],

@@ -18,7 +18,7 @@ import functools
 import logging
 import os
 import weakref
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence, cast
 
 import numpy as np
 # numpy imports its random module on first use, which costs several milliseconds: taken
@@ -37,6 +37,17 @@ from .records import StoredChunkRead
 from .runtime import PassStats, store_kind
 from .splits import SplitManifest, valid_anchor_range
 from .stores import as_native_store, close_store, reopen_store
+
+
+def _engine_defaults() -> tuple[int, int, arguments.OnBadChunk, int, int]:
+    """The engine's own defaults (engine/engine.h), read once as plain values (no native
+    object lives in a module global), so the signature shows them without restating them."""
+    engine, spec = _ext.EngineConfig(), _ext.PassSpec()
+    on_bad_chunk = cast(arguments.OnBadChunk, engine.on_bad_chunk)
+    return spec.batch_size, spec.prefetch_depth, on_bad_chunk, engine.decode_threads, engine.gather_threads
+
+
+_BATCH_SIZE, _PREFETCH_DEPTH, _ON_BAD_CHUNK, _DECODE_THREADS, _GATHER_THREADS = _engine_defaults()
 
 logger = logging.getLogger("insitubatch")
 
@@ -60,22 +71,22 @@ class InSituDataset:
         manifest: SplitManifest,
         geometries: Mapping[str, ArrayGeometry] | None = None,
         *,
-        batch_size: int = 32,
+        batch_size: int = _BATCH_SIZE,
         block_chunks: int = 16,
         max_inflight: int | None = None,
         seed: int = 0,
         shuffle: bool = True,
-        prefetch_depth: int = 2,
+        prefetch_depth: int = _PREFETCH_DEPTH,
         cache_dir: str | os.PathLike[str] | None = None,
         cache_budget_bytes: int | None = None,
         persist: bool = False,
         readonly_cache: bool = False,
         reset_stale_cache: bool = False,
-        on_bad_chunk: arguments.OnBadChunk = "raise",
+        on_bad_chunk: arguments.OnBadChunk = _ON_BAD_CHUNK,
         chunk_transforms: Sequence[Callable[..., Any]] = (),
         batch_transforms: Sequence[Callable[..., Any]] = (),
-        decode_threads: int = 0,
-        gather_threads: int = 0,
+        decode_threads: int = _DECODE_THREADS,
+        gather_threads: int = _GATHER_THREADS,
         eviction: arguments.Eviction | None = None,  # None: the engine's default (next_use)
         labels: Any = None,
         plan: arguments.Plan = "shuffle",
@@ -521,7 +532,7 @@ class InSituDataset:
 
     def _pass_finished(self, stats: PassStats, bad_chunks: list[Any]) -> None:
         self.last_pass = stats
-        self.bad_chunks = [StoredChunkRead(str(a), int(c), tuple(inner)) for a, c, inner in bad_chunks]
+        self.bad_chunks = [StoredChunkRead(b.array, b.chunk_index, tuple(b.inner_coord)) for b in bad_chunks]
         if self.persist and self._engine is not None:
             self._warn_if_nothing_revived(stats)
         if logger.isEnabledFor(logging.INFO):

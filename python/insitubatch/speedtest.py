@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import _ext
-from .cli import UsageError, report_main
+from .cli import UsageError, integer_at_least, report_main
 from .dataset import InSituDataset
 from .errors import InSituError, InvalidArgumentError, NotFoundError
 from .geometry import _native, open_geometries, open_hierarchy
@@ -39,14 +39,7 @@ SWEEPABLE = ("max_inflight", "decode_threads", "block_chunks", "gather_threads",
 FLAT = 0.95  # a sweep value within this of the best one is "flat enough"
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
-    return value
+_positive = integer_at_least(1)
 
 
 def _sweep(text: str) -> tuple[str, list[int]]:

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from insitubatch import InSituError, _ext, urls
-from insitubatch.cli import UsageError, report_main
+from insitubatch.cli import UsageError, integer_at_least, report_main
 
 from .cache import SharedDiskCache
 from .index import load_index_csv
@@ -68,20 +68,7 @@ def _fraction(text: str) -> float:
     return value
 
 
-def _integer(lo: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-        if value < lo:
-            raise argparse.ArgumentTypeError(f"must be >= {lo}, got {text}")
-        return value
-
-    return parse
-
-
-_positive, _non_negative = _integer(1), _integer(0)
+_positive, _non_negative = integer_at_least(1), integer_at_least(0)
 
 
 def parser() -> argparse.ArgumentParser:
