@@ -8,6 +8,7 @@ chunk* is what one store read returns — on a sharded array, the shard.
 
 from __future__ import annotations
 
+import atexit
 import collections
 import itertools
 import json
@@ -342,6 +343,15 @@ def _batchable_paths(hierarchy: Any, store: Any, sample_axis: int) -> list[str]:
 # alive by it (the hierarchy holds the store).
 _read_cache: tuple[Any, Any, dict[str, tuple[Any, dict[str, Any]]]] | None = None
 _read_cache_lock = threading.Lock()
+
+
+@atexit.register
+def _forget_reads() -> None:
+    """Lets the cached native objects go before the interpreter finalizes: a module global
+    still holding them when the extension's types are torn down is reported as a leak."""
+    global _read_cache
+    with _read_cache_lock:
+        _read_cache = None
 
 
 def _array_for_reads(store: Any, path: str) -> tuple[Any, dict[str, Any]]:
