@@ -21,9 +21,6 @@ from . import _ext, arguments
 from .errors import InSituError, InvalidArgumentError, InvalidTypeError
 from .geometry import ArrayGeometry
 
-PATCH_MODES = ("grid", "random")
-PATCH_EDGES = ("inside", "cover")
-
 
 @dataclass(frozen=True)
 class PatchArguments:
@@ -39,8 +36,8 @@ class PatchArguments:
     @classmethod
     def from_arguments(cls, patch: Any, patch_stride: Any, patches_per_sample: Any, patch_mode: Any,
                        patch_edges: Any = "inside") -> "PatchArguments | None":
-        mode = arguments.choice("patch_mode", patch_mode, PATCH_MODES)
-        edges = arguments.choice("patch_edges", patch_edges, PATCH_EDGES)
+        mode = arguments.choice("patch_mode", patch_mode)
+        edges = arguments.choice("patch_edges", patch_edges)
         if patch is None:
             if patch_stride is not None or patches_per_sample is not None or edges != "inside":
                 raise InvalidArgumentError("patch_stride, patches_per_sample and patch_edges need patch= (the"
@@ -275,4 +272,4 @@ def resolve_crop(args: CropArguments | None, geometries: Mapping[str, ArrayGeome
     return Crop(ranges, args.samples)
 
 
-__all__ = ["PATCH_EDGES", "PATCH_MODES", "Crop", "CropArguments", "PatchArguments", "Patching", "resolve", "resolve_crop"]
+__all__ = ["Crop", "CropArguments", "PatchArguments", "Patching", "resolve", "resolve_crop"]
