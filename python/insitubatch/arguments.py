@@ -42,7 +42,7 @@ Split = Literal["train", "val", "test"]
 PruneMode = Literal["window", "pressure"]
 PruneBackend = Literal["meta", "scan"]
 PatchMode = Literal["grid", "random"]
-PatchEdges = Literal["inside", "cover"]
+PatchEdges = Literal["inside", "cover", "pad"]
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "on_bad_chunk": get_args(OnBadChunk),

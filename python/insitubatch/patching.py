@@ -6,12 +6,15 @@ engine's gather from the decoded chunk in the pool, so a chunk is still read and
 once per epoch however many patches it yields. Grid mode visits every position of a
 lattice (``patch_stride``, default the patch size: no overlap) once per epoch; random mode
 draws ``patches_per_sample`` origins per anchor from ``(seed, epoch)``. Patches never leave
-the field. Which windows exist, their origins and the virtual order grid are the engine's
+the field unless ``patch_edges="pad"``: then origins range over the whole axis and the part
+of a patch past the field's end holds the array's fill value (written by the gather). Which
+windows exist, their origins and the virtual order grid are the engine's
 (``_ext.PatchGrid``); this module resolves the arguments against the variables.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -31,7 +34,9 @@ class PatchArguments:
     stride: tuple[tuple[str | int, int], ...]  # empty: the size (grid mode)
     per_sample: int
     mode: str
-    edges: str = "inside"  # grid mode: "cover" adds a last position flush with each axis's end
+    # "cover" (grid mode) adds a last position flush with each axis's end; "pad": origins
+    # over the whole axis, the part of a patch past the end padded with the fill value
+    edges: str = "inside"
 
     @classmethod
     def from_arguments(cls, patch: Any, patch_stride: Any, patches_per_sample: Any, patch_mode: Any,
@@ -43,7 +48,7 @@ class PatchArguments:
                 raise InvalidArgumentError("patch_stride, patches_per_sample and patch_edges need patch= (the"
                                            " patch size)")
             return None
-        if edges != "inside" and mode != "grid":
+        if edges == "cover" and mode != "grid":
             raise InvalidArgumentError('patch_edges="cover" applies to patch_mode="grid"')
         size = _sizes("patch", patch)
         stride: tuple[tuple[str | int, int], ...] = ()
@@ -111,6 +116,12 @@ class Patching:
         if self.mode == "grid":
             out["stride"] = list(self.stride)
             out["edges"] = self.edges
+            if self.edges == "pad":  # the lattice positions whose patch runs past an axis's end
+                inside = np.prod([int(np.count_nonzero(self.lattice(a) + z <= e))
+                                  for a, (z, e) in enumerate(zip(self.size, self.extent))])
+                out["padded_per_sample"] = self.per_sample - int(inside)
+        elif self.edges == "pad":
+            out["edges"] = "pad"
         return out
 
     def lattice(self, axis: int) -> np.ndarray:
@@ -166,11 +177,29 @@ def resolve(args: PatchArguments | None, geometries: Mapping[str, ArrayGeometry]
     stride_of = dict(args.stride)
     stride = tuple(stride_of.get(k, n) for k, n in args.size)
     try:
-        grid = _ext.PatchGrid(args.mode, list(extents), list(size), list(stride), args.per_sample, seed,
-                              args.edges == "cover")
+        grid = _ext.PatchGrid(args.mode, list(extents), list(size), list(stride), args.per_sample, seed, args.edges)
     except InSituError as exc:
         raise InvalidArgumentError(f"patch over {', '.join(map(repr, names))} with extents {extents}: {exc}") from None
     return Patching(tuple(names), args.mode, args.edges, size, stride, extents, grid, label_axes)
+
+
+def pad_element(label: str, fill: bytes, stored: np.dtype, out: np.dtype) -> bytes:
+    """``patch_edges="pad"``: the element written past the field's end in ``label``'s batch
+    rows, as the engine writes it: the array's fill value (``fill``, its bytes as the engine
+    holds the stored dtype), cast to ``out`` where a chunk transform changes the dtype (the
+    transform itself never sees the padding: it runs on stored chunks, before the cut)."""
+    if out == stored:
+        return fill
+    native = stored.newbyteorder("=") if stored.kind in "biufc" else stored
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # NaN or an out-of-range fill into an integer type
+            cast = np.frombuffer(fill, dtype=native).astype(out.newbyteorder("=") if out.kind in "biufc" else out)
+    except (TypeError, ValueError, RuntimeWarning) as exc:
+        raise InvalidArgumentError(
+            f'patch_edges="pad" pads {label!r} with its fill value {np.frombuffer(fill, dtype=native)[0].item()!r}, which its'
+            f" chunk transform's output dtype {out} cannot hold ({exc})") from None
+    return cast.tobytes()
 
 
 # -- crops: a coordinate selection's region, cut before the pool ---------------------------
@@ -272,4 +301,5 @@ def resolve_crop(args: CropArguments | None, geometries: Mapping[str, ArrayGeome
     return Crop(ranges, args.samples)
 
 
-__all__ = ["Crop", "CropArguments", "PatchArguments", "Patching", "resolve", "resolve_crop"]
+__all__ = ["Crop", "CropArguments", "PatchArguments", "Patching", "pad_element", "resolve",
+           "resolve_crop"]
