@@ -368,7 +368,8 @@ def test_pad_inside_a_crop_pads_past_the_crops_end_and_reads_nothing_outside_it(
 
 
 def test_a_patch_larger_than_the_field_needs_pad(pad_path):
-    with pytest.raises(InvalidArgumentError, match=r"size 16 on patch axis 0 must be in \[1, 13\].*patch_edges=\"pad\""):
+    with pytest.raises(InvalidArgumentError,
+                       match=r"size 16 on patch axis 0 must be in \[1, 13\].*patch_edges=\"pad\""):
         open_ds(pad_path, patch={"y": 16, "x": 4})
     want = padded(pad_path, "counts", (16, 12))
     with open_ds(pad_path, ("counts",), patch={"y": 16, "x": 12}, patch_edges="pad") as ds:
@@ -404,8 +405,13 @@ def test_pad_value_is_the_fill_value_cast_to_a_transforms_dtype(pad_path):
             assert b.arrays["level"].dtype == np.float32
             np.testing.assert_array_equal(b.arrays["level"][i], want[s, y:y + 5, x:x + 4])
     assert want[0, 14, 11] == 5.0
-    with pytest.raises(InvalidArgumentError, match=r"pads 'plane' with its fill value nan, which its chunk transform"):
+    with pytest.raises(InvalidArgumentError, match=r"pads 'plane' with its fill value nan, which its chunk"):
         open_ds(pad_path, patch={"y": 5, "x": 4}, patch_edges="pad", chunk_transforms=[ib.Cast("i4")])
+    from insitubatch.patching import pad_element
+
+    assert pad_element("v", np.int16(300).tobytes(), np.dtype("i2"), np.dtype("f8")) == np.float64(300).tobytes()
+    with pytest.raises(InvalidArgumentError, match="fill value 300, which its chunk transform's output dtype uint8"):
+        pad_element("v", np.int16(300).tobytes(), np.dtype("i2"), np.dtype("u1"))  # would wrap to 44
 
 
 def test_a_resume_state_carries_pad(pad_path):

@@ -496,8 +496,9 @@ class InSituDataset:
         spec.split, spec.epoch, spec.ref_spc = split, self._epoch, self._planner.order_spc
         spec.batch_size, spec.prefetch_depth, spec.labels = self.batch_size, self.prefetch_depth, self._labels
         if self.patching is not None:
-            spec.set_patches(self.patching.grid, [self.patching.label_axes.get(label, []) for label, _, _ in self._labels],
-                             [self._pads.get(label, b"") for label, _, _ in self._labels] if self._pads else [])
+            names = [label for label, _, _ in self._labels]
+            spec.set_patches(self.patching.grid, [self.patching.label_axes.get(label, []) for label in names],
+                             [self._pads.get(label, b"") for label in names] if self._pads else [])
         spec.set_order(rows, block_start)
         spec.next_order_later = next_order is not None
         native = engine.start_pass(spec)

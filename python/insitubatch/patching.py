@@ -191,14 +191,17 @@ def pad_element(label: str, fill: bytes, stored: np.dtype, out: np.dtype) -> byt
     if out == stored:
         return fill
     native = stored.newbyteorder("=") if stored.kind in "biufc" else stored
+    value = np.frombuffer(fill, dtype=native)
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("error")  # NaN or an out-of-range fill into an integer type
-            cast = np.frombuffer(fill, dtype=native).astype(out.newbyteorder("=") if out.kind in "biufc" else out)
+            warnings.simplefilter("error")  # NaN or an infinite fill into an integer type
+            cast = value.astype(out.newbyteorder("=") if out.kind in "biufc" else out)
+            if out.kind in "biu" and cast.astype(native)[0] != value[0]:  # integers wrap without a warning
+                raise ValueError("out of range")
     except (TypeError, ValueError, RuntimeWarning) as exc:
         raise InvalidArgumentError(
-            f'patch_edges="pad" pads {label!r} with its fill value {np.frombuffer(fill, dtype=native)[0].item()!r}, which its'
-            f" chunk transform's output dtype {out} cannot hold ({exc})") from None
+            f'patch_edges="pad" pads {label!r} with its fill value {value[0].item()!r}, which its chunk'
+            f" transform's output dtype {out} cannot hold ({exc})") from None
     return cast.tobytes()
 
 
