@@ -190,7 +190,7 @@ def test_string_options_are_literals_with_their_accepted_values():
 
     params = inspect.signature(InSituDataset.__init__).parameters
     hints = typing.get_type_hints(InSituDataset.__init__)
-    for name in ("on_bad_chunk", "plan", "remainder"):
+    for name in ("on_bad_chunk", "plan", "remainder", "patch_mode", "patch_edges"):
         assert typing.get_args(hints[name]) == arguments.CHOICES[name], name
         assert params[name].default in arguments.CHOICES[name]
     # eviction's default is the engine's own (None: not restated here).

@@ -5,6 +5,7 @@ resume and DDP ranks with patches, and clear errors for bad patch arguments."""
 
 from __future__ import annotations
 
+import io
 import json
 
 import numpy as np
@@ -172,7 +173,8 @@ def test_ddp_ranks_take_equal_disjoint_steps_with_patches(store_path):
 def test_patch_arguments_are_checked_by_name(store_path):
     with pytest.raises(InvalidArgumentError, match=r"'z'.*known dimensions: x, y"):
         open_ds(store_path, patch={"z": 4})
-    with pytest.raises(InvalidArgumentError, match=r"size 41 on patch axis 0 must be in \[1, 40\]"):
+    with pytest.raises(InvalidArgumentError, match=r"size 41 on patch axis 0 must be in \[1, 40\] \(the field's"
+                                                   r' extent there; patch_edges="pad" takes a larger patch\)'):
         open_ds(store_path, patch={"y": 41, "x": 4})
     with pytest.raises(InvalidArgumentError, match="patch_stride, patches_per_sample and patch_edges need patch="):
         open_ds(store_path, patch_stride=4)
@@ -214,8 +216,8 @@ def test_cover_edges_adds_a_last_position_flush_with_each_axis_end(store_path):
         assert covered.min() >= 1  # every element lies in some patch, none leaves the field
     with pytest.raises(InvalidArgumentError, match='patch_edges="cover" applies to patch_mode="grid"'):
         open_ds(store_path, patch={"y": 4}, patch_mode="random", patch_edges="cover")
-    with pytest.raises(InvalidArgumentError, match="patch_edges"):
-        open_ds(store_path, patch={"y": 4}, patch_edges="pad")
+    with pytest.raises(InvalidArgumentError, match="patch_edges must be one of 'inside', 'cover', 'pad', got 'edge'"):
+        open_ds(store_path, patch={"y": 4}, patch_edges="edge")
 
 
 def test_a_resume_state_belongs_to_its_way_of_drawing(store_path):
@@ -238,3 +240,189 @@ def test_a_lattice_too_fine_for_one_epochs_order_is_refused(store_path, monkeypa
     monkeypatch.setattr(dataset, "MAX_EPOCH_ROWS", 1000)
     with pytest.raises(InvalidArgumentError, match="raise patch_stride, or draw patches_per_sample random patches"):
         open_ds(store_path, patch={"y": 4, "x": 4}, patch_stride=1)
+
+
+# -- patch_edges="pad" -------------------------------------------------------------------------
+PN, PH, PW = 6, 13, 10
+
+
+@pytest.fixture(scope="module")
+def pad_path(tmp_path_factory):
+    """(time, y, x) arrays of 13 x 10 in tiles of 5 x 4 (ragged): float32 with a NaN fill
+    value, int16 with fill 0, uint8 with fill 5; and a (time, z, y, x) float64 volume with
+    fill -1.5."""
+    path = tmp_path_factory.mktemp("pad") / "p.zarr"
+    root = zarr.open_group(str(path), mode="w", zarr_format=3)
+    rng = np.random.default_rng(11)
+    dims = ("time", "y", "x")
+    plane = root.create_array("plane", shape=(PN, PH, PW), chunks=(3, 5, 4), dtype="f4", fill_value=np.nan,
+                              dimension_names=dims)
+    plane[...] = rng.standard_normal((PN, PH, PW)).astype("f4")
+    counts = root.create_array("counts", shape=(PN, PH, PW), chunks=(2, 5, 4), dtype="i2", fill_value=0,
+                               dimension_names=dims)
+    counts[...] = rng.integers(1, 1000, (PN, PH, PW)).astype("i2")
+    level = root.create_array("level", shape=(PN, PH, PW), chunks=(3, 13, 10), dtype="u1", fill_value=5,
+                              dimension_names=dims)
+    level[...] = rng.integers(10, 200, (PN, PH, PW)).astype("u1")
+    vol = root.create_array("vol", shape=(PN, 5, 6, 7), chunks=(3, 2, 4, 3), dtype="f8", fill_value=-1.5,
+                            dimension_names=("time", "z", "y", "x"))
+    vol[...] = rng.standard_normal((PN, 5, 6, 7))
+    return str(path)
+
+
+def padded(path, name, reach):
+    """zarr-python's read of ``name``, padded past each field axis's end with its fill value
+    to ``reach`` elements (np.pad, constant)."""
+    array = zarr.open_group(path, mode="r")[name]
+    data = array[...]
+    widths = [(0, 0)] + [(0, max(0, r - n)) for r, n in zip(reach, data.shape[1:])]
+    return np.pad(data, widths, constant_values=array.fill_value)
+
+
+def patch_rows(view, dims):
+    for b in view:
+        assert b.patch_dims == dims
+        for i, (s, origin) in enumerate(zip(b.sample_indices.tolist(), b.patch_origins.tolist())):
+            yield b, i, s, tuple(origin)
+
+
+@pytest.mark.parametrize("size", [(5, 4), (13, 10), (20, 3)])
+def test_pad_grid_covers_every_element_once_with_the_fill_value_past_the_end(pad_path, size):
+    h, w = size
+    ys, xs = range(0, PH, h), range(0, PW, w)  # every origin below the extent
+    reach = (ys[-1] + h, xs[-1] + w)
+    expected = {name: padded(pad_path, name, reach) for name in ("plane", "counts")}
+    with open_ds(pad_path, ("plane", "counts"), patch={"y": h, "x": w}, patch_edges="pad", batch_size=5) as ds:
+        patches = ds.describe()["patches"]
+        assert patches["per_sample"] == len(ys) * len(xs) and patches["edges"] == "pad"
+        inside = sum(y + h <= PH for y in ys) * sum(x + w <= PW for x in xs)
+        assert patches["padded_per_sample"] == len(ys) * len(xs) - inside
+        assert ds.describe()["config"]["drawable_samples"]["train"] == PN * len(ys) * len(xs)
+        assert ds.output_geometries()["plane"].inner_shape == size
+        summary = io.StringIO()
+        ds.print_summary(file=summary)
+        extra = f" ({len(ys) * len(xs) - inside} padded)" if inside < len(ys) * len(xs) else ""
+        assert f"edges pad): {len(ys) * len(xs)} per sample{extra}" in summary.getvalue()
+        covered = np.zeros((PN, *reach), dtype=int)
+        seen = set()
+        for b, i, s, (y, x) in patch_rows(ds.train, ("y", "x")):
+            assert b.arrays["plane"].dtype == np.float32 and b.arrays["counts"].dtype == np.int16
+            for name, want in expected.items():
+                np.testing.assert_array_equal(b.arrays[name][i], want[s, y:y + h, x:x + w])  # NaN == NaN here
+            covered[s, y:y + h, x:x + w] += 1
+            seen.add((s, y, x))
+        assert seen == {(s, y, x) for s in range(PN) for y in ys for x in xs}
+        assert (covered[:, :PH, :PW] == 1).all()  # stride == size: every element exactly once
+        assert np.isnan(expected["plane"][:, PH:, :]).all() or PH == reach[0]
+
+
+def test_pad_cuts_three_dimensional_patches_exactly(pad_path):
+    size = {"z": 2, "y": 4, "x": 5}
+    lattice = [range(0, 5, 2), range(0, 6, 4), range(0, 7, 5)]
+    want = padded(pad_path, "vol", (6, 8, 10))
+    with open_ds(pad_path, ("vol",), patch=size, patch_edges="pad", batch_size=4) as ds:
+        got = set()
+        for b, i, s, (z, y, x) in patch_rows(ds.train, ("z", "y", "x")):
+            np.testing.assert_array_equal(b.arrays["vol"][i], want[s, z:z + 2, y:y + 4, x:x + 5])
+            got.add((s, z, y, x))
+    assert got == {(s, z, y, x) for s in range(PN) for z in lattice[0] for y in lattice[1] for x in lattice[2]}
+    assert (want[:, 5:] == -1.5).all()
+
+
+def test_pad_random_origins_span_the_whole_axis_and_are_a_pure_function_of_seed_and_epoch(pad_path):
+    want = padded(pad_path, "plane", (PH + 8, PW + 9))
+
+    def run(seed, epoch):
+        with open_ds(pad_path, patch={"y": 9, "x": 10}, patch_mode="random", patch_edges="pad",
+                     patches_per_sample=8, seed=seed) as ds:
+            assert ds.describe()["patches"]["edges"] == "pad"
+            ds.set_epoch(epoch)
+            got = []
+            for b, i, s, (y, x) in patch_rows(ds.train, ("y", "x")):
+                assert 0 <= y < PH and 0 <= x < PW  # origins over [0, extent): the patch may run past the end
+                np.testing.assert_array_equal(b.arrays["plane"][i], want[s, y:y + 9, x:x + 10])
+                got.append((s, y, x))
+            anchors = np.repeat(np.arange(PN), 8)
+            again = ds.patching.origins(anchors, np.tile(np.arange(8), PN), epoch)
+            assert sorted(got) == sorted(zip(anchors.tolist(), *again.T.tolist()))
+            return got
+
+    first = run(3, 0)
+    assert run(3, 0) == first
+    assert sorted(run(3, 1)) != sorted(first) and sorted(run(4, 0)) != sorted(first)
+    assert max(y for _, y, _ in first) > PH - 9 and max(x for _, _, x in first) > 0  # past the inside range
+
+
+def test_pad_inside_a_crop_pads_past_the_crops_end_and_reads_nothing_outside_it(pad_path):
+    rows, cols = np.arange(2, 11), np.array([6, 7, 8, 9, 0, 1, 2])  # crop y (2, 11), x (6, 3) wraps
+    array = zarr.open_group(pad_path, mode="r")["plane"]
+    region = array[...][:, rows][:, :, cols]
+    want = np.pad(region, [(0, 0), (0, 3), (0, 1)], constant_values=np.nan)  # to 12 x 8
+    with open_ds(pad_path, patch={"y": 4, "x": 4}, patch_edges="pad", crop={"y": (2, 11), "x": (6, 3)}) as ds:
+        assert ds.describe()["patches"]["extent"] == [9, 7]
+        got = set()
+        for b, i, s, (y, x) in patch_rows(ds.train, ("y", "x")):
+            np.testing.assert_array_equal(b.arrays["plane"][i], want[s, y:y + 4, x:x + 4])
+            got.add((s, y, x))
+    assert got == {(s, y, x) for s in range(PN) for y in (0, 4, 8) for x in (0, 4)}
+
+
+def test_a_patch_larger_than_the_field_needs_pad(pad_path):
+    with pytest.raises(InvalidArgumentError,
+                       match=r"size 16 on patch axis 0 must be in \[1, 13\].*patch_edges=\"pad\""):
+        open_ds(pad_path, patch={"y": 16, "x": 4})
+    want = padded(pad_path, "counts", (16, 12))
+    with open_ds(pad_path, ("counts",), patch={"y": 16, "x": 12}, patch_edges="pad") as ds:
+        n = 0
+        for b, i, s, (y, x) in patch_rows(ds.all, ("y", "x")):
+            assert (y, x) == (0, 0)
+            np.testing.assert_array_equal(b.arrays["counts"][i], want[s])
+            n += 1
+        assert n == PN
+
+
+def test_pad_fraction_counts_padded_elements_as_invalid(pad_path):
+    mask = np.ones((PH, PW), dtype=bool)
+    mask[:2, :2] = False
+    lattice = [(y, x) for y in range(0, PH, 5) for x in range(0, PW, 4)]
+    full = np.zeros((15, 12), dtype=bool)
+    full[:PH, :PW] = mask
+    for min_valid in (0.5, 1.0):
+        keep = {(y, x) for y, x in lattice if full[y:y + 5, x:x + 4].mean() >= min_valid}
+        assert len(keep) == {0.5: 8, 1.0: 3}[min_valid]  # padded (10, 8) holds 6 valid of 20; (0, 8) 10
+        with open_ds(pad_path, patch={"y": 5, "x": 4}, patch_edges="pad", sample_filter=mask,
+                     min_valid=min_valid) as ds:
+            got = {(s, y, x) for _, _, s, (y, x) in patch_rows(ds.train, ("y", "x"))}
+            assert ds.describe()["sample_filter"]["drawn"]["train"] == PN * len(keep)
+        assert got == {(s, y, x) for s in range(PN) for y, x in keep}
+
+
+def test_pad_value_is_the_fill_value_cast_to_a_transforms_dtype(pad_path):
+    want = padded(pad_path, "level", (15, 12)).astype("f4")
+    with open_ds(pad_path, ("level",), patch={"y": 5, "x": 4}, patch_edges="pad",
+                 chunk_transforms=[ib.Cast("f4")]) as ds:
+        for b, i, s, (y, x) in patch_rows(ds.train, ("y", "x")):
+            assert b.arrays["level"].dtype == np.float32
+            np.testing.assert_array_equal(b.arrays["level"][i], want[s, y:y + 5, x:x + 4])
+    assert want[0, 14, 11] == 5.0
+    with pytest.raises(InvalidArgumentError, match=r"pads 'plane' with its fill value nan, which its chunk"):
+        open_ds(pad_path, patch={"y": 5, "x": 4}, patch_edges="pad", chunk_transforms=[ib.Cast("i4")])
+    from insitubatch.patching import pad_element
+
+    assert pad_element("v", np.int16(300).tobytes(), np.dtype("i2"), np.dtype("f8")) == np.float64(300).tobytes()
+    with pytest.raises(InvalidArgumentError, match="fill value 300, which its chunk transform's output dtype uint8"):
+        pad_element("v", np.int16(300).tobytes(), np.dtype("i2"), np.dtype("u1"))  # would wrap to 44
+
+
+def test_a_resume_state_carries_pad(pad_path):
+    for kwargs, draw in (({}, "patches 5x4 grid stride 5x4 pad"),
+                         ({"patch_mode": "random", "patches_per_sample": 2}, "patches 5x4 random 2 per sample pad")):
+        with open_ds(pad_path, patch={"y": 5, "x": 4}, patch_edges="pad", batch_size=6, **kwargs) as ds:
+            it = iter(ds.train)
+            next(it)
+            state = ds.train.state_dict()
+            it.close()
+        assert state["draw"] == draw
+        with open_ds(pad_path, patch={"y": 5, "x": 4}, batch_size=6, **kwargs) as ds:
+            with pytest.raises(InvalidArgumentError, match="saved drawing samples as"):
+                ds.train.load_state_dict(state)

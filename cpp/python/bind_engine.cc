@@ -249,19 +249,28 @@ void BindEngine(nb::module_& m) {
           },
           [](engine::PassSpec& s, const std::vector<std::tuple<std::string, uint32_t, int64_t>>& labels) {
             s.labels.clear();
-            for (const auto& [name, source, offset] : labels) s.labels.push_back({name, source, offset});
+            for (const auto& [name, source, offset] : labels) s.labels.push_back({name, source, offset, {}, {}});
           },
           "(name, array index, window offset) per label, in gather order.")
       .def(
           "set_patches",
-          [](engine::PassSpec& s, const engine::PatchGrid& grid, const std::vector<std::vector<int32_t>>& label_axes) {
+          [](engine::PassSpec& s, const engine::PatchGrid& grid, const std::vector<std::vector<int32_t>>& label_axes,
+             const std::vector<nb::bytes>& pads) {
             if (label_axes.size() != s.labels.size()) ThrowIfError(InvalidArgument("patch axes for every label"));
+            if (!pads.empty() && pads.size() != s.labels.size()) ThrowIfError(InvalidArgument("a pad for every label"));
             s.patches = grid;
-            for (size_t i = 0; i < label_axes.size(); ++i) s.labels[i].patch_axes = label_axes[i];
+            for (size_t i = 0; i < label_axes.size(); ++i) {
+              s.labels[i].patch_axes = label_axes[i];
+              if (pads.empty()) continue;
+              const auto* pad = reinterpret_cast<const std::byte*>(pads[i].c_str());
+              s.labels[i].pad.assign(pad, pad + pads[i].size());
+            }
           },
-          nb::arg("grid"), nb::arg("label_axes"),
+          nb::arg("grid"), nb::arg("label_axes"), nb::arg("pads") = std::vector<nb::bytes>{},
           "Patch samples (set the labels first): per label, per field axis, the patch axis it is\n"
-          "cut along or -1. The order's rows are then on the virtual grid (PatchGrid).")
+          "cut along or -1. The order's rows are then on the virtual grid (PatchGrid). With\n"
+          "patch_edges='pad', `pads` holds per label one element in its batch dtype (b'' when\n"
+          "not patched): what a window past the field's end is padded with.")
       .def(
           "set_order",
           [](engine::PassSpec& s, const Int64Array& rows, const Int64Array& block_start) {

@@ -84,7 +84,7 @@ void BindOrder(nb::module_& m) {
       .def(
           "__init__",
           [](engine::PatchGrid* self, const std::string& mode, std::vector<uint64_t> extent, std::vector<uint64_t> size,
-             std::vector<uint64_t> stride, uint64_t per_sample, uint64_t seed, bool cover_edges) {
+             std::vector<uint64_t> stride, uint64_t per_sample, uint64_t seed, const std::string& edges) {
             if (mode != "grid" && mode != "random") {
               ThrowIfError(InvalidArgument("patch_mode must be 'grid' or 'random', got '" + mode + "'"));
             }
@@ -95,12 +95,12 @@ void BindOrder(nb::module_& m) {
             grid.stride = std::move(stride);
             grid.per_sample = per_sample;
             grid.seed = seed;
-            grid.cover_edges = cover_edges;
+            grid.edges = ValueOrThrow(engine::ParsePatchEdges(edges));
             ThrowIfError(grid.Validate());
             new (self) engine::PatchGrid(std::move(grid));
           },
           nb::arg("mode"), nb::arg("extent"), nb::arg("size"), nb::arg("stride"), nb::arg("per_sample"),
-          nb::arg("seed"), nb::arg("cover_edges") = false)
+          nb::arg("seed"), nb::arg("edges") = "inside")
       .def(
           "lattice",
           [](const engine::PatchGrid& g, size_t axis) {
@@ -114,6 +114,7 @@ void BindOrder(nb::module_& m) {
           },
           nb::arg("axis"), "The grid's origins along patch axis `axis`, in order (int64).")
       .def_prop_ro("mode", [](const engine::PatchGrid& g) { return std::string(engine::PatchModeName(g.mode)); })
+      .def_prop_ro("edges", [](const engine::PatchGrid& g) { return std::string(engine::PatchEdgesName(g.edges)); })
       .def_prop_ro("per_sample", &engine::PatchGrid::PerSample, "Patches per anchor.")
       .def(
           "origins",

@@ -799,10 +799,12 @@ class PassSpec:
     @labels.setter
     def labels(self, arg: Sequence[tuple[str, int, int]], /) -> None: ...
 
-    def set_patches(self, grid: PatchGrid, label_axes: Sequence[Sequence[int]]) -> None:
+    def set_patches(self, grid: PatchGrid, label_axes: Sequence[Sequence[int]], pads: Sequence[bytes] = []) -> None:
         """
         Patch samples (set the labels first): per label, per field axis, the patch axis it is
-        cut along or -1. The order's rows are then on the virtual grid (PatchGrid).
+        cut along or -1. The order's rows are then on the virtual grid (PatchGrid). With
+        patch_edges='pad', `pads` holds per label one element in its batch dtype (b'' when
+        not patched): what a window past the field's end is padded with.
         """
 
     def set_order(self, rows: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)], block_start: Annotated[NDArray[numpy.int64], dict(order='C', device='cpu', writable=False)]) -> None:
@@ -885,13 +887,16 @@ def read_throughput(store: Store, keys: Sequence[str], concurrency: int, repeats
 class PatchGrid:
     """Patch samples: the lattice or random draw of windows per anchor."""
 
-    def __init__(self, mode: str, extent: Sequence[int], size: Sequence[int], stride: Sequence[int], per_sample: int, seed: int, cover_edges: bool = False) -> None: ...
+    def __init__(self, mode: str, extent: Sequence[int], size: Sequence[int], stride: Sequence[int], per_sample: int, seed: int, edges: str = 'inside') -> None: ...
 
     def lattice(self, axis: int) -> object:
         """The grid's origins along patch axis `axis`, in order (int64)."""
 
     @property
     def mode(self) -> str: ...
+
+    @property
+    def edges(self) -> str: ...
 
     @property
     def per_sample(self) -> int:

@@ -41,6 +41,8 @@ Remainder = Literal["drop", "pad"]
 Split = Literal["train", "val", "test"]
 PruneMode = Literal["window", "pressure"]
 PruneBackend = Literal["meta", "scan"]
+PatchMode = Literal["grid", "random"]
+PatchEdges = Literal["inside", "cover", "pad"]
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "on_bad_chunk": get_args(OnBadChunk),
@@ -50,6 +52,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "split": get_args(Split),
     "prune_mode": get_args(PruneMode),
     "prune_backend": get_args(PruneBackend),
+    "patch_mode": get_args(PatchMode),
+    "patch_edges": get_args(PatchEdges),
 }
 
 
@@ -129,6 +133,7 @@ def text(name: str, value: Any) -> str:
 
 
 __all__ = [
-    "CHOICES", "Eviction", "LIMITS", "OnBadChunk", "Plan", "PruneBackend", "PruneMode", "Remainder", "Split",
+    "CHOICES", "Eviction", "LIMITS", "OnBadChunk", "PatchEdges", "PatchMode", "Plan", "PruneBackend", "PruneMode",
+    "Remainder", "Split",
     "choice", "finite_fraction", "flag", "integer", "number", "text",
 ]

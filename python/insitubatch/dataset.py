@@ -96,8 +96,8 @@ class InSituDataset:
         patch: Mapping[str | int, int] | None = None,
         patch_stride: int | Mapping[str | int, int] | None = None,
         patches_per_sample: int | None = None,
-        patch_mode: str = "grid",
-        patch_edges: str = "inside",
+        patch_mode: arguments.PatchMode = "grid",
+        patch_edges: arguments.PatchEdges = "inside",
         sample_filter: Any = None,
         min_valid: float | None = None,
         crop: Any = None,
@@ -165,6 +165,7 @@ class InSituDataset:
             config.patch, {label: self._cropped(g) for label, g in self.geometries.items()}, dimension_names,
             {label: tuple(shape) for label, (shape, _) in transformed.items()}, config.seed & (2**64 - 1))
         per_sample = 1 if self.patching is None else self.patching.per_sample
+        self._pads = self._pad_elements()
         if manifest.n_samples * per_sample > MAX_EPOCH_ROWS:  # an epoch's order holds a row per patch
             raise InvalidArgumentError(
                 f"patch: {per_sample} patches per sample x {manifest.n_samples} samples is"
@@ -392,6 +393,19 @@ class InSituDataset:
                        "store": as_native_store(self.store).describe("")})
         return valid
 
+    def _pad_elements(self) -> dict[str, bytes]:
+        """``patch_edges="pad"``: per patched label, the element its rows hold past the
+        field's end (the array's fill value, in the batch dtype)."""
+        if self.patching is None or self.patching.edges != "pad":
+            return {}
+        out = {}
+        for label in self.patching.label_axes:
+            g = self.geometries[label]
+            fill = bytes(self._hierarchy.array_metadata(g.path)["fill_value"])
+            dtype = self._path_outputs[g.path][1] if self._chains[g.path] else g.dtype
+            out[label] = patching.pad_element(label, fill, g.dtype, dtype)
+        return out
+
     def _draw_signature(self) -> str:
         """How samples are drawn beyond whole fields (resume states carry it: a cursor counts
         patches, and only the samples a filter admits)."""
@@ -400,7 +414,7 @@ class InSituDataset:
             p = self.patching.describe()
             parts.append(f"patches {'x'.join(map(str, p['size']))} {p['mode']}"
                          + (f" stride {'x'.join(map(str, p['stride']))} {p['edges']}" if p["mode"] == "grid"
-                            else f" {p['per_sample']} per sample"))
+                            else f" {p['per_sample']} per sample" + (" pad" if p.get("edges") == "pad" else "")))
         if self._config.sample_filter is not None:
             drawn = self._planner.drawable_samples()
             parts.append("filtered to " + ", ".join(f"{s} {n}" for s, n in drawn.items()))
@@ -493,7 +507,9 @@ class InSituDataset:
         spec.split, spec.epoch, spec.ref_spc = split, self._epoch, self._planner.order_spc
         spec.batch_size, spec.prefetch_depth, spec.labels = self.batch_size, self.prefetch_depth, self._labels
         if self.patching is not None:
-            spec.set_patches(self.patching.grid, [self.patching.label_axes.get(label, []) for label, _, _ in self._labels])
+            names = [label for label, _, _ in self._labels]
+            spec.set_patches(self.patching.grid, [self.patching.label_axes.get(label, []) for label in names],
+                             [self._pads.get(label, b"") for label in names] if self._pads else [])
         spec.set_order(rows, block_start)
         spec.next_order_later = next_order is not None
         native = engine.start_pass(spec)

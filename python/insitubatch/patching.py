@@ -6,12 +6,15 @@ engine's gather from the decoded chunk in the pool, so a chunk is still read and
 once per epoch however many patches it yields. Grid mode visits every position of a
 lattice (``patch_stride``, default the patch size: no overlap) once per epoch; random mode
 draws ``patches_per_sample`` origins per anchor from ``(seed, epoch)``. Patches never leave
-the field. Which windows exist, their origins and the virtual order grid are the engine's
+the field unless ``patch_edges="pad"``: then origins range over the whole axis and the part
+of a patch past the field's end holds the array's fill value (written by the gather). Which
+windows exist, their origins and the virtual order grid are the engine's
 (``_ext.PatchGrid``); this module resolves the arguments against the variables.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -20,9 +23,6 @@ import numpy as np
 from . import _ext, arguments
 from .errors import InSituError, InvalidArgumentError, InvalidTypeError
 from .geometry import ArrayGeometry
-
-PATCH_MODES = ("grid", "random")
-PATCH_EDGES = ("inside", "cover")
 
 
 @dataclass(frozen=True)
@@ -34,19 +34,21 @@ class PatchArguments:
     stride: tuple[tuple[str | int, int], ...]  # empty: the size (grid mode)
     per_sample: int
     mode: str
-    edges: str = "inside"  # grid mode: "cover" adds a last position flush with each axis's end
+    # "cover" (grid mode) adds a last position flush with each axis's end; "pad": origins
+    # over the whole axis, the part of a patch past the end padded with the fill value
+    edges: str = "inside"
 
     @classmethod
     def from_arguments(cls, patch: Any, patch_stride: Any, patches_per_sample: Any, patch_mode: Any,
                        patch_edges: Any = "inside") -> "PatchArguments | None":
-        mode = arguments.choice("patch_mode", patch_mode, PATCH_MODES)
-        edges = arguments.choice("patch_edges", patch_edges, PATCH_EDGES)
+        mode = arguments.choice("patch_mode", patch_mode)
+        edges = arguments.choice("patch_edges", patch_edges)
         if patch is None:
             if patch_stride is not None or patches_per_sample is not None or edges != "inside":
                 raise InvalidArgumentError("patch_stride, patches_per_sample and patch_edges need patch= (the"
                                            " patch size)")
             return None
-        if edges != "inside" and mode != "grid":
+        if edges == "cover" and mode != "grid":
             raise InvalidArgumentError('patch_edges="cover" applies to patch_mode="grid"')
         size = _sizes("patch", patch)
         stride: tuple[tuple[str | int, int], ...] = ()
@@ -114,6 +116,12 @@ class Patching:
         if self.mode == "grid":
             out["stride"] = list(self.stride)
             out["edges"] = self.edges
+            if self.edges == "pad":  # the lattice positions whose patch runs past an axis's end
+                inside = np.prod([int(np.count_nonzero(self.lattice(a) + z <= e))
+                                  for a, (z, e) in enumerate(zip(self.size, self.extent))])
+                out["padded_per_sample"] = self.per_sample - int(inside)
+        elif self.edges == "pad":
+            out["edges"] = "pad"
         return out
 
     def lattice(self, axis: int) -> np.ndarray:
@@ -169,11 +177,32 @@ def resolve(args: PatchArguments | None, geometries: Mapping[str, ArrayGeometry]
     stride_of = dict(args.stride)
     stride = tuple(stride_of.get(k, n) for k, n in args.size)
     try:
-        grid = _ext.PatchGrid(args.mode, list(extents), list(size), list(stride), args.per_sample, seed,
-                              args.edges == "cover")
+        grid = _ext.PatchGrid(args.mode, list(extents), list(size), list(stride), args.per_sample, seed, args.edges)
     except InSituError as exc:
         raise InvalidArgumentError(f"patch over {', '.join(map(repr, names))} with extents {extents}: {exc}") from None
     return Patching(tuple(names), args.mode, args.edges, size, stride, extents, grid, label_axes)
+
+
+def pad_element(label: str, fill: bytes, stored: np.dtype, out: np.dtype) -> bytes:
+    """``patch_edges="pad"``: the element written past the field's end in ``label``'s batch
+    rows, as the engine writes it: the array's fill value (``fill``, its bytes as the engine
+    holds the stored dtype), cast to ``out`` where a chunk transform changes the dtype (the
+    transform itself never sees the padding: it runs on stored chunks, before the cut)."""
+    if out == stored:
+        return fill
+    native = stored.newbyteorder("=") if stored.kind in "biufc" else stored
+    value = np.frombuffer(fill, dtype=native)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # NaN or an infinite fill into an integer type
+            cast = value.astype(out.newbyteorder("=") if out.kind in "biufc" else out)
+            if out.kind in "biu" and cast.astype(native)[0] != value[0]:  # integers wrap without a warning
+                raise ValueError("out of range")
+    except (TypeError, ValueError, RuntimeWarning) as exc:
+        raise InvalidArgumentError(
+            f'patch_edges="pad" pads {label!r} with its fill value {value[0].item()!r}, which its chunk'
+            f" transform's output dtype {out} cannot hold ({exc})") from None
+    return cast.tobytes()
 
 
 # -- crops: a coordinate selection's region, cut before the pool ---------------------------
@@ -275,4 +304,5 @@ def resolve_crop(args: CropArguments | None, geometries: Mapping[str, ArrayGeome
     return Crop(ranges, args.samples)
 
 
-__all__ = ["PATCH_EDGES", "PATCH_MODES", "Crop", "CropArguments", "PatchArguments", "Patching", "resolve", "resolve_crop"]
+__all__ = ["Crop", "CropArguments", "PatchArguments", "Patching", "pad_element", "resolve",
+           "resolve_crop"]

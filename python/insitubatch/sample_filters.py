@@ -95,7 +95,9 @@ def read_rows(array: Any, g: ArrayGeometry, c: int) -> np.ndarray:
 def _fractions(mask: np.ndarray, patching: Patching) -> np.ndarray:
     """``(rows, per_sample)``: each patch's valid fraction, lattice order (the engine's),
     for a ``(rows, *extents)`` boolean mask: box sums from an integral image, one row at a
-    time (an image of the field in int64, not of the whole chunk)."""
+    time (an image of the field in int64, not of the whole chunk). With
+    ``patch_edges="pad"`` the image spans the padded lattice, and a padded element counts
+    as invalid (the fraction is over the whole patch)."""
     k = len(patching.extent)
     starts = [patching.lattice(axis) for axis in range(k)]
     corners = []
@@ -103,12 +105,19 @@ def _fractions(mask: np.ndarray, patching: Patching) -> np.ndarray:
         index = np.ix_(*(p + s if c else p for p, s, c in zip(starts, patching.size, corner)))
         corners.append((-1 if (k - sum(corner)) % 2 else 1, index))
     out = np.empty((mask.shape[0], patching.per_sample))
+    # Past the field's end (pad) the mask is False: the last patch's end bounds the image.
+    reach = tuple(max(e, int(p[-1]) + z) for e, p, z in zip(patching.extent, starts, patching.size))
+    padded = None if reach == tuple(patching.extent) else np.zeros(reach, dtype=bool)
     # Counts fit int32 below 2^31 pixels: half the memory traffic of int64.
-    dtype = np.int32 if int(np.prod(patching.extent)) < 2**31 else np.int64
-    integral = np.zeros(tuple(e + 1 for e in patching.extent), dtype=dtype)
+    dtype = np.int32 if int(np.prod(reach)) < 2**31 else np.int64
+    integral = np.zeros(tuple(e + 1 for e in reach), dtype=dtype)
     inside = integral[(slice(1, None),) * k]
     for row in range(mask.shape[0]):
-        np.cumsum(mask[row], axis=0, dtype=dtype, out=inside)
+        field = mask[row]
+        if padded is not None:
+            padded[tuple(slice(0, e) for e in patching.extent)] = field
+            field = padded
+        np.cumsum(field, axis=0, dtype=dtype, out=inside)
         for axis in range(1, k):
             np.cumsum(inside, axis=axis, out=inside)
         total = sum(sign * integral[index].astype(np.int64) for sign, index in corners)

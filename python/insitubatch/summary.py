@@ -579,8 +579,11 @@ def format_summary(report: Mapping[str, Any]) -> str:
         where = ", ".join(f"{d} {e}" for d, e in zip(patches["dims"], patches["extent"]))
         how = (f"grid, stride {'x'.join(map(str, patches['stride']))}" if patches["mode"] == "grid"
                else "random origins per (seed, epoch)")
+        if patches.get("edges", "inside") != "inside":
+            how += f", edges {patches['edges']}"
+        padded = f" ({patches['padded_per_sample']} padded)" if patches.get("padded_per_sample") else ""
         drawn = ", ".join(f"{s} {n}" for s, n in report["config"].get("drawable_samples", {}).items())
-        sections.append([f"patches: {size} over {where} ({how}): {patches['per_sample']} per sample",
+        sections.append([f"patches: {size} over {where} ({how}): {patches['per_sample']} per sample{padded}",
                          f"  samples per epoch (patches): {drawn}"])
     filtered = report.get("sample_filter")
     if filtered:

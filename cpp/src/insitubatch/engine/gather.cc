@@ -100,6 +100,21 @@ void CopyRun(std::byte* dst, const std::byte* src, size_t n, bool streaming) {
   std::memcpy(dst, src, n);
 }
 
+void FillElements(std::byte* dst, size_t n, std::span<const std::byte> element) {
+  if (n == 0) return;
+  if (std::all_of(element.begin(), element.end(), [](std::byte b) { return b == std::byte{0}; })) {
+    std::memset(dst, 0, n);
+    return;
+  }
+  const size_t first = std::min(element.size(), n);
+  std::memcpy(dst, element.data(), first);
+  for (size_t done = first; done < n;) {  // `done` stays a multiple of the element: the pattern continues
+    const size_t k = std::min(done, n - done);
+    std::memcpy(dst + done, dst, k);
+    done += k;
+  }
+}
+
 void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src, const int64_t* src_strides,
              const uint64_t* extents, size_t ndim, size_t itemsize, bool streaming) {
   if (ndim == 0) {
@@ -241,7 +256,14 @@ void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, st
     for (size_t i = 0; i < nd; ++i)
       AxisRuns(layout, i, static_cast<uint64_t>(starts[row * nd + i]), window[i], runs[i]);
     std::byte* dst_row = out + row * row_bytes;
+    if (!label.pad.empty()) {  // a window past the field's end: pad the row, then copy what lies inside
+      bool inside = true;
+      for (size_t i = 0; i < nd && inside; ++i)
+        inside = static_cast<uint64_t>(starts[row * nd + i]) + window[i] <= layout.field_shape[i];
+      if (!inside) FillElements(dst_row, row_bytes, label.pad);
+    }
     const std::byte* sample_data = slot.data.data() + within * tile_sample_bytes;
+    if (std::any_of(runs.begin(), runs.end(), [](const auto& r) { return r.empty(); })) continue;  // all padding
     std::fill(pick.begin(), pick.end(), 0);
     for (;;) {  // every combination of one run per axis: one box of one tile
       uint64_t flat = 0;

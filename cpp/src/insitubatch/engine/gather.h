@@ -28,11 +28,17 @@ void GatherLabel(const SlotLayout& layout, int64_t spc, const Label& label, std:
                  const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming = false);
 
 // The same for windows of the field (patch samples): row i is the box of `window` elements
-// per field axis starting at starts[i x nd ...] (inside the field), written as
-// (rows, *window). Tiles the window misses are not touched.
+// per field axis starting at starts[i x nd ...], written as (rows, *window). A window lies
+// inside the field, or, where `label.pad` holds an element, starts inside it and may run
+// past its end: that part is written with the pad element (nothing outside the field, or
+// a crop's region, is read). Tiles the window misses are not touched.
 void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, std::span<const int64_t> anchors,
                    std::span<const uint64_t> window, std::span<const int64_t> starts,
                    const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming = false);
+
+// Writes `n` bytes at `dst` as copies of the `element` (whole elements; n a multiple of its
+// size): a memset when the element is all zero bytes, doubling copies otherwise.
+void FillElements(std::byte* dst, size_t n, std::span<const std::byte> element);
 
 // memcpy of one contiguous run. With `streaming`, runs of at least 1 KiB bypass the caches
 // (AVX2 non-temporal stores, then a store fence) where the CPU has AVX2; plain memcpy

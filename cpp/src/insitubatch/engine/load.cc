@@ -560,7 +560,7 @@ void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, Load
       std::vector<int64_t> anchors(samples);
       for (uint64_t i = 0; i < samples; ++i) anchors[i] = first + static_cast<int64_t>(i);
       GatherLabel(
-          source.stored, source.spc, Label{"", slot->key.source, 0}, anchors,
+          source.stored, source.spc, Label{"", slot->key.source, 0, {}, {}}, anchors,
           [&](SlotKey) -> const Slot& { return *slot; }, assembled.data());
       data = std::make_shared<Buffer>(std::move(assembled));
     }

@@ -19,10 +19,17 @@ Status PatchGrid::Validate() const {
   if (extent.size() != size.size() || (mode == Mode::kGrid && stride.size() != size.size())) {
     return InvalidArgument("patch: extent, size and stride must name the same axes");
   }
+  if (edges == Edges::kCover && mode != Mode::kGrid) {
+    return InvalidArgument("patch_edges=\"cover\" applies to patch_mode=\"grid\"");
+  }
   for (size_t i = 0; i < size.size(); ++i) {
-    if (size[i] < 1 || size[i] > extent[i]) {
+    if (pads() && extent[i] < 1) {
+      return InvalidArgument("patch axis " + std::to_string(i) + " has extent 0: no patch fits it");
+    }
+    if (size[i] < 1 || (!pads() && size[i] > extent[i])) {
       return InvalidArgument("patch: size " + std::to_string(size[i]) + " on patch axis " + std::to_string(i) +
-                             " must be in [1, " + std::to_string(extent[i]) + "] (the field's extent there)");
+                             " must be in [1, " + std::to_string(extent[i]) +
+                             "] (the field's extent there; patch_edges=\"pad\" takes a larger patch)");
     }
     if (mode == Mode::kGrid && stride[i] < 1) {
       return InvalidArgument("patch_stride must be >= 1, got " + std::to_string(stride[i]));
@@ -35,11 +42,13 @@ Status PatchGrid::Validate() const {
 }
 
 uint64_t PatchGrid::Positions(size_t axis) const {
+  if (pads()) return (extent[axis] - 1) / stride[axis] + 1;  // every origin k x stride < extent
   const uint64_t room = extent[axis] - size[axis];
-  return room / stride[axis] + 1 + (cover_edges && room % stride[axis] != 0 ? 1 : 0);
+  return room / stride[axis] + 1 + (edges == Edges::kCover && room % stride[axis] != 0 ? 1 : 0);
 }
 
 uint64_t PatchGrid::LatticeOrigin(size_t axis, uint64_t k) const {
+  if (pads()) return k * stride[axis];
   return std::min(k * stride[axis], extent[axis] - size[axis]);  // the covering position is flush with the end
 }
 
@@ -62,7 +71,7 @@ void PatchGrid::Origin(int64_t anchor, uint64_t p, int64_t epoch, std::span<int6
   }
   const uint64_t key = Mix(Mix(Mix(seed) ^ static_cast<uint64_t>(epoch)) ^ static_cast<uint64_t>(anchor));
   for (size_t i = 0; i < axes(); ++i) {
-    const uint64_t choices = extent[i] - size[i] + 1;
+    const uint64_t choices = pads() ? extent[i] : extent[i] - size[i] + 1;
     // 128-bit multiply-shift: an unbiased-enough map of 64 random bits onto [0, choices).
     const uint64_t bits = Mix(key ^ Mix(p * axes() + i));
     out[i] = static_cast<int64_t>((static_cast<unsigned __int128>(bits) * choices) >> 64);
@@ -70,5 +79,23 @@ void PatchGrid::Origin(int64_t anchor, uint64_t p, int64_t epoch, std::span<int6
 }
 
 std::string_view PatchModeName(PatchGrid::Mode mode) { return mode == PatchGrid::Mode::kGrid ? "grid" : "random"; }
+
+std::string_view PatchEdgesName(PatchGrid::Edges edges) {
+  switch (edges) {
+    case PatchGrid::Edges::kCover:
+      return "cover";
+    case PatchGrid::Edges::kPad:
+      return "pad";
+    default:
+      return "inside";
+  }
+}
+
+Result<PatchGrid::Edges> ParsePatchEdges(std::string_view name) {
+  for (auto e : {PatchGrid::Edges::kInside, PatchGrid::Edges::kCover, PatchGrid::Edges::kPad}) {
+    if (name == PatchEdgesName(e)) return e;
+  }
+  return InvalidArgument("patch_edges must be one of 'inside', 'cover', 'pad', got '" + std::string(name) + "'");
+}
 
 }  // namespace insitubatch::engine

@@ -11,31 +11,39 @@
 // Grid mode: PerSample() positions on a regular lattice, every one once per epoch.
 // Random mode: `per_sample` origins per anchor, drawn from a counter-based hash of
 // (seed, epoch, anchor, p), so any epoch's origins can be recomputed.
+// Edges kPad: origins range over the whole axis (every origin < extent), and the part of a
+// window past the field's end is written with the label's pad element by gather.
 
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "insitubatch/util/result.h"
 #include "insitubatch/util/status.h"
 
 namespace insitubatch::engine {
 
 struct PatchGrid {
   enum class Mode { kGrid, kRandom };
+  // kInside: windows lie inside the field. kCover (grid): where the lattice stops short of
+  // an axis's end, one more position flush with the end, so every element lies in some
+  // patch. kPad: origins 0, stride, ... (grid) or uniform (random) over [0, extent): a
+  // window may run past the end, which is padded, and a patch may exceed the extent.
+  enum class Edges { kInside, kCover, kPad };
   Mode mode = Mode::kGrid;
+  Edges edges = Edges::kInside;
   std::vector<uint64_t> extent;  // per patch axis: the field extent patches are cut from
   std::vector<uint64_t> size;    // per patch axis: the patch's extent
   std::vector<uint64_t> stride;  // grid mode: the lattice step per patch axis
   uint64_t per_sample = 1;       // random mode: origins drawn per anchor
   uint64_t seed = 0;             // random mode
-  // Grid mode: where the lattice stops short of an axis's end, one more position flush
-  // with the end, so every element lies in some patch (inference over the whole field).
-  bool cover_edges = false;
 
   bool active() const { return !size.empty(); }
   size_t axes() const { return size.size(); }
-  // Sizes within their extents, strides positive, as many of each as there are axes.
+  bool pads() const { return edges == Edges::kPad; }
+  // Sizes within their extents (any size with kPad), strides positive, as many of each as
+  // there are axes; kCover only in grid mode.
   Status Validate() const;
   // Patches per anchor: the lattice's positions (grid) or per_sample (random); 1 inactive.
   uint64_t PerSample() const;
@@ -47,5 +55,8 @@ struct PatchGrid {
 };
 
 std::string_view PatchModeName(PatchGrid::Mode mode);
+std::string_view PatchEdgesName(PatchGrid::Edges edges);
+// "inside", "cover" or "pad"; anything else is InvalidArgument naming patch_edges.
+Result<PatchGrid::Edges> ParsePatchEdges(std::string_view name);
 
 }  // namespace insitubatch::engine

@@ -89,6 +89,57 @@ TEST(PatchGridTest, RejectsPatchesLargerThanTheField) {
   g.size = {8};
   g.stride = {0};
   EXPECT_FALSE(g.Validate().ok());
+  g.size = {9};
+  g.stride = {1};
+  g.edges = PatchGrid::Edges::kPad;  // padded: a patch may exceed the extent
+  EXPECT_TRUE(g.Validate().ok());
+  g.mode = PatchGrid::Mode::kRandom;
+  g.edges = PatchGrid::Edges::kCover;
+  EXPECT_FALSE(g.Validate().ok());
+}
+
+TEST(PatchGridTest, PadLatticeHasEveryStrideMultipleBelowTheExtent) {
+  PatchGrid g;
+  g.edges = PatchGrid::Edges::kPad;
+  g.extent = {10, 7, 3};
+  g.size = {4, 3, 5};
+  g.stride = {4, 3, 2};  // rows 0, 4, 8; columns 0, 3, 6; the third axis 0, 2 (patch 5 > extent 3)
+  ASSERT_TRUE(g.Validate().ok());
+  EXPECT_EQ(g.Positions(0), 3u);
+  EXPECT_EQ(g.Positions(1), 3u);
+  EXPECT_EQ(g.Positions(2), 2u);
+  ASSERT_EQ(g.PerSample(), 18u);
+  std::set<std::vector<int64_t>> seen;
+  for (uint64_t p = 0; p < g.PerSample(); ++p) {
+    std::vector<int64_t> o(3);
+    g.Origin(1, p, 0, o);
+    seen.insert(o);
+  }
+  EXPECT_EQ(seen.size(), 18u);
+  EXPECT_TRUE(seen.count({8, 6, 2}));
+  g.stride = {1, 1, 1};  // every origin of the axis
+  EXPECT_EQ(g.PerSample(), 10u * 7u * 3u);
+  EXPECT_EQ(g.LatticeOrigin(0, 9), 9u);
+}
+
+TEST(PatchGridTest, RandomPadDrawsOriginsOverTheWholeAxis) {
+  PatchGrid g;
+  g.mode = PatchGrid::Mode::kRandom;
+  g.edges = PatchGrid::Edges::kPad;
+  g.extent = {6, 4};
+  g.size = {4, 9};
+  g.per_sample = 64;
+  g.seed = 3;
+  ASSERT_TRUE(g.Validate().ok());
+  std::set<int64_t> ys, xs;
+  for (uint64_t p = 0; p < g.per_sample; ++p) {
+    int64_t o[2];
+    g.Origin(2, p, 1, o);
+    ys.insert(o[0]);
+    xs.insert(o[1]);
+  }
+  EXPECT_EQ(ys, (std::set<int64_t>{0, 1, 2, 3, 4, 5}));  // past extent - size = 2 too
+  EXPECT_EQ(xs, (std::set<int64_t>{0, 1, 2, 3}));
 }
 
 // A slot of 2 samples over a 5 x 7 int32 field stored in 2 x 3 tiles (3 x 3 tiles, the
@@ -106,7 +157,7 @@ TEST(GatherWindowsTest, EveryWindowEqualsTheFieldBox) {
   Slot slot;
   FillTiles(slot, layout, spc, {0, 1, 2}, {0, 1, 2}, {5, 7}, field_value);
   auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
-  const Label label{"v", 0, 0, {}};
+  const Label label{"v", 0, 0, {}, {}};
   for (uint64_t wy : {1, 2, 3, 5}) {
     for (uint64_t wx : {1, 3, 4, 7}) {
       std::vector<int64_t> anchors, starts;
@@ -135,6 +186,65 @@ TEST(GatherWindowsTest, EveryWindowEqualsTheFieldBox) {
   }
 }
 
+// With a pad element, a window may run past the field's end: every element past it is the
+// pad, every element inside the field's value (windows larger than the field included).
+TEST(GatherWindowsTest, PadsWhatLiesPastTheFieldEnd) {
+  SlotLayout layout;
+  layout.field_shape = {5, 7};
+  layout.tile_shape = {2, 3};
+  layout.grid = {3, 3};
+  layout.tiles = 9;
+  layout.dtype = zarr::DataType{zarr::DataTypeId::kInt32};
+  const int64_t spc = 2;
+  layout.tile_bytes = spc * 2 * 3 * 4;
+  auto field_value = [](int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); };
+  Slot slot;
+  FillTiles(slot, layout, spc, {0, 1, 2}, {0, 1, 2}, {5, 7}, field_value);
+  auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
+  Label label{"v", 0, 0, {}, {}};
+  const int32_t pad = -7;
+  label.pad.resize(4);
+  std::memcpy(label.pad.data(), &pad, 4);
+  for (uint64_t wy : {1, 3, 5, 6}) {
+    for (uint64_t wx : {2, 7, 9}) {
+      std::vector<int64_t> anchors, starts;
+      for (int64_t s = 0; s < spc; ++s) {
+        for (uint64_t y = 0; y < 5; ++y) {
+          for (uint64_t x = 0; x < 7; ++x) {
+            anchors.push_back(s);
+            starts.push_back(static_cast<int64_t>(y));
+            starts.push_back(static_cast<int64_t>(x));
+          }
+        }
+      }
+      const uint64_t window[2] = {wy, wx};
+      std::vector<int32_t> out(anchors.size() * wy * wx, -2);
+      GatherWindows(layout, spc, label, anchors, window, starts, slot_for, reinterpret_cast<std::byte*>(out.data()));
+      for (size_t r = 0; r < anchors.size(); ++r) {
+        for (uint64_t y = 0; y < wy; ++y) {
+          for (uint64_t x = 0; x < wx; ++x) {
+            const uint64_t fy = static_cast<uint64_t>(starts[2 * r]) + y,
+                           fx = static_cast<uint64_t>(starts[2 * r + 1]) + x;
+            ASSERT_EQ(out[(r * wy + y) * wx + x], fy < 5 && fx < 7 ? field_value(anchors[r], fy, fx) : pad)
+                << wy << "x" << wx << " row " << r << " at " << fy << "," << fx;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(GatherWindowsTest, FillElementsRepeatsTheElement) {
+  const std::byte three[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
+  std::vector<std::byte> out(3 * 11, std::byte{9});
+  FillElements(out.data(), out.size(), three);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], three[i % 3]) << i;
+  const std::byte zero[2] = {};
+  FillElements(out.data(), 8, zero);
+  for (size_t i = 0; i < 8; ++i) ASSERT_EQ(out[i], std::byte{0});
+  EXPECT_EQ(out[8], three[2]);
+}
+
 // A crop that wraps across the x axis's end: the slot holds only the tiles it touches, in
 // the crop's order, and gather (whole crop, and windows inside it) reads the crop's values.
 TEST(CropLayoutTest, WrappedCropGathersTheSelectedColumnsInOrder) {
@@ -161,7 +271,7 @@ TEST(CropLayoutTest, WrappedCropGathersTheSelectedColumnsInOrder) {
   const uint64_t columns[4] = {5, 6, 0, 1};
   const std::vector<int64_t> anchors{0, 1};
   std::vector<int32_t> whole(2 * 7 * 4, -2);
-  GatherLabel(layout, spc, Label{"v", 0, 0, {}}, anchors, slot_for, reinterpret_cast<std::byte*>(whole.data()));
+  GatherLabel(layout, spc, Label{"v", 0, 0, {}, {}}, anchors, slot_for, reinterpret_cast<std::byte*>(whole.data()));
   for (int64_t s = 0; s < 2; ++s) {
     for (uint64_t y = 0; y < 7; ++y) {
       for (uint64_t x = 0; x < 4; ++x) ASSERT_EQ(whole[(s * 7 + y) * 4 + x], value(s, 2 + y, columns[x]));
@@ -171,11 +281,49 @@ TEST(CropLayoutTest, WrappedCropGathersTheSelectedColumnsInOrder) {
   const std::vector<int64_t> starts{4, 1, 4, 1};
   const uint64_t window[2] = {3, 2};
   std::vector<int32_t> patch(2 * 3 * 2, -2);
-  GatherWindows(layout, spc, Label{"v", 0, 0, {}}, anchors, window, starts, slot_for,
+  GatherWindows(layout, spc, Label{"v", 0, 0, {}, {}}, anchors, window, starts, slot_for,
                 reinterpret_cast<std::byte*>(patch.data()));
   for (int64_t s = 0; s < 2; ++s) {
     for (uint64_t y = 0; y < 3; ++y) {
       for (uint64_t x = 0; x < 2; ++x) ASSERT_EQ(patch[(s * 3 + y) * 2 + x], value(s, 6 + y, columns[1 + x]));
+    }
+  }
+}
+
+// Padding past a crop's end: the crop is the field, so a window at crop row 5 of 7, crop
+// column 2 of 4, reads only the crop's values and pads the rest (array rows 9.. and the
+// columns after the crop's last one are never read).
+TEST(CropLayoutTest, PadsPastTheCropsEndWithoutReadingOutsideIt) {
+  SlotLayout stored;
+  stored.field_shape = {10, 7};
+  stored.tile_shape = {4, 3};
+  stored.grid = {3, 3};
+  stored.tiles = 9;
+  stored.dtype = zarr::DataType{zarr::DataTypeId::kInt32};
+  const int64_t spc = 2;
+  stored.tile_bytes = spc * 4 * 3 * 4;
+  auto cropped = CropLayout(stored, FieldCrop{{2, 5}, {9, 2}});  // y [2, 9); x 5, 6, 0, 1
+  ASSERT_TRUE(cropped.ok()) << cropped.status().ToString();
+  auto value = [](int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); };
+  Slot slot;
+  FillTiles(slot, cropped->layout, spc, cropped->tile_ids[0], cropped->tile_ids[1], {10, 7}, value);
+  auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
+  Label label{"v", 0, 0, {}, {}};
+  const int32_t pad = 77;
+  label.pad.resize(4);
+  std::memcpy(label.pad.data(), &pad, 4);
+  const uint64_t columns[4] = {5, 6, 0, 1};
+  const std::vector<int64_t> anchors{0, 1}, starts{5, 2, 5, 2};
+  const uint64_t window[2] = {4, 4};
+  std::vector<int32_t> patch(2 * 4 * 4, -2);
+  GatherWindows(cropped->layout, spc, label, anchors, window, starts, slot_for,
+                reinterpret_cast<std::byte*>(patch.data()));
+  for (int64_t s = 0; s < 2; ++s) {
+    for (uint64_t y = 0; y < 4; ++y) {
+      for (uint64_t x = 0; x < 4; ++x) {
+        const bool inside = 5 + y < 7 && 2 + x < 4;
+        ASSERT_EQ(patch[(s * 4 + y) * 4 + x], inside ? value(s, 2 + 5 + y, columns[2 + x]) : pad) << y << "," << x;
+      }
     }
   }
 }

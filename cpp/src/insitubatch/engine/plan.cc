@@ -22,6 +22,12 @@ Status CheckPatchedLabels(const std::vector<Label>& labels, const std::vector<Ar
       return InvalidArgument("label '" + l.name + "': " + std::to_string(l.patch_axes.size()) +
                              " patch axes for a field of " + std::to_string(field.size()) + " axes");
     }
+    const size_t itemsize = sources[l.source].resident.itemsize();
+    if (patches.pads() ? l.pad.size() != itemsize : !l.pad.empty()) {
+      return InvalidArgument("label '" + l.name + "': a pad element of " + std::to_string(l.pad.size()) +
+                             " bytes; patch_edges=" + std::string(PatchEdgesName(patches.edges)) + " needs " +
+                             (patches.pads() ? std::to_string(itemsize) : std::string("none")));
+    }
     std::vector<bool> used(patches.axes(), false);
     for (size_t i = 0; i < field.size(); ++i) {
       const int32_t a = l.patch_axes[i];

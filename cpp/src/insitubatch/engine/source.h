@@ -85,6 +85,9 @@ struct Label {
   // Patch samples (patches.h): per field axis of the resident layout, the patch axis it
   // is cut along, or -1 to keep it whole; empty: the label is not patched.
   std::vector<int32_t> patch_axes;
+  // patch_edges="pad": one element in the resident dtype, written where a window runs past
+  // the field's end (the array's fill value); empty: windows stay inside the field.
+  std::vector<std::byte> pad;
 };
 
 }  // namespace insitubatch::engine
