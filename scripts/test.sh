@@ -70,7 +70,8 @@ scripts/test_frameworks.sh --no-setup
 
 stage "the installable package: sdist, a repaired wheel, used from a fresh venv (scripts/check_wheel.sh)"
 scripts/check_wheel.sh  # -j2 and ccache: setup.sh compiled the same objects;
-# after the framework stage: the planfetch demo borrows the torch it installed into .venv
+# after the framework stage: the wheel's extras install the torch, Lightning and Ray versions
+# it installed into .venv, out of pip's cache
 
 stage "benchmark suite smoke run (tiny sizes, every engine)"
 scripts/bench.sh --no-setup --setup-only

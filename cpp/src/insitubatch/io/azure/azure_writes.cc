@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
-#include <random>
 #include <utility>
 
 #include "insitubatch/io/azure/azure_store.h"
 #include "insitubatch/io/http/multipart_upload.h"  // SendAll
 #include "insitubatch/io/http/xml_text.h"
+#include "insitubatch/io/retry_policy.h"  // JitterRandom
 #include "insitubatch/util/base64.h"
 
 namespace insitubatch {
@@ -21,10 +21,12 @@ constexpr char kWritePermission[] =
     "the Write permission (a SAS token needs sp=cw; a role, Storage Blob Data Contributor)";
 
 // A tag no other upload shares, so two writers of one blob never commit each other's
-// blocks: the block IDs of one blob must all be one length, and these are.
+// blocks: the block IDs of one blob must all be one length, and these are. Seeded from the
+// kernel (JitterRandom), not std::random_device: GCC 12's calls glibc 2.36's arc4random,
+// which would raise the wheel's manylinux tag to 2_36.
 std::string UploadTag() {
   static std::atomic<uint64_t> counter{0};
-  static const uint64_t seed = (uint64_t{std::random_device{}()} << 32) ^ std::random_device{}();
+  static const uint64_t seed = JitterRandom();
   char text[17];
   std::snprintf(text, sizeof(text), "%016llx",
                 static_cast<unsigned long long>(seed + 0x9E3779B97F4A7C15ull * ++counter));
