@@ -111,7 +111,12 @@ def _prefix_at(values: np.ndarray, axis: int, coords: np.ndarray, dtype: Any) ->
         at, blocks = coords, moved
     else:
         edges = _sorted_unique(np.concatenate([[0], coords[coords < extent]]))
-        at, blocks = np.searchsorted(np.append(edges, extent), coords), np.add.reduceat(moved, edges, -1, dtype=dtype)
+        # A mask's block sums along one axis fit uint16 below 2^16 pixels: numpy's uint8 ->
+        # uint16 loop is 2-3x its bool -> int32 one; the prefix below widens them.
+        narrow = moved.dtype == bool and extent < 2**16
+        blocks = np.add.reduceat(moved.view(np.uint8) if narrow else moved, edges, -1,
+                                 dtype=np.uint16 if narrow else dtype)
+        at = np.searchsorted(np.append(edges, extent), coords)
     prefix = np.zeros((*blocks.shape[:-1], blocks.shape[-1] + 1), dtype=dtype)
     np.cumsum(blocks, axis=-1, dtype=dtype, out=prefix[..., 1:])
     return np.moveaxis(prefix[..., at], -1, axis)
@@ -163,7 +168,7 @@ def _valid_rows(values: np.ndarray, n_rows: int, extents: tuple[int, ...], patch
         raise InvalidArgumentError(
             f"{what} has shape {values.shape}: expected ({n_rows},) (one per sample) or {(n_rows, *extents)}"
             f" (per pixel over {'the patch dimensions' if patching else 'the field'})")
-    valid = values.astype(bool)
+    valid = values.astype(bool, copy=False)
     if patching is None:
         fraction = valid.reshape(n_rows, -1).mean(axis=1)[:, None] if valid[0].size else np.ones((n_rows, 1))
     else:
