@@ -32,7 +32,8 @@ masked engine, against "ours grid":
   evaluation: box sums of the static mask, or the predicate's pass), and as a share of one
   unmasked epoch;
 * per epoch: a second epoch (pool cleared: every chunk read and decoded again) against the
-  unmasked one's, as epoch time and as time per drawn patch.
+  unmasked one's, as epoch time and as time per drawn patch, wall and CPU (every thread's
+  process time: steadier than wall when other work shares the machine).
 
     .venv/bin/python bench/patch_bench.py [--planes 32] [--peer-planes 8] [--plane 2048] [--patch 256]
                                           [--chunk 2048] [--rounds 3]
@@ -115,10 +116,11 @@ if engine.startswith("ours"):
     wall = time.perf_counter() - t0
     ds.set_epoch(1)
     ds.clear_cache()  # the next epoch reads and decodes every chunk again
-    t1 = time.perf_counter()
+    t1, c1 = time.perf_counter(), time.process_time()
     for b in ds.train:
         pass
     out["second_epoch_s"] = time.perf_counter() - t1
+    out["second_epoch_cpu_s"] = time.process_time() - c1  # every thread's: steadier than wall on a loaded machine
     t0 = time.perf_counter() - wall  # the figure below: construction and the first epoch
 elif engine == "zarr loop":
     import zarr
@@ -181,15 +183,18 @@ def filter_costs(results: dict[str, list[dict]]) -> dict[str, dict]:
 
     base_epoch, base_n, base_construct = med("ours grid", "second_epoch_s"), med("ours grid", "patches"), med(
         "ours grid", "construct_s")
+    base_cpu = med("ours grid", "second_epoch_cpu_s")
     out = {}
     for e in MASKED:
         if not results.get(e):
             continue
         epoch, n = med(e, "second_epoch_s"), med(e, "patches")
         evaluation = med(e, "construct_s") - base_construct
+        cpu = med(e, "second_epoch_cpu_s") / base_cpu
         out[e] = {"drawn": n, "of": base_n, "rejected_share": 1 - n / base_n, "evaluation_s": evaluation,
                   "evaluation_vs_epoch": evaluation / base_epoch, "epoch_s": epoch, "unmasked_epoch_s": base_epoch,
-                  "epoch_vs_unmasked": epoch / base_epoch, "per_drawn_vs_unmasked": (epoch / n) / (base_epoch / base_n)}
+                  "epoch_vs_unmasked": epoch / base_epoch, "per_drawn_vs_unmasked": (epoch / n) / (base_epoch / base_n),
+                  "epoch_cpu_vs_unmasked": cpu, "per_drawn_cpu_vs_unmasked": cpu * base_n / n}
     return out
 
 
@@ -256,16 +261,18 @@ def main() -> int:
     print("| engine | patches/s | vs best peer |\n|---|---|---|")
     for e, v in rate.items():
         print(f"| {e} | {v:.0f} | {f'{v / best_peer:.2f}x' if best_peer else '-'} |")
-    print(f"\nours random / best peer: {summary['ours_random_vs_best_peer'] or 0:.2f}x; ours grid / best xbatcher:"
-          f" {summary['ours_grid_vs_xbatcher'] or 0:.2f}x; bytes read / store bytes:"
-          f" {', '.join(f'{e} {v:.3f}' for e, v in summary['bytes_read_vs_store'].items())}")
+    ratios = [f"{what}: {summary[key]:.2f}x" for what, key in (("ours random / best peer", "ours_random_vs_best_peer"),
+              ("ours grid / best xbatcher", "ours_grid_vs_xbatcher")) if summary[key] is not None]
+    print("\n" + "; ".join(ratios + ["bytes read / store bytes: " + ", ".join(
+        f"{e} {v:.3f}" for e, v in summary["bytes_read_vs_store"].items())]))
     if costs:
-        print("\n| filter | drawn / all | evaluation (once) | its share of an unmasked epoch | epoch time vs"
-              " unmasked | time per drawn patch vs unmasked |\n|---|---|---|---|---|---|")
+        print("\n| filter | drawn / all | evaluation (once) | its share of an unmasked epoch | epoch vs unmasked:"
+              " wall (CPU) | per drawn patch: wall (CPU) |\n|---|---|---|---|---|---|")
         for e, c in costs.items():
             print(f"| {e} | {c['drawn']:.0f} / {c['of']:.0f} ({c['rejected_share']:.0%} rejected) |"
                   f" {c['evaluation_s'] * 1000:.1f} ms | {c['evaluation_vs_epoch']:.1%} |"
-                  f" {c['epoch_vs_unmasked']:.2f}x | {c['per_drawn_vs_unmasked']:.2f}x |")
+                  f" {c['epoch_vs_unmasked']:.2f}x ({c['epoch_cpu_vs_unmasked']:.2f}x) |"
+                  f" {c['per_drawn_vs_unmasked']:.2f}x ({c['per_drawn_cpu_vs_unmasked']:.2f}x) |")
         print(f"\n(unmasked epoch, pool cleared: {costs[next(iter(costs))]['unmasked_epoch_s']:.3f} s)")
     return 0
 
