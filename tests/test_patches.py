@@ -140,10 +140,14 @@ def test_each_stored_chunk_is_read_once_per_epoch_however_many_patches(store_pat
         assert set(reads.values()) == {1}
 
 
+@pytest.mark.parametrize("mode", ["grid", "random"])
 @pytest.mark.parametrize("stop", [0, 5, 20])
-def test_resume_mid_epoch_with_patches(store_path, stop):
+def test_resume_mid_epoch_with_patches(store_path, stop, mode):
+    # Random origins are drawn per (seed, epoch): a resumed pass must draw the same ones.
+    kwargs = {"patch_mode": "grid"} if mode == "grid" else {"patch_mode": "random", "patches_per_sample": 15}
+
     def make():
-        return open_ds(store_path, patch={"y": 8, "x": 12}, patch_mode="grid", seed=4)
+        return open_ds(store_path, patch={"y": 8, "x": 12}, seed=4, **kwargs)
 
     with make() as ds:
         ds.set_epoch(3)
@@ -426,3 +430,36 @@ def test_a_resume_state_carries_pad(pad_path):
         with open_ds(pad_path, patch={"y": 5, "x": 4}, batch_size=6, **kwargs) as ds:
             with pytest.raises(InvalidArgumentError, match="saved drawing samples as"):
                 ds.train.load_state_dict(state)
+
+
+def test_the_memory_model_sizes_batches_at_the_patch_shape(tmp_path):
+    # 256 x 256 patches of 2048 x 2048 fields: a queued batch holds batch x patch, not batch
+    # x field (64x less here). Geometry alone: no chunk is written or read.
+    root = zarr.open_group(str(tmp_path / "big.zarr"), mode="w", zarr_format=3)
+    root.create_array("v", shape=(4, 2048, 2048), chunks=(1, 2048, 2048), dtype="f4",
+                      dimension_names=("time", "y", "x"))
+    root.create_array("bands", shape=(4, 3, 2048, 2048), chunks=(1, 3, 1024, 1024), dtype="i2",
+                      dimension_names=("time", "band", "y", "x"))
+    batch, depth = 16, 3
+    for patch, row in ((None, 2048 * 2048), ({"y": 256, "x": 256}, 256 * 256)):
+        kwargs = {} if patch is None else {"patch": patch}
+        with open_ds(str(tmp_path / "big.zarr"), variables=("v", "bands"), batch_size=batch, prefetch_depth=depth,
+                     **kwargs) as ds:
+            report = ds.describe()
+            memory = report["memory"]
+            per_row = row * 4 + 3 * row * 2  # float32 v, int16 bands (3 of them in each row)
+            assert memory["queue_bytes"] == (depth + 1) * batch * per_row
+            assert memory["accounted_bytes"] == (memory["residency_bytes"] + memory["inflight_bytes"]
+                                                 + memory["queue_bytes"] + memory["scratch_bytes"])
+            if patch is not None:
+                assert report["variables"]["v"]["batch_row_shape"] == (256, 256)
+                assert report["variables"]["bands"]["batch_row_shape"] == (3, 256, 256)
+    # The engine's model itself: what gather writes per sample is the patch's bytes.
+    terms = _ext.memory_model(
+        [_ext.SizedLabel("v", [4, 2048, 2048], [1, 2048, 2048], 0, "<f4", 0, [2048, 2048], "<f4", False, rf)
+         for rf in ([], [256, 256])],
+        batch_size=batch, block_chunks=1, ref_spc=0, max_inflight=1, prefetch_depth=depth, shuffle=True,
+        reread_spill=False, batch_transforms=False, n_train_chunks=4, split_chunks=4, budget=None, iterations=1,
+        cache_dir=False)
+    assert [t.output_sample_bytes for t in terms.labels] == [2048 * 2048 * 4, 256 * 256 * 4]
+    assert terms.queue_bytes == (depth + 1) * batch * (2048 * 2048 * 4 + 256 * 256 * 4)

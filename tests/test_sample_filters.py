@@ -80,6 +80,23 @@ def test_a_static_ocean_mask_draws_exactly_the_patches_that_meet_min_valid(store
         assert set(drawn(ds.train)) == expected
 
 
+@pytest.mark.parametrize("stride,edges", [((4, 3), "cover"), ((6, 5), "cover"), ((1, 2), "inside")])
+def test_a_per_sample_mask_over_overlapping_and_flush_patches_draws_exactly_those_that_meet_min_valid(
+        store_path, stride, edges):
+    # Box sums over many corner coordinates (overlap) and over few (the mask's fractions
+    # take either path), windows flush with the far edge: against each window's mean.
+    mask = np.random.default_rng(3).random((N, H, W)) < 0.6
+    ys, xs = range(0, H - 6 + 1, stride[0]), range(0, W - 5 + 1, stride[1])
+    if edges == "cover":
+        ys, xs = sorted({*ys, H - 6}), sorted({*xs, W - 5})
+    expected = {(s, y, x) for s in range(N) for y in ys for x in xs if mask[s, y:y + 6, x:x + 5].mean() >= 0.6}
+    assert 0 < len(expected) < N * len(ys) * len(xs)
+    with open_ds(store_path, patch=PATCH, patch_stride=dict(zip("yx", stride)), patch_edges=edges,
+                 sample_filter=mask, min_valid=0.6) as ds:
+        got = drawn(ds.train)
+        assert len(got) == len(set(got)) and set(got) == expected
+
+
 def test_a_boolean_array_along_the_sample_axis_draws_its_samples(store_path):
     keep = values(store_path, "keep")
     with open_ds(store_path, sample_filter="keep") as ds:

@@ -92,36 +92,64 @@ def read_rows(array: Any, g: ArrayGeometry, c: int) -> np.ndarray:
     return out
 
 
+def _sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique`` without its first call's import of ``numpy.ma`` (~60 ms a process)."""
+    values = np.sort(values)
+    out: np.ndarray = values[np.concatenate([[True], values[1:] != values[:-1]])]
+    return out
+
+
+def _prefix_at(values: np.ndarray, axis: int, coords: np.ndarray, dtype: Any) -> np.ndarray:
+    """Prefix sums of ``values`` along ``axis`` (in ``dtype``) sampled at ``coords`` (sorted,
+    each in ``[0, extent]``): entry ``i`` sums the ``coords[i]`` leading entries. Sparse
+    coordinates: block sums between them (``add.reduceat`` along a contiguous last axis), then
+    a cumulative sum over the few blocks; dense ones: a cumulative sum along that last axis.
+    Never numpy's cumulative sum along a leading axis, its slow path."""
+    extent = values.shape[axis]
+    moved = np.ascontiguousarray(np.moveaxis(values, axis, -1))
+    if 4 * len(coords) > extent:
+        at, blocks = coords, moved
+    else:
+        edges = _sorted_unique(np.concatenate([[0], coords[coords < extent]]))
+        # A mask's block sums along one axis fit uint16 below 2^16 pixels: numpy's uint8 ->
+        # uint16 loop is 2-3x its bool -> int32 one; the prefix below widens them.
+        narrow = moved.dtype == bool and extent < 2**16
+        blocks = np.add.reduceat(moved.view(np.uint8) if narrow else moved, edges, -1,
+                                 dtype=np.uint16 if narrow else dtype)
+        at = np.searchsorted(np.append(edges, extent), coords)
+    prefix = np.zeros((*blocks.shape[:-1], blocks.shape[-1] + 1), dtype=dtype)
+    np.cumsum(blocks, axis=-1, dtype=dtype, out=prefix[..., 1:])
+    return np.moveaxis(prefix[..., at], -1, axis)
+
+
 def _fractions(mask: np.ndarray, patching: Patching) -> np.ndarray:
     """``(rows, per_sample)``: each patch's valid fraction, lattice order (the engine's),
-    for a ``(rows, *extents)`` boolean mask: box sums from an integral image, one row at a
-    time (an image of the field in int64, not of the whole chunk). With
-    ``patch_edges="pad"`` the image spans the padded lattice, and a padded element counts
-    as invalid (the fraction is over the whole patch)."""
+    for a ``(rows, *extents)`` boolean mask: box sums by inclusion-exclusion over the
+    integral image, sampled only at the patches' corner coordinates, one row at a time. A
+    window past an axis's end (``patch_edges="pad"``) counts the pixels outside as invalid:
+    the fraction is over the whole patch."""
     k = len(patching.extent)
-    starts = [patching.lattice(axis) for axis in range(k)]
+    size = float(np.prod(patching.size))
+    coords, where = [], []  # per axis: the corner coordinates, and each origin's low/high corner in them
+    for axis in range(k):
+        origins = patching.lattice(axis).astype(np.int64)
+        ends = np.clip(np.concatenate([origins, origins + patching.size[axis]]), 0, patching.extent[axis])
+        unique = _sorted_unique(ends)
+        coords.append(unique)
+        where.append(np.searchsorted(unique, ends).reshape(2, -1))
     corners = []
-    for corner in itertools.product((0, 1), repeat=k):  # inclusion-exclusion over the box's 2^k corners
-        index = np.ix_(*(p + s if c else p for p, s, c in zip(starts, patching.size, corner)))
-        corners.append((-1 if (k - sum(corner)) % 2 else 1, index))
-    out = np.empty((mask.shape[0], patching.per_sample))
-    # Past the field's end (pad) the mask is False: the last patch's end bounds the image.
-    reach = tuple(max(e, int(p[-1]) + z) for e, p, z in zip(patching.extent, starts, patching.size))
-    padded = None if reach == tuple(patching.extent) else np.zeros(reach, dtype=bool)
+    for corner in itertools.product((0, 1), repeat=k):
+        corners.append((-1 if (k - sum(corner)) % 2 else 1, np.ix_(*(w[c] for w, c in zip(where, corner)))))
     # Counts fit int32 below 2^31 pixels: half the memory traffic of int64.
-    dtype = np.int32 if int(np.prod(reach)) < 2**31 else np.int64
-    integral = np.zeros(tuple(e + 1 for e in reach), dtype=dtype)
-    inside = integral[(slice(1, None),) * k]
+    dtype = np.int32 if int(np.prod(patching.extent)) < 2**31 else np.int64
+    out = np.empty((mask.shape[0], patching.per_sample))
     for row in range(mask.shape[0]):
-        field = mask[row]
-        if padded is not None:
-            padded[tuple(slice(0, e) for e in patching.extent)] = field
-            field = padded
-        np.cumsum(field, axis=0, dtype=dtype, out=inside)
-        for axis in range(1, k):
-            np.cumsum(inside, axis=axis, out=inside)
-        total = sum(sign * integral[index].astype(np.int64) for sign, index in corners)
-        out[row] = np.asarray(total).reshape(-1) / float(np.prod(patching.size))
+        sampled = mask[row]
+        for axis in reversed(range(k)):  # the contiguous last axis first: it shrinks the array cheaply
+            sampled = _prefix_at(sampled, axis, coords[axis], dtype)
+        sampled = sampled.astype(np.int64)
+        total = sum(sign * sampled[index] for sign, index in corners)
+        out[row] = np.asarray(total).reshape(-1) / size
     return out
 
 
@@ -141,7 +169,7 @@ def _valid_rows(values: np.ndarray, n_rows: int, extents: tuple[int, ...], patch
         raise InvalidArgumentError(
             f"{what} has shape {values.shape}: expected ({n_rows},) (one per sample) or {(n_rows, *extents)}"
             f" (per pixel over {'the patch dimensions' if patching else 'the field'})")
-    valid = values.astype(bool)
+    valid = values.astype(bool, copy=False)
     if patching is None:
         fraction = valid.reshape(n_rows, -1).mean(axis=1)[:, None] if valid[0].size else np.ones((n_rows, 1))
     else:

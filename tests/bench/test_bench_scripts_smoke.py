@@ -5,6 +5,7 @@ not checked: speed is never a test's business)."""
 from __future__ import annotations
 
 import json
+import math
 import pathlib
 import subprocess
 import sys
@@ -96,6 +97,22 @@ def test_write_bench(tmp_path):
     assert r["writer"]["ratio"] and all(ratio > 0 for ratio in r["writer"]["ratio"].values())
     assert 0 < r["zstd_ceiling"] < 1 and r["encode"]["ratio_raw"] > 0
 
+
+@pytest.mark.timeout(400)
+def test_patch_bench(tmp_path):
+    # Every engine it compares: ours (random, grid, three filters), the zarr-python loop and
+    # xbatcher under a DataLoader (requirements/bench.txt and torch, as scripts/bench.sh installs).
+    for peer in ("torch", "xarray", "xbatcher"):
+        pytest.importorskip(peer)
+    r = _run(tmp_path, "patch_bench.py", "--planes", "3", "--peer-planes", "2", "--plane", "48", "--patch", "16",
+             "--rounds", "1", "--workers", "0", "--data", str(tmp_path / "data"))
+    assert set(r["patches_per_s"]) == {"ours random", "ours grid", "ours mask all", "ours ocean", "ours predicate",
+                                       "zarr loop", "xbatcher w0"}
+    assert all(v > 0 for v in r["patches_per_s"].values())
+    # Each filter's figures; the first (untimed) round checked every drawn patch against its mask.
+    assert set(r["filters"]) == {"ours mask all", "ours ocean", "ours predicate"}
+    assert r["filters"]["ours mask all"]["rejected_share"] == 0 and r["filters"]["ours ocean"]["rejected_share"] > 0
+    assert all(math.isfinite(f["evaluation_s"]) and f["per_drawn_cpu_vs_unmasked"] > 0 for f in r["filters"].values())
 
 @pytest.mark.timeout(400)
 def test_max_inflight_bench(tmp_path):
