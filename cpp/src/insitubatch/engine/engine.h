@@ -257,8 +257,7 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // to read, so neighbouring byte ranges can be fetched together.
   void ExpectBlockReads(const std::vector<SlotKey>& block);
   // `fast`: reads answer within a small share of a decode (ReadsAreFastLocked), so a store
-  // that can (Store::reads_inline) is read on the decode thread that decodes the bytes, when
-  // the decode threads occupy every core.
+  // that can (Store::reads_inline) is read on the decode thread that decodes the bytes.
   void StartRead(TileRead read, std::chrono::steady_clock::time_point issued, bool fast);
   bool ReadsAreFastLocked() const;
   // A read's bytes (or error) are in: they wait, ordered by first use, for a decode thread.

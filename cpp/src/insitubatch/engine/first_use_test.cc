@@ -8,7 +8,6 @@
 #include <chrono>
 #include <set>
 #include <string>
-#include <thread>
 
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/engine_testutil.h"
@@ -163,14 +162,13 @@ void ExpectExactPass(Fixture& f, const EngineConfig& config) {
 }
 
 // A store that answers on the calling thread (a file store over the page cache) is read by
-// the decode threads themselves, from the first read on, when they occupy every core (the
-// default: one per core). (Whether later reads stay there depends on measured times, slower
-// under a sanitizer: bench/coldstart_bench.py shows it.)
+// the decode threads themselves, from the first read on. (Whether later reads stay there
+// depends on measured times, slower under a sanitizer: bench/coldstart_bench.py shows it.)
 TEST(InlineReadTest, ALocalStoreIsReadOnTheDecodeThreads) {
   Fixture f;
   f.store->set_inline(true);
   EngineConfig config;
-  config.decode_threads = 0;
+  config.decode_threads = 2;
   ExpectExactPass(f, config);
   EXPECT_EQ(f.store->total(), 8);
   EXPECT_GE(f.store->inline_reads(), 1);  // the first, asked for before any read answered
@@ -184,25 +182,12 @@ TEST(InlineReadTest, ASlowStoreIsReadOffTheDecodeThreads) {
   f.store->set_inline(true);
   f.store->set_delay(std::chrono::milliseconds(10));
   EngineConfig config;
-  config.decode_threads = 0;
+  config.decode_threads = 2;
   config.max_inflight = 2;
   ExpectExactPass(f, config);
   EXPECT_EQ(f.store->total(), 8);
   EXPECT_GE(f.store->inline_reads(), 1);  // the first, before any read had answered
   EXPECT_LE(f.store->inline_reads(), 3);  // at most those issued before the first answer
-}
-
-// With fewer decode threads than cores, an IO thread's read overlaps the decodes on a core
-// they leave free: reading on a decode thread would take its turn instead.
-TEST(InlineReadTest, ACoreTheDecodersLeaveFreeReadsOnTheIoThreads) {
-  if (std::thread::hardware_concurrency() < 2) GTEST_SKIP() << "one core: the decoders fill it";
-  Fixture f;
-  f.store->set_inline(true);
-  EngineConfig config;
-  config.decode_threads = 1;
-  ExpectExactPass(f, config);
-  EXPECT_EQ(f.store->total(), 8);
-  EXPECT_EQ(f.store->inline_reads(), 0);
 }
 
 }  // namespace

@@ -211,11 +211,7 @@ void Engine::StartRead(TileRead read, std::chrono::steady_clock::time_point t0, 
   auto holder = std::make_shared<TileRead>(std::move(read));
   const std::shared_ptr<Store>& store = source.array->store();
   const ByteRange range = source.array->ChunkReadRange();  // an oversized object is refused unread
-  // Inline only while the decoders fill every core: with a core to spare (decode_threads
-  // below the cores), an IO thread's read overlaps the decodes instead of taking a turn
-  // from one (bench/engine_ab.py, one decode thread on two cores: 0.75-0.79 of the decode
-  // ceiling reading inline, 0.80-0.89 through the IO threads).
-  if (fast && store->reads_inline() && decode_pool_->size() >= cores_) {
+  if (fast && store->reads_inline()) {
     tokens_.QueuedForDecoder();  // a wait for a decoder, not the store, until it starts
     // A read from the page cache takes a fraction of a decode: the decode thread that will
     // decode the bytes reads them, sparing an IO thread's wake-up and a hand-off per chunk.
