@@ -143,41 +143,64 @@ TEST(PatchGridTest, RandomPadDrawsOriginsOverTheWholeAxis) {
 }
 
 // A slot of 2 samples over a 5 x 7 int32 field stored in 2 x 3 tiles (3 x 3 tiles, the
-// edge ones padded): every window equals the same box of the full field.
-TEST(GatherWindowsTest, EveryWindowEqualsTheFieldBox) {
+// edge ones padded), and the windows gather cuts from it.
+struct FieldSlot {
+  static constexpr int64_t kSpc = 2;
+  static constexpr uint64_t kHeight = 5, kWidth = 7;
+  static int32_t Value(int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); }
+
   SlotLayout layout;
-  layout.field_shape = {5, 7};
-  layout.tile_shape = {2, 3};
-  layout.grid = {3, 3};
-  layout.tiles = 9;
-  layout.dtype = zarr::DataType{zarr::DataTypeId::kInt32};
-  const int64_t spc = 2;
-  layout.tile_bytes = spc * 2 * 3 * 4;
-  auto field_value = [](int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); };
   Slot slot;
-  FillTiles(slot, layout, spc, {0, 1, 2}, {0, 1, 2}, {5, 7}, field_value);
-  auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
-  const Label label{"v", 0, 0, {}, {}};
-  for (uint64_t wy : {1, 2, 3, 5}) {
-    for (uint64_t wx : {1, 3, 4, 7}) {
-      std::vector<int64_t> anchors, starts;
-      for (int64_t s = 0; s < spc; ++s) {
-        for (uint64_t y = 0; y + wy <= 5; ++y) {
-          for (uint64_t x = 0; x + wx <= 7; ++x) {
-            anchors.push_back(s);
-            starts.push_back(static_cast<int64_t>(y));
-            starts.push_back(static_cast<int64_t>(x));
-          }
+
+  FieldSlot() {
+    layout.field_shape = {kHeight, kWidth};
+    layout.tile_shape = {2, 3};
+    layout.grid = {3, 3};
+    layout.tiles = 9;
+    layout.dtype = zarr::DataType{zarr::DataTypeId::kInt32};
+    layout.tile_bytes = kSpc * 2 * 3 * 4;
+    FillTiles(slot, layout, kSpc, {0, 1, 2}, {0, 1, 2}, {kHeight, kWidth}, Value);
+  }
+
+  // Every wy x wx window of both samples with its origin in [0, y_end) x [0, x_end),
+  // gathered with `label`: the rows' anchors, origins (y, x pairs) and values.
+  struct Windows {
+    std::vector<int64_t> anchors, starts;
+    std::vector<int32_t> out;
+  };
+  Windows Gather(const Label& label, uint64_t wy, uint64_t wx, uint64_t y_end, uint64_t x_end) const {
+    Windows w;
+    for (int64_t s = 0; s < kSpc; ++s) {
+      for (uint64_t y = 0; y < y_end; ++y) {
+        for (uint64_t x = 0; x < x_end; ++x) {
+          w.anchors.push_back(s);
+          w.starts.push_back(static_cast<int64_t>(y));
+          w.starts.push_back(static_cast<int64_t>(x));
         }
       }
-      const uint64_t window[2] = {wy, wx};
-      std::vector<int32_t> out(anchors.size() * wy * wx, -2);
-      GatherWindows(layout, spc, label, anchors, window, starts, slot_for, reinterpret_cast<std::byte*>(out.data()));
-      for (size_t r = 0; r < anchors.size(); ++r) {
+    }
+    const uint64_t window[2] = {wy, wx};
+    w.out.assign(w.anchors.size() * wy * wx, -2);
+    auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
+    GatherWindows(layout, kSpc, label, w.anchors, window, w.starts, slot_for,
+                  reinterpret_cast<std::byte*>(w.out.data()));
+    return w;
+  }
+};
+
+// Every window inside the field equals the same box of the full field.
+TEST(GatherWindowsTest, EveryWindowEqualsTheFieldBox) {
+  const FieldSlot f;
+  for (uint64_t wy : {1, 2, 3, 5}) {
+    for (uint64_t wx : {1, 3, 4, 7}) {
+      const auto w =
+          f.Gather(Label{"v", 0, 0, {}, {}}, wy, wx, FieldSlot::kHeight - wy + 1, FieldSlot::kWidth - wx + 1);
+      for (size_t r = 0; r < w.anchors.size(); ++r) {
         for (uint64_t y = 0; y < wy; ++y) {
           for (uint64_t x = 0; x < wx; ++x) {
-            ASSERT_EQ(out[(r * wy + y) * wx + x], field_value(anchors[r], static_cast<uint64_t>(starts[2 * r]) + y,
-                                                              static_cast<uint64_t>(starts[2 * r + 1]) + x))
+            ASSERT_EQ(w.out[(r * wy + y) * wx + x],
+                      FieldSlot::Value(w.anchors[r], static_cast<uint64_t>(w.starts[2 * r]) + y,
+                                       static_cast<uint64_t>(w.starts[2 * r + 1]) + x))
                 << wy << "x" << wx << " row " << r;
           }
         }
@@ -189,43 +212,21 @@ TEST(GatherWindowsTest, EveryWindowEqualsTheFieldBox) {
 // With a pad element, a window may run past the field's end: every element past it is the
 // pad, every element inside the field's value (windows larger than the field included).
 TEST(GatherWindowsTest, PadsWhatLiesPastTheFieldEnd) {
-  SlotLayout layout;
-  layout.field_shape = {5, 7};
-  layout.tile_shape = {2, 3};
-  layout.grid = {3, 3};
-  layout.tiles = 9;
-  layout.dtype = zarr::DataType{zarr::DataTypeId::kInt32};
-  const int64_t spc = 2;
-  layout.tile_bytes = spc * 2 * 3 * 4;
-  auto field_value = [](int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); };
-  Slot slot;
-  FillTiles(slot, layout, spc, {0, 1, 2}, {0, 1, 2}, {5, 7}, field_value);
-  auto slot_for = [&](SlotKey) -> const Slot& { return slot; };
+  const FieldSlot f;
   Label label{"v", 0, 0, {}, {}};
   const int32_t pad = -7;
   label.pad.resize(4);
   std::memcpy(label.pad.data(), &pad, 4);
   for (uint64_t wy : {1, 3, 5, 6}) {
     for (uint64_t wx : {2, 7, 9}) {
-      std::vector<int64_t> anchors, starts;
-      for (int64_t s = 0; s < spc; ++s) {
-        for (uint64_t y = 0; y < 5; ++y) {
-          for (uint64_t x = 0; x < 7; ++x) {
-            anchors.push_back(s);
-            starts.push_back(static_cast<int64_t>(y));
-            starts.push_back(static_cast<int64_t>(x));
-          }
-        }
-      }
-      const uint64_t window[2] = {wy, wx};
-      std::vector<int32_t> out(anchors.size() * wy * wx, -2);
-      GatherWindows(layout, spc, label, anchors, window, starts, slot_for, reinterpret_cast<std::byte*>(out.data()));
-      for (size_t r = 0; r < anchors.size(); ++r) {
+      const auto w = f.Gather(label, wy, wx, FieldSlot::kHeight, FieldSlot::kWidth);
+      for (size_t r = 0; r < w.anchors.size(); ++r) {
         for (uint64_t y = 0; y < wy; ++y) {
           for (uint64_t x = 0; x < wx; ++x) {
-            const uint64_t fy = static_cast<uint64_t>(starts[2 * r]) + y,
-                           fx = static_cast<uint64_t>(starts[2 * r + 1]) + x;
-            ASSERT_EQ(out[(r * wy + y) * wx + x], fy < 5 && fx < 7 ? field_value(anchors[r], fy, fx) : pad)
+            const uint64_t fy = static_cast<uint64_t>(w.starts[2 * r]) + y,
+                           fx = static_cast<uint64_t>(w.starts[2 * r + 1]) + x;
+            const bool inside = fy < FieldSlot::kHeight && fx < FieldSlot::kWidth;
+            ASSERT_EQ(w.out[(r * wy + y) * wx + x], inside ? FieldSlot::Value(w.anchors[r], fy, fx) : pad)
                 << wy << "x" << wx << " row " << r << " at " << fy << "," << fx;
           }
         }
