@@ -246,17 +246,24 @@ TEST(GatherWindowsTest, FillElementsRepeatsTheElement) {
   EXPECT_EQ(out[8], three[2]);
 }
 
-// A crop that wraps across the x axis's end: the slot holds only the tiles it touches, in
-// the crop's order, and gather (whole crop, and windows inside it) reads the crop's values.
-TEST(CropLayoutTest, WrappedCropGathersTheSelectedColumnsInOrder) {
+// A 10 x 7 int32 field of `spc` samples stored in 4 x 3 tiles (3 x 3 tiles): what the crop
+// tests cut from.
+SlotLayout Stored10x7(int64_t spc) {
   SlotLayout stored;
   stored.field_shape = {10, 7};
   stored.tile_shape = {4, 3};
   stored.grid = {3, 3};
   stored.tiles = 9;
   stored.dtype = zarr::DataType{zarr::DataTypeId::kInt32};
-  const int64_t spc = 2;
   stored.tile_bytes = spc * 4 * 3 * 4;
+  return stored;
+}
+
+// A crop that wraps across the x axis's end: the slot holds only the tiles it touches, in
+// the crop's order, and gather (whole crop, and windows inside it) reads the crop's values.
+TEST(CropLayoutTest, WrappedCropGathersTheSelectedColumnsInOrder) {
+  const int64_t spc = 2;
+  const SlotLayout stored = Stored10x7(spc);
   FieldCrop crop{{2, 5}, {9, 2}};  // y [2, 9); x [5, 7) then [0, 2)
   auto cropped = CropLayout(stored, crop);
   ASSERT_TRUE(cropped.ok()) << cropped.status().ToString();
@@ -295,14 +302,8 @@ TEST(CropLayoutTest, WrappedCropGathersTheSelectedColumnsInOrder) {
 // column 2 of 4, reads only the crop's values and pads the rest (array rows 9.. and the
 // columns after the crop's last one are never read).
 TEST(CropLayoutTest, PadsPastTheCropsEndWithoutReadingOutsideIt) {
-  SlotLayout stored;
-  stored.field_shape = {10, 7};
-  stored.tile_shape = {4, 3};
-  stored.grid = {3, 3};
-  stored.tiles = 9;
-  stored.dtype = zarr::DataType{zarr::DataTypeId::kInt32};
   const int64_t spc = 2;
-  stored.tile_bytes = spc * 4 * 3 * 4;
+  const SlotLayout stored = Stored10x7(spc);
   auto cropped = CropLayout(stored, FieldCrop{{2, 5}, {9, 2}});  // y [2, 9); x 5, 6, 0, 1
   ASSERT_TRUE(cropped.ok()) << cropped.status().ToString();
   auto value = [](int64_t s, uint64_t y, uint64_t x) { return static_cast<int32_t>(s * 1000 + y * 10 + x); };
