@@ -7,7 +7,11 @@ machine."""
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -73,23 +77,43 @@ def slow_server(small_store):
         yield f"{proxy.url}/{small_store.name}"
 
 
+# The README demo's epochs run in a child process without the suite's poisoned buffers: the
+# poison fills every fresh slot and batch buffer on the thread that takes it, moving page
+# faults and a memset from decode into gather, so a pass that is decode-bound for users came
+# within 1.25x of gather (verdict "unknown") in a third of the suite's runs.
+_DEMO_EPOCHS = """
+import json, sys
+from insitubatch import InSituDataset, obstore_store, open_geometries, split_by_chunk
+store = obstore_store("file://" + sys.argv[1])
+out = {}
+for max_inflight in (32, 4):  # 32: the default, whose summed fetch wait used to name the store
+    geoms = open_geometries(store, ["t2m"])
+    ds = InSituDataset(store, split_by_chunk(geoms["t2m"], fractions=(0.8, 0.1, 0.1)), geoms, batch_size=32,
+                       block_chunks=16, max_inflight=max_inflight, decode_threads=1)
+    for _ in ds.train:
+        pass
+    s = ds.last_pass
+    ds.close()
+    out[max_inflight] = {"stage": s.limiting_stage, "kind": s.store_kind, "decode_s": s.waited.decode_s,
+                         "decode_share": s.shares["decode"], "wall_s": s.wall_s, "line": s.log_line()}
+print(json.dumps(out))
+"""
+
+
 def test_the_readme_demo_is_decode_bound_at_any_max_inflight(demo_store):
-    store = obstore_store(f"file://{demo_store}")
-    verdicts = {}
-    for max_inflight in (32, 4):  # 32: the default, whose summed fetch wait used to name the store
-        # One decode thread: with two on this 2-core machine, decode and gather share the wait
-        # almost evenly on this small store (both shares are printed), and the verdict is a
-        # near tie either way; what matters here is that the store is never blamed.
-        ds = _dataset(store, fractions=(0.8, 0.1, 0.1), batch_size=32, block_chunks=16, max_inflight=max_inflight,
-                      decode_threads=1)
-        stats = _epoch(ds)
-        ds.close()
-        assert stats.store_kind == "file"
-        assert stats.waited.decode_s > 0 and stats.shares["decode"] == pytest.approx(
-            stats.waited.decode_s / stats.wall_s)
-        verdicts[max_inflight] = stats.limiting_stage
-        assert stats.limiting_stage == "decode", stats.log_line()
-    assert verdicts[32] == verdicts[4]
+    # One decode thread: with two on this 2-core machine, decode and gather share the wait
+    # almost evenly on this small store (both shares are printed), and the verdict is a
+    # near tie either way; what matters here is that the store is never blamed.
+    env = {k: v for k, v in os.environ.items() if k != "INSITU_POISON_BUFFERS"}
+    child = subprocess.run([sys.executable, "-c", _DEMO_EPOCHS, str(demo_store)], env=env, capture_output=True,
+                           text=True, timeout=300)
+    assert child.returncode == 0, child.stderr
+    verdicts = json.loads(child.stdout.strip().splitlines()[-1])
+    for max_inflight, v in verdicts.items():
+        assert v["kind"] == "file"
+        assert v["decode_s"] > 0 and v["decode_share"] == pytest.approx(v["decode_s"] / v["wall_s"])
+        assert v["stage"] == "decode", (max_inflight, v["line"])
+    assert verdicts["32"]["stage"] == verdicts["4"]["stage"]
 
 
 def test_an_expensive_codec_is_decode(tmp_path):
