@@ -4,6 +4,8 @@
 #include <cstring>
 #include <vector>
 
+#include "insitubatch/util/buffer.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define INSITU_STREAMING_STORES 1
@@ -98,21 +100,6 @@ void CopyRun(std::byte* dst, const std::byte* src, size_t n, bool streaming) {
 #endif
   (void)streaming;
   std::memcpy(dst, src, n);
-}
-
-void FillElements(std::byte* dst, size_t n, std::span<const std::byte> element) {
-  if (n == 0) return;
-  if (std::all_of(element.begin(), element.end(), [](std::byte b) { return b == std::byte{0}; })) {
-    std::memset(dst, 0, n);
-    return;
-  }
-  const size_t first = std::min(element.size(), n);
-  std::memcpy(dst, element.data(), first);
-  for (size_t done = first; done < n;) {  // `done` stays a multiple of the element: the pattern continues
-    const size_t k = std::min(done, n - done);
-    std::memcpy(dst + done, dst, k);
-    done += k;
-  }
 }
 
 void CopyBox(std::byte* dst, const int64_t* dst_strides, const std::byte* src, const int64_t* src_strides,

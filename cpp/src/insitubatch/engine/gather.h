@@ -36,10 +36,6 @@ void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, st
                    std::span<const uint64_t> window, std::span<const int64_t> starts,
                    const std::function<const Slot&(SlotKey)>& slot_for, std::byte* out, bool streaming = false);
 
-// Writes `n` bytes at `dst` as copies of the `element` (whole elements; n a multiple of its
-// size): a memset when the element is all zero bytes, doubling copies otherwise.
-void FillElements(std::byte* dst, size_t n, std::span<const std::byte> element);
-
 // memcpy of one contiguous run. With `streaming`, runs of at least 1 KiB bypass the caches
 // (AVX2 non-temporal stores, then a store fence) where the CPU has AVX2; plain memcpy
 // otherwise. The fence orders the stores before whatever publishes the buffer.

@@ -235,17 +235,6 @@ TEST(GatherWindowsTest, PadsWhatLiesPastTheFieldEnd) {
   }
 }
 
-TEST(GatherWindowsTest, FillElementsRepeatsTheElement) {
-  const std::byte three[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
-  std::vector<std::byte> out(3 * 11, std::byte{9});
-  FillElements(out.data(), out.size(), three);
-  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], three[i % 3]) << i;
-  const std::byte zero[2] = {};
-  FillElements(out.data(), 8, zero);
-  for (size_t i = 0; i < 8; ++i) ASSERT_EQ(out[i], std::byte{0});
-  EXPECT_EQ(out[8], three[2]);
-}
-
 // A 10 x 7 int32 field of `spc` samples stored in 4 x 3 tiles (3 x 3 tiles): what the crop
 // tests cut from.
 SlotLayout Stored10x7(int64_t spc) {

@@ -1,5 +1,6 @@
 #include "insitubatch/util/buffer.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -41,6 +42,21 @@ bool PoisonBuffers() {
   }();
   return on;
 #endif
+}
+
+void FillElements(std::byte* dst, size_t n, std::span<const std::byte> element) {
+  if (n == 0) return;
+  if (std::all_of(element.begin(), element.end(), [](std::byte b) { return b == std::byte{0}; })) {
+    std::memset(dst, 0, n);
+    return;
+  }
+  const size_t first = std::min(element.size(), n);
+  std::memcpy(dst, element.data(), first);
+  for (size_t done = first; done < n;) {  // `done` stays a multiple of the element: the pattern continues
+    const size_t k = std::min(done, n - done);
+    std::memcpy(dst + done, dst, k);
+    done += k;
+  }
 }
 
 Buffer::~Buffer() { Release(); }

@@ -34,6 +34,12 @@ inline constexpr size_t kBufferAlignment = 128;
 inline constexpr std::byte kPoisonByte{0xA5};
 bool PoisonBuffers();
 
+// Writes `n` bytes at `dst` as repeats of `element`, every byte (a tail shorter than an
+// element gets the element's prefix): a memset when the element is all zero bytes (or
+// empty), doubling copies otherwise (log2 of the count memcpy calls, not one per element).
+// A chunk's fill value, a padded patch's fill.
+void FillElements(std::byte* dst, size_t n, std::span<const std::byte> element);
+
 class BufferRecycler;
 
 // Page-locks host memory so a device can copy from it asynchronously (cudaHostRegister and

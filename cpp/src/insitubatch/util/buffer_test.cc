@@ -299,5 +299,16 @@ TEST(BufferRecyclerTest, LockingIsThreadSafeAndStaysInBudget) {
   EXPECT_EQ(registrar->registers, registrar->unregisters);
 }
 
+TEST(FillElementsTest, RepeatsTheElementAndZeroesWithAMemset) {
+  const std::byte three[3] = {std::byte{1}, std::byte{2}, std::byte{3}};
+  std::vector<std::byte> out(3 * 11, std::byte{9});
+  FillElements(out.data(), out.size(), three);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], three[i % 3]) << i;
+  const std::byte zero[2] = {};
+  FillElements(out.data(), 8, zero);
+  for (size_t i = 0; i < 8; ++i) ASSERT_EQ(out[i], std::byte{0});
+  EXPECT_EQ(out[8], three[2]);
+}
+
 }  // namespace
 }  // namespace insitubatch

@@ -1,9 +1,9 @@
 #include "insitubatch/zarr/array.h"
 
 #include <algorithm>
-#include <cstring>
 #include <utility>
 
+#include "insitubatch/util/buffer.h"
 #include "insitubatch/util/text.h"
 #include "insitubatch/zarr/codec/registry.h"
 
@@ -130,21 +130,7 @@ Result<std::unique_ptr<const ChunkParts>> Array::SplitChunk(ByteSpan stored,
 
 void Array::FillChunk(MutableByteSpan out) const {
   const size_t itemsize = metadata_.dtype.itemsize();
-  const std::byte* fill = metadata_.fill_value.data();
-  if (itemsize == 0 || std::all_of(fill, fill + itemsize, [](std::byte b) { return b == std::byte{0}; })) {
-    std::memset(out.data(), 0, out.size());
-    return;
-  }
-  // Every byte is written, a tail shorter than an item included (it gets the fill's prefix).
-  const size_t first = std::min(itemsize, out.size());
-  std::memcpy(out.data(), fill, first);
-  // Doubling copies: log2(n) memcpy calls instead of one per element. `done` stays a
-  // multiple of the item size, so each copy continues the pattern.
-  for (size_t done = first; done < out.size();) {
-    const size_t n = std::min(done, out.size() - done);
-    std::memcpy(out.data() + done, out.data(), n);
-    done += n;
-  }
+  FillElements(out.data(), out.size(), std::span<const std::byte>(metadata_.fill_value.data(), itemsize));
 }
 
 Status Array::ReadChunk(const std::vector<uint64_t>& coords, MutableByteSpan out) const {
