@@ -85,11 +85,8 @@ void BindOrder(nb::module_& m) {
           "__init__",
           [](engine::PatchGrid* self, const std::string& mode, std::vector<uint64_t> extent, std::vector<uint64_t> size,
              std::vector<uint64_t> stride, uint64_t per_sample, uint64_t seed, const std::string& edges) {
-            if (mode != "grid" && mode != "random") {
-              ThrowIfError(InvalidArgument("patch_mode must be 'grid' or 'random', got '" + mode + "'"));
-            }
             engine::PatchGrid grid;
-            grid.mode = mode == "grid" ? engine::PatchGrid::Mode::kGrid : engine::PatchGrid::Mode::kRandom;
+            grid.mode = ValueOrThrow(engine::ParsePatchMode(mode));
             grid.extent = std::move(extent);
             grid.size = std::move(size);
             grid.stride = std::move(stride);

@@ -80,6 +80,13 @@ void PatchGrid::Origin(int64_t anchor, uint64_t p, int64_t epoch, std::span<int6
 
 std::string_view PatchModeName(PatchGrid::Mode mode) { return mode == PatchGrid::Mode::kGrid ? "grid" : "random"; }
 
+Result<PatchGrid::Mode> ParsePatchMode(std::string_view name) {
+  for (auto m : {PatchGrid::Mode::kGrid, PatchGrid::Mode::kRandom}) {
+    if (name == PatchModeName(m)) return m;
+  }
+  return InvalidArgument("patch_mode must be 'grid' or 'random', got '" + std::string(name) + "'");
+}
+
 std::string_view PatchEdgesName(PatchGrid::Edges edges) {
   switch (edges) {
     case PatchGrid::Edges::kCover:

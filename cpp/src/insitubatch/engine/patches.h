@@ -55,6 +55,8 @@ struct PatchGrid {
 };
 
 std::string_view PatchModeName(PatchGrid::Mode mode);
+// "grid" or "random"; anything else is InvalidArgument naming patch_mode.
+Result<PatchGrid::Mode> ParsePatchMode(std::string_view name);
 std::string_view PatchEdgesName(PatchGrid::Edges edges);
 // "inside", "cover" or "pad"; anything else is InvalidArgument naming patch_edges.
 Result<PatchGrid::Edges> ParsePatchEdges(std::string_view name);

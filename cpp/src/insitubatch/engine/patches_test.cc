@@ -38,6 +38,19 @@ void FillTiles(Slot& slot, const SlotLayout& layout, int64_t spc, const std::vec
   }
 }
 
+TEST(PatchGridTest, ModeAndEdgesParseTheirNamesAndRefuseOthersByOption) {
+  for (auto m : {PatchGrid::Mode::kGrid, PatchGrid::Mode::kRandom}) EXPECT_EQ(*ParsePatchMode(PatchModeName(m)), m);
+  for (auto e : {PatchGrid::Edges::kInside, PatchGrid::Edges::kCover, PatchGrid::Edges::kPad}) {
+    EXPECT_EQ(*ParsePatchEdges(PatchEdgesName(e)), e);
+  }
+  const auto mode = ParsePatchMode("grids");
+  ASSERT_FALSE(mode.ok());
+  EXPECT_EQ(mode.status().message(), "patch_mode must be 'grid' or 'random', got 'grids'");
+  const auto edges = ParsePatchEdges("wrap");
+  ASSERT_FALSE(edges.ok());
+  EXPECT_NE(edges.status().message().find("patch_edges must be one of 'inside', 'cover', 'pad'"), std::string::npos);
+}
+
 TEST(PatchGridTest, GridEnumeratesEveryLatticePositionOnce) {
   PatchGrid g;
   g.extent = {10, 7};
