@@ -43,11 +43,6 @@ namespace insitubatch::engine {
 
 enum class OnBadChunk { kRaise, kNan };
 
-// Maps (and zeroes) the pages of [data, data + size) now: in one call where the kernel can
-// (MADV_POPULATE_WRITE, Linux 5.14), else by writing a byte per page. Mapping fresh memory
-// page by page, one fault each, costs several times a copy into it.
-void PopulatePages(std::byte* data, size_t size);
-
 // An integer option's accepted range, named as the Python API names it.
 struct OptionLimit {
   const char* name;
@@ -370,9 +365,10 @@ class Pass {
   void ScheduleBlocks();
   void ProduceBatches();
   // While the first batch's chunks load, the producer (idle until they are in) takes the
-  // memory that batch is copied into and maps its pages (PopulatePages), then gives it back
-  // for the gather to take: a new process's first copy into fresh memory costs several
-  // times a later one (a page fault per 4 KiB), on the path the consumer waits on.
+  // memory that batch is copied into, mapping its pages if it is new (TakeMapped), then
+  // gives it back for the gather to take: a new process's first copy into fresh memory
+  // costs several times a later one (a page fault per 4 KiB), on the path the consumer
+  // waits on.
   void WarmFirstBatchBuffers();
   // The engine's WaitForReadRoom, with the scheduler's clock state around it.
   void WaitForReadRoom();

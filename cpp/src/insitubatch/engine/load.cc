@@ -4,9 +4,6 @@
 // the pass itself, so it may outlive that pass; the slot's CancelFlag ends it early when
 // nobody needs the slot any more.
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -68,25 +65,6 @@ void MoveSampleAxisToFront(const std::byte* src, std::byte* dst, const std::vect
 bool WorthReadingAgain(const Status& status) { return status.code() == StatusCode::kDataLoss; }
 
 }  // namespace
-
-void PopulatePages(std::byte* data, size_t size) {
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-  const uintptr_t begin = (reinterpret_cast<uintptr_t>(data) + page - 1) & ~(page - 1);
-  const uintptr_t end = (reinterpret_cast<uintptr_t>(data) + size) & ~(page - 1);
-#ifdef MADV_POPULATE_WRITE
-  // In steps: the call holds the process's memory-map lock while it runs, and every other
-  // thread's mmap or munmap (a new slot, a read buffer) waits for it, then blocks the
-  // page faults queued behind it: one call over a batch's 8 MB stalled the decoders for
-  // the ~6 ms it took.
-  constexpr uintptr_t kStep = uintptr_t{256} << 10;
-  uintptr_t at = begin;
-  while (at < end && ::madvise(reinterpret_cast<void*>(at), std::min(kStep, end - at), MADV_POPULATE_WRITE) == 0) {
-    at += std::min(kStep, end - at);
-  }
-  if (at >= end) return;
-#endif
-  for (size_t i = 0; i < size; i += page) data[i] = std::byte{0};
-}
 
 bool Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats) {
   const ArraySource& source = sources_[slot->key.source];

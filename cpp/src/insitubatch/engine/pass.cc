@@ -236,7 +236,9 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
     uint64_t row_bytes = source.resident.itemsize();
     for (uint64_t w : window) row_bytes *= w;
     const uint64_t bytes = batch.rows * row_bytes;
-    INSITU_ASSIGN_OR_RETURN(Buffer buffer, engine_->buffers().Take(bytes));
+    // New memory is mapped in one call before the copy: a first epoch's batches outnumber
+    // the buffers recycled to them until the consumer's first batches come back.
+    INSITU_ASSIGN_OR_RETURN(Buffer buffer, engine_->buffers().TakeMapped(bytes));
     helper_wait_s += GatherRows(label, batch.anchors, window, starts, slot_for, buffer.data(),
                                 /*streaming=*/bytes >= kStreamingBatchBytes);
     batch.arrays.push_back(std::make_shared<Buffer>(std::move(buffer)));
@@ -301,9 +303,9 @@ void Pass::WarmFirstBatchBuffers() {
   const uint64_t rows = std::min<uint64_t>(plan_.rows(), static_cast<uint64_t>(plan_.batch_size));
   std::vector<Buffer> warmed;
   for (const Label& label : spec_.labels) {
-    Result<Buffer> buffer = engine_->buffers().Take(rows * engine_->sources_[label.source].resident.sample_bytes());
+    Result<Buffer> buffer =
+        engine_->buffers().TakeMapped(rows * engine_->sources_[label.source].resident.sample_bytes());
     if (!buffer.ok()) return;  // the gather will report it
-    PopulatePages(buffer->data(), buffer->size());
     warmed.push_back(std::move(buffer).value());
   }
   // Given back to the recycler, where the first gather's Take finds them.

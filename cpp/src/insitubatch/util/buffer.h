@@ -40,6 +40,11 @@ bool PoisonBuffers();
 // A chunk's fill value, a padded patch's fill.
 void FillElements(std::byte* dst, size_t n, std::span<const std::byte> element);
 
+// Maps (and zeroes) the pages of [data, data + size) now: in one call where the kernel can
+// (MADV_POPULATE_WRITE, Linux 5.14), else by writing a byte per page. Mapping fresh memory
+// page by page, one fault each, costs several times a copy into it.
+void PopulatePages(std::byte* data, size_t size);
+
 class BufferRecycler;
 
 // Page-locks host memory so a device can copy from it asynchronously (cudaHostRegister and
@@ -107,6 +112,10 @@ class BufferRecycler : public std::enable_shared_from_this<BufferRecycler> {
   // A buffer of `size` bytes (capacity rounded up to its size class), reused when one is
   // idle. Its contents are unspecified (poisoned when PoisonBuffers()).
   Result<Buffer> Take(size_t size);
+  // Take, with a newly allocated buffer's pages mapped before it is handed out
+  // (PopulatePages; a reused one's are mapped already): for a buffer about to be written
+  // whole, where one call maps the pages for less than a fault per page at the first write.
+  Result<Buffer> TakeMapped(size_t size);
 
   // From now on Take hands out page-locked buffers while the locked bytes stay within
   // `budget_bytes`; past it buffers stay pageable (`unlocked_takes` counts them). Locked
@@ -132,6 +141,7 @@ class BufferRecycler : public std::enable_shared_from_this<BufferRecycler> {
   explicit BufferRecycler(size_t max_free_bytes) : max_free_bytes_(max_free_bytes) {}
   // Takes back memory from a destroyed buffer (frees it when the idle bound is reached).
   void Give(std::byte* data, size_t capacity);
+  Result<Buffer> Take(size_t size, bool map_new);
   // Page-locks a buffer about to be handed out, when locking is on and the budget allows.
   void MaybeLock(std::byte* data, size_t capacity);
 

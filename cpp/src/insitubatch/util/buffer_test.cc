@@ -1,6 +1,8 @@
 #include "insitubatch/util/buffer.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -72,6 +74,46 @@ TEST(BufferRecyclerTest, ReusesFreedBuffersBySizeClass) {
     first = a->data();
   }
   auto b = recycler->Take(5100);  // same size class
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->data(), first);
+  EXPECT_EQ(recycler->stats().allocations, 1u);
+  EXPECT_EQ(recycler->stats().reuses, 1u);
+}
+
+// Pages of [data, data + size) the kernel has mapped (mincore).
+size_t ResidentPages(std::byte* data, size_t size) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> resident((size + page - 1) / page);
+  EXPECT_EQ(::mincore(data, size, resident.data()), 0);
+  size_t n = 0;
+  for (unsigned char r : resident) n += r & 1;
+  return n;
+}
+
+TEST(PopulatePagesTest, MapsEveryPageOfNewMemory) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  const size_t size = 300 * page;  // more than one of PopulatePages's steps
+  void* raw = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(raw, MAP_FAILED);
+  auto* data = static_cast<std::byte*>(raw);
+  EXPECT_EQ(ResidentPages(data, size), 0u);
+  PopulatePages(data, size);
+  EXPECT_EQ(ResidentPages(data, size), size / page);
+  EXPECT_EQ(data[size - 1], std::byte{0});  // mapped as zeroes
+  ::munmap(raw, size);
+}
+
+TEST(BufferRecyclerTest, TakeMappedReusesLikeTake) {
+  auto recycler = BufferRecycler::Create(1 << 24);
+  std::byte* first = nullptr;
+  {
+    auto a = recycler->TakeMapped(3 << 20);
+    ASSERT_TRUE(a.ok());
+    EXPECT_EQ(a->size(), size_t{3} << 20);
+    first = a->data();
+    EXPECT_EQ(ResidentPages(a->data(), a->capacity()), a->capacity() / ::sysconf(_SC_PAGESIZE));
+  }
+  auto b = recycler->TakeMapped(3 << 20);
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(b->data(), first);
   EXPECT_EQ(recycler->stats().allocations, 1u);
