@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import io
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -416,6 +417,42 @@ def test_pad_value_is_the_fill_value_cast_to_a_transforms_dtype(pad_path):
     assert pad_element("v", np.int16(300).tobytes(), np.dtype("i2"), np.dtype("f8")) == np.float64(300).tobytes()
     with pytest.raises(InvalidArgumentError, match="fill value 300, which its chunk transform's output dtype uint8"):
         pad_element("v", np.int16(300).tobytes(), np.dtype("i2"), np.dtype("u1"))  # would wrap to 44
+
+
+REC = np.dtype([("a", "<i2"), ("b", "<f4")])
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+@pytest.mark.parametrize("dtype, fill", [("bool", True), (REC, (7, 1.5)), ("S3", b"zz"), ("<U3", "qq")],
+                         ids=["bool", "record", "bytes", "text"])
+def test_pad_fills_bool_record_and_fixed_text_rows_with_their_fill_value(tmp_path, zarr_format, dtype, fill):
+    # Item sizes of 1, 6, 3 and 12 bytes; zarr v2 stores them in F order (transposed in the
+    # read), v3 with named dimensions.
+    n, h, w = 4, 7, 5
+    rng = np.random.default_rng(3)
+    data = np.empty((n, h, w), dtype)
+    if data.dtype.names:
+        data["a"], data["b"] = rng.integers(0, 100, data.shape), rng.standard_normal(data.shape)
+    else:
+        data[...] = rng.choice(np.array([True, False] if dtype == "bool" else ["ab", "c", "xyz"], dtype), data.shape)
+    root = zarr.open_group(str(tmp_path / "t.zarr"), mode="w", zarr_format=zarr_format)
+    extra = {"dimension_names": ("time", "y", "x")} if zarr_format == 3 else {"order": "F"}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr-python: these dtypes have no v3 spec yet
+        array = root.create_array("v", shape=data.shape, chunks=(2, 3, 2), dtype=dtype,
+                                  fill_value=np.array(fill, dtype)[()], **extra)
+        array[...] = data
+    want = np.empty((n, h + 1, w + 1), dtype)
+    want[...] = np.array(fill, dtype)
+    want[:, :h, :w] = data
+    rows = 0
+    with open_ds(str(tmp_path / "t.zarr"), ("v",), patch={0: 4, 1: 3}, patch_edges="pad", batch_size=3) as ds:
+        for b in ds.train:
+            for i, (s, (y, x)) in enumerate(zip(b.sample_indices.tolist(), b.patch_origins.tolist())):
+                assert b.arrays["v"].dtype == want.dtype
+                assert b.arrays["v"][i].tobytes() == want[s, y:y + 4, x:x + 3].tobytes()
+                rows += 1
+    assert rows == n * 2 * 2
 
 
 def test_a_resume_state_carries_pad(pad_path):
