@@ -364,11 +364,12 @@ class Pass {
   void RunProducer();
   void ScheduleBlocks();
   void ProduceBatches();
-  // While the first batch's chunks load, the producer (idle until they are in) takes the
+  // Once the first batch's chunks are admitted, while they load, the producer takes the
   // memory that batch is copied into, mapping its pages if it is new (TakeMapped), then
   // gives it back for the gather to take: a new process's first copy into fresh memory
   // costs several times a later one (a page fault per 4 KiB), on the path the consumer
-  // waits on.
+  // waits on. Not before: mapping holds the memory-map lock, and the scheduler's new slots
+  // (each an mmap) queued behind it while both decode threads sat idle.
   void WarmFirstBatchBuffers();
   // The engine's WaitForReadRoom, with the scheduler's clock state around it.
   void WaitForReadRoom();

@@ -312,7 +312,6 @@ void Pass::WarmFirstBatchBuffers() {
 }
 
 void Pass::ProduceBatches() {
-  WarmFirstBatchBuffers();
   for (size_t k = 0; k < plan_.batches() && !cancelled_.load(); ++k) {
     Status failure;
     {
@@ -331,6 +330,7 @@ void Pass::ProduceBatches() {
       if (admitted_ < needed) failure = scheduler_error_;
     }
     if (cancelled_.load()) break;
+    if (k == 0 && failure.ok()) WarmFirstBatchBuffers();
     Result<BatchData> batch = failure.ok() ? GatherBatch(k) : Result<BatchData>(failure);
     if (batch.ok()) {
       for (size_t b : plan_.release_after_batch[k]) {
