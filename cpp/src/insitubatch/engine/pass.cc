@@ -233,9 +233,7 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
         }
       }
     }
-    uint64_t row_bytes = source.resident.itemsize();
-    for (uint64_t w : window) row_bytes *= w;
-    const uint64_t bytes = batch.rows * row_bytes;
+    const uint64_t bytes = batch.rows * RowBytes(source, label, patches);
     // New memory is mapped in one call before the copy: a first epoch's batches outnumber
     // the buffers recycled to them until the consumer's first batches come back.
     INSITU_ASSIGN_OR_RETURN(Buffer buffer, engine_->buffers().TakeMapped(bytes));
@@ -303,8 +301,9 @@ void Pass::WarmFirstBatchBuffers() {
   const uint64_t rows = std::min<uint64_t>(plan_.rows(), static_cast<uint64_t>(plan_.batch_size));
   std::vector<Buffer> warmed;
   for (const Label& label : spec_.labels) {
+    // A row's bytes as the gather will take them: a patch, not the whole field.
     Result<Buffer> buffer =
-        engine_->buffers().TakeMapped(rows * engine_->sources_[label.source].resident.sample_bytes());
+        engine_->buffers().TakeMapped(rows * RowBytes(engine_->sources_[label.source], label, spec_.patches));
     if (!buffer.ok()) return;  // the gather will report it
     warmed.push_back(std::move(buffer).value());
   }

@@ -496,6 +496,33 @@ TEST(PassTest, FirstBatchIsCopiedIntoMemoryMappedWhileItsChunksLoad) {
   EXPECT_EQ(engine->buffers().stats().reuses, 1u);
 }
 
+TEST(PassTest, FirstBatchMemoryMappedAheadIsPatchSized) {
+  Fixture f;
+  f.Add("t2m", {4, 64}, {4, 64});
+  auto engine = f.MakeEngine();
+  // Patches of 8 of the 64-element field: 8 per sample, 32 rows in the one chunk, one
+  // batch of 32 x 8 floats. The buffer mapped ahead is the one the gather takes (a
+  // whole-field buffer, 8x larger, would be mapped for nothing and a second allocated).
+  PassSpec spec = Spec(SequentialOrder(Iota(1), 32, 32, 1), 32, 32, {{"t2m", 0, 0}});
+  spec.labels[0].patch_axes = {0};
+  spec.patches.extent = {64};
+  spec.patches.size = {8};
+  spec.patches.stride = {8};
+  auto pass = engine->StartPass(std::move(spec)).value();
+  auto batch = pass->Next();
+  ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status().ToString();
+  ASSERT_EQ((*batch)->rows, 32u);
+  EXPECT_EQ((*batch)->arrays[0]->size(), 32u * 8 * sizeof(float));
+  const auto* values = reinterpret_cast<const float*>((*batch)->arrays[0]->data());
+  for (size_t row = 0; row < 32; ++row) {  // row r: sample r / 8, elements 8 (r % 8) ...
+    for (uint64_t e = 0; e < 8; ++e) {
+      EXPECT_EQ(values[row * 8 + e], IotaValue({4, 64}, {row / 8, 8 * (row % 8) + e}, 0)) << row << " " << e;
+    }
+  }
+  EXPECT_EQ(engine->buffers().stats().allocations, 1u);
+  EXPECT_EQ(engine->buffers().stats().reuses, 1u);
+}
+
 TEST(PassTest, BatchBuffersAreRecycled) {
   Fixture f;
   f.Add("t2m", {64, 4}, {4, 4});

@@ -55,6 +55,12 @@ std::vector<uint64_t> RowShape(const ArraySource& source, const Label& label, co
   return shape;
 }
 
+uint64_t RowBytes(const ArraySource& source, const Label& label, const PatchGrid& patches) {
+  uint64_t bytes = source.resident.itemsize();
+  for (uint64_t w : RowShape(source, label, patches)) bytes *= w;
+  return bytes;
+}
+
 Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size, const std::vector<Label>& labels,
                            const std::vector<ArraySource>& sources, const PatchGrid& patches) {
   if (batch_size < 1) return InvalidArgument("batch_size must be >= 1");

@@ -53,5 +53,7 @@ Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size
 // Per field axis of `label`'s resident layout, what one gathered row holds: the patch
 // size along its patch axes, the whole field elsewhere.
 std::vector<uint64_t> RowShape(const ArraySource& source, const Label& label, const PatchGrid& patches);
+// The bytes of one gathered row of `label` (RowShape's elements).
+uint64_t RowBytes(const ArraySource& source, const Label& label, const PatchGrid& patches);
 
 }  // namespace insitubatch::engine
