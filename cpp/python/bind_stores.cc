@@ -218,6 +218,15 @@ void BindStores(nb::module_& m) {
       "refs.targets[i].");
 
   m.def(
+      "store_schemes",
+      [] {
+        std::vector<std::pair<std::string, std::string>> out;
+        for (const auto& [written, served] : StoreSchemes()) out.emplace_back(written, served);
+        return out;
+      },
+      "URL schemes as written -> the scheme of the store that serves each (\"\" is a plain path).");
+
+  m.def(
       "open_file_store",
       [](const std::string& root, bool writable) -> std::shared_ptr<Store> {
         return ValueOrThrow(FileStore::Open(root, 0, writable));

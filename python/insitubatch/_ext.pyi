@@ -120,6 +120,11 @@ def open_reference_store(refs: ReferenceSet, targets: Sequence[tuple[Store, str]
     A store over `refs` (which it takes over, leaving it empty); targets[i] = (store, key) serves refs.targets[i].
     """
 
+def store_schemes() -> list[tuple[str, str]]:
+    """
+    URL schemes as written -> the scheme of the store that serves each ("" is a plain path).
+    """
+
 def open_file_store(root: str, writable: bool = False) -> Store:
     """
     A store over a local directory (a path or a file:// URL); writable creates it when missing.

@@ -594,8 +594,9 @@ def icechunk_store(url: str, *, anonymous: bool | None = None, region: str | Non
         raise InvalidArgumentError("virtual_chunk_credentials must be a dict of URL prefix -> credentials (or None)")
     parsed = urlparse(url)
     scheme = parsed.scheme.lower()
+    kind = urls.SCHEMES.get(scheme)  # s3a:// is s3://, gcs:// is gs://
     prefix = parsed.path.strip("/") or None
-    if scheme not in ("file", "s3", "s3a", "gs", "gcs"):
+    if kind not in ("file", "s3", "gs") or scheme == "":
         raise InvalidArgumentError(
             f"icechunk_store does not open {scheme}:// repositories (supported: file://, s3://,"
             " gs://); for a repository hosted on Arraylake use arraylake_store('org/repo')"
@@ -605,20 +606,20 @@ def icechunk_store(url: str, *, anonymous: bool | None = None, region: str | Non
     except ImportError:
         raise MissingDependencyError("icechunk_store needs icechunk; install it with:"
                           " pip install 'insitubatch[icechunk]'") from None
-    if scheme == "file":
+    if kind == "file":
         given = sorted(k for k, v in {"anonymous": anonymous, "region": region, **kwargs}.items()
                        if v is not None)
         if given:
             raise InvalidArgumentError(f"option(s) {', '.join(given)} do not apply to file://"
                                        " Icechunk repositories")
         storage = icechunk.local_filesystem_storage(parsed.path or parsed.netloc)
-    elif scheme in ("s3", "s3a"):
+    elif kind == "s3":
         if anonymous is not None:
             kwargs["anonymous"] = anonymous
         if region is not None:
             kwargs["region"] = region
         storage = icechunk.s3_storage(bucket=parsed.netloc, prefix=prefix, **kwargs)
-    elif scheme in ("gs", "gcs"):
+    elif kind == "gs":
         if region is not None:
             raise InvalidArgumentError("option 'region' does not apply to gs:// Icechunk repositories")
         if anonymous is not None:

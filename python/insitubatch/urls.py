@@ -1,4 +1,5 @@
-"""The one table of URL schemes both packages read, and the one parser of a URL's scheme.
+"""The one table of URL schemes both packages read (held by the native core, whose Azure URL
+parser reads the same aliases), and the one parser of a URL's scheme.
 
 ``insitubatch.store`` dispatches on it, ``reference_store`` checks each target's scheme
 against it and planfetch's ``SharedDiskCache`` opens its buckets' stores through it. A
@@ -12,15 +13,9 @@ from urllib.parse import urlparse
 
 from . import _ext
 
-#: A scheme as written -> the scheme of the store that serves it. "" is a plain path.
-SCHEMES: dict[str, str] = {
-    "": "file", "file": "file",
-    "memory": "memory",
-    "http": "http", "https": "https",
-    "s3": "s3", "s3a": "s3",
-    "gs": "gs", "gcs": "gs",
-    "az": "az", "azure": "az", "abfs": "az", "abfss": "az", "adl": "az",
-}
+#: A scheme as written -> the scheme of the store that serves it. "" is a plain path. The
+#: native core holds the table (its Azure URL parser reads the same aliases).
+SCHEMES: dict[str, str] = dict(_ext.store_schemes())
 
 #: What error messages list as supported.
 SUPPORTED = "file, memory, http, https, s3, gs, az"

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <future>
 
+#include "insitubatch/util/text.h"
+
 namespace insitubatch {
 
 std::string ByteRange::Describe() const {
@@ -74,6 +76,23 @@ Result<bool> HoldsExactly(Store& store, const std::string& key, std::string_view
   INSITU_ASSIGN_OR_RETURN(ReadResult there, std::move(read));
   if (!there.found || there.data.size() != value.size()) return false;
   return std::equal(value.begin(), value.end(), reinterpret_cast<const char*>(there.data.data()));
+}
+
+const std::vector<std::pair<std::string_view, std::string_view>>& StoreSchemes() {
+  static const std::vector<std::pair<std::string_view, std::string_view>> schemes = {
+      {"", "file"},    {"file", "file"}, {"memory", "memory"}, {"http", "http"}, {"https", "https"},
+      {"s3", "s3"},    {"s3a", "s3"},    {"gs", "gs"},         {"gcs", "gs"},    {"az", "az"},
+      {"azure", "az"}, {"abfs", "az"},   {"abfss", "az"},      {"adl", "az"},
+  };
+  return schemes;
+}
+
+std::string_view StoreSchemeOf(std::string_view scheme) {
+  const std::string lower = AsciiLower(scheme);
+  for (const auto& [written, served] : StoreSchemes()) {
+    if (written == lower) return served;
+  }
+  return {};
 }
 
 Status ValidateKey(std::string_view key) {

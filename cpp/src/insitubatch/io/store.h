@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "insitubatch/util/buffer.h"
@@ -122,6 +123,12 @@ class Store {
   // The same for a DeletePrefix: the validated "prefix/" ("" for the whole store).
   Result<std::string> CheckWritablePrefix(std::string_view prefix) const;
 };
+
+// URL schemes as written -> the scheme of the store that serves each ("" is a plain path):
+// the one table of aliases (s3a, gcs, azure, abfs, ...), which Python's urls.SCHEMES reads.
+const std::vector<std::pair<std::string_view, std::string_view>>& StoreSchemes();
+// The store scheme serving `scheme` (any case), or "" when none does.
+std::string_view StoreSchemeOf(std::string_view scheme);
 
 // Rejects keys that could escape the store root ("..", absolute, empty segments, NUL).
 Status ValidateKey(std::string_view key);

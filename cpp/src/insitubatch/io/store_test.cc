@@ -44,6 +44,16 @@ TEST(HoldsExactlyTest, ComparesTheWholeObject) {
   EXPECT_FALSE(HoldsExactly(store, "missing", "").value());
 }
 
+TEST(StoreSchemesTest, AliasesMapOntoTheirStoreInAnyCase) {
+  EXPECT_EQ(StoreSchemeOf(""), "file");
+  EXPECT_EQ(StoreSchemeOf("S3A"), "s3");
+  EXPECT_EQ(StoreSchemeOf("gcs"), "gs");
+  for (const char* azure : {"az", "azure", "abfs", "ABFSS", "adl"}) EXPECT_EQ(StoreSchemeOf(azure), "az") << azure;
+  EXPECT_EQ(StoreSchemeOf("https"), "https");
+  EXPECT_EQ(StoreSchemeOf("ftp"), "");
+  for (const auto& [written, served] : StoreSchemes()) EXPECT_EQ(StoreSchemeOf(written), served) << written;
+}
+
 TEST(ValidateKeyTest, AcceptsZarrKeys) {
   for (const char* key : {"zarr.json", "c/0/1", ".zarray", "a/.zattrs", "0.0", "x..y"}) {
     EXPECT_TRUE(ValidateKey(key).ok()) << key;

@@ -80,7 +80,7 @@ Result<AzureUrl> ParseAzureUrl(std::string_view url) {
                            " must not carry a query string (pass a SAS token as sas_key=)");
   }
   AzureUrl out;
-  if (scheme == "az" || scheme == "azure" || scheme == "abfs" || scheme == "abfss" || scheme == "adl") {
+  if (scheme != "https" && StoreSchemeOf(scheme) == "az") {  // az:// and its aliases
     const size_t at = authority.find('@');
     if (at == std::string::npos) {
       out.container = authority;
@@ -107,7 +107,7 @@ Result<AzureUrl> ParseAzureUrl(std::string_view url) {
     path = first == std::string::npos ? "" : path.substr(first + 1);
     if (out.container.empty()) return InvalidArgument("Azure URL " + std::string(url) + " names no container");
   } else {
-    return InvalidArgument("\"" + scheme + "://\" is not an Azure URL scheme (az, abfs, abfss, https)");
+    return InvalidArgument("\"" + scheme + "://\" is not an Azure URL scheme (az, azure, abfs, abfss, adl, https)");
   }
   INSITU_RETURN_IF_ERROR(CheckContainer(out.container, url));
   if (!out.account.empty()) INSITU_RETURN_IF_ERROR(CheckAccount(out.account, url));
