@@ -199,3 +199,25 @@ def test_string_options_are_literals_with_their_accepted_values():
     assert params["eviction"].default is None
     with pytest.raises(InvalidArgumentError, match='eviction must be "next_use" or "lru", got \'fifo\''):
         arguments.choice("eviction", "fifo")
+
+
+def test_the_string_options_accepted_here_are_those_the_engine_parses():
+    """The Literal types name the values for signatures; the engine's parsers own them. Each
+    value offered here parses natively, and the engine refuses what is not offered."""
+    from insitubatch import _ext, arguments
+
+    for name in ("on_bad_chunk", "eviction"):
+        config = _ext.EngineConfig()
+        for value in arguments.CHOICES[name]:
+            setattr(config, name, value)
+            assert getattr(config, name) == value
+        with pytest.raises(InvalidArgumentError, match=name):
+            setattr(config, name, "neither")
+    for mode in arguments.CHOICES["patch_mode"]:
+        for edges in arguments.CHOICES["patch_edges"]:
+            if edges == "cover" and mode != "grid":
+                continue
+            _ext.PatchGrid(mode, [8], [4], [4], 1, 0, edges)
+    for mode, edges in (("tiles", "inside"), ("grid", "wrap")):
+        with pytest.raises(InvalidArgumentError, match="patch_mode" if mode == "tiles" else "patch_edges"):
+            _ext.PatchGrid(mode, [8], [4], [4], 1, 0, edges)
