@@ -107,11 +107,16 @@ bool ParseInt(std::string_view text, int64_t* out) {
 
 }  // namespace
 
-Result<std::string> BucketPrefix(std::string_view uri) {
+Result<size_t> UriSchemeEnd(std::string_view uri) {
   const size_t scheme = uri.find("://");
   if (scheme == std::string_view::npos || scheme == 0) {
     return InvalidArgument("\"" + std::string(uri.substr(0, 200)) + "\" is not a URI (scheme://bucket/key)");
   }
+  return scheme;
+}
+
+Result<std::string> BucketPrefix(std::string_view uri) {
+  INSITU_ASSIGN_OR_RETURN(const size_t scheme, UriSchemeEnd(uri));
   // Every local path (file:///dir/key) lies under the one root: a "bucket" of its own.
   if (AsciiLower(uri.substr(0, scheme)) == "file" && uri.size() > scheme + 4 && uri[scheme + 3] == '/') {
     return std::string(uri.substr(0, scheme + 4));

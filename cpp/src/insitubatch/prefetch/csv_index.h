@@ -43,6 +43,10 @@ struct CsvIndex {
 
 Result<CsvIndex> ParseCsvIndex(std::string_view text, const CsvIndexOptions& options);
 
+// Where a URI's "://" starts (its scheme's length); InvalidArgument, quoting the URI, when
+// it has no scheme: the check every URI of an index or the object cache passes first.
+Result<size_t> UriSchemeEnd(std::string_view uri);
+
 // "scheme://authority/" of a URI: the part every URI of one bucket shares; "file:///"
 // for every local path. The one rule of both packages (insitubatch.urls.bucket_prefix).
 Result<std::string> BucketPrefix(std::string_view uri);

@@ -12,6 +12,7 @@
 
 #include "insitubatch/cache/files.h"
 #include "insitubatch/io/aws/aws_sigv4.h"
+#include "insitubatch/prefetch/csv_index.h"
 
 namespace insitubatch::prefetch {
 namespace {
@@ -184,10 +185,7 @@ bool ObjectCache::HasStoreFor(std::string_view uri) const {
 }
 
 Result<ObjectCache::Location> ObjectCache::Locate(std::string_view uri) const {
-  const size_t scheme_end = uri.find("://");
-  if (scheme_end == std::string_view::npos || scheme_end == 0) {
-    return InvalidArgument("\"" + std::string(uri.substr(0, 200)) + "\" is not a URI (scheme://bucket/key)");
-  }
+  INSITU_ASSIGN_OR_RETURN(const size_t scheme_end, UriSchemeEnd(uri));
   if (uri.find('\0') != std::string_view::npos) return InvalidArgument("a URI contains NUL");
   Location at;
   at.dirs.push_back(SafeSegment(uri.substr(0, scheme_end)));

@@ -9,6 +9,7 @@
 
 #include "insitubatch/io/counting_store.h"
 #include "insitubatch/io/memory_store.h"
+#include "insitubatch/prefetch/csv_index.h"
 #include "insitubatch/prefetch/prefetcher.h"
 #include "insitubatch/util/temp_dir_testutil.h"
 
@@ -70,7 +71,9 @@ TEST(ObjectCacheTest, NoUriEscapesTheDirectoryAndMissingObjectsLeaveNothing) {
     EXPECT_TRUE(p.string().starts_with(f.dir.path() + "/cache/")) << uri << " -> " << *path;
     EXPECT_EQ(p.string(), *path) << uri;  // no "." or ".." survives
   }
-  EXPECT_FALSE(f.cache->LocalPath("no-scheme").ok());
+  // The same refusal, in the same words, as the CSV index's bucket prefix (UriSchemeEnd).
+  EXPECT_EQ(f.cache->LocalPath("no-scheme").status().message(), BucketPrefix("no-scheme").status().message());
+  EXPECT_NE(f.cache->LocalPath("no-scheme").status().message().find("is not a URI"), std::string::npos);
   EXPECT_FALSE(f.cache->LocalPath("mem://b").ok());
   auto missing = f.cache->EnsureLocal("mem://b/nope.jpg");
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
