@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "insitubatch/engine/source.h"
@@ -134,6 +135,11 @@ class FaultStore final : public Store {
   size_t held() const {
     std::lock_guard lock(mutex_);
     return held_.size();
+  }
+  // requested() and held() at one instant: the engine may ask for more between two calls.
+  std::pair<std::vector<std::string>, size_t> requested_and_held() const {
+    std::lock_guard lock(mutex_);
+    return {requested_, held_.size()};
   }
 
  private:

@@ -101,11 +101,11 @@ TEST(FirstUseTest, FirstBatchArrivesWhileLaterReadsArePending) {
   EXPECT_EQ((*first)->anchors, (std::vector<int64_t>{6, 2}));  // chunk 3's and chunk 1's first rows
   // Handed out while the reads of the rest of its block are pending (held at the store,
   // or not yet asked for), and before any chunk of block 1 was asked for.
-  std::vector<std::string> requested = f.store->requested();
+  auto [requested, held] = f.store->requested_and_held();
   ASSERT_GE(requested.size(), 2u);
   EXPECT_EQ(requested[0], f.Key(1));
   EXPECT_EQ(requested[1], f.Key(3));
-  EXPECT_EQ(f.store->held(), requested.size() - 2);
+  EXPECT_EQ(held, requested.size() - 2);
   for (const std::string& key : requested) EXPECT_LT(f.ChunkOf(key), 4) << key;
 
   f.store->ReleaseHeld();
