@@ -203,11 +203,13 @@ Result<bool> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resi
 
 bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status, const BadChunk* bad) {
   bool caller_publishes = false;
+  bool settled = false;  // the slot left kFilling: what waiters wait for
   {
     std::lock_guard lock(mutex_);
     if (!status.ok() && slot->state == SlotState::kFilling) {
       slot->state = SlotState::kFailed;
       slot->error = status;
+      settled = true;
     }
     if (bad != nullptr) slot->bad.push_back(*bad);
     if (slot->pending_tiles > 0) --slot->pending_tiles;
@@ -216,12 +218,15 @@ bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status
         caller_publishes = true;
       } else {
         slot->state = SlotState::kReady;
+        settled = true;
         auto it = slots_.find(slot->key);
         if (it != slots_.end() && it->second == slot) TouchLocked(*slot);
       }
     }
   }
-  if (!caller_publishes) cv_.notify_all();
+  // A tile that leaves its slot filling changes nothing a waiter checks: a shard's 16 inner
+  // chunks woke every waiter 16 times.
+  if (settled) cv_.notify_all();
   return caller_publishes;
 }
 
