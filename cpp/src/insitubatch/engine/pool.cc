@@ -224,8 +224,8 @@ bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status
       }
     }
   }
-  // A tile that leaves its slot filling changes nothing a waiter checks: a shard's 16 inner
-  // chunks woke every waiter 16 times.
+  // A tile that leaves its slot filling changes nothing a waiter checks: a chunk stored as
+  // several field tiles woke every waiter once per tile.
   if (settled) cv_.notify_all();
   return caller_publishes;
 }

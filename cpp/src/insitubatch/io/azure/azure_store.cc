@@ -80,7 +80,7 @@ Result<AzureUrl> ParseAzureUrl(std::string_view url) {
                            " must not carry a query string (pass a SAS token as sas_key=)");
   }
   AzureUrl out;
-  if (scheme != "https" && StoreSchemeOf(scheme) == "az") {  // az:// and its aliases
+  if (StoreSchemeOf(scheme) == "az") {  // az:// and its aliases
     const size_t at = authority.find('@');
     if (at == std::string::npos) {
       out.container = authority;
