@@ -80,7 +80,9 @@ def test_a_job_restarted_after_its_main_process_died_does_not_hang(tmp_path, sig
                         cache.ensure_local({uri!r})
                         os._exit(0)
                     except BaseException as exc:
-                        print("worker:", type(exc).__name__, exc, flush=True)
+                        # One write per report: the two workers exit together, and print's
+                        # pieces from both interleaved on the shared pipe.
+                        os.write(1, f"worker: {{type(exc).__name__}} {{exc}}\\n".encode())
                         os._exit(3)
                 pids.append(pid)
             print(busy, *pids, flush=True)
