@@ -596,7 +596,7 @@ def icechunk_store(url: str, *, anonymous: bool | None = None, region: str | Non
     scheme = parsed.scheme.lower()
     kind = urls.SCHEMES.get(scheme)  # s3a:// is s3://, gcs:// is gs://
     prefix = parsed.path.strip("/") or None
-    if kind not in ("file", "s3", "gs") or scheme == "":
+    if not scheme or kind not in ("file", "s3", "gs"):
         raise InvalidArgumentError(
             f"icechunk_store does not open {scheme}:// repositories (supported: file://, s3://,"
             " gs://); for a repository hosted on Arraylake use arraylake_store('org/repo')"
