@@ -247,10 +247,12 @@ void GatherWindows(const SlotLayout& layout, int64_t spc, const Label& label, st
       bool inside = true;
       for (size_t i = 0; i < nd && inside; ++i)
         inside = static_cast<uint64_t>(starts[row * nd + i]) + window[i] <= layout.field_shape[i];
-      if (!inside) FillElements(dst_row, row_bytes, label.pad);
+      if (!inside) {
+        FillElements(dst_row, row_bytes, label.pad);
+        if (std::any_of(runs.begin(), runs.end(), [](const auto& r) { return r.empty(); })) continue;  // all padding
+      }
     }
     const std::byte* sample_data = slot.data.data() + within * tile_sample_bytes;
-    if (std::any_of(runs.begin(), runs.end(), [](const auto& r) { return r.empty(); })) continue;  // all padding
     std::fill(pick.begin(), pick.end(), 0);
     for (;;) {  // every combination of one run per axis: one box of one tile
       uint64_t flat = 0;
