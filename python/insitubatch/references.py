@@ -241,8 +241,9 @@ def _split_target(url: str, base: str, key: str) -> tuple[str, str]:
         return "/", path.lstrip("/")
     kind = urls.SCHEMES.get(scheme)
     if kind in (None, "memory"):
+        targets = ", ".join(k for k in dict.fromkeys(urls.SCHEMES.values()) if k != "memory")
         raise UnsupportedError(f"reference {key!r} points to {url!r}: scheme {scheme!r} is not supported"
-                               " (file, s3, gs, az, http, https)")
+                               f" ({targets})")
     parsed = urlparse(url)
     if parsed.query or parsed.fragment:
         raise refuse("target URLs with a query string or fragment are not supported")

@@ -17,8 +17,8 @@ from . import _ext
 #: native core holds the table (its Azure URL parser reads the same aliases).
 SCHEMES: dict[str, str] = dict(_ext.store_schemes())
 
-#: What error messages list as supported.
-SUPPORTED = "file, memory, http, https, s3, gs, az"
+#: What error messages list as supported: the store schemes, in the table's order.
+SUPPORTED = ", ".join(dict.fromkeys(SCHEMES.values()))
 
 
 def scheme_of(url: str) -> str:

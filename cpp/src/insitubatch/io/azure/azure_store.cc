@@ -107,7 +107,11 @@ Result<AzureUrl> ParseAzureUrl(std::string_view url) {
     path = first == std::string::npos ? "" : path.substr(first + 1);
     if (out.container.empty()) return InvalidArgument("Azure URL " + std::string(url) + " names no container");
   } else {
-    return InvalidArgument("\"" + scheme + "://\" is not an Azure URL scheme (az, azure, abfs, abfss, adl, https)");
+    std::string schemes;
+    for (const auto& [written, served] : StoreSchemes()) {
+      if (served == "az") schemes += std::string(written) + ", ";
+    }
+    return InvalidArgument("\"" + scheme + "://\" is not an Azure URL scheme (" + schemes + "https)");
   }
   INSITU_RETURN_IF_ERROR(CheckContainer(out.container, url));
   if (!out.account.empty()) INSITU_RETURN_IF_ERROR(CheckAccount(out.account, url));

@@ -44,6 +44,9 @@ TEST(AzureUrlTest, RefusesWhatIsNoContainerUrl) {
     auto parsed = ParseAzureUrl(url);
     EXPECT_FALSE(parsed.ok()) << url;
   }
+  // The schemes it names are the scheme table's Azure ones.
+  EXPECT_NE(ParseAzureUrl("s3://data/x").status().message().find("(az, azure, abfs, abfss, adl, https)"),
+            std::string::npos);
   auto fabric = ParseAzureUrl("https://onelake.dfs.fabric.microsoft.com/ws/item");
   EXPECT_EQ(fabric.status().code(), StatusCode::kUnimplemented);
 }
