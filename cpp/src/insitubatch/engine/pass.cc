@@ -138,12 +138,8 @@ void Pass::ScheduleBlocks() {
       // An admitted chunk an earlier run persisted is revived: a hit, with no fetch.
       const bool revived = *acquired == Acquired::kAdmitted && engine_->Load(slot, load_stats_);
       {
-        // A batch whose chunks are all admitted may be gathered now (batch_admissions).
-        std::lock_guard lock(progress_mutex_);
-        ++admitted_;
-      }
-      progress_cv_.notify_all();
-      {
+        // Counted before the admission is published: the batch it completes may reach the
+        // consumer at once, and a pass's stats read then must include it.
         std::lock_guard lock(stats_mutex_);
         stats_.times.admission_parked_s += waited;
         if (*acquired == Acquired::kAdmitted && !revived) {
@@ -157,6 +153,12 @@ void Pass::ScheduleBlocks() {
         stats_.depths.resident_peak = std::max(stats_.depths.resident_peak, counters.resident_slots);
         stats_.depths.resident_peak_bytes = std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
       }
+      {
+        // A batch whose chunks are all admitted may be gathered now (batch_admissions).
+        std::lock_guard lock(progress_mutex_);
+        ++admitted_;
+      }
+      progress_cv_.notify_all();
     }
     scheduled_ = b + 1;
   }
