@@ -46,6 +46,24 @@ def test_a_symlink_planted_at_a_fixed_name_is_refused_and_its_target_untouched(e
     assert victim.read_text() == ""
 
 
+@pytest.mark.parametrize("name", [".insitu.lock", ".insitu.readers", "insitu_cache.jsonl"])
+def test_a_hard_link_planted_at_a_fixed_name_is_refused_and_its_target_untouched(era, tmp_path, name):
+    """O_NOFOLLOW does not see a hard link: the link count does. The file outside keeps its
+    bytes and its mtime (a lock's holder record or a log line would change both)."""
+    path, values = era
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    victim = tmp_path / "authorized_keys"
+    victim.write_bytes(b"" if name.endswith(".jsonl") else b"ssh-ed25519 AAAAC3Nza user@host\n")
+    before = victim.read_bytes()
+    os.utime(victim, (1e9, 1e9))
+    os.link(victim, cache / name)
+    with pytest.raises(InvalidArgumentError, match=rf"{cache / name} is a hard link \(one of 2 names of a file\)"):
+        ds, _ = _dataset(path, cache, persist=True)
+        _epoch(ds, values)
+    assert victim.read_bytes() == before and victim.stat().st_mtime == 1e9
+
+
 @pytest.mark.parametrize("name", [".insitu.readers", "insitu_cache.jsonl"])
 def test_a_reader_follows_no_planted_symlink(era, tmp_path, name):
     """A dangling link: a reader creating its target would write outside the directory."""

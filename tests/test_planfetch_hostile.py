@@ -18,7 +18,7 @@ import pytest
 from servers import FaultProxy, RangeServer
 
 import planfetch as pf
-from insitubatch import InvalidArgumentError
+from insitubatch import CorruptChunkError, InvalidArgumentError
 
 TESTS = Path(__file__).parent
 
@@ -202,6 +202,25 @@ def test_downloads_survive_a_server_restart(tmp_path, down_s):
         assert [Path(p).read_bytes() for p in paths] == data
         assert cache.stats()["retries"] >= 8
         assert elapsed >= down_s * 0.8
+
+
+def test_a_hard_link_at_a_downloads_temp_name_is_refused_and_never_written(tmp_path):
+    """The temp file is reopened (a killed writer's leftover) and truncated: through a planted
+    hard link that would write the download into the file outside, then rename it in."""
+    _objects(tmp_path / "served", 1)
+    victim = tmp_path / "authorized_keys"
+    victim.write_bytes(b"ssh-ed25519 AAAAC3Nza user@host\n")
+    os.utime(victim, (1e9, 1e9))
+    with RangeServer(tmp_path / "served") as server:
+        cache = pf.SharedDiskCache(tmp_path / "cache")
+        uri = f"{server.url}/bucket/obj0.bin"
+        temp = Path(cache.local_path(uri) + ".insitu-dl")
+        temp.parent.mkdir(parents=True)
+        os.link(victim, temp)
+        with pytest.raises(CorruptChunkError, match=rf"{temp} is a hard link"):
+            cache.ensure_local(uri)
+    assert victim.read_bytes() == b"ssh-ed25519 AAAAC3Nza user@host\n" and victim.stat().st_mtime == 1e9
+    assert not Path(cache.local_path(uri)).exists()
 
 
 # -- 3 and 4: indexes that are not UTF-8, lines that would eat memory --------------------------

@@ -162,3 +162,29 @@ def test_a_full_disk_is_a_clear_error_and_leaves_nothing(small_disk):
     files = [os.path.relpath(os.path.join(d, f), small_disk) for d, _, names in os.walk(small_disk) for f in names]
     assert files == ["out.zarr/t2m/zarr.json"]  # no partial object, no temporary
     assert store.read("t2m/c/0") is None
+
+
+@pytest.mark.parametrize("how", ["create_array", "open_group"])
+def test_overwriting_through_a_linked_directory_is_refused_and_serves_no_old_chunk(tmp_path, how):
+    """zarr deletes an array's directory before it writes the new one: through a symlink the
+    file store refuses (zarr's LocalStore does too), so no new metadata lands over old chunks."""
+    elsewhere = tmp_path / "elsewhere"
+    old = zarr.open_group(zarr.storage.LocalStore(elsewhere), mode="w")
+    old.create_array("a", shape=(8,), chunks=(4,), dtype="i4")[...] = 7
+    root = tmp_path / "store.zarr"
+    zarr.open_group(zarr.storage.LocalStore(root), mode="w")
+    (root / "a").symlink_to(elsewhere / "a")
+    store = obstore_store(f"file://{root}", read_only=False)
+    with pytest.raises(OSError, match=rf"{root / 'a'}: it is a symbolic link \(to {elsewhere / 'a'}\)"):
+        if how == "create_array":
+            zarr.create_array(store, name="a", shape=(8,), chunks=(4,), dtype="i4", fill_value=0, overwrite=True)
+        else:
+            zarr.open_group(store, path="a", mode="w")
+    # Nothing was half-done: the linked array is as it was, metadata and chunks.
+    np.testing.assert_array_equal(zarr.open_array(store, path="a", mode="r")[...], np.full(8, 7, "i4"))
+    # Without the link, the overwrite happens and the new array reads its fill value.
+    (root / "a").unlink()
+    new = zarr.create_array(store, name="a", shape=(8,), chunks=(4,), dtype="i4", fill_value=0, overwrite=True)
+    np.testing.assert_array_equal(new[...], np.zeros(8, "i4"))
+    np.testing.assert_array_equal(zarr.open_array(zarr.storage.LocalStore(elsewhere), path="a", mode="r")[...],
+                                  np.full(8, 7, "i4"))

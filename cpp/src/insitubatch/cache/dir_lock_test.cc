@@ -129,6 +129,22 @@ TEST(DirLockTest, PlantedLinksAndFifosAreRefusedNamingThem) {
   EXPECT_NE(writer.status().message().find("is a FIFO"), std::string::npos) << writer.status().message();
 }
 
+// A hard link at a lock's name: refused before anything is truncated or written, so the
+// holder record never lands in the file outside.
+TEST(DirLockTest, PlantedHardLinksAreRefusedAndNeverWritten) {
+  for (const char* name : {kWriterLockName, kReaderLockName}) {
+    TempDir dir, outside;
+    testing::OutsideFile victim(outside / "authorized_keys");
+    fs::create_hard_link(victim.path(), dir / name);
+    auto writer = DirLock::Writer(dir.path());
+    ASSERT_FALSE(writer.ok()) << name;
+    EXPECT_EQ(writer.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(writer.status().message().find(dir / name + " is a hard link"), std::string::npos)
+        << writer.status().message();
+    EXPECT_TRUE(victim.Untouched()) << name;
+  }
+}
+
 // The directory emptied under a writer: the lock is taken again on the file now at the name.
 TEST(DirLockTest, AWriterReassertsItsLockWhenTheFileIsRemoved) {
   TempDir dir;

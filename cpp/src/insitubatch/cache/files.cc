@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <climits>
@@ -18,6 +17,7 @@
 #include <system_error>
 
 #include "insitubatch/cache/locked_write.h"
+#include "insitubatch/util/owned_file.h"
 
 namespace insitubatch::cache {
 namespace {
@@ -25,23 +25,13 @@ namespace {
 // `path` is `what` where the cache keeps a `belongs` of its own.
 Status Planted(const std::string& path, std::string_view what, std::string_view belongs) {
   return InvalidArgument(path + " is " + std::string(what) + ", not a " + std::string(belongs) +
-                         ": the cache directory is corrupt or was tampered with (the cache writes nothing "
-                         "through links or into special files; remove it)");
-}
-
-std::string_view KindOf(mode_t mode) {
-  return S_ISDIR(mode)    ? "a directory"
-         : S_ISLNK(mode)  ? "a symbolic link"
-         : S_ISFIFO(mode) ? "a FIFO"
-         : S_ISSOCK(mode) ? "a socket"
-                          : "a device";
+                         " of the cache's own: the cache directory is corrupt or was tampered with (the cache "
+                         "writes nothing through links or into special files; remove it)");
 }
 
 std::string Join(const std::string& dir, const std::string& name) {
   return dir.empty() || dir.back() == '/' ? dir + name : dir + "/" + name;
 }
-
-std::atomic<uint64_t> g_temp_counter{0};
 
 }  // namespace
 
@@ -149,10 +139,9 @@ Status OpenFailed(const CacheDir& dir, std::string_view name, int flags, int err
   return FileError((flags & O_CREAT) != 0 ? "cannot create" : "cannot open", path, err);
 }
 
-Status CheckRegularFile(int fd, const std::string& path) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return FileError("cannot stat", path, errno);
-  if (!S_ISREG(st.st_mode)) return Planted(path, KindOf(st.st_mode), "regular file");
+Status CheckRegularFile(int fd, const std::string& path, int flags) {
+  const std::string what = NotOwnFile(fd, /*writing=*/(flags & (O_WRONLY | O_RDWR)) != 0);
+  if (!what.empty()) return Planted(path, what, "regular file");
   return Status::Ok();
 }
 
@@ -163,7 +152,7 @@ Result<int> OpenRegularFile(const CacheDir& dir, std::string_view name, int flag
     fd = ::openat(dir.fd(), file.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, mode);
   } while (fd < 0 && errno == EINTR);
   if (fd < 0) return OpenFailed(dir, name, flags, errno);
-  if (Status regular = CheckRegularFile(fd, dir.PathOf(name)); !regular.ok()) {
+  if (Status regular = CheckRegularFile(fd, dir.PathOf(name), flags); !regular.ok()) {
     ::close(fd);
     return regular;
   }
@@ -176,7 +165,7 @@ Result<std::optional<uint64_t>> RegularFileSize(const CacheDir& dir, std::string
     if (errno == ENOENT) return std::optional<uint64_t>();
     return FileError("cannot stat", dir.PathOf(name), errno);
   }
-  if (!S_ISREG(st.st_mode)) return Planted(dir.PathOf(name), KindOf(st.st_mode), "regular file");
+  if (!S_ISREG(st.st_mode)) return Planted(dir.PathOf(name), FileKindOf(st.st_mode), "regular file");
   return std::optional<uint64_t>(static_cast<uint64_t>(st.st_size));
 }
 
@@ -199,13 +188,16 @@ Result<PendingFile> PendingFile::Create(const std::string& dir, const std::strin
 Result<PendingFile> PendingFile::Create(std::shared_ptr<const CacheDir> dir, const std::string& name,
                                         uint64_t reserve) {
   INSITU_RETURN_IF_ERROR(CheckBasename(name, "cache file"));
-  const std::string temp = name + "." + std::to_string(::getpid()) + "." + std::to_string(g_temp_counter.fetch_add(1)) +
-                           std::string(kTempSuffix);
-  // O_EXCL: a name planted in the way (a symlink included) is an error, never followed.
-  INSITU_ASSIGN_OR_RETURN(int fd, OpenRegularFile(*dir, temp, O_RDWR | O_CREAT | O_EXCL));
-  PendingFile file(std::move(dir), fd, temp, name);
+  const std::string prefix = name + "." + std::to_string(::getpid()) + ".";
+  // A fresh file under a name nobody can predict: a name planted in the way (a link
+  // included) is never opened, it costs another name.
+  FreshFile temp = CreateFreshFile(
+      dir->fd(), [&](uint64_t nonce) { return prefix + std::to_string(nonce) + std::string(kTempSuffix); }, O_RDWR,
+      0644);
+  if (temp.fd < 0) return OpenFailed(*dir, temp.name, O_RDWR | O_CREAT | O_EXCL, -temp.fd);
+  PendingFile file(std::move(dir), temp.fd, temp.name, name);
   if (reserve != 0) {  // a whole download's blocks, so a full disk shows before it starts
-    const int err = ::posix_fallocate(fd, 0, static_cast<off_t>(reserve));
+    const int err = ::posix_fallocate(file.fd_, 0, static_cast<off_t>(reserve));
     if (err != 0) return FileError("cannot reserve " + std::to_string(reserve) + " bytes for", file.temp_, err);
   }
   return file;

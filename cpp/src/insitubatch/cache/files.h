@@ -66,16 +66,19 @@ class CacheDir {
   int fd_;
 };
 
-// Opens the file `name` of `dir` with `flags` (plus O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC)
-// and checks it is a regular file: InvalidArgument naming it when it is a symlink, FIFO,
-// socket, device or directory (the cache directory is corrupt or was tampered with);
-// NotFound when it is missing; IoError (ResourceExhausted for a full disk) otherwise.
+// Opens the file `name` of `dir` with `flags` (plus O_NOFOLLOW, O_NONBLOCK and O_CLOEXEC;
+// never O_TRUNC, which would truncate before the check) and checks it is a regular file --
+// opened for writing, one with a single link (util/owned_file.h): InvalidArgument naming it
+// when it is a symlink, hard link, FIFO, socket, device or directory (the cache directory is
+// corrupt or was tampered with); NotFound when it is missing; IoError (ResourceExhausted
+// for a full disk) otherwise.
 Result<int> OpenRegularFile(const CacheDir& dir, std::string_view name, int flags, mode_t mode = 0644);
 // Its parts, for openers of their own (cache/locked_write): the error for an openat of
 // `name` with `flags` that failed with `err`, and the check of a descriptor it returned
-// (OK for a regular file, else the refusal naming `path`; the caller closes `fd`).
+// with `flags` (OK for a regular file, and for a writer one with a single link; else the
+// refusal naming `path`; the caller closes `fd`).
 Status OpenFailed(const CacheDir& dir, std::string_view name, int flags, int err);
-Status CheckRegularFile(int fd, const std::string& path);
+Status CheckRegularFile(int fd, const std::string& path, int flags);
 // The size of the file `name` of `dir`, nullopt when it is absent; refused as
 // OpenRegularFile refuses when it is anything but a regular file.
 Result<std::optional<uint64_t>> RegularFileSize(const CacheDir& dir, std::string_view name);
@@ -119,7 +122,7 @@ class FileMapping {
   std::string remove_path_;  // unlinked when the mapping goes ("" = keep the file)
 };
 
-// A file being written: created exclusively as "<name>.<pid>.<n>.insitu-tmp" in `dir`
+// A file being written: created fresh as "<name>.<pid>.<random>.insitu-tmp" in `dir`
 // (with `reserve` bytes of blocks allocated up front, if any), then either committed
 // (renamed to `name`, replacing any earlier file of that name) or removed. A locked write
 // (cache/locked_write.h) is a PendingFile too, under a fixed temp name that it holds
@@ -176,7 +179,7 @@ Status WriteFileAtomically(const std::string& path, std::string_view contents);
 Status WriteFileAtomically(std::shared_ptr<const CacheDir> dir, const std::string& name, std::string_view contents);
 
 // Whether `name` is a temp file PendingFile made for a final name `ours` accepts:
-// "<final>.<pid>.<n>.insitu-tmp" exactly.
+// "<final>.<pid>.<random>.insitu-tmp" exactly.
 bool IsTempFileName(std::string_view name, const std::function<bool(std::string_view)>& ours);
 // Removes the temp files a killed writer left in `dir` for final names `ours` accepts
 // (only the process holding the writer lock may call it; a file of any other name is never

@@ -139,6 +139,28 @@ TEST(CacheFilesTest, PlantedLinksAndFifosAreRefused) {
   EXPECT_EQ(*ReadSmallFile(victim, 100), "precious");
 }
 
+// A hard link planted for a file outside: O_NOFOLLOW does not see it, the link count does.
+// Opened for writing it is refused naming it; read, it is only read; a commit replaces it.
+TEST(CacheFilesTest, AHardLinkIsNeverWrittenThrough) {
+  TempDir dir, outside;
+  testing::OutsideFile victim(outside / "victim");
+  fs::create_hard_link(victim.path(), dir / "link");
+  auto d = OpenDir(dir);
+  for (int flags : {O_WRONLY | O_APPEND | O_CREAT, O_RDWR | O_CREAT, O_WRONLY}) {
+    auto fd = OpenRegularFile(*d, "link", flags);
+    ASSERT_FALSE(fd.ok());
+    EXPECT_EQ(fd.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(
+        fd.status().message().find(dir / "link" + " is a hard link (one of 2 names of a file), not a regular file"),
+        std::string::npos)
+        << fd.status().message();
+  }
+  EXPECT_EQ(*ReadSmallFile(*d, "link", 100), "precious");
+  ASSERT_TRUE(WriteFileAtomically(d, "link", "new").ok());
+  EXPECT_EQ(*ReadSmallFile(*d, "link", 100), "new");
+  EXPECT_TRUE(victim.Untouched());
+}
+
 TEST(CacheFilesTest, ACacheDirectoryIsCreatedNotItsParents) {
   TempDir dir;
   auto missing_parent = CacheDir::Open(dir / "a/b", true);

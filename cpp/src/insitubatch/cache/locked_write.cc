@@ -98,7 +98,7 @@ bool HolderHasExited(const struct stat& st) {
 Result<int> OpenLockFile(const CacheDir& dir, const std::string& name, int flags, mode_t mode = 0) {
   const int fd = LockFds::OpenAt(dir.fd(), name, flags, mode);
   if (fd < 0) return fd;
-  if (Status regular = CheckRegularFile(fd, dir.PathOf(name)); !regular.ok()) {
+  if (Status regular = CheckRegularFile(fd, dir.PathOf(name), flags); !regular.ok()) {
     LockFds::Close(fd);
     return regular;
   }

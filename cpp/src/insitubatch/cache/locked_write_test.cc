@@ -99,6 +99,21 @@ TEST(LockedWriteTest, PlantedEntriesAreRefusedWithoutBlocking) {
   EXPECT_TRUE(fs::is_symlink(dir / "link.insitu-dl"));
 }
 
+// A hard link at the temp name (a leftover's name, reopened and truncated by the next
+// writer): refused, so the download never lands in the file outside.
+TEST(LockedWriteTest, AHardLinkAtTheTempNameIsRefusedAndNeverWritten) {
+  TempDir dir, outside;
+  testing::OutsideFile victim(outside / "victim");
+  fs::create_hard_link(victim.path(), dir / "obj.insitu-dl");
+  auto write = LockedWrite::Begin(Open(dir), "obj");
+  ASSERT_FALSE(write.ok());
+  EXPECT_EQ(write.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(write.status().message().find(dir / "obj.insitu-dl" + " is a hard link"), std::string::npos)
+      << write.status().message();
+  EXPECT_FALSE(fs::exists(dir / "obj"));
+  EXPECT_TRUE(victim.Untouched());
+}
+
 TEST(LockedWriteTest, SweepRemovesOnlyOldUnlockedTempFiles) {
   TempDir dir;
   auto d = Open(dir);

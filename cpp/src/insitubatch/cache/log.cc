@@ -115,6 +115,9 @@ Result<CacheLog> CacheLog::Open(std::shared_ptr<const CacheDir> dir, bool writab
   log.file_ = log.NamedFile();
   // Appending after a torn line would glue the next entry onto it: drop the tail first.
   if (writable && torn) INSITU_RETURN_IF_ERROR(log.Rewrite(log.entries_));
+  // A log there is opened for appending now, so a file the cache may not write through (a
+  // hard link) is refused at open rather than at the first entry, mid-pass.
+  if (writable && text.ok()) INSITU_RETURN_IF_ERROR(log.EnsureOpen());
   return log;
 }
 

@@ -53,7 +53,8 @@ class CacheLog {
  public:
   // Opens `dir`'s log: its entries, or none when it does not exist yet. `writable`: appends
   // are allowed (the caller holds the writer lock); the file is created on the first one.
-  // The log must be a regular file (OpenRegularFile): a link or FIFO is refused.
+  // The log must be a regular file (OpenRegularFile): a link or FIFO is refused, and to a
+  // writer a hard link too.
   static Result<CacheLog> Open(std::shared_ptr<const CacheDir> dir, bool writable);
   static Result<CacheLog> Open(const std::string& dir, bool writable);
   CacheLog(CacheLog&& other) noexcept;

@@ -93,6 +93,21 @@ TEST(CacheLogTest, ALinkOrFifoAtTheLogIsRefused) {
   EXPECT_NE(log.status().message().find("is a FIFO"), std::string::npos) << log.status().message();
 }
 
+// A hard link at the log's name: a reader reads it (and finds no log of ours in it), a
+// writer is refused when it opens, before any line could be appended to the file outside.
+TEST(CacheLogTest, AHardLinkAtTheLogIsRefusedToItsWriter) {
+  TempDir dir, outside;
+  testing::OutsideFile victim(outside / "victim", "");
+  std::filesystem::create_hard_link(victim.path(), dir / kLogName);
+  EXPECT_TRUE(CacheLog::Open(dir.path(), false).ok());
+  auto log = CacheLog::Open(dir.path(), true);
+  ASSERT_FALSE(log.ok());
+  EXPECT_EQ(log.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(log.status().message().find(dir / kLogName + " is a hard link"), std::string::npos)
+      << log.status().message();
+  EXPECT_TRUE(victim.Untouched());
+}
+
 // A log removed under its writer is written again, with the entries whose files remain.
 TEST(CacheLogTest, AWriterReattachesARemovedLog) {
   TempDir dir;

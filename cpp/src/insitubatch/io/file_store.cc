@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +14,7 @@
 #include <utility>
 
 #include "insitubatch/io/memory_store.h"  // ResolveRange
+#include "insitubatch/util/owned_file.h"
 
 namespace insitubatch {
 namespace {
@@ -35,12 +35,11 @@ class FdCloser {
 
 constexpr std::string_view kWriteTempMarker = ".insitu-write-";
 
-// A temp name no other writer (thread or process) uses: pid, a counter, and the object's
-// own name so a stray one says what it was for.
-std::string WriteTempName(std::string_view base) {
-  static std::atomic<uint64_t> counter{0};
+// A temp name no other writer (thread or process) uses and nobody can predict: the
+// object's own name (so a stray one says what it was for), the pid and a random nonce.
+std::string WriteTempName(std::string_view base, uint64_t nonce) {
   return "." + std::string(base) + std::string(kWriteTempMarker) + std::to_string(::getpid()) + "-" +
-         std::to_string(counter.fetch_add(1));
+         std::to_string(nonce);
 }
 
 Status WriteAll(int fd, std::string_view value, const std::string& what) {
@@ -251,26 +250,35 @@ Result<bool> FileStore::Write(std::string key, std::string_view value, WriteMode
   INSITU_RETURN_IF_ERROR(CheckWritable(key));
   const std::string path = Describe(key);
   const fs::path target(path);
-  const std::string temp = (target.parent_path() / WriteTempName(target.filename().native())).string();
+  if (IsWriteTempName(target.filename().native())) {
+    return InvalidArgument("cannot write " + path +
+                           ": its name has the form of the file store's write temporaries (\"." + "<name>" +
+                           std::string(kWriteTempMarker) +
+                           "<pid>-<n>\"), which listings leave out: "
+                           "choose another key");
+  }
+  // A fresh file of ours (util/owned_file.h): a name planted ahead costs another name.
   auto open_temp = [&] {
-    int fd;
-    do {
-      // O_NOFOLLOW | O_EXCL: the temp is a new file of ours, never something planted there.
-      fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
-    } while (fd < 0 && errno == EINTR);
-    return fd;
+    return CreateFreshFile(
+        AT_FDCWD,
+        [&](uint64_t nonce) {
+          return (target.parent_path() / WriteTempName(target.filename().native(), nonce)).string();
+        },
+        O_WRONLY, 0666);
   };
-  int fd = open_temp();
-  if (fd < 0 && errno == ENOENT) {  // the object's directory is new: create it (only then)
+  FreshFile created = open_temp();
+  if (created.fd == -ENOENT) {  // the object's directory is new: create it (only then)
     std::error_code ec;
     fs::create_directories(target.parent_path(), ec);
     if (ec && ec != std::errc::file_exists) {
       return IoError("cannot write " + path + ": cannot create " + target.parent_path().string() + ": " + ec.message())
           .set_detail(ec.value());
     }
-    fd = open_temp();
+    created = open_temp();
   }
-  if (fd < 0) return ErrnoError("cannot write " + path + ": cannot create a file beside it", errno);
+  if (created.fd < 0) return ErrnoError("cannot write " + path + ": cannot create a file beside it", -created.fd);
+  const int fd = created.fd;
+  const std::string& temp = created.name;
   Status written = WriteAll(fd, value, path);
   // close() reports deferred write errors on some filesystems (NFS): check it too.
   if (::close(fd) != 0 && written.ok()) written = ErrnoError("cannot write " + path, errno);
@@ -308,7 +316,18 @@ Status FileStore::DeletePrefix(std::string prefix) {
   // The root itself stays (it is what the store was opened on); everything below goes.
   const fs::path dir = under.empty() ? fs::path(root_) : fs::path(root_) / under.substr(0, under.size() - 1);
   std::error_code ec;
-  if (fs::is_symlink(dir, ec) || !fs::is_directory(dir, ec)) return Status::Ok();
+  if (!under.empty() && fs::is_symlink(dir, ec)) {
+    // Deleting nothing would let a new array's metadata sit over the old array's chunks;
+    // deleting the link would move the array off the disk its owner linked it to. Refused,
+    // as zarr's LocalStore refuses ("Cannot call rmtree on a symbolic link").
+    const fs::path to = fs::read_symlink(dir, ec);
+    return IoError("cannot delete under " + Describe(under.substr(0, under.size() - 1)) +
+                   ": it is a symbolic link (to " + to.string() +
+                   "), and the file store deletes nothing through a link: remove the link, or delete under the "
+                   "directory it points to")
+        .set_detail(ELOOP);
+  }
+  if (!fs::is_directory(dir, ec)) return Status::Ok();
   for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
     std::error_code remove_ec;
     fs::remove_all(it->path(), remove_ec);

@@ -25,9 +25,13 @@ class FileStore final : public Store {
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 
-  // Writes go to a temporary file beside the object, renamed over it when complete, so a
-  // reader (or a process killed mid-write) never leaves or sees part of an object.
-  // Directories are created as needed; the key rules are the reads'.
+  // Writes go to a fresh temporary file beside the object (util/owned_file.h), renamed over
+  // it when complete, so a reader (or a process killed mid-write) never leaves or sees part
+  // of an object. Directories are created as needed; the key rules are the reads', and a
+  // key named like a temporary (IsWriteTempName) is refused, so every key written is listed.
+  // DeletePrefix of a directory that is a symlink is refused (IoError naming it), as
+  // zarr's LocalStore refuses: neither the old chunks nor the link are left to serve under
+  // new metadata; links below it are removed, never followed.
   bool writable() const override { return writable_; }
   Result<bool> Write(std::string key, std::string_view value, WriteMode mode) override;
   Status Delete(std::string key) override;

@@ -306,6 +306,48 @@ TEST_F(FileStoreTest, AFailedWriteNamesThePathAndLeavesNothing) {
   EXPECT_THAT(AllNames(root_), ElementsAre("dir", "dir/sub", "file"));
 }
 
+// Deleting under a symlinked directory is refused (as zarr's LocalStore refuses), naming
+// it: deleting nothing would leave the old chunks under a new array's metadata. A link
+// further down is removed, never followed: its target keeps its files, the store's view
+// loses them.
+TEST_F(FileStoreTest, DeletePrefixRefusesALinkedDirectoryAndRemovesLinksBelow) {
+  const std::string outside = root_ + "/outside";
+  Write("outside/old/c/0", "old chunk");
+  Write("outside/deep/0", "deep chunk");
+  auto store = FileStore::Open(root_ + "/store", 0, true);
+  ASSERT_TRUE(store.ok());
+  fs::create_directory_symlink(outside + "/old", root_ + "/store/arr");
+  Status refused = (*store)->DeletePrefix("arr");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.code(), StatusCode::kIoError);
+  EXPECT_THAT(refused.message(), HasSubstr(root_ + "/store/arr: it is a symbolic link (to " + outside + "/old)"));
+  EXPECT_EQ((*store)->DeletePrefix("arr/").code(), StatusCode::kIoError);
+  EXPECT_THAT((*store)->List("arr/").value(), ElementsAre("arr/c/0"));  // nothing deleted
+  ASSERT_TRUE((*store)->Write("grp/a/0", "mine", Store::WriteMode::kOverwrite).ok());
+  fs::create_directory_symlink(outside + "/deep", root_ + "/store/grp/linked");
+  EXPECT_EQ(ReadBack(**store, "grp/linked/0"), "deep chunk");  // read through the link
+  ASSERT_TRUE((*store)->DeletePrefix("grp").ok());
+  EXPECT_TRUE((*store)->List("grp/").value().empty());
+  EXPECT_EQ(ReadBack(**store, "grp/linked/0"), "<missing>");
+  EXPECT_EQ(ReadBack(**FileStore::Open(outside), "deep/0"), "deep chunk");
+}
+
+// The write temporaries' form is refused as a key, so every key written is listed; a
+// temporary name taken ahead costs another name (util/owned_file.h), not the write.
+TEST_F(FileStoreTest, TemporaryShapedKeysAreRefusedAtWrite) {
+  auto store = FileStore::Open(root_, 0, true);
+  ASSERT_TRUE(store.ok());
+  for (const char* key : {".x.insitu-write-1-1", "t2m/.0.insitu-write-9-9"}) {
+    auto w = (*store)->Write(key, "v", Store::WriteMode::kOverwrite);
+    ASSERT_FALSE(w.ok()) << key;
+    EXPECT_EQ(w.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_THAT(w.status().message(), HasSubstr("the file store's write temporaries"));
+  }
+  EXPECT_TRUE(AllNames(root_).empty());
+  ASSERT_TRUE((*store)->Write("t2m/.x.insitu-writer", "v", Store::WriteMode::kOverwrite).ok());
+  EXPECT_THAT((*store)->List("").value(), ElementsAre("t2m/.x.insitu-writer"));
+}
+
 TEST_F(FileStoreTest, ListingSkipsWriteTemporaries) {
   Write("t2m/.0.insitu-write-123-4", "partial");  // what a writer killed mid-write leaves
   Write("t2m/.zarray", "{}");

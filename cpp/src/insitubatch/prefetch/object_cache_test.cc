@@ -270,6 +270,24 @@ TEST(ObjectCacheTest, PlantedSymlinksAreRefusedNeverFollowed) {
   EXPECT_EQ(Read(outside + "/victim"), "precious");
 }
 
+// A hard link at a download's temp name: O_NOFOLLOW does not see it, the link count does.
+// The download is refused naming it, and the file outside keeps its bytes.
+TEST(ObjectCacheTest, APlantedHardLinkIsNeverWrittenThrough) {
+  Fixture f;
+  const std::string root = f.dir.path() + "/cache", outside = f.dir.path() + "/outside";
+  fs::create_directories(outside);
+  fs::create_directories(root + "/mem/b");
+  testing::OutsideFile victim(outside + "/authorized_keys");
+  f.Put("t.jpg", 100);
+  fs::create_hard_link(victim.path(), root + "/mem/b/t.jpg.insitu-dl");
+  auto temp = f.cache->EnsureLocal("mem://b/t.jpg");
+  ASSERT_FALSE(temp.ok());
+  EXPECT_NE(temp.status().message().find(root + "/mem/b/t.jpg.insitu-dl is a hard link"), std::string::npos)
+      << temp.status().message();
+  EXPECT_FALSE(fs::exists(root + "/mem/b/t.jpg"));
+  EXPECT_TRUE(victim.Untouched());
+}
+
 TEST(ObjectCacheTest, DirectoriesRemovedUnderAnOpenCacheComeBack) {
   Fixture f;
   for (const char* key : {"k/a.jpg", "k/b.jpg", "k/c.jpg"}) f.Put(key, 10);
