@@ -12,7 +12,7 @@
 
 #include "insitubatch/zarr/codec/builtin_codecs.h"
 #include "insitubatch/zarr/codec/codec_config.h"
-#include "insitubatch/zarr/codec/crc32c.h"
+#include "insitubatch/util/crc32c.h"
 
 namespace insitubatch::zarr {
 namespace {

@@ -1,7 +1,8 @@
-#include "insitubatch/zarr/codec/crc32c.h"
+// The `crc32c` codec (CRC-32C itself: util/crc32c_test.cc).
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string_view>
 
 #include "insitubatch/zarr/codec/codec_test_util.h"
@@ -15,46 +16,6 @@ using testing::FieldBytes;
 using testing::MakeBytesToBytes;
 using testing::MakeRepr;
 using testing::Text;
-
-std::vector<std::byte> Sequence(size_t n, int mul, int add, int mod) {
-  std::vector<std::byte> out(n);
-  for (size_t i = 0; i < n; ++i) out[i] = std::byte((i * mul + add) % mod);
-  return out;
-}
-
-// Expected values from the `crc32c` Python package and RFC 3720 B.4.
-TEST(Crc32cTest, KnownVectors) {
-  EXPECT_EQ(Crc32c(AsBytes(Text(""))), 0u);
-  EXPECT_EQ(Crc32c(AsBytes(Text("123456789"))), 0xE3069283u);
-  EXPECT_EQ(Crc32c(AsBytes(Text("insitubatch"))), 0xC5526414u);
-  EXPECT_EQ(Crc32c(AsBytes(std::vector<std::byte>(32))), 0x8A9136AAu);
-  EXPECT_EQ(Crc32c(AsBytes(std::vector<std::byte>(32, std::byte{0xFF}))), 0x62A8AB43u);
-  EXPECT_EQ(Crc32c(AsBytes(Sequence(32, 1, 0, 256))), 0x46DD794Eu);
-  std::vector<std::byte> descending(32);
-  for (int i = 0; i < 32; ++i) descending[i] = std::byte(31 - i);
-  EXPECT_EQ(Crc32c(AsBytes(descending)), 0x113FDB5Cu);
-  EXPECT_EQ(Crc32c(AsBytes(Sequence(1024, 1, 0, 256))), 0x2CDF6E8Fu);
-  EXPECT_EQ(Crc32c(AsBytes(Sequence(1000003, 7, 3, 251))), 0x92425BFBu);
-}
-
-TEST(Crc32cTest, HardwareAndPortableAgreeAtEveryLengthAndAlignment) {
-  const auto data = FieldBytes(600, 3);
-  for (size_t offset = 0; offset < 9; ++offset) {
-    for (size_t n = 0; n + offset <= 300; ++n) {
-      ByteSpan span(data.data() + offset, n);
-      ASSERT_EQ(internal_codec::Crc32cPortable(span), internal_codec::Crc32cHardware(span))
-          << "offset " << offset << " length " << n;
-    }
-  }
-}
-
-TEST(Crc32cTest, ExtendEqualsWhole) {
-  const auto data = FieldBytes(1000, 5);
-  const ByteSpan all = AsBytes(data);
-  for (size_t split : {0, 1, 7, 8, 500, 999, 1000}) {
-    EXPECT_EQ(Crc32cExtend(Crc32c(all.first(split)), all.subspan(split)), Crc32c(all));
-  }
-}
 
 class Crc32cCodecTest : public ::testing::Test {
  protected:

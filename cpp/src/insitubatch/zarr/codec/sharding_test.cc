@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "insitubatch/zarr/codec/codec_chain.h"
-#include "insitubatch/zarr/codec/crc32c.h"
+#include "insitubatch/util/crc32c.h"
 #include "insitubatch/zarr/codec/registry.h"
 
 namespace insitubatch::zarr {
