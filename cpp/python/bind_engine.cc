@@ -348,6 +348,7 @@ void BindEngine(nb::module_& m) {
               d["revived"] = c.revived;
               d["revive_missing"] = c.revive_missing;
               d["revive_mismatch"] = c.revive_mismatch;
+              d["revive_corrupt"] = c.revive_corrupt;
               d["files_written"] = c.files_written;
               d["bytes_written"] = c.bytes_written;
               d["logged_entries"] = disk->logged_entries();

@@ -177,6 +177,7 @@ void BindPrefetch(nb::module_& m) {
         d["waited_elsewhere"] = s.waited_elsewhere;
         d["failures"] = s.failures;
         d["retries"] = s.retries;
+        d["rejected"] = s.rejected;
         d["files"] = s.files;
         d["bytes"] = s.bytes;
         d["in_flight"] = s.in_flight;

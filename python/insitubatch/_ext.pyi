@@ -588,6 +588,9 @@ class PassStats:
     def revived(self) -> int: ...
 
     @property
+    def revive_rejected(self) -> int: ...
+
+    @property
     def evictions(self) -> int: ...
 
     @property

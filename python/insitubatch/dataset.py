@@ -558,14 +558,14 @@ class InSituDataset:
         """One WARNING for a pass that found persisted entries but could serve none."""
         assert self._engine is not None  # called while a pass ends
         counters = self._engine.cache_counters()
-        failed = counters["revive_missing"] + counters["revive_mismatch"]
+        failed = counters["revive_missing"] + counters["revive_mismatch"] + counters["revive_corrupt"]
         before = getattr(self, "_revive_failures_seen", 0)
         self._revive_failures_seen = failed
         if stats.revived == 0 and failed > before:
             logger.warning(
                 "persist=True but 0 of %d persisted chunks were served this epoch (%d mismatches, %d"
-                " missing) -- stale cache_dir or changed data/transforms?", failed - before,
-                counters["revive_mismatch"], counters["revive_missing"])
+                " missing, %d failed their checksum) -- stale cache_dir or changed data/transforms?", failed - before,
+                counters["revive_mismatch"], counters["revive_missing"], counters["revive_corrupt"])
 
     # -- diagnostics ---------------------------------------------------------------------
     def describe(self, *, iterations: int = 1) -> dict[str, Any]:

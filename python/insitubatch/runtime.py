@@ -135,6 +135,8 @@ class PassStats:
     depths: Depths = field(default_factory=Depths)
     retry: RetryStats = field(default_factory=RetryStats)
     revived: int = 0  # hits served from a persisted cache_dir (no fetch, no decode)
+    # Persisted entries found but not served (their bytes failed the checksum): read again.
+    revive_rejected: int = 0
     waited: Waited = field(default_factory=Waited)
     # The backend the chunks came from (file, memory, http, s3, gcs, azure, references,
     # python; "" if unknown): the store advice depends on it.
@@ -218,6 +220,8 @@ class PassStats:
         ]
         if self.revived:
             parts.append(f"revived {self.revived} from cache_dir")
+        if self.revive_rejected:
+            parts.append(f"{self.revive_rejected} cache_dir entries failed their check (read again)")
         if self.rereads or self.evictions:
             parts.append(f"re-reads {self.rereads}, evictions {self.evictions}")
         if self.bad_chunks:

@@ -4,12 +4,14 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <climits>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -17,6 +19,7 @@
 #include <system_error>
 
 #include "insitubatch/cache/locked_write.h"
+#include "insitubatch/util/crc32c.h"
 #include "insitubatch/util/owned_file.h"
 
 namespace insitubatch::cache {
@@ -255,6 +258,40 @@ Status PendingFile::Write(uint64_t offset, std::span<const std::byte> bytes) {
   }
   size_ = std::max<uint64_t>(size_, offset + bytes.size());
   return Status::Ok();
+}
+
+namespace {
+
+std::string ChecksumText(uint32_t crc32c) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "crc32c=%08x", crc32c);
+  return text;
+}
+
+bool NoUserAttributes(int err) { return err == ENOTSUP || err == EOPNOTSUPP || err == EPERM; }
+
+}  // namespace
+
+Status PendingFile::RecordChecksum(uint32_t crc32c) {
+  const std::string text = ChecksumText(crc32c);
+  if (::fsetxattr(fd_, kChecksumAttribute, text.data(), text.size(), 0) != 0 && !NoUserAttributes(errno)) {
+    return FileError("cannot record the checksum of", temp_, errno);
+  }
+  return Status::Ok();
+}
+
+Result<Checked> VerifyChecksum(const CacheDir& dir, std::string_view name) {
+  INSITU_ASSIGN_OR_RETURN(int fd, OpenRegularFile(dir, name, O_RDONLY));
+  char recorded[32] = {};
+  const ssize_t n = ::fgetxattr(fd, kChecksumAttribute, recorded, sizeof(recorded) - 1);
+  if (n < 0) {
+    ::close(fd);
+    return Checked::kUnrecorded;
+  }
+  auto mapped = FileMapping::MapWhole(fd, dir.PathOf(name));  // closes fd
+  // An empty file maps as NotFound: its checksum is that of no bytes.
+  const uint32_t crc = mapped.ok() ? Crc32c(std::span((*mapped)->data(), (*mapped)->size())) : 0;
+  return std::string_view(recorded, static_cast<size_t>(n)) == ChecksumText(crc) ? Checked::kIntact : Checked::kCorrupt;
 }
 
 Status PendingFile::Commit() {

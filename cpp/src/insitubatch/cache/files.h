@@ -97,6 +97,16 @@ bool StillNamed(const CacheDir& dir, std::string_view name, int fd);
 // name; otherwise InvalidArgument naming `what` (the cache is corrupt or tampered with).
 Status CheckBasename(std::string_view name, std::string_view what);
 
+// The extended attribute a PendingFile's checksum is recorded in ("crc32c=<8 hex digits>").
+inline constexpr const char* kChecksumAttribute = "user.insitubatch.crc32c";
+
+// Whether the file `name` of `dir` still holds the bytes whose checksum RecordChecksum
+// recorded: kIntact, kCorrupt (other bytes: what a power loss can leave, since nothing is
+// fsynced), or kUnrecorded (no checksum: an older version's file, or a filesystem without
+// user attributes). Refused as OpenRegularFile refuses; NotFound when it is missing.
+enum class Checked { kIntact, kCorrupt, kUnrecorded };
+Result<Checked> VerifyChecksum(const CacheDir& dir, std::string_view name);
+
 // A whole file mapped shared and read-only; unmapped when destroyed (the last Buffer
 // borrowing it), and the file removed then if it was mapped to go with its mapping.
 class FileMapping {
@@ -114,6 +124,7 @@ class FileMapping {
   friend class PendingFile;
   friend Result<std::shared_ptr<FileMapping>> MapReadOnly(const std::string& path);
   friend Result<std::shared_ptr<FileMapping>> MapReadOnly(const CacheDir& dir, std::string_view name);
+  friend Result<Checked> VerifyChecksum(const CacheDir& dir, std::string_view name);
   // Maps all of the open file `fd` (closing it); NotFound when it is not a non-empty regular file.
   static Result<std::shared_ptr<FileMapping>> MapWhole(int fd, const std::string& path);
   FileMapping(std::byte* data, uint64_t size) : data_(data), size_(size) {}
@@ -142,6 +153,10 @@ class PendingFile {
   // Maps the whole file as written so far, read-only. `remove_with_mapping`: the file (temp
   // or committed) is unlinked when the mapping goes (a cache that does not persist).
   Result<std::shared_ptr<FileMapping>> Map(bool remove_with_mapping);
+  // Records the CRC-32C of the file's bytes in the file itself (an extended attribute,
+  // kChecksumAttribute), for VerifyChecksum to check after a crash. OK without recording
+  // anything where the filesystem has no user attributes (some NFS and FUSE mounts).
+  Status RecordChecksum(uint32_t crc32c);
   // Renames the file into place under its final name; the mapping (if any) stays valid.
   Status Commit();
 

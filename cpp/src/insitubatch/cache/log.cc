@@ -43,6 +43,12 @@ Result<LogEntry> ParseEntry(std::string_view line, std::string_view where, size_
     return Corrupt(where, number, "\"bytes\" is missing or not a non-negative integer");
   }
   entry.bytes = bytes->get<uint64_t>();
+  if (auto crc = j.find("crc32c"); crc != j.end()) {
+    if (!crc->is_number_unsigned() || crc->get<uint64_t>() > 0xFFFFFFFFu) {
+      return Corrupt(where, number, "\"crc32c\" is not a 32-bit unsigned integer");
+    }
+    entry.crc32c = crc->get<uint32_t>();
+  }
   if (Status name = CheckBasename(entry.file, "cache log " + std::string(where)); !name.ok()) {
     return Corrupt(where, number, name.message());
   }
@@ -56,7 +62,9 @@ std::string LogHeader() {
 }
 
 std::string LogLine(const LogEntry& e) {
-  return nlohmann::json{{"key", e.key}, {"file", e.file}, {"bytes", e.bytes}, {"tag", e.tag}}.dump() + "\n";
+  nlohmann::json j{{"key", e.key}, {"file", e.file}, {"bytes", e.bytes}, {"tag", e.tag}};
+  if (e.crc32c) j["crc32c"] = *e.crc32c;
+  return j.dump() + "\n";
 }
 
 Result<LogContents> ParseLog(std::string_view text, std::string_view where) {

@@ -1,16 +1,18 @@
 #pragma once
 
 // CacheLog: the append-only record of what a cache directory holds -- a header line, then
-// one JSON line per completed entry: {"key", "file", "bytes", "tag"}. The key is the
-// owner's name for the entry (the disk tier does not interpret it), the file a bare name in
-// the directory, the tag a fingerprint of how the bytes were made (an entry whose tag
-// differs from the current one is stale).
+// one JSON line per completed entry: {"key", "file", "bytes", "tag", "crc32c"}. The key is
+// the owner's name for the entry (the disk tier does not interpret it), the file a bare
+// name in the directory, the tag a fingerprint of how the bytes were made (an entry whose
+// tag differs from the current one is stale), crc32c the checksum of the bytes the owner
+// wrote (absent in entries older versions wrote: then nothing vouches for the file).
 //
 // Crash-safe without fsync: an entry's line is appended whole, after its file is in place,
 // so a process killed at any point leaves every earlier line valid and at most a torn last
-// line, which reopening drops. Power loss is out of scope. Untrusted on reopen: an
-// unreadable header or a malformed line before the last is corruption (InvalidArgument), and every
-// file name must be a bare basename.
+// line, which reopening drops. After a power loss a file may hold other bytes than its
+// entry says (zeros, an older page): its checksum tells, and the owner reads it again.
+// Untrusted on reopen: an unreadable header or a malformed line before the last is
+// corruption (InvalidArgument), and every file name must be a bare basename.
 
 #include <sys/types.h>
 
@@ -28,6 +30,8 @@
 namespace insitubatch::cache {
 
 inline constexpr const char* kLogName = "insitu_cache.jsonl";
+// Fields added since version 1 (crc32c) are optional: an older reader ignores them, and
+// an entry an older writer made without them is read as such.
 inline constexpr int kLogFormatVersion = 1;
 
 struct LogEntry {
@@ -35,6 +39,7 @@ struct LogEntry {
   std::string file;
   uint64_t bytes = 0;
   std::string tag;
+  std::optional<uint32_t> crc32c;  // of the bytes the owner wrote (nullopt: not recorded)
   friend bool operator==(const LogEntry&, const LogEntry&) = default;
 };
 

@@ -11,6 +11,8 @@
 #include <set>
 #include <unordered_set>
 
+#include "insitubatch/util/crc32c.h"
+
 namespace insitubatch::engine {
 namespace {
 
@@ -229,6 +231,9 @@ Result<Buffer> DiskBacking::WriteFile(SlotKey key, const Buffer& data) {
     std::lock_guard lock(mutex_);
     INSITU_ASSIGN_OR_RETURN(dir, IntactDirectory());
   }
+  // Of the bytes as they are written (from memory, not read back), so a revival can tell
+  // whether the file still holds them.
+  const std::optional<uint32_t> crc = options_.persist ? std::optional(Crc32c(data.span())) : std::nullopt;
   INSITU_ASSIGN_OR_RETURN(cache::PendingFile file, cache::PendingFile::Create(std::move(dir), FileName(key)));
   INSITU_RETURN_IF_ERROR(file.Write(0, std::as_bytes(std::span(header.data(), header.size()))));
   INSITU_RETURN_IF_ERROR(file.Write(header.size(), data.span()));
@@ -239,7 +244,7 @@ Result<Buffer> DiskBacking::WriteFile(SlotKey key, const Buffer& data) {
   ++counters_.files_written;
   counters_.bytes_written += bytes;
   if (options_.persist) {  // logged only once the file is in place under its name
-    cache::LogEntry entry{LogKey(key), FileName(key), bytes, arrays_[key.source].fingerprint};
+    cache::LogEntry entry{LogKey(key), FileName(key), bytes, arrays_[key.source].fingerprint, crc};
     INSITU_RETURN_IF_ERROR(log_->Append(entry));
     entries_[entry.key] = std::move(entry);
   }
@@ -257,7 +262,7 @@ Result<Buffer> DiskBacking::Allocate(SlotKey key, uint64_t bytes, bool resident)
   return fill_buffers_->Take(bytes);
 }
 
-std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes) {
+std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes, bool* rejected) {
   cache::LogEntry entry;
   std::shared_ptr<const cache::CacheDir> dir;
   {
@@ -276,11 +281,16 @@ std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes) {
                      : Result<std::shared_ptr<cache::FileMapping>>(NotFound(entry.file + " is not this chunk's file"));
   const bool fits = mapping.ok() && (*mapping)->size() == header.size() + bytes &&
                     std::memcmp((*mapping)->data(), header.data(), header.size()) == 0;
+  // The bytes themselves, before anything is served from them (an entry without a
+  // checksum, from an older version, cannot be vouched for).
+  const bool intact =
+      fits && entry.crc32c && Crc32c(std::span((*mapping)->data() + header.size(), bytes)) == *entry.crc32c;
   std::lock_guard lock(mutex_);
-  if (!fits) {
+  if (!intact) {
     // A miss, never an error: the chunk is read again and its entry replaced.
-    ++(mapping.ok() ? counters_.revive_mismatch : counters_.revive_missing);
+    ++(!mapping.ok() ? counters_.revive_missing : !fits ? counters_.revive_mismatch : counters_.revive_corrupt);
     entries_.erase(entry.key);
+    *rejected = true;
     return std::nullopt;
   }
   ++counters_.revived;

@@ -10,11 +10,13 @@
 // a chunk transform, one tile of the output field), its data page-aligned after the header.
 // A slot fills in recycled memory; when it completes it is written to its file (one
 // write(2), on the decode thread), renamed into place and, with persist, logged
-// (cache/log.h), and from then on served from the file's mapping -- page cache, not the
-// heap. Writing through a mapping instead (decoding straight into the file) was measured
-// slower twice over: it faults the file's pages in one at a time, and every later mapping
-// of pages made that way (a revival, a reader) costs four times more than of pages
-// write(2) made (bench/cache_bench.py). Without persist the files go when their slots do.
+// (cache/log.h) with the CRC-32C of its bytes, and from then on served from the file's
+// mapping -- page cache, not the heap. A later run revives a logged file only after its
+// bytes match that checksum: a file a power loss left with zeros or old pages (nothing is
+// fsynced: the cache can always be read again) is a miss, never data. Writing through a mapping instead (decoding
+// straight into the file) was measured slower twice over: it faults the file's pages in one at a time, and every later
+// mapping of pages made that way (a revival, a reader) costs four times more than of pages write(2) made
+// (bench/cache_bench.py). Without persist the files go when their slots do.
 //
 // The directory may hold other files: the backing touches only names it generates (a
 // chunk file, "<sanitized path>.<8 hex>.<chunk>.npy"; the log; the two lock files; their
@@ -45,8 +47,9 @@ class SlotBacking {
   // Memory for an admitted slot of `bytes`. `resident`: it becomes the slot's data as it
   // fills (no chunk transform); otherwise it is scratch the transform reads from.
   virtual Result<Buffer> Allocate(SlotKey key, uint64_t bytes, bool resident) = 0;
-  // The slot from an earlier run, ready to serve (nullopt: a miss).
-  virtual std::optional<Buffer> Revive(SlotKey key, uint64_t bytes) { return std::nullopt; }
+  // The slot from an earlier run, ready to serve (nullopt: a miss). `rejected`: set when
+  // an earlier run's entry was there but is not served (its bytes failed their check).
+  virtual std::optional<Buffer> Revive(SlotKey key, uint64_t bytes, bool* rejected) { return std::nullopt; }
   // The slot completed with `data`: makes it durable where the backing persists. Returns
   // the memory the slot keeps (`data` itself, or the file it was written to).
   virtual Result<Buffer> Complete(SlotKey key, Buffer data) { return data; }
@@ -87,6 +90,7 @@ struct DiskCacheCounters {
   uint64_t revived = 0;
   uint64_t revive_missing = 0;   // logged, but the file is gone or unreadable
   uint64_t revive_mismatch = 0;  // the file's header is not this slot's layout
+  uint64_t revive_corrupt = 0;   // its bytes are not those written (checksum), or unchecked
   uint64_t files_written = 0;
   uint64_t bytes_written = 0;
 };
@@ -100,7 +104,7 @@ class DiskBacking final : public SlotBacking {
   static Result<std::shared_ptr<DiskBacking>> Open(DiskCacheOptions options, std::vector<CachedArray> arrays);
 
   Result<Buffer> Allocate(SlotKey key, uint64_t bytes, bool resident) override;
-  std::optional<Buffer> Revive(SlotKey key, uint64_t bytes) override;
+  std::optional<Buffer> Revive(SlotKey key, uint64_t bytes, bool* rejected) override;
   Result<Buffer> Complete(SlotKey key, Buffer data) override;
   bool read_only() const override { return options_.read_only; }
   bool completes() const override { return true; }

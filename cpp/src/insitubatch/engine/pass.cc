@@ -149,6 +149,7 @@ void Pass::ScheduleBlocks() {
           ++stats_.cache_hits;
         }
         stats_.revived += revived ? 1 : 0;
+        stats_.revive_rejected += *acquired == Acquired::kAdmitted && slot->revive_rejected ? 1 : 0;
         const PoolCounters counters = engine_->pool().counters();
         stats_.depths.resident_peak = std::max(stats_.depths.resident_peak, counters.resident_slots);
         stats_.depths.resident_peak_bytes = std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);

@@ -178,7 +178,7 @@ Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, Ow
 
 Result<bool> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes, uint64_t bytes,
                                 bool resident) {
-  if (std::optional<Buffer> revived = backing_->Revive(slot->key, resident_bytes)) {
+  if (std::optional<Buffer> revived = backing_->Revive(slot->key, resident_bytes, &slot->revive_rejected)) {
     {
       std::lock_guard lock(mutex_);
       slot->data = std::move(*revived);

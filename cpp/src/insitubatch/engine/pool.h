@@ -63,6 +63,8 @@ struct Slot {
   uint32_t pending_tiles = 0;
   OwnerId filler = 0;     // the pass that admitted it (drops it if abandoned)
   bool deferred = false;  // completes through Publish() (a chunk transform runs first)
+  // Prepare found an earlier run's entry for it but did not serve it (SlotBacking::Revive).
+  bool revive_rejected = false;
   Status error;
   // Raised when the slot is abandoned (it lost its last pin while FILLING) or the engine
   // shuts down: its reads end Cancelled and nothing publishes it.

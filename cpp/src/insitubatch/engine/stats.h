@@ -80,10 +80,11 @@ struct PassStats {
   int64_t epoch = 0;
   uint64_t batches = 0;
   uint64_t samples = 0;
-  uint64_t cache_hits = 0;    // chunk reads served by a resident slot
-  uint64_t cache_misses = 0;  // chunk reads fetched and decoded
-  uint64_t rereads = 0;       // misses of a chunk this pass had already read
-  uint64_t revived = 0;       // hits served from a persisted cache_dir (no fetch, no decode)
+  uint64_t cache_hits = 0;       // chunk reads served by a resident slot
+  uint64_t cache_misses = 0;     // chunk reads fetched and decoded
+  uint64_t rereads = 0;          // misses of a chunk this pass had already read
+  uint64_t revived = 0;          // hits served from a persisted cache_dir (no fetch, no decode)
+  uint64_t revive_rejected = 0;  // persisted entries not served (failed their check): read again
   uint64_t evictions = 0;
   uint64_t tiles_read = 0;
   uint64_t bytes_read = 0;           // stored (compressed) bytes fetched

@@ -13,6 +13,7 @@
 #include "insitubatch/cache/files.h"
 #include "insitubatch/io/aws/aws_sigv4.h"
 #include "insitubatch/prefetch/csv_index.h"
+#include "insitubatch/util/crc32c.h"
 
 namespace insitubatch::prefetch {
 namespace {
@@ -293,6 +294,7 @@ void ObjectCache::Finish(std::shared_ptr<Download> d, Result<ReadResult> bytes) 
   if (!bytes->found) return fail(NotFound("downloading " + d->uri + ": no such object"));
   const auto data = bytes->data.span();
   if (Status written = d->file->Write(0, data); !written.ok()) return fail(std::move(written));
+  if (Status sealed = d->file->RecordChecksum(Crc32c(data)); !sealed.ok()) return fail(std::move(sealed));
   if (Status committed = d->file->Commit(); !committed.ok()) return fail(std::move(committed));
   d->file.reset();  // releases the lock: processes waiting find the file
   {
@@ -334,6 +336,23 @@ void ObjectCache::Account(const std::string& path, uint64_t bytes) {
   it->second.last_access = std::chrono::steady_clock::now();
 }
 
+Result<bool> ObjectCache::CheckFound(const Location& at) {
+  {
+    std::lock_guard lock(mutex_);
+    if (files_.count(at.path) != 0) return true;  // written or checked by this process
+  }
+  INSITU_ASSIGN_OR_RETURN(auto dir, OpenDir(at, /*create=*/false));
+  if (!dir) return false;
+  auto checked = cache::VerifyChecksum(*dir, at.name);
+  if (!checked.ok() && checked.status().code() == StatusCode::kNotFound) return false;  // pruned meanwhile
+  if (!checked.ok()) return AsDataLoss(checked.status());
+  if (*checked != cache::Checked::kCorrupt) return true;  // kUnrecorded: an older version's, or no attributes
+  ::unlinkat(dir->fd(), at.name.c_str(), 0);              // the cache's own name for it (Locate)
+  std::lock_guard lock(mutex_);
+  ++stats_.rejected;
+  return false;
+}
+
 Status ObjectCache::CheckParent() const {
   if (options_.parent_pid > 0 && ::getppid() != options_.parent_pid) {
     return Cancelled("the process that started this one (pid " + std::to_string(options_.parent_pid) +
@@ -350,6 +369,8 @@ Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::fu
   for (;;) {
     INSITU_ASSIGN_OR_RETURN(std::optional<uint64_t> size, Lookup(at));
     if (size) {
+      INSITU_ASSIGN_OR_RETURN(const bool intact, CheckFound(at));
+      if (!intact) continue;
       Account(at.path, *size);
       std::lock_guard lock(mutex_);
       ++stats_.hits;

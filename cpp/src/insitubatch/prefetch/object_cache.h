@@ -8,7 +8,9 @@
 // segment checked so none can climb out, injectively: no two URIs share a file). A
 // download is the disk tier's locked write (cache/locked_write.h): written to
 // "<path>.insitu-dl" under an exclusive flock and renamed into place, so no partial file is
-// ever visible under the final name, and another process (a DataLoader worker) that wants
+// ever visible under the final name, with the CRC-32C of its bytes recorded on the file
+// (cache::PendingFile::RecordChecksum) so that a file a crash left with other bytes is
+// downloaded again, never served; another process (a DataLoader worker) that wants
 // the same object waits for it (at most lock_wait_seconds) instead of downloading it again,
 // and takes over if the downloader dies. Every file below the root is opened level by level
 // without following symlinks: a symlink or non-regular file where the cache keeps its own
@@ -71,8 +73,9 @@ struct ObjectCacheStats {
   uint64_t hits = 0;              // EnsureLocal served by a file already there
   uint64_t waited_elsewhere = 0;  // objects another process was downloading
   uint64_t failures = 0;
-  uint64_t retries = 0;  // transient store failures retried
-  uint64_t files = 0;    // files this process accounts for (meta)
+  uint64_t retries = 0;   // transient store failures retried
+  uint64_t rejected = 0;  // files found whose bytes failed their checksum: downloaded again
+  uint64_t files = 0;     // files this process accounts for (meta)
   uint64_t bytes = 0;
   uint64_t in_flight = 0;
   uint64_t queued = 0;
@@ -127,6 +130,11 @@ class ObjectCache {
   void Finish(std::shared_ptr<Download> d, Result<ReadResult> bytes);  // on a pool thread
   void Done(const std::shared_ptr<Download>& d, Status status, bool elsewhere);
   void Account(const std::string& path, uint64_t bytes);
+  // A file found on disk that this process has not accounted for (another process's
+  // download, or an earlier run's) is checked against its recorded checksum before it is
+  // served: false when its bytes are not those written (it is removed, to be downloaded
+  // again) or it went meanwhile.
+  Result<bool> CheckFound(const Location& at);
 
   ObjectCacheOptions options_;
   std::unique_ptr<ThreadPool> pool_;
