@@ -3,17 +3,26 @@
 A shuffled inference pass hands out samples in an order no output chunk follows. The writer
 keeps each output chunk's rows in a buffer until its last row arrives, then encodes the
 chunk natively (the array's own codecs) and writes it once, whole, on a small pool of
-threads that run without the GIL. A chunk already in the store when the writer opens is
-complete (each chunk is written atomically, once all its rows are in), so a job killed
-half way and restarted over the same order writes only what is missing.
+threads that run without the GIL.
+
+A writer knows which chunks are its own: it records a run identity in the array's
+attributes, and resumes only into an array whose identity is its own. There a chunk
+already in the store is complete (each is written atomically, once all its rows are in),
+so a job killed half way and restarted writes only what is missing. Any other existing
+array is refused unless ``mode="w"`` clears it first.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
+import hashlib
+import itertools
+import json
 import math
 import os
-from typing import Any, Sequence
+import sys
+from typing import Any, Literal, Sequence
 
 import numpy as np
 
@@ -22,6 +31,8 @@ from .errors import FailedPreconditionError, InvalidArgumentError, InvalidTypeEr
 from .geometry import ArrayGeometry
 
 DEFAULT_BUDGET_BYTES = 256 << 20
+#: The array attribute a writer records its run in.
+RUN_ATTRIBUTE = "insitubatch_writer"
 
 
 def _writable_stores(store: Any) -> tuple[Any, Any]:
@@ -48,42 +59,57 @@ class ZarrWriter:
     ``ZarrWriter(store, "pred", like=geoms["t2m"])`` creates ``pred`` with the source's
     sample count and chunking (``inner_shape=`` / ``dtype=`` change the field), or pass
     ``shape=``, ``chunks=`` and ``dtype=``; ``compressors=``, ``fill_value=``,
-    ``zarr_format=`` and ``dimension_names=`` go to zarr-python's ``create_array``. An array
-    already at ``name`` with the same shape, chunks and dtype is resumed: its complete chunks
-    are skipped. ``write(sample_indices, values)`` takes batches in any order; rows are held
-    per chunk under ``budget_bytes``; ``close()`` (or leaving a ``with`` block) writes the
-    rest and consolidates the metadata where the store had consolidated metadata.
+    ``zarr_format=`` and ``dimension_names=`` go to zarr-python's ``create_array``.
+
+    ``run=`` names this run (a model and checkpoint, say); by default it is derived from the
+    command line that runs the writer, the source (``like=``) and the output's layout, so
+    the same command over the same source resumes itself and another model's command does
+    not. It is recorded in the array's attributes. ``mode="a"`` (the default) creates the
+    array, or resumes one this run wrote (its complete chunks are skipped) and refuses any
+    other; ``mode="w"`` deletes what is at ``name`` first; ``mode="w-"`` refuses an
+    existing array. ``write(sample_indices, values)`` takes batches in any order, each
+    sample once; rows are held per chunk under ``budget_bytes``; ``close()`` (or leaving a
+    ``with`` block) writes the rest and consolidates the metadata where the store had
+    consolidated metadata.
     """
 
     def __init__(self, store: Any, name: str, *, like: ArrayGeometry | None = None,
                  shape: Sequence[int] | None = None, chunks: Sequence[int] | None = None, dtype: Any = None,
                  inner_shape: Sequence[int] | None = None, compressors: Any = "auto", fill_value: Any = None,
                  zarr_format: int = 3, dimension_names: Sequence[str] | None = None,
-                 budget_bytes: int = DEFAULT_BUDGET_BYTES, threads: int | None = None) -> None:
+                 budget_bytes: int = DEFAULT_BUDGET_BYTES, threads: int | None = None, run: str | None = None,
+                 mode: Literal["a", "w", "w-"] = "a") -> None:
         import zarr
 
         self.name = arguments.text("name", name)
         self.budget_bytes = arguments.integer("budget_bytes", budget_bytes, (1, None))
         threads = min(8, os.cpu_count() or 1) if threads is None else arguments.integer("threads", threads, (1, 256))
+        arguments.choice("mode", mode, ("a", "w", "w-"))
         self._native, self._zarr_store = _writable_stores(store)
         shape, chunks, dtype = self._layout(like, shape, chunks, dtype, inner_shape)
+        self.run = _default_run(like, shape, chunks, dtype) if run is None else arguments.text("run", run)
         self._consolidate = self._store_was_consolidated()
-        existing = self._existing(zarr, shape, chunks, dtype)
+        existing = None if mode == "w" else self._existing(zarr, shape, chunks, dtype, refuse=mode == "w-")
         if existing is None:
             kwargs: dict[str, Any] = dict(name=self.name, shape=shape, chunks=chunks, dtype=dtype,
-                                          compressors=compressors, zarr_format=zarr_format)
+                                          compressors=compressors, zarr_format=zarr_format,
+                                          attributes={RUN_ATTRIBUTE: _run_record(self.run)})
             if fill_value is not None:
                 kwargs["fill_value"] = fill_value
             if dimension_names is not None:
                 kwargs["dimension_names"] = list(dimension_names)
-            existing = zarr.create_array(self._zarr_store, **kwargs)
+            # overwrite: mode="w" deletes what was there (old chunks included) before the new
+            # metadata is written; otherwise nothing is there.
+            existing = zarr.create_array(self._zarr_store, overwrite=mode == "w", **kwargs)
         self.shape, self.chunks, self.dtype = shape, chunks, np.dtype(dtype)
         self.fill_value = existing.fill_value
         self._array = _ext.open_hierarchy(self._native).open_array(self.name)
         self._inner_grid = [range(math.ceil(s / c)) for s, c in zip(shape[1:], chunks[1:])]
         self.n_chunks = math.ceil(shape[0] / chunks[0])
-        self._complete = self._complete_chunks()
-        self.chunks_skipped = len(self._complete)  # complete before this writer started
+        self._skipped = frozenset(self._complete_chunks())  # this run's, complete before this writer started
+        self._complete = set(self._skipped)
+        self._flushed: set[int] = set()  # written (or being written) by this writer
+        self.chunks_skipped = len(self._skipped)
         self.chunks_written = 0
         self.peak_buffered_bytes = 0
         self._open: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # chunk -> (rows, written mask)
@@ -130,29 +156,52 @@ class ZarrWriter:
         except Exception:  # an empty store has no root yet: nothing to keep consolidated
             return False
 
-    def _existing(self, zarr: Any, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: np.dtype) -> Any:
+    def _existing(self, zarr: Any, shape: tuple[int, ...], chunks: tuple[int, ...], dtype: np.dtype, *,
+                  refuse: bool) -> Any:
+        """The array at ``name`` if this run may resume it; None if there is none."""
         try:
             array = zarr.open_array(self._zarr_store, path=self.name, mode="r")
         except zarr.errors.NodeNotFoundError:
             return None
+        where = self._native.describe(self.name)
+        if refuse:
+            raise FailedPreconditionError(f"{where} already holds an array, and mode='w-' creates only: write to"
+                                          " another name, or pass mode='w' to overwrite it")
         stored = tuple(getattr(array, "shards", None) or array.chunks)  # a shard is one stored chunk
         if tuple(array.shape) != shape or stored != chunks or np.dtype(array.dtype) != dtype:
             raise FailedPreconditionError(
-                f"{self._native.describe(self.name)} already holds an array of shape {tuple(array.shape)}, chunks"
-                f" {stored}, dtype {array.dtype}; this writer's is {shape}, {chunks}, {dtype}: write to another"
-                " name, or delete it first")
+                f"{where} already holds an array of shape {tuple(array.shape)}, chunks {stored}, dtype"
+                f" {array.dtype}; this writer's is {shape}, {chunks}, {dtype}: write to another name, or pass"
+                " mode='w' to overwrite it")
+        record = array.attrs.get(RUN_ATTRIBUTE)
+        theirs = record.get("run") if isinstance(record, dict) else None
+        if theirs != self.run:
+            written_by = (f"was written by run {theirs!r} ({_describe_record(record)})" if theirs is not None else
+                          "was not written by a ZarrWriter (it records no run: another tool's, or an older"
+                          " version's)")
+            raise FailedPreconditionError(
+                f"{where} {written_by}; this writer's run is {self.run!r} ({_describe_record(_run_record(self.run))}),"
+                " so its chunks are not this run's to resume. Pass mode='w' to overwrite it, write to another name,"
+                " or, if this is that run restarted, pass run= its name")
         return array
-
-    def _keys(self, chunk: int) -> list[str]:
-        return [self._array.chunk_key([chunk, *inner]) for inner in self._inner_coords()]
 
     def _inner_coords(self) -> list[tuple[int, ...]]:
         return [tuple(c) for c in np.ndindex(*(len(r) for r in self._inner_grid))] or [()]
 
     def _complete_chunks(self) -> set[int]:
+        """The outer chunks all of whose stored chunks are in the store: from one listing of
+        what exists, never a probe per chunk (an empty array of 10^10 chunks opens at once)."""
         prefix = f"{self.name}/" if self.name else ""
-        present = set(self._native.list(prefix))
-        return {c for c in range(self.n_chunks) if all(k in present for k in self._keys(c))}
+        parse = _chunk_key_parser(self._array, len(self.shape))
+        present: dict[int, int] = {}
+        for key in self._native.list(prefix):
+            coords = parse(key)
+            if coords is None or coords[0] >= self.n_chunks:
+                continue
+            if all(c < len(r) for c, r in zip(coords[1:], self._inner_grid)):
+                present[coords[0]] = present.get(coords[0], 0) + 1
+        inner = math.prod(len(r) for r in self._inner_grid)
+        return {c for c, n in present.items() if n == inner}
 
     # -- writing ------------------------------------------------------------------------------
 
@@ -190,8 +239,11 @@ class ZarrWriter:
         bounds = starts + [len(order)]
         for a, b in zip(bounds[:-1], bounds[1:]):  # one pass per output chunk the batch touches
             chunk = int(chunk_of[a])
-            if chunk in self._complete:
+            if chunk in self._skipped:
                 continue  # written before (a resumed job): its rows are already in the store
+            if chunk in self._flushed:
+                raise InvalidArgumentError(f"{self.name!r}: sample {int(sorted_indices[a])} was written twice (its"
+                                           f" chunk {chunk} was already written)")
             rows, seen = self._open_chunk(chunk)
             local = sorted_indices[a:b] - chunk * spc
             uses = np.bincount(local, minlength=spc) + seen
@@ -233,6 +285,7 @@ class ZarrWriter:
 
     def _flush(self, chunk: int) -> None:
         rows, _ = self._open.pop(chunk)
+        self._flushed.add(chunk)
         self._pending.append((chunk, rows, self._pool.submit(self._write_chunk, chunk, rows)))
         if len(self._pending) > self._max_pending:  # the encoders are behind: wait for the oldest
             self._raise_failed_writes(wait=True, keep=self._max_pending // 2)
@@ -266,14 +319,16 @@ class ZarrWriter:
             return
         try:
             self._raise_failed_writes(wait=True)
-            missing = sorted(set(range(self.n_chunks)) - self._complete)
-            if missing:
-                rows = sum(int((~self._open[c][1][: self._rows(c)]).sum()) if c in self._open else self._rows(c)
-                           for c in missing)
+            if len(self._complete) < self.n_chunks:
+                # Counted, not listed: an array may have more chunks than fit in memory.
+                written = sum(self._rows(c) for c in self._complete)
+                rows = self.shape[0] - written - sum(int(seen[: self._rows(c)].sum()) for c, (_, seen) in
+                                                     self._open.items())
+                missing = list(itertools.islice((c for c in range(self.n_chunks) if c not in self._complete), 9))
                 raise FailedPreconditionError(
                     f"ZarrWriter for {self.name!r}: {rows} samples were never written (chunks"
                     f" {missing[:8]}{' ...' if len(missing) > 8 else ''}); the complete chunks are in the store,"
-                    " and a writer reopened over it writes only the rest")
+                    f" and a writer of this run ({self.run!r}) reopened over it writes only the rest")
             if self._consolidate:
                 import zarr
 
@@ -299,4 +354,48 @@ class ZarrWriter:
                 f" dtype={self.dtype}, {len(self._complete)}/{self.n_chunks} chunks complete)")
 
 
-__all__ = ["ZarrWriter"]
+def _default_run(like: ArrayGeometry | None, shape: tuple[int, ...], chunks: tuple[int, ...],
+                 dtype: np.dtype) -> str:
+    """A run named by what makes it: the command line (the script, its arguments: a model's
+    checkpoint, a seed), the source, and the output's layout. The same command over the
+    same source resumes itself; another command does not."""
+    command = [os.path.abspath(sys.argv[0]) if sys.argv and sys.argv[0] else "", *sys.argv[1:]]
+    source = None if like is None else repr(like)  # path, shape, chunks, dtype, sample axis
+    what = json.dumps({"command": command, "source": source, "shape": shape, "chunks": chunks,
+                       "dtype": np.dtype(dtype).str}, sort_keys=True, default=str)
+    return "auto-" + hashlib.sha256(what.encode()).hexdigest()[:16]
+
+
+def _run_record(run: str) -> dict[str, Any]:
+    """What the array's attributes say of the run that writes it."""
+    return {"run": run, "command": " ".join(sys.argv)[:500],
+            "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def _describe_record(record: Any) -> str:
+    if not isinstance(record, dict):
+        return "no record"
+    return f"command {str(record.get('command', '?'))[:200]!r}, started {record.get('started', '?')}"
+
+
+def _chunk_key_parser(array: Any, ndim: int) -> Any:
+    """key -> the chunk coordinates whose key it is, or None: the inverse of the array's own
+    chunk_key (its prefix and separator read off two keys), checked by a round trip."""
+    zeros, ones = array.chunk_key([0] * ndim), array.chunk_key([1] * ndim)
+    start = next(i for i, (a, b) in enumerate(zip(zeros, ones)) if a != b)
+    prefix = zeros[:start]
+    separator = zeros[start + 1] if ndim > 1 else "/"
+
+    def parse(key: str) -> tuple[int, ...] | None:
+        if not key.startswith(prefix):
+            return None
+        parts = key[len(prefix):].split(separator)
+        if len(parts) != ndim or not all(p.isdigit() for p in parts):
+            return None
+        coords = tuple(int(p) for p in parts)
+        return coords if array.chunk_key(list(coords)) == key else None
+
+    return parse
+
+
+__all__ = ["RUN_ATTRIBUTE", "ZarrWriter"]
