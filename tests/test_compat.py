@@ -19,9 +19,15 @@ from insitubatch import _compat, frameworks
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_removal_version_is_the_next_minor_release():
-    major, minor, _ = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"].split(".")
-    assert _compat.REMOVED_IN == f"{major}.{int(minor) + 1}.0"
+def test_the_removal_version_is_the_next_release_that_may_break():
+    """Above this package's own version (pyproject.toml, the one place it is written): the
+    next minor release below 1.0, the next major one from 1.0. A version bump fails here
+    until REMOVED_IN moves with it, and the shims it named go."""
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    major, minor, _ = (int(part) for part in version.split("."))
+    assert _compat.REMOVED_IN == (f"{major + 1}.0.0" if major else f"0.{minor + 1}.0")
+    assert (major, minor) >= (0, 3), "above the original insitubatch 0.2.0, which this package replaces"
+    assert f"**Deprecated, removed in {_compat.REMOVED_IN}**" in (ROOT / "README.md").read_text()
 
 
 def _warns(what):

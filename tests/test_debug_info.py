@@ -7,8 +7,11 @@ The repaired-wheel case is scripts/check_wheel.py's."""
 from __future__ import annotations
 
 import ctypes
+import io
 import os
 import re
+import tomllib
+from pathlib import Path
 
 import insitubatch
 
@@ -60,3 +63,14 @@ def test_source_build_reports_itself_and_every_librarys_own_version():
             assert f"libcurl/{version} " in own_version(path, call) + " ", (version, own_version(path, call))
         else:
             assert version == own_version(path, call), (name, version, own_version(path, call))
+
+
+def test_the_report_opens_with_the_one_version_pyproject_defines():
+    """The version a user upgrading from the original insitubatch 0.2.0 gets: above it, so
+    `pip install -U insitubatch` and `insitubatch>=0.2` take this package."""
+    version = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]["version"]
+    out = io.StringIO()
+    insitubatch.print_debug_info(out)
+    assert re.match(rf"insitubatch debug info\n  insitubatch +: {re.escape(version)}\n", out.getvalue()), out.getvalue()
+    assert insitubatch.__version__ == version
+    assert tuple(int(part) for part in version.split(".")) > (0, 2, 0)

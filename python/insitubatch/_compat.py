@@ -16,8 +16,9 @@ from typing import Any
 
 from .errors import MissingDependencyError
 
-#: The release that removes every shim below: the next minor version after 0.1.0.
-REMOVED_IN = "0.2.0"
+#: The release that removes every shim below: the next release after this package's own
+#: version (pyproject.toml) that may break an API, the next minor one below 1.0.
+REMOVED_IN = "0.4.0"
 
 
 def deprecated(old: str, replacement: str, *, stacklevel: int = 3) -> None:
