@@ -7,6 +7,7 @@ import re
 import subprocess
 import sys
 import tomllib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -50,18 +51,32 @@ def test_use_rust_warns_and_still_chooses_the_backend(tmp_path):
     assert not cache.use_rust
     import pickle
 
-    import warnings
-
     with warnings.catch_warnings():
         warnings.simplefilter("error", DeprecationWarning)  # a worker's copy does not warn again
         assert not pickle.loads(pickle.dumps(cache)).use_rust
         assert pf.SharedDiskCache(tmp_path / "b").use_rust
 
 
-def test_the_original_engine_names_warn_then_point_to_the_public_api():
-    for name in _compat.ENGINE_INTERNALS:
-        with _warns(f"insitubatch.{name}"), pytest.raises(AttributeError, match="public"):
-            getattr(ib, name)
+def test_the_original_engine_names_say_once_what_replaced_them():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no DeprecationWarning before the error
+        for name, replacement in _compat.ENGINE_INTERNALS.items():
+            with pytest.raises(AttributeError) as error:
+                getattr(ib, name)
+            assert str(error.value) == (f"insitubatch.{name} was part of the original's Python engine and is not"
+                                        f" public here: {replacement}")
+            assert not hasattr(ib, name) and name not in dir(ib)
+
+
+def test_hasattr_answers_false_with_deprecation_warnings_as_errors():
+    """As under pytest's `filterwarnings = error`: introspection of a removed name must not raise."""
+    out = subprocess.run([sys.executable, "-W", "error::DeprecationWarning", "-c", """
+import insitubatch, insitubatch.pool
+print(hasattr(insitubatch, "ChunkPool"), hasattr(insitubatch, "Scheduler"), hasattr(insitubatch.pool, "ChunkPool"),
+      getattr(insitubatch, "build_stored_chunk_reads", None))
+"""], capture_output=True, text=True, timeout=120, cwd="/")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "False False False None\n"
 
 
 def test_draw_order_array_attributes_warn():

@@ -37,6 +37,10 @@ from .transforms import (
     StandardScaler,
     applies,
 )
+# The original insitubatch's module paths (`from insitubatch.source import InSituDataset`),
+# whose public names are the root's objects. Imported before `store` is bound below: later
+# imports find insitubatch.store in sys.modules, and the package's `store` stays the function.
+from . import plan, pool, scheduler, source, split, store as _original_store_module, types
 from .stores import (
     Store,
     arraylake_store,

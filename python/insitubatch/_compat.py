@@ -1,6 +1,8 @@
 """Compatibility shims, all in one place: names and arguments kept for scripts written
-against the original insitubatch and planfetch. Each warns with a ``DeprecationWarning``
-that names its replacement and the version that removes it (``REMOVED_IN``).
+against the original insitubatch and planfetch. Each working shim warns with a
+``DeprecationWarning`` that names its replacement and the version that removes it
+(``REMOVED_IN``); a name that is gone raises an ``AttributeError`` naming its replacement,
+with no warning first (``hasattr`` answers False even under ``-W error``).
 
 Also the package's lazily loaded attributes (``insitubatch.__getattr__``): the framework
 adapters, whose one list is ``insitubatch.frameworks._ADAPTERS``, and ``__version__``.
@@ -12,12 +14,12 @@ import importlib
 import sys
 import types
 import warnings
-from typing import Any
+from typing import Any, Callable
 
 from .errors import MissingDependencyError
 
-#: The release that removes every shim below: the next release after this package's own
-#: version (pyproject.toml) that may break an API, the next minor one below 1.0.
+#: The release that removes every working shim below: the next release after this package's
+#: own version (pyproject.toml) that may break an API, the next minor one below 1.0.
 REMOVED_IN = "0.4.0"
 
 
@@ -27,10 +29,11 @@ def deprecated(old: str, replacement: str, *, stacklevel: int = 3) -> None:
                   DeprecationWarning, stacklevel=stacklevel)
 
 
-# -- insitubatch: the original's Python engine, and the insitubatch.ray module ---------------
+# -- insitubatch: the original's Python engine, its module paths, and insitubatch.ray -------
 
-#: The original package exported its Python engine's parts; here the engine is native and
-#: these are reached through the public API instead.
+#: The original package's Python engine: the names it exported (from the root, or from
+#: insitubatch.plan, .pool, .scheduler and .source) that have no counterpart here, since the
+#: engine is native; each is reached through the public API instead.
 ENGINE_INTERNALS = {
     "ChunkPool": "the pool is inside the engine: size it with cache_budget_bytes / cache_dir,"
                  " read it with ds.describe(), ds.last_pass and ds.pool_state()",
@@ -38,15 +41,42 @@ ENGINE_INTERNALS = {
     "SchedulerConfig": "pass max_inflight=, decode_threads=, on_bad_chunk= to InSituDataset",
     "build_stored_chunk_reads": "the engine plans its reads; ds.describe()['variables'] shows"
                                 " the stored chunks per chunk",
+    "ChunkReadPlan": "the engine plans its reads; ds.describe()['variables'] shows the stored"
+                     " chunks per chunk",
+    "PassCounters": "a pass's counts are ds.last_pass (cache_hits, cache_misses, rereads,"
+                    " evictions, revived)",
+    "SlotState": "the pool's slots are inside the engine: ds.pool_state() counts them",
+    "output_geometry": "ds.output_geometries() gives each array's geometry after its chunk transforms",
+    "slot_charge_bytes": "ds.describe()['memory'] and ds.working_set_bytes size the pool",
+    "transforms_for": "scope a transform with insitubatch.applies(...); the engine picks each"
+                      " array's chain",
+    "validate_scopes": "InSituDataset checks the transforms' scopes when it is built",
+    "read_ahead_bound": "the engine bounds read-ahead by max_inflight= and the pool's budget"
+                        " (cache_budget_bytes=): ds.describe()['memory'] shows inflight_bytes and"
+                        " residency_bytes",
+    "decode_pool": "decoding runs on the engine's threads: decode_threads= on InSituDataset",
+    "decode_pool_workers": "decoding runs on the engine's threads: read ds.decode_threads",
+    "reset_decode_pool": "decoding runs on the engine's threads, one set per dataset: nothing to reset",
 }
 
 
-def engine_internal(name: str) -> AttributeError:
-    """The AttributeError for one of the original's engine names, after its warning: the
-    explanation itself goes in REMOVED_IN (then it is a plain missing attribute)."""
-    deprecated(f"insitubatch.{name}", ENGINE_INTERNALS[name], stacklevel=5)
-    return AttributeError(f"insitubatch.{name} was part of the original's Python engine and is not public here:"
+def engine_internal(where: str, name: str) -> AttributeError:
+    """The AttributeError for one of the original's engine names read from module ``where``:
+    said once, with no warning first, so ``hasattr`` answers False under ``-W error``."""
+    return AttributeError(f"{where}.{name} was part of the original's Python engine and is not public here:"
                           f" {ENGINE_INTERNALS[name]}")
+
+
+def module_getattr(where: str) -> Callable[[str], Any]:
+    """``__getattr__`` of one of the original's module paths (insitubatch.source, .pool,
+    ...): an engine name raises its explanation, any other a plain AttributeError."""
+
+    def __getattr__(name: str) -> Any:
+        if name in ENGINE_INTERNALS:
+            raise engine_internal(where, name)
+        raise AttributeError(f"module {where!r} has no attribute {name!r}")
+
+    return __getattr__
 
 
 class _MovedModule(types.ModuleType):
@@ -78,7 +108,7 @@ def install_moved_modules() -> None:
 def package_getattr(name: str, namespace: dict[str, Any]) -> Any:
     """``insitubatch.__getattr__``: the lazily loaded names, cached in ``namespace``."""
     if name in ENGINE_INTERNALS:
-        raise engine_internal(name)
+        raise engine_internal("insitubatch", name)
     if name == "__version__":  # on first use: importlib.metadata costs ~40 ms of the import
         from importlib.metadata import PackageNotFoundError, version
 
@@ -166,5 +196,5 @@ def use_rust_argument(use_rust: Any) -> None:
 __all__ = [
     "ENGINE_INTERNALS", "REMOVED_IN", "assert_native_backend", "assert_rust_backend", "deprecated",
     "engine_internal", "has_native_backend", "has_rust_backend", "install_moved_modules", "lazy_names",
-    "package_getattr", "rows_attribute", "use_rust_argument",
+    "module_getattr", "package_getattr", "rows_attribute", "use_rust_argument",
 ]

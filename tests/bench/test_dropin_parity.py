@@ -24,7 +24,9 @@ import insitubatch
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench" / "suite"))
+sys.path.insert(0, str(ROOT / "tests"))
 import run as suite  # noqa: E402
+from original_scripts import ORIGINAL_NAMES, WORKING, run_script, write_store  # noqa: E402
 
 # The scenarios, written once against the original's documented API; `store_dir` and `cf_dir`
 # are filled in. Each prints one JSON document of results.
@@ -168,3 +170,23 @@ def test_a_script_for_the_original_runs_unchanged_with_the_same_results(tmp_path
     for section in ("config", "memory"):
         missing = set(theirs["describe"][section]) - set(ours["describe"][section])
         assert not missing, (section, sorted(missing))
+
+
+def test_scripts_importing_from_the_originals_modules_print_what_they_print_there(tmp_path):
+    """tests/test_original_modules.py's scripts, one per module path of the original: those
+    of its public modules print the same here; those of its Python engine run there (so they
+    are the original's style) and stop here on their import line."""
+    orig = ROOT / ".venv-orig" / "bin" / "python"
+    if not orig.exists():
+        assert suite.find_python312() is None, "a Python 3.12 exists: run scripts/bench.sh --setup-only"
+        pytest.skip("no Python 3.12 for the original insitubatch")
+    store_dir = write_store(tmp_path / "weather.zarr")
+    for module in ORIGINAL_NAMES:
+        theirs = run_script(str(orig), module, store_dir, tmp_path / f"theirs-{module}")
+        ours = run_script(sys.executable, module, store_dir, tmp_path / f"ours-{module}")
+        assert theirs.returncode == 0, (module, theirs.stderr[-3000:])
+        if module in WORKING:
+            assert ours.returncode == 0, (module, ours.stderr[-3000:])
+            assert ours.stdout == theirs.stdout, module
+        else:
+            assert ours.returncode == 1 and f"from 'insitubatch.{module}'" in ours.stderr, (module, ours.stderr)
