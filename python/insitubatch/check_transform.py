@@ -199,9 +199,9 @@ def run(args: argparse.Namespace, out: Any) -> int:
         match = tuple(res.shape[1:]) == shape and res.dtype == dtype
         ok = match
         print(f"  declares output_inner -> {shape} {dtype}  [{'OK' if match else 'MISMATCH'}]", file=out)
-        if not match:
+        if not match:  # the original ended "-- ChunkPool._persist would raise." (docs/limits.md)
             print(f"  FAIL: declared {shape}/{dtype} != actual {tuple(res.shape[1:])}/{res.dtype} -- the"
-                  " cache would refuse to persist this chunk.", file=out)
+                  " engine would raise InvalidArgumentError on this chunk, with or without a cache.", file=out)
     elif reshaped or recast:
         ok = False
         print("  FAIL: this transform reshapes/recasts but does not declare output_inner. The cache cannot"
