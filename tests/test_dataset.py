@@ -270,8 +270,40 @@ def test_corrupt_chunk_raises_then_nan_policy(era):
         bad = (b.sample_indices >= 8) & (b.sample_indices < 16)
         assert np.isnan(b.arrays["t2m"][bad]).all()
         np.testing.assert_array_equal(b.arrays["t2m"][~bad], t2m[b.sample_indices[~bad]])
+        # The batch says which rows were filled in: only where there are some.
+        if bad.any():
+            np.testing.assert_array_equal(b.filled["t2m"], bad)
+        else:
+            assert b.filled == {}
     assert ds.bad_chunks == [insitubatch.StoredChunkRead("t2m", 1, (0, 0))]
     assert ds.bad_chunks[0].coords == (1, 0, 0)
+    assert "t2m [1, 0, 0]" in ds.bad_chunks[0].reason and ds.last_pass.bad_chunks == tuple(ds.bad_chunks)
+
+
+def test_nan_on_an_integer_array_is_its_fill_value_and_the_batch_says_which_rows(tmp_path):
+    """An integer, bool or record array has no NaN: a bad chunk's rows are its fill value,
+    which looks like data; batch.filled marks them."""
+    path = tmp_path / "labels.zarr"
+    labels = np.arange(40, dtype="int32") % 7 + 1
+    flags = labels % 2 == 0
+    group = zarr.open_group(zarr.storage.LocalStore(path), mode="w")
+    group.create_array("label", shape=(40,), chunks=(8,), dtype="int32", fill_value=0)[...] = labels
+    group.create_array("flag", shape=(40,), chunks=(8,), dtype="bool", fill_value=False)[...] = flags
+    (path / "label" / "c" / "3").write_bytes(b"\x28\xb5\x2f\xfd not zstd")
+    store = insitubatch.local_store(path)
+    geoms = open_geometries(store, ["label", "flag"])
+    ds = InSituDataset(store, split_by_chunk(geoms["label"], fractions=(1.0, 0.0, 0.0)), geoms, batch_size=16,
+                       shuffle=True, on_bad_chunk="nan")
+    seen = 0
+    for b in ds.train:
+        bad = (b.sample_indices // 8) == 3
+        np.testing.assert_array_equal(b.arrays["label"], np.where(bad, 0, labels[b.sample_indices]))
+        np.testing.assert_array_equal(b.arrays["flag"], flags[b.sample_indices])
+        assert set(b.filled) == ({"label"} if bad.any() else set())
+        if bad.any():
+            np.testing.assert_array_equal(b.filled["label"], bad)
+        seen += len(b)
+    assert seen == 40 and ds.bad_chunks == [insitubatch.StoredChunkRead("label", 3, ())]
 
 
 def test_early_break_then_full_epoch(era):

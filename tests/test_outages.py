@@ -86,6 +86,30 @@ def test_a_cut_body_with_a_consistent_length_is_read_again_not_called_corrupt(de
             _exact(ds, demo)
 
 
+def test_under_nan_only_a_chunk_that_does_not_decode_is_filled_in(demo):
+    """on_bad_chunk="nan" means a bad chunk: a server that keeps failing after its retries
+    is raised, never filled with NaN; bytes that stay corrupt are filled and listed with
+    their reason."""
+    with RangeServer(demo.parent) as server, FaultProxy(server.url) as proxy:
+        geoms = open_geometries(insitubatch.local_store(demo), ["t2m"])
+        ds = InSituDataset(insitubatch.store(proxy.url + "/demo.zarr", max_retries=1, retry_base_delay="10ms"),
+                           split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0)), geoms, batch_size=4,
+                           on_bad_chunk="nan")
+        proxy.plan.always("503")
+        with pytest.raises(insitubatch.StoreError, match=r"HTTP 503 .*gave up after 2 attempts"):
+            _exact(ds, demo)
+        assert ds.bad_chunks == []
+        proxy.plan.always("short200")  # every reply half its bytes: the chunks do not decode
+        ds.clear_cache()
+        n = 0
+        for batch in ds.train:
+            assert np.isnan(batch.arrays["t2m"]).all() and batch.filled["t2m"].all()
+            n += len(batch)
+        assert n == 40 and len(ds.last_pass.bad_chunks) == 5  # t2m has 5 chunks
+        assert all("zstd" in b.reason or "truncated" in b.reason or "bytes" in b.reason
+                   for b in ds.last_pass.bad_chunks), ds.last_pass.bad_chunks
+
+
 def test_failures_say_what_happened_and_after_how_long(demo):
     quick = dict(connect_timeout="0.5s", connect_retry_timeout="1s", max_retries=2, retry_base_delay="10ms")
     with BlackHole() as hole:

@@ -139,9 +139,21 @@ void BindEngine(nb::module_& m) {
               std::memcpy(o.data(), batch->origins.data(), batch->origins.size() * sizeof(int64_t));
               origins = BufferToNumpy(std::move(o), {batch->rows, pass.patches().axes()}, int64);
             }
-            return nb::make_tuple(arrays, indices, origins);
+            nb::object filled = nb::none();
+            if (!batch->filled.empty()) {
+              nb::list masks;
+              const zarr::DataType boolean{zarr::DataTypeId::kBool};
+              for (const std::vector<uint8_t>& rows : batch->filled) {
+                auto mask = ValueOrThrow(Buffer::Allocate(rows.size()));
+                std::memcpy(mask.data(), rows.data(), rows.size());
+                masks.append(BufferToNumpy(std::move(mask), {batch->rows}, boolean));
+              }
+              filled = masks;
+            }
+            return nb::make_tuple(arrays, indices, origins, filled);
           },
-          "The next batch as ([arrays per label], sample_indices, patch origins or None), or None at the end.")
+          "The next batch as ([arrays per label], sample_indices, patch origins or None, [per label, the rows\n"
+          "filled in for a bad chunk] or None), or None at the end.")
       .def(
           "close",
           [](PassHandle& h, const std::string& reason) {

@@ -46,10 +46,13 @@ void BindStats(nb::module_& m) {
       .def_ro("backoff_s", &RetryStats::backoff_s)
       .def_ro("last_error", &RetryStats::last_error)
       .def_ro("corrupt_rereads", &RetryStats::corrupt_rereads);
-  nb::class_<BadChunk>(m, "BadChunk", "A stored chunk served as fill: array, chunk index, inner coordinates.")
+  nb::class_<BadChunk>(m, "BadChunk",
+                       "A stored chunk served as fill: array, chunk index, inner coordinates, and why\n"
+                       "its bytes did not decode.")
       .def_ro("array", &BadChunk::array)
       .def_ro("chunk_index", &BadChunk::chunk_index)
-      .def_ro("inner_coord", &BadChunk::inner_coord);
+      .def_ro("inner_coord", &BadChunk::inner_coord)
+      .def_ro("reason", &BadChunk::reason);
   nb::class_<PassStats>(m, "PassStats", "What one pass did (engine/stats.h).")
       .def_ro("split", &PassStats::split)
       .def_ro("epoch", &PassStats::epoch)

@@ -549,7 +549,10 @@ class RetryStats:
     def corrupt_rereads(self) -> int: ...
 
 class BadChunk:
-    """A stored chunk served as fill: array, chunk index, inner coordinates."""
+    """
+    A stored chunk served as fill: array, chunk index, inner coordinates, and why
+    its bytes did not decode.
+    """
 
     @property
     def array(self) -> str: ...
@@ -559,6 +562,9 @@ class BadChunk:
 
     @property
     def inner_coord(self) -> list[int]: ...
+
+    @property
+    def reason(self) -> str: ...
 
 class PassStats:
     """What one pass did (engine/stats.h)."""
@@ -625,7 +631,8 @@ class Pass:
 
     def next(self) -> object:
         """
-        The next batch as ([arrays per label], sample_indices, patch origins or None), or None at the end.
+        The next batch as ([arrays per label], sample_indices, patch origins or None, [per label, the rows
+        filled in for a bad chunk] or None), or None at the end.
         """
 
     def close(self, reason: str = 'the pass was closed') -> None:

@@ -548,7 +548,7 @@ class InSituDataset:
 
     def _pass_finished(self, stats: PassStats, bad_chunks: list[Any]) -> None:
         self.last_pass = stats
-        self.bad_chunks = [StoredChunkRead(b.array, b.chunk_index, tuple(b.inner_coord)) for b in bad_chunks]
+        self.bad_chunks = list(stats.bad_chunks)
         if self.persist and self._engine is not None:
             self._warn_if_nothing_revived(stats)
         if logger.isEnabledFor(logging.INFO):

@@ -47,13 +47,14 @@ def _gathered(native: Any, labels: tuple[str, ...], offsets: Mapping[str, int],
     item = native.next()
     if item is None:
         return None
-    arrays, indices, origins = item
+    arrays, indices, origins, filled = item
     out = dict(zip(labels, arrays))
     for label, dtype in records.items():
         out[label] = as_stored(out[label], dtype)
     for label, column in string_columns.items():
         out[label] = column.take(indices + offsets[label])
-    return Batch(out, indices, dict(offsets), origins, patch_dims if origins is not None else ())
+    bad = {} if filled is None else {label: rows for label, rows in zip(labels, filled) if rows.any()}
+    return Batch(out, indices, dict(offsets), origins, patch_dims if origins is not None else (), bad)
 
 
 def _ended() -> None:

@@ -25,6 +25,10 @@ class Batch:
     # and those dimensions' names; None without patches.
     patch_origins: np.ndarray | None = None
     patch_dims: tuple[str, ...] = ()
+    # on_bad_chunk="nan": for each label some of whose rows were filled in for a bad chunk
+    # (NaN for floats, the fill value for integers, bools, records and text), a bool per
+    # row, True where its values came (even in part) from such a chunk. Empty otherwise.
+    filled: dict[str, np.ndarray] = field(default_factory=dict)
 
     def read_indices(self, label: str) -> np.ndarray:
         """The sample-axis index each row of ``label`` was read from."""
@@ -60,6 +64,8 @@ class StoredChunkRead:
     array: str
     chunk_index: int
     inner_coord: tuple[int, ...]
+    # Why its bytes did not decode (the codec's error); not part of its identity.
+    reason: str = field(default="", compare=False)
 
     @property
     def coords(self) -> tuple[int, ...]:

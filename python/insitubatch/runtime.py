@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from . import _ext
+from .records import StoredChunkRead
 from .summary import format_bytes
 
 ADVICE = {
@@ -127,7 +128,8 @@ class PassStats:
     cache_misses: int
     rereads: int
     evictions: int
-    bad_chunks: int
+    # The stored chunks on_bad_chunk="nan" served as fill in this pass, each with its reason.
+    bad_chunks: tuple[StoredChunkRead, ...]
     bytes_read: int
     finished: bool
     wall_s: float
@@ -148,7 +150,8 @@ class PassStats:
         in the consumer's loop body and the store's backend."""
         return cls(
             **_copied(cls, native, ("bad_chunks", "times", "depths", "retry", "waited", "store_kind")),
-            bad_chunks=len(native.bad_chunks), times=_copied_as(StageTimes, native.times, consumer_s=consumer_s),
+            bad_chunks=tuple(StoredChunkRead(b.array, b.chunk_index, tuple(b.inner_coord), b.reason)
+                             for b in native.bad_chunks), times=_copied_as(StageTimes, native.times, consumer_s=consumer_s),
             depths=_copied_as(Depths, native.depths), retry=_copied_as(RetryStats, native.retry),
             waited=_copied_as(Waited, native.waited), store_kind=store_kind,
         )
@@ -225,7 +228,7 @@ class PassStats:
         if self.rereads or self.evictions:
             parts.append(f"re-reads {self.rereads}, evictions {self.evictions}")
         if self.bad_chunks:
-            parts.append(f"bad chunks {self.bad_chunks}")
+            parts.append(f"bad chunks {len(self.bad_chunks)} (first: {self.bad_chunks[0].reason[:200]})")
         r = self.retry
         if r.retries or r.corrupt_rereads:
             text = f"retries {r.retries} ({r.backoff_s:.2f} s backing off)"

@@ -133,6 +133,10 @@ struct BatchData {
   std::vector<int64_t> anchors;
   // With patches: each row's patch origin, rows x patch axes (row-major); else empty.
   std::vector<int64_t> origins;
+  // Parallel to arrays when a chunk the batch reads was filled in for a bad chunk
+  // (on_bad_chunk="nan"): per row, 1 where its values came (even in part) from such a
+  // chunk. Empty when none was: the common case costs nothing.
+  std::vector<std::vector<uint8_t>> filled;
   size_t rows = 0;
 };
 

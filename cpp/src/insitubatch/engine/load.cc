@@ -59,10 +59,16 @@ void MoveSampleAxisToFront(const std::byte* src, std::byte* dst, const std::vect
   CopyBox(dst, dst_strides, src, src_strides, extents, 3, 1);
 }
 
+// A bad chunk: its bytes did not decode (corrupt, truncated, or refused as larger than any
+// encoding of it): DataLoss, and nothing else. A missing permission, an I/O error after
+// its retries, a full disk or a cancelled pass is not the chunk's fault, and is raised
+// whatever on_bad_chunk says.
+bool IsBadChunk(const Status& status) { return status.code() == StatusCode::kDataLoss; }
+
 // Bytes that did not decode may have been damaged on the way (a proxy cutting a body
 // that still carried a consistent Content-Length): such a chunk is read once more before
 // it is declared corrupt.
-bool WorthReadingAgain(const Status& status) { return status.code() == StatusCode::kDataLoss; }
+bool WorthReadingAgain(const Status& status) { return IsBadChunk(status); }
 
 }  // namespace
 
@@ -470,12 +476,12 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
     return;
   }
   std::optional<BadChunk> bad;
-  if (!status.ok() && !cancelled && config_.on_bad_chunk == OnBadChunk::kNan) {
+  if (!status.ok() && !cancelled && config_.on_bad_chunk == OnBadChunk::kNan && IsBadChunk(status)) {
     FillBadTile(array, dst);
-    status = Status::Ok();
     std::vector<uint64_t> inner = source.PhysicalCoords(slot->key.chunk, read.tile);
     inner.erase(inner.begin() + source.sample_axis);
-    bad = BadChunk{array.path(), slot->key.chunk, std::move(inner)};
+    bad = BadChunk{array.path(), slot->key.chunk, std::move(inner), status.message()};
+    status = Status::Ok();
   }
   account();
   if (pool_.TileDone(slot, status, bad ? &*bad : nullptr)) {

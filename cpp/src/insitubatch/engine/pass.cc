@@ -244,6 +244,15 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
                                 /*streaming=*/bytes >= kStreamingBatchBytes);
     batch.arrays.push_back(std::make_shared<Buffer>(std::move(buffer)));
   }
+  if (std::any_of(slots.begin(), slots.end(), [](const auto& s) { return !s->bad.empty(); })) {
+    for (const Label& label : spec_.labels) {  // which rows read a chunk filled in for a bad one
+      const int64_t spc = engine_->sources_[label.source].spc;
+      std::vector<uint8_t>& rows = batch.filled.emplace_back(batch.rows, 0);
+      for (size_t r = 0; r < batch.rows; ++r) {
+        rows[r] = slot_for(SlotKey{label.source, (batch.anchors[r] + label.offset) / spc}).bad.empty() ? 0 : 1;
+      }
+    }
+  }
   // The producer's time in gather (its own copies, then the wait for its helpers): what
   // the limiting-stage rule weighs against the producer's other stages.
   std::lock_guard lock(stats_mutex_);

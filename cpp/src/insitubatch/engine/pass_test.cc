@@ -235,7 +235,8 @@ TEST(PassTest, CorruptChunkRaisesWithContextAndNextPassWorks) {
 TEST(PassTest, OnBadChunkNanFillsAndRecords) {
   Fixture f;
   f.Add("t2m", {16, 4}, {4, 4});
-  f.store->Fail("t2m/c/2/0");
+  const std::string key = f.sources[0].array->ChunkKey({2, 0});
+  f.memory->Set(key, std::string("not a chunk of this array"));  // bytes that do not decode
   auto engine = f.MakeEngine(0, 4, OnBadChunk::kNan);
   auto pass = engine->StartPass(Spec(SequentialOrder(Iota(4), 4, 16, 4), 4, 16, {{"t2m", 0, 0}})).value();
   auto next = pass->Next();
@@ -248,9 +249,30 @@ TEST(PassTest, OnBadChunkNanFillsAndRecords) {
       EXPECT_EQ(v[i], static_cast<float>(i));
     }
   }
+  // The batch says which rows were filled in.
+  ASSERT_EQ((*next)->filled.size(), 1u);
+  for (size_t r = 0; r < 16; ++r) EXPECT_EQ((*next)->filled[0][r], r >= 8 && r < 12 ? 1 : 0) << r;
   pass->Close();
   ASSERT_EQ(pass->stats().bad_chunks.size(), 1u);
   EXPECT_EQ(pass->stats().bad_chunks[0].chunk_index, 2);
+  EXPECT_NE(pass->stats().bad_chunks[0].reason.find(key), std::string::npos) << pass->stats().bad_chunks[0].reason;
+}
+
+// on_bad_chunk="nan" means a bad chunk: one whose bytes do not decode. A store that fails
+// (a missing permission, an I/O error after its retries) is raised, never filled in.
+TEST(PassTest, OnBadChunkNanRaisesAFailingStore) {
+  Fixture f;
+  f.Add("t2m", {16, 4}, {4, 4});
+  f.store->Fail("t2m/c/2/0");
+  auto engine = f.MakeEngine(0, 4, OnBadChunk::kNan);
+  auto pass = engine->StartPass(Spec(SequentialOrder(Iota(4), 4, 16, 4), 4, 16, {{"t2m", 0, 0}})).value();
+  auto next = pass->Next();
+  ASSERT_FALSE(next.ok());
+  EXPECT_EQ(next.status().code(), StatusCode::kIoError);
+  EXPECT_NE(next.status().message().find("injected failure reading t2m/c/2/0"), std::string::npos)
+      << next.status().message();
+  pass->Close();
+  EXPECT_TRUE(pass->stats().bad_chunks.empty());
 }
 
 TEST(PassTest, EarlyCloseReleasesEverythingAndNextPassCompletes) {

@@ -45,10 +45,13 @@ struct Depths {
   uint64_t budget_bytes = 0;  // 0 = unbounded
 };
 
+// A stored chunk on_bad_chunk="nan" served as NaN (or its fill value): one whose bytes
+// did not decode (corrupt, truncated, refused as oversized), and why.
 struct BadChunk {
   std::string array;
   int64_t chunk_index = 0;
   std::vector<uint64_t> inner_coord;
+  std::string reason;
 };
 
 // Transient store failures retried on the way to a pass's bytes.
