@@ -98,6 +98,27 @@ def test_a_chunk_file_replaced_by_a_link_is_never_read_or_written_through(era, t
     assert not (cache / name).is_symlink() and (outside / name).read_bytes() == before
 
 
+def test_a_cache_file_whose_bytes_changed_is_read_again_never_served(era, tmp_path):
+    """What a power loss can leave (nothing is fsynced): a file of the right size whose
+    pages are zeros. Its checksum tells: a miss, read again, counted."""
+    path, values = era
+    cache = tmp_path / "cache"
+    _warm(path, values, cache)
+    name = _chunk_files(cache)[0]
+    data = (cache / name).stat().st_size - 4096  # past the header: the chunk's values, zeroed
+    with open(cache / name, "r+b") as f:
+        f.seek(4096)
+        f.write(bytes(data))
+    ds, store = _dataset(path, cache, persist=True)
+    assert _epoch(ds, values) == 48  # every value checked
+    assert ds.last_pass.revive_rejected == 1 and _chunk_reads(store) == 1
+    assert ds._engine.cache_counters()["revive_corrupt"] == 1
+    ds.close()
+    ds, store = _dataset(path, cache, persist=True)  # written again, whole: all revived
+    assert _epoch(ds, values) == 48 and _chunk_reads(store) == 0 and ds.last_pass.revive_rejected == 0
+    ds.close()
+
+
 def test_a_fifo_at_the_log_is_refused_without_hanging(era, tmp_path):
     path, _ = era
     cache = tmp_path / "cache"

@@ -262,7 +262,7 @@ Result<Buffer> DiskBacking::Allocate(SlotKey key, uint64_t bytes, bool resident)
   return fill_buffers_->Take(bytes);
 }
 
-std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes, bool* rejected) {
+std::optional<SlotBacking::Revival> DiskBacking::Revive(SlotKey key, uint64_t bytes, bool* rejected) {
   cache::LogEntry entry;
   std::shared_ptr<const cache::CacheDir> dir;
   {
@@ -281,12 +281,9 @@ std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes, bool* rej
                      : Result<std::shared_ptr<cache::FileMapping>>(NotFound(entry.file + " is not this chunk's file"));
   const bool fits = mapping.ok() && (*mapping)->size() == header.size() + bytes &&
                     std::memcmp((*mapping)->data(), header.data(), header.size()) == 0;
-  // The bytes themselves, before anything is served from them (an entry without a
-  // checksum, from an older version, cannot be vouched for).
-  const bool intact =
-      fits && entry.crc32c && Crc32c(std::span((*mapping)->data() + header.size(), bytes)) == *entry.crc32c;
   std::lock_guard lock(mutex_);
-  if (!intact) {
+  // An entry without a checksum (an older version's) cannot be vouched for.
+  if (!fits || !entry.crc32c) {
     // A miss, never an error: the chunk is read again and its entry replaced.
     ++(!mapping.ok() ? counters_.revive_missing : !fits ? counters_.revive_mismatch : counters_.revive_corrupt);
     entries_.erase(entry.key);
@@ -294,7 +291,14 @@ std::optional<Buffer> DiskBacking::Revive(SlotKey key, uint64_t bytes, bool* rej
     return std::nullopt;
   }
   ++counters_.revived;
-  return cache::FileMapping::Borrow(*mapping, header.size(), bytes);
+  return Revival{cache::FileMapping::Borrow(*mapping, header.size(), bytes), *entry.crc32c};
+}
+
+void DiskBacking::Reject(SlotKey key) {
+  std::lock_guard lock(mutex_);
+  --counters_.revived;
+  ++counters_.revive_corrupt;
+  entries_.erase(LogKey(key));
 }
 
 Result<Buffer> DiskBacking::Complete(SlotKey key, Buffer data) {

@@ -47,9 +47,19 @@ class SlotBacking {
   // Memory for an admitted slot of `bytes`. `resident`: it becomes the slot's data as it
   // fills (no chunk transform); otherwise it is scratch the transform reads from.
   virtual Result<Buffer> Allocate(SlotKey key, uint64_t bytes, bool resident) = 0;
-  // The slot from an earlier run, ready to serve (nullopt: a miss). `rejected`: set when
-  // an earlier run's entry was there but is not served (its bytes failed their check).
-  virtual std::optional<Buffer> Revive(SlotKey key, uint64_t bytes, bool* rejected) { return std::nullopt; }
+  // The slot from an earlier run (nullopt: a miss), with the CRC-32C its bytes must match
+  // before anything is served from them: the caller checks it, off the scheduler's thread
+  // (the check reads every byte, from disk if need be), and calls Reject on a mismatch.
+  // `rejected`: set when an entry was there but is not even offered (its file is missing,
+  // or made for another layout).
+  struct Revival {
+    Buffer data;
+    uint32_t crc32c = 0;
+  };
+  virtual std::optional<Revival> Revive(SlotKey key, uint64_t bytes, bool* rejected) { return std::nullopt; }
+  // A revival whose bytes failed their check: its entry is forgotten (the chunk is read
+  // again and written anew) and counted.
+  virtual void Reject(SlotKey key) {}
   // The slot completed with `data`: makes it durable where the backing persists. Returns
   // the memory the slot keeps (`data` itself, or the file it was written to).
   virtual Result<Buffer> Complete(SlotKey key, Buffer data) { return data; }
@@ -104,7 +114,8 @@ class DiskBacking final : public SlotBacking {
   static Result<std::shared_ptr<DiskBacking>> Open(DiskCacheOptions options, std::vector<CachedArray> arrays);
 
   Result<Buffer> Allocate(SlotKey key, uint64_t bytes, bool resident) override;
-  std::optional<Buffer> Revive(SlotKey key, uint64_t bytes, bool* rejected) override;
+  std::optional<Revival> Revive(SlotKey key, uint64_t bytes, bool* rejected) override;
+  void Reject(SlotKey key) override;
   Result<Buffer> Complete(SlotKey key, Buffer data) override;
   bool read_only() const override { return options_.read_only; }
   bool completes() const override { return true; }

@@ -17,6 +17,7 @@
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/gather.h"
 #include "insitubatch/util/clock.h"
+#include "insitubatch/util/crc32c.h"
 
 namespace insitubatch::engine {
 namespace {
@@ -72,26 +73,74 @@ bool WorthReadingAgain(const Status& status) { return IsBadChunk(status); }
 
 }  // namespace
 
-bool Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats) {
+Engine::Loading Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats, bool first_touch) {
   const ArraySource& source = sources_[slot->key.source];
   // Without a chunk transform (or with one fused into decode) the tiles decode straight
   // into the slot's final memory; otherwise into scratch the transform reads.
   const bool resident = source.transform == nullptr || source.transform_in_decode;
-  Result<bool> prepared = pool_.Prepare(slot, source.resident.bytes(), source.stored.bytes(), resident);
-  if (!prepared.ok()) return false;  // the slot failed with the backing's error
-  if (*prepared) return true;        // revived from the cache directory
-  // Until the pool first evicts, no slot memory has been recycled: each slot's is new.
-  const bool fresh = pool_.counters().evictions == 0;
-  {
-    std::lock_guard lock(reads_mutex_);
-    const uint64_t admitted = admissions_++;
-    for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
-      queued_reads_.push_back(TileRead{slot, tile, stats, 1, admitted, fresh});
+  Result<std::optional<uint32_t>> prepared =
+      pool_.Prepare(slot, source.resident.bytes(), source.stored.bytes(), resident);
+  if (!prepared.ok()) return Loading::kRead;  // the slot failed with the backing's error
+  if (*prepared) {
+    // Revived from the cache directory: its bytes are checked on a decode thread (the check
+    // reads every byte, from disk if need be; several at once, off the scheduler's thread).
+    // Counted as outstanding work: the engine outlives the check.
+    {
+      std::lock_guard lock(reads_mutex_);
       ++outstanding_;
     }
+    Engine* self = this;
+    decode_pool_->Submit([self, slot, crc = **prepared, stats = std::move(stats), first_touch] {
+      self->CheckRevival(slot, crc, stats, first_touch);
+      {
+        std::lock_guard lock(self->reads_mutex_);
+        --self->outstanding_;
+      }
+      self->ReadRoomFreed();
+    });
+    return Loading::kRevival;
   }
+  QueueTileReads(slot, stats);
   IssueReads();
-  return false;
+  return Loading::kRead;
+}
+
+void Engine::QueueTileReads(const std::shared_ptr<Slot>& slot, const std::shared_ptr<LoadStats>& stats) {
+  const ArraySource& source = sources_[slot->key.source];
+  // Until the pool first evicts, no slot memory has been recycled: each slot's is new.
+  const bool fresh = pool_.counters().evictions == 0;
+  std::lock_guard lock(reads_mutex_);
+  const uint64_t admitted = admissions_++;
+  for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
+    queued_reads_.push_back(TileRead{slot, tile, stats, 1, admitted, fresh});
+    ++outstanding_;
+  }
+}
+
+void Engine::CheckRevival(const std::shared_ptr<Slot>& slot, uint32_t crc32c, const std::shared_ptr<LoadStats>& stats,
+                          bool first_touch) {
+  if (slot->cancel.cancelled()) {  // abandoned: nobody will read it
+    pool_.Publish(slot, Cancelled("the chunk was abandoned"), Buffer());
+    return;
+  }
+  const bool intact = Crc32c(slot->data.span()) == crc32c;
+  {
+    // Counted before the slot is published: the batch it completes may reach the consumer
+    // at once, and the pass's stats read then must include it.
+    std::lock_guard lock(stats->mutex);
+    stats->revived += intact ? 1 : 0;
+    stats->revived_hits += intact && first_touch ? 1 : 0;
+    stats->revive_rejected += intact ? 0 : 1;
+    stats->rejected_rereads += !intact && !first_touch ? 1 : 0;
+  }
+  if (intact) {
+    pool_.Revived(slot);
+    return;
+  }
+  // Not the bytes that were written (a power loss's zeros, an old page): a miss after all.
+  const ArraySource& source = sources_[slot->key.source];
+  const bool resident = source.transform == nullptr || source.transform_in_decode;
+  if (pool_.Unrevived(slot, source.stored.bytes(), resident).ok()) QueueTileReads(slot, stats);
 }
 
 void Engine::IssueReads() {

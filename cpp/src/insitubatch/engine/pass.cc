@@ -135,21 +135,22 @@ void Pass::ScheduleBlocks() {
         return;
       }
       const bool first_touch = touched.insert(key).second;
-      // An admitted chunk an earlier run persisted is revived: a hit, with no fetch.
-      const bool revived = *acquired == Acquired::kAdmitted && engine_->Load(slot, load_stats_);
+      // An admitted chunk an earlier run persisted is revived: a hit, with no fetch, once
+      // its bytes pass their check (counted then, in load_stats_).
+      const bool admitted = *acquired == Acquired::kAdmitted;
+      const bool read = admitted && engine_->Load(slot, load_stats_, first_touch) == Engine::Loading::kRead;
       {
         // Counted before the admission is published: the batch it completes may reach the
         // consumer at once, and a pass's stats read then must include it.
         std::lock_guard lock(stats_mutex_);
         stats_.times.admission_parked_s += waited;
-        if (*acquired == Acquired::kAdmitted && !revived) {
+        if (read) {
           if (!first_touch) ++stats_.rereads;
           ++stats_.cache_misses;
-        } else if (first_touch) {
+        } else if (!admitted && first_touch) {
           ++stats_.cache_hits;
         }
-        stats_.revived += revived ? 1 : 0;
-        stats_.revive_rejected += *acquired == Acquired::kAdmitted && slot->revive_rejected ? 1 : 0;
+        stats_.revive_rejected += admitted && slot->revive_rejected ? 1 : 0;
         const PoolCounters counters = engine_->pool().counters();
         stats_.depths.resident_peak = std::max(stats_.depths.resident_peak, counters.resident_slots);
         stats_.depths.resident_peak_bytes = std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
@@ -556,6 +557,11 @@ PassStats Pass::stats() const {
   out.depths.decode_queue_peak = load.decode_queue_peak;
   out.depths.chunk_decoders_peak = load.chunk_decoders_peak;
   out.retry = load.retry;
+  out.revived = load.revived;
+  out.cache_hits += load.revived_hits;
+  out.revive_rejected += load.revive_rejected;
+  out.cache_misses += load.revive_rejected;
+  out.rereads += load.rejected_rereads;
   return out;
 }
 

@@ -176,29 +176,44 @@ Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, Ow
   return Acquired::kAdmitted;
 }
 
-Result<bool> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes, uint64_t bytes,
-                                bool resident) {
-  if (std::optional<Buffer> revived = backing_->Revive(slot->key, resident_bytes, &slot->revive_rejected)) {
-    {
-      std::lock_guard lock(mutex_);
-      slot->data = std::move(*revived);
-      if (slot->state == SlotState::kFilling) {
-        slot->state = SlotState::kReady;
-        slot->pending_tiles = 0;
-        auto it = slots_.find(slot->key);
-        if (it != slots_.end() && it->second == slot) TouchLocked(*slot);
-      }
-    }
-    cv_.notify_all();
-    return true;
+Result<std::optional<uint32_t>> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes,
+                                                   uint64_t bytes, bool resident) {
+  if (std::optional<SlotBacking::Revival> revived =
+          backing_->Revive(slot->key, resident_bytes, &slot->revive_rejected)) {
+    slot->data = std::move(revived->data);  // FILLING: nobody reads it before Revived()
+    return std::optional<uint32_t>(revived->crc32c);
   }
+  INSITU_RETURN_IF_ERROR(Allocate(slot, bytes, resident));
+  return std::optional<uint32_t>();
+}
+
+void ChunkPool::Revived(const std::shared_ptr<Slot>& slot) {
+  {
+    std::lock_guard lock(mutex_);
+    if (slot->state == SlotState::kFilling) {
+      slot->state = SlotState::kReady;
+      slot->pending_tiles = 0;
+      auto it = slots_.find(slot->key);
+      if (it != slots_.end() && it->second == slot) TouchLocked(*slot);
+    }
+  }
+  cv_.notify_all();
+}
+
+Status ChunkPool::Unrevived(const std::shared_ptr<Slot>& slot, uint64_t bytes, bool resident) {
+  backing_->Reject(slot->key);
+  slot->data = Buffer();  // the mapping goes (FILLING: nobody reads it)
+  return Allocate(slot, bytes, resident);
+}
+
+Status ChunkPool::Allocate(const std::shared_ptr<Slot>& slot, uint64_t bytes, bool resident) {
   Result<Buffer> data = backing_->Allocate(slot->key, bytes, resident);
   if (!data.ok()) {
     Publish(slot, data.status().WithContext("admitting " + DescribeKey(slot->key)), Buffer());
     return data.status();
   }
   slot->data = std::move(data).value();  // FILLING: nobody else touches it yet
-  return false;
+  return Status::Ok();
 }
 
 bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status, const BadChunk* bad) {

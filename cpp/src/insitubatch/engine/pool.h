@@ -124,10 +124,18 @@ class ChunkPool {
                            std::shared_ptr<Slot>* slot);
 
   // Gives an admitted slot its memory: the backing's revival of an earlier run's slot
-  // (then it is READY at once and Prepare returns true) or `bytes` to decode into
-  // (`resident`: they become the slot's data; otherwise scratch for a chunk transform). A
-  // backing that cannot supply either fails the slot with its error. Call without locks.
-  Result<bool> Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes, uint64_t bytes, bool resident);
+  // (Prepare returns the CRC-32C its bytes must match: the slot holds them but stays
+  // FILLING until Revived, or Unrevived on a mismatch) or `bytes` to decode into
+  // (`resident`: they become the slot's data; otherwise scratch for a chunk transform;
+  // Prepare returns nullopt). A backing that cannot supply either fails the slot with its
+  // error. Call without locks.
+  Result<std::optional<uint32_t>> Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes, uint64_t bytes,
+                                          bool resident);
+  // The revived bytes matched their checksum: the slot is READY.
+  void Revived(const std::shared_ptr<Slot>& slot);
+  // They did not: the backing forgets them, and the slot gets memory to be read into, as
+  // Prepare gives a miss (or the backing's error, the slot failed with it).
+  Status Unrevived(const std::shared_ptr<Slot>& slot, uint64_t bytes, bool resident);
 
   // Marks one tile of `slot` delivered; an error marks the slot FAILED (first error wins);
   // `bad` records a tile the NaN policy filled in. Returns true when this was the last
@@ -183,6 +191,8 @@ class ChunkPool {
   Result<Acquired> AcquireLocked(std::unique_lock<std::mutex>& lock, OwnerId owner, SlotKey key, uint64_t charge,
                                  uint32_t tiles, bool deferred, const std::function<bool()>& cancelled,
                                  const std::function<bool()>& stalled, std::shared_ptr<Slot>* out);
+  // The slot's memory from the backing, or the slot failed with the backing's error.
+  Status Allocate(const std::shared_ptr<Slot>& slot, uint64_t bytes, bool resident);
   bool HasRoomLocked(uint64_t charge) const;
   bool EvictForLocked(uint64_t charge);
   // Takes the slot out of the pool; it is destroyed (its memory released, perhaps a file

@@ -76,6 +76,13 @@ struct LoadStats {
   uint64_t decode_queue_peak = 0;
   uint64_t chunk_decoders_peak = 0;
   RetryStats retry;
+  // Revivals, counted when their bytes have been checked (off the scheduler's thread):
+  // served (a hit where the pass had not read the chunk before), or rejected (read again:
+  // a miss, a re-read where it had).
+  uint64_t revived = 0;
+  uint64_t revived_hits = 0;
+  uint64_t revive_rejected = 0;
+  uint64_t rejected_rereads = 0;
 };
 
 struct PassStats {
