@@ -184,11 +184,22 @@ def test_another_models_run_is_refused_then_overwritten_exactly(source, tmp_path
     resumed.close()
     with pytest.raises(insitubatch.FailedPreconditionError, match="mode='w-' creates only"):
         ZarrWriter(str(out), "pred", like=geoms["t2m"], run="model-b", mode="w-")
-    # An array no ZarrWriter wrote records no run: refused too.
-    zarr.create_array(zarr.storage.LocalStore(tmp_path / "other.zarr"), name="pred", shape=data.shape,
-                      chunks=(SPC, 5, 3), dtype="f4")[...] = 7
+    # An array no ZarrWriter wrote records no run: refused too, once it holds a chunk...
+    other = zarr.create_array(zarr.storage.LocalStore(tmp_path / "other.zarr"), name="pred", shape=data.shape,
+                              chunks=(SPC, 5, 3), dtype="f4")
+    other[:1] = 7
     with pytest.raises(insitubatch.FailedPreconditionError, match="was not written by a ZarrWriter"):
         ZarrWriter(str(tmp_path / "other.zarr"), "pred", like=geoms["t2m"])
+    # ...while one created for the writer and never written is taken, and becomes its run's.
+    zarr.create_array(zarr.storage.LocalStore(tmp_path / "fresh.zarr"), name="pred", shape=data.shape,
+                      chunks=(SPC, 5, 3), dtype="f4", compressors=None)
+    with ZarrWriter(str(tmp_path / "fresh.zarr"), "pred", like=geoms["t2m"], run="mine") as taken:
+        taken.write(np.arange(N), data)
+    fresh = zarr.open_array(zarr.storage.LocalStore(tmp_path / "fresh.zarr"), path="pred", mode="r")
+    assert fresh.attrs[insitubatch.writer.RUN_ATTRIBUTE]["run"] == "mine" and fresh.compressors == ()
+    np.testing.assert_array_equal(fresh[...], data)
+    with pytest.raises(insitubatch.FailedPreconditionError, match="was written by run 'mine'"):
+        ZarrWriter(str(tmp_path / "fresh.zarr"), "pred", like=geoms["t2m"], run="theirs")
 
 
 def test_a_sample_written_again_after_its_chunk_was_written_raises(source, tmp_path):

@@ -65,8 +65,9 @@ class ZarrWriter:
     command line that runs the writer, the source (``like=``) and the output's layout, so
     the same command over the same source resumes itself and another model's command does
     not. It is recorded in the array's attributes. ``mode="a"`` (the default) creates the
-    array, or resumes one this run wrote (its complete chunks are skipped) and refuses any
-    other; ``mode="w"`` deletes what is at ``name`` first; ``mode="w-"`` refuses an
+    array, or resumes one this run wrote (its complete chunks are skipped), or takes one that
+    holds no chunk and records no run (created for it, with the codecs wanted), and refuses
+    any other; ``mode="w"`` deletes what is at ``name`` first; ``mode="w-"`` refuses an
     existing array. ``write(sample_indices, values)`` takes batches in any order, each
     sample once; rows are held per chunk under ``budget_bytes``; ``close()`` (or leaving a
     ``with`` block) writes the rest and consolidates the metadata where the store had
@@ -175,6 +176,11 @@ class ZarrWriter:
                 " mode='w' to overwrite it")
         record = array.attrs.get(RUN_ATTRIBUTE)
         theirs = record.get("run") if isinstance(record, dict) else None
+        if theirs is None and not self._holds_chunks():
+            # An array created for this writer (zarr-python's create_array with the codecs
+            # wanted) and never written: nothing in it to mistake for this run's; it is this run's.
+            return zarr.open_array(self._zarr_store, path=self.name, mode="r+").update_attributes(
+                {RUN_ATTRIBUTE: _run_record(self.run)})
         if theirs != self.run:
             written_by = (f"was written by run {theirs!r} ({_describe_record(record)})" if theirs is not None else
                           "was not written by a ZarrWriter (it records no run: another tool's, or an older"
@@ -184,6 +190,12 @@ class ZarrWriter:
                 " so its chunks are not this run's to resume. Pass mode='w' to overwrite it, write to another name,"
                 " or, if this is that run restarted, pass run= its name")
         return array
+
+    def _holds_chunks(self) -> bool:
+        """Whether any object under the array's prefix is not its metadata."""
+        prefix = f"{self.name}/" if self.name else ""
+        metadata = {"zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata"}
+        return any(key[len(prefix):] not in metadata for key in self._native.list(prefix))
 
     def _inner_coords(self) -> list[tuple[int, ...]]:
         return [tuple(c) for c in np.ndindex(*(len(r) for r in self._inner_grid))] or [()]
