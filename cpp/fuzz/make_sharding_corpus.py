@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes the seed corpus for sharding_fuzz.cc: shards written by zarr-python 3 for each
 fixed configuration of the fuzz target, prefixed with the byte that selects it, plus a few
-broken variants (truncated, bad index checksum, offsets past the end).
+broken variants (truncated, bad index checksum, offsets past the end) and hostile indexes,
+their checksums valid: an entry naming 2^62 bytes, one naming every inner chunk's bytes at
+once (past an uncompressed inner chunk's bound), two entries naming the same bytes (legal).
 
 Run:  /work/main/.venv/bin/python cpp/fuzz/make_sharding_corpus.py
 """
@@ -10,8 +12,11 @@ import pathlib
 import shutil
 import tempfile
 
+import struct
+
 import numpy as np
 import zarr
+from crc32c import crc32c
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 OUT = pathlib.Path(__file__).resolve().parent / "corpus" / "sharding"
@@ -43,6 +48,33 @@ def shards(serializer):
         return [(pathlib.Path(tmp) / "c" / "0" / str(j)).read_bytes() for j in range(2)]
 
 
+def with_entry(shard, config, i, offset, nbytes):
+    """`shard` with index entry `i` set to (offset, nbytes), its checksum (if any) redone."""
+    n = 4  # a [4, 4] shard of [2, 2] inner chunks
+    crc = any(isinstance(c, Crc32cCodec) for c in config.index_codecs)
+    size = 16 * n + (4 if crc else 0)
+    out = bytearray(shard)
+    start = len(out) - size if config.index_location.value == "end" else 0
+    struct.pack_into("<QQ", out, start + 16 * i, offset, nbytes)
+    if crc:
+        struct.pack_into("<I", out, start + 16 * n, crc32c(bytes(out[start:start + 16 * n])))
+    return bytes(out)
+
+
+def hostile(config, shard):
+    """Index entries an untrusted shard may hold, keyed by a seed name."""
+    n = 4
+    size = 16 * n + (4 if any(isinstance(c, Crc32cCodec) for c in config.index_codecs) else 0)
+    start = len(shard) - size if config.index_location.value == "end" else 0
+    first = struct.unpack_from("<QQ", shard, start)
+    data_begin = 0 if config.index_location.value == "end" else size
+    return {
+        "entry_huge": with_entry(shard, config, 1, 0, 1 << 62),
+        "entry_spans_all": with_entry(shard, config, 1, data_begin, len(shard) - size),
+        "entries_overlap": with_entry(shard, config, 1, *first),
+    }
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     OUT.mkdir(parents=True)
@@ -55,6 +87,9 @@ def main():
             flipped = bytearray(shard)
             flipped[len(flipped) // 2] ^= 0x10
             (OUT / f"config{selector}_shard{j}_flipped").write_bytes(prefix + bytes(flipped))
+            if j == 0:
+                for name, bad in hostile(serializer, shard).items():
+                    (OUT / f"config{selector}_shard{j}_{name}").write_bytes(prefix + bad)
     (OUT / "empty").write_bytes(b"")
     (OUT / "selector_only").write_bytes(b"\x01")
 

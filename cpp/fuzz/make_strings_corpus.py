@@ -1,17 +1,20 @@
 """Writes the seed corpus of strings_fuzz: for each layout (in the target's order), the first
 byte selecting it and a numcodecs encoding of six items (the sharded one as zarr-python
-writes the shard), plus a truncated one.
+writes the shard), plus a truncated one, and hostile headers: an item count or an item
+length of 2^32 - 1, a zstd frame of 18 bytes declaring 1 GiB (and 2^40 bytes), a shard
+whose index names 2^62 bytes for an inner chunk.
 
     .venv/bin/python cpp/fuzz/make_strings_corpus.py
 """
 
-from pathlib import Path
-
+import struct
 import warnings
+from pathlib import Path
 
 import numcodecs
 import numpy as np
 import zarr
+from crc32c import crc32c
 
 OUT = Path(__file__).resolve().parent / "corpus" / "strings"
 values = np.array(["", "a", "Zürich", "東京", "x" * 40, "🙂"], dtype=object)
@@ -35,4 +38,18 @@ labels = numcodecs.Categorize(["cat", "\u00e9meu", ""], dtype=object, astype="<i
 codes = numcodecs.Zstd(level=1).encode(labels.encode(np.array(["cat", "émeu", "", "bee", "cat", "cat"], dtype=object)))
 (OUT / "05_categorize_zstd").write_bytes(b"\x05" + codes)
 (OUT / "05_categorize_truncated").write_bytes(b"\x05" + codes[:-2])
-print(f"wrote 8 seeds to {OUT}")
+
+
+def lying_zstd_frame(declared):
+    """18 bytes declaring `declared` bytes, holding one RLE block of 10."""
+    return b"\x28\xb5\x2f\xfd\xc0\x00" + struct.pack("<Q", declared) + ((10 << 3) | 3).to_bytes(3, "little") + b"x"
+
+
+(OUT / "00_count_huge").write_bytes(b"\x00" + struct.pack("<II", 2**32 - 1, 0))
+(OUT / "00_length_huge").write_bytes(b"\x00" + struct.pack("<II", 6, 2**32 - 1) + b"\x00" * 20)
+(OUT / "01_zstd_declares_1gib").write_bytes(b"\x01" + lying_zstd_frame(1 << 30))
+(OUT / "01_zstd_declares_2e40").write_bytes(b"\x01" + lying_zstd_frame(1 << 40))
+entries = bytearray(shard[-36:-4])  # two inner chunks of [1, 3], then the index's crc32c
+struct.pack_into("<QQ", entries, 16, 0, 1 << 62)
+(OUT / "03_sharded_entry_huge").write_bytes(b"\x03" + shard[:-36] + bytes(entries) + struct.pack("<I", crc32c(bytes(entries))))
+print(f"wrote 13 seeds to {OUT}")

@@ -40,6 +40,8 @@ Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store,
   array->metadata_ = std::move(metadata);
   if (array->metadata_.dtype.is_variable()) {
     if (Status bound = array->BindStringCodecs(); !bound.ok()) return bound.WithContext(what);
+    array->codecs_text_ = DescribeCodecs(array->metadata_.codecs);
+    array->max_stored_bytes_ = array->string_decoder_->MaxStoredSize(kMaxStringChunkBytes);
     return std::shared_ptr<const Array>(std::move(array));
   }
   const ArrayMetadata& md = array->metadata_;
@@ -48,12 +50,12 @@ Result<std::shared_ptr<const Array>> Array::Create(std::shared_ptr<Store> store,
   if (!chain.ok()) return chain.status().WithContext(what);
   array->chain_ = std::move(chain).value();
   array->max_stored_bytes_ = array->chain_.MaxEncodedSize();
+  array->codecs_text_ = array->chain_.Describe();
   return std::shared_ptr<const Array>(std::move(array));
 }
 
 std::string Array::OversizeText(uint64_t stored_bytes) const {
-  return "stored object is " + std::to_string(stored_bytes) + " bytes, more than the " +
-         std::to_string(max_stored_bytes_) + " any valid encoding of the chunk takes (" + chain_.Describe() + ")";
+  return zarr::OversizeText("stored object", stored_bytes, max_stored_bytes_, codecs_text_);
 }
 
 Status Array::ValidateChunkCoords(const std::vector<uint64_t>& coords) const {

@@ -37,9 +37,9 @@ class Array {
   // Bytes of one decoded stored chunk (the full chunk shape, edge chunks included).
   uint64_t chunk_bytes() const { return metadata_.chunk_bytes(); }
 
-  // The most bytes a valid stored chunk takes (CodecChain::MaxEncodedSize; UINT64_MAX
-  // when unbounded: sharding, strings), and the whole-object read that refuses a larger
-  // one unread where the store knows sizes first.
+  // The most bytes a valid stored chunk takes (CodecChain::MaxEncodedSize; for strings,
+  // their codecs' bound on kMaxStringChunkBytes of string data), and the whole-object read
+  // that refuses a larger one unread where the store knows sizes first.
   uint64_t max_stored_bytes() const { return max_stored_bytes_; }
   ByteRange ChunkReadRange() const { return ByteRange::AllAtMost(max_stored_bytes_); }
 
@@ -75,7 +75,8 @@ class Array {
   // Blocking. (string_array.cc)
   Result<std::vector<std::string>> ReadStringChunk(const std::vector<uint64_t>& coords) const;
   // The items of one stored string chunk (the codecs undone: vlen-utf8's layout or
-  // categorize's codes under bytes codecs, a transpose or shards), in C order.
+  // categorize's codes under bytes codecs, a transpose or shards), in C order; stored
+  // bytes above max_stored_bytes() are DataLoss before any codec runs.
   Result<std::vector<std::string>> DecodeStringChunk(ByteSpan stored, const std::vector<uint64_t>& coords) const;
 
  private:
@@ -86,6 +87,7 @@ class Array {
   ArrayMetadata metadata_;
   CodecChain chain_;
   uint64_t max_stored_bytes_ = UINT64_MAX;
+  std::string codecs_text_;  // "bytes -> zstd", for messages
   // kString: how a stored chunk becomes its items.
   std::shared_ptr<const StringDecoder> string_decoder_;
   Status BindStringCodecs();

@@ -15,7 +15,9 @@ Status Array::BindStringCodecs() {
 }
 
 Result<std::vector<std::string>> Array::DecodeStringChunk(ByteSpan stored, const std::vector<uint64_t>& coords) const {
-  auto items = string_decoder_->Decode(stored);
+  auto items = stored.size() > max_stored_bytes_
+                   ? Result<std::vector<std::string>>(DataLoss(OversizeText(stored.size())))
+                   : string_decoder_->Decode(stored, kMaxStringChunkBytes);
   if (items.ok()) return items;
   const std::string where = DescribeChunk(path_, coords) + " (" + store_->Describe(ChunkKey(coords)) + ")";
   return items.status().WithContext(where);
@@ -26,7 +28,7 @@ Result<std::vector<std::string>> Array::ReadStringChunk(const std::vector<uint64
   if (!metadata_.dtype.is_variable()) {
     return FailedPrecondition(DescribeChunk(path_, coords) + ": not a string array");
   }
-  auto read = store_->Read(ChunkKey(coords));
+  auto read = store_->Read(ChunkKey(coords), ChunkReadRange());  // an oversized object is refused unread
   if (!read.ok()) return read.status().WithContext(DescribeChunk(path_, coords));
   if (!read->found) {
     const auto& fill = metadata_.fill_value.record;

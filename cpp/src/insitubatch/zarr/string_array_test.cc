@@ -11,6 +11,7 @@
 #include "insitubatch/zarr/array.h"
 #include "insitubatch/zarr/codec/categorize_strings.h"
 #include "insitubatch/zarr/metadata.h"
+#include "insitubatch/zarr/string_decoder.h"
 
 namespace insitubatch::zarr {
 namespace {
@@ -127,6 +128,51 @@ TEST(StringArrayTest, ShardedStringsPlaceInnerChunksAndFillAbsentOnes) {
   EXPECT_THAT(bad.status().message(), testing::HasSubstr("inner chunk [0]: the string chunk holds 1 items"));
 }
 
+// A vlen header's item count is checked against the bytes that follow it before any item is
+// made: 2^27 items cannot fit in 8 bytes, and must not cost 2^27 empty strings first.
+TEST(StringArrayTest, AnItemCountItsBytesCannotHoldIsRefusedBeforeTheItemsAreMade) {
+  auto store = std::make_shared<MemoryStore>();
+  auto array = Open(store, R"({"zarr_format": 3, "node_type": "array", "shape": [134217728], "data_type": "string",
+      "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [134217728]}},
+      "chunk_key_encoding": {"name": "default"}, "fill_value": "", "codecs": [{"name": "vlen-utf8"}]})",
+                    3);
+  ASSERT_NE(array, nullptr);
+  store->Set("s/c/0", std::string("\x00\x00\x00\x08\x00\x00\x00\x00", 8));
+  const Status s = array->ReadStringChunk({0}).status();
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(),
+            "s [0] (memory://s/c/0): the string chunk's 8 bytes cannot hold its 134217728 items (4 bytes each at "
+            "least)");
+}
+
+// An inner chunk of strings is bounded as an inner chunk of numbers is, and the shard's
+// string data together by the chunk's limit.
+TEST(StringArrayTest, ShardedStringsAreBoundedPerInnerChunkAndTogether) {
+  auto store = std::make_shared<MemoryStore>();
+  auto array = Open(store, kShardedStrings, 3);
+  ASSERT_NE(array, nullptr);
+  std::string shard = Shard({Vlen({"a", "b"}), Vlen({"c", "d"})}, {true, true});
+  const uint64_t huge = kMaxStringChunkBytes + 1;  // the second entry's length, in the index at the end
+  shard.replace(shard.size() - 8, 8, std::string(reinterpret_cast<const char*>(&huge), 8));
+  store->Set("s/c/0", shard);
+  const Status past = array->ReadStringChunk({0}).status();
+  EXPECT_EQ(past.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(past.message(),
+              testing::HasSubstr("s [0] (memory://s/c/0): sharding_indexed: inner chunk [1] (offset 14): stored object "
+                                 "is 1073741825 bytes, more than the 1073741824 any valid encoding of the chunk takes "
+                                 "(vlen-utf8)"));
+  // Together: the second inner chunk is left what the first did not use.
+  auto decoder = MakeStringDecoder(array->metadata().codecs, {4}, array->metadata().dtype, "-");
+  ASSERT_TRUE(decoder.ok()) << decoder.status().ToString();
+  const std::string both = Shard({Vlen({"abcdef", "g"}), Vlen({"h", "i"})}, {true, true});
+  const ByteSpan bytes(reinterpret_cast<const std::byte*>(both.data()), both.size());
+  EXPECT_EQ((*decoder)->Decode(bytes, 19 + 14).value(), (std::vector<std::string>{"abcdef", "g", "h", "i"}));
+  const Status over = (*decoder)->Decode(bytes, 19 + 13).status();
+  EXPECT_EQ(over.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(over.message(),
+            "sharding_indexed: inner chunk [1]: the string chunk holds 14 bytes, more than the limit of 13");
+}
+
 TEST(StringArrayTest, ShardsNestedTooDeepAreUnimplemented) {
   Json codecs = Json::array({{{"name", "vlen-utf8"}}});
   for (int i = 0; i < 5; ++i) {
@@ -210,6 +256,48 @@ TEST(StringArrayTest, VariableLengthBytesFillIsBase64) {
   ASSERT_TRUE(meta.ok()) << meta.status().ToString();
   const auto& fill = meta->fill_value.record;
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(fill.data()), fill.size()), "ab");
+}
+
+// A string chunk is bounded as a numeric one is: by its codecs' bound on the most string
+// data a chunk may hold (kMaxStringChunkBytes; exact where the stored form has a fixed
+// size), refused unread where the store knows the size, before decoding otherwise.
+TEST(StringArrayTest, StoredStringChunksAreBoundedByTheirCodecs) {
+  auto store = std::make_shared<MemoryStore>();
+  auto raw = Open(store, R"({"zarr_format": 3, "node_type": "array", "shape": [5], "data_type": "string",
+      "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [3]}},
+      "chunk_key_encoding": {"name": "default"}, "fill_value": "", "codecs": [{"name": "vlen-utf8"}]})",
+                  3);
+  ASSERT_NE(raw, nullptr);
+  EXPECT_EQ(raw->max_stored_bytes(), kMaxStringChunkBytes);
+  auto zstd = Open(store, R"({"zarr_format": 3, "node_type": "array", "shape": [5], "data_type": "string",
+      "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [3]}},
+      "chunk_key_encoding": {"name": "default"}, "fill_value": "",
+      "codecs": [{"name": "vlen-utf8"}, {"name": "zstd"}, {"name": "crc32c"}]})",
+                   3);
+  ASSERT_NE(zstd, nullptr);
+  EXPECT_GT(zstd->max_stored_bytes(), CompressedBound(kMaxStringChunkBytes));
+  EXPECT_LT(zstd->max_stored_bytes(), CompressedBound(kMaxStringChunkBytes + kMaxStringChunkBytes / 128));
+  // A shard: its index, the inner chunks' bound on all the data, each inner chunk's framing.
+  auto sharded = Open(store, kShardedStrings, 3);
+  ASSERT_NE(sharded, nullptr);
+  EXPECT_EQ(sharded->max_stored_bytes(), 32 + kMaxStringChunkBytes);
+
+  // Categorized labels are codes of a fixed size: their bound is exact.
+  auto codes = OpenV2(store, CategorizedZarray("<i2", {"cat"}, "", nullptr));
+  ASSERT_NE(codes, nullptr);
+  EXPECT_EQ(codes->max_stored_bytes(), 10u);
+  store->Set("s/0", std::string(11, '\x01'));
+  const Status unread = codes->ReadStringChunk({0}).status();
+  EXPECT_EQ(unread.code(), StatusCode::kDataLoss);
+  EXPECT_THAT(unread.message(), testing::HasSubstr("s [0]: reading memory://s/0: object is 11 bytes, more than the 10 "
+                                                   "its reader accepts (refused unread)"));
+  const std::string eleven(11, '\x01');
+  const Status decoded =
+      codes->DecodeStringChunk({reinterpret_cast<const std::byte*>(eleven.data()), eleven.size()}, {0}).status();
+  EXPECT_EQ(decoded.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(decoded.message(),
+            "s [0] (memory://s/0): stored object is 11 bytes, more than the 10 any valid encoding of the chunk takes "
+            "(categorize)");
 }
 
 }  // namespace

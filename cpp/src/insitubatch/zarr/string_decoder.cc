@@ -19,8 +19,6 @@ namespace {
 
 using BytesCodecs = std::vector<std::shared_ptr<const BytesToBytesCodec>>;
 
-// A decoded string chunk may not exceed this (a hostile frame must not exhaust memory).
-constexpr size_t kMaxStringChunkBytes = size_t{1} << 30;
 constexpr int kMaxShardNesting = 4;
 
 uint32_t LoadLe32(const std::byte* p) {
@@ -40,11 +38,31 @@ uint64_t Elements(const std::vector<uint64_t>& shape) {
   return std::accumulate(shape.begin(), shape.end(), uint64_t{1}, std::multiplies<>());
 }
 
-// Undoes the bytes codecs (encode order) of `stored`; `scratch` owns the result.
-Result<ByteSpan> UndoBytesCodecs(const BytesCodecs& codecs, ByteSpan stored, Buffer& scratch) {
+// The most bytes `decoded` bytes take under `codecs` (encode order); UINT64_MAX if unknown.
+uint64_t BytesCodecsBound(const BytesCodecs& codecs, uint64_t decoded) {
+  for (const auto& codec : codecs) decoded = decoded == UINT64_MAX ? UINT64_MAX : codec->MaxEncodedSize(decoded);
+  return decoded;
+}
+
+// String data of `items`, counted as kMaxStringChunkBytes counts it (their vlen form).
+uint64_t StringBytes(const std::vector<std::string>& items) {
+  uint64_t n = 4;
+  for (const std::string& item : items) n += 4 + item.size();
+  return n;
+}
+
+// Undoes the bytes codecs (encode order) of `stored`, whose innermost form holds at most
+// `max_decoded` bytes: each codec decodes to at most the bound of that under the codecs
+// before it. `scratch` owns the result.
+Result<ByteSpan> UndoBytesCodecs(const BytesCodecs& codecs, ByteSpan stored, uint64_t max_decoded, Buffer& scratch) {
+  std::vector<uint64_t> bounds{max_decoded};  // bounds[i]: what codec i decodes to
+  for (const auto& codec : codecs) {
+    bounds.push_back(bounds.back() == UINT64_MAX ? UINT64_MAX : codec->MaxEncodedSize(bounds.back()));
+  }
   ByteSpan bytes = stored;
-  for (auto it = codecs.rbegin(); it != codecs.rend(); ++it) {
-    INSITU_ASSIGN_OR_RETURN(Buffer next, (*it)->Decode(bytes, kMaxStringChunkBytes));
+  for (size_t i = codecs.size(); i-- > 0;) {
+    const uint64_t limit = bounds[i] != UINT64_MAX ? bounds[i] : SaturatingAdd(max_decoded, max_decoded);
+    INSITU_ASSIGN_OR_RETURN(Buffer next, codecs[i]->Decode(bytes, static_cast<size_t>(limit)));
     scratch = std::move(next);
     bytes = scratch.span();
   }
@@ -71,14 +89,24 @@ class VlenDecoder final : public StringDecoder {
  public:
   VlenDecoder(uint64_t items, bool utf8, BytesCodecs codecs) : items_(items), utf8_(utf8), codecs_(std::move(codecs)) {}
 
-  Result<std::vector<std::string>> Decode(ByteSpan stored) const override {
+  Result<std::vector<std::string>> Decode(ByteSpan stored, uint64_t max_string_bytes) const override {
     Buffer scratch;
-    INSITU_ASSIGN_OR_RETURN(ByteSpan bytes, UndoBytesCodecs(codecs_, stored, scratch));
+    INSITU_ASSIGN_OR_RETURN(ByteSpan bytes, UndoBytesCodecs(codecs_, stored, max_string_bytes, scratch));
     const auto corrupt = [](const std::string& why) { return DataLoss(why); };
+    if (bytes.size() > max_string_bytes) {
+      return corrupt("the string chunk holds " + std::to_string(bytes.size()) + " bytes, more than the limit of " +
+                     std::to_string(max_string_bytes));
+    }
     if (bytes.size() < 4) return corrupt("the string chunk has no item count");
     if (LoadLe32(bytes.data()) != items_) {
       return corrupt("the string chunk holds " + std::to_string(LoadLe32(bytes.data())) + " items, the chunk shape " +
                      std::to_string(items_));
+    }
+    // Every item takes its 4-byte length at least: a count its bytes cannot hold is refused
+    // before the items are made.
+    if (items_ > (bytes.size() - 4) / 4) {
+      return corrupt("the string chunk's " + std::to_string(bytes.size()) + " bytes cannot hold its " +
+                     std::to_string(items_) + " items (4 bytes each at least)");
     }
     std::vector<std::string> items;
     items.reserve(items_);
@@ -96,6 +124,9 @@ class VlenDecoder final : public StringDecoder {
     return items;
   }
 
+  // The vlen form is the string data itself.
+  uint64_t MaxStoredSize(uint64_t string_bytes) const override { return BytesCodecsBound(codecs_, string_bytes); }
+
  private:
   uint64_t items_;
   bool utf8_;
@@ -109,13 +140,18 @@ class CategorizeDecoder final : public StringDecoder {
   CategorizeDecoder(uint64_t items, std::shared_ptr<const CategorizeStrings> labels, BytesCodecs codecs)
       : items_(items), labels_(std::move(labels)), codecs_(std::move(codecs)) {}
 
-  Result<std::vector<std::string>> Decode(ByteSpan stored) const override {
+  Result<std::vector<std::string>> Decode(ByteSpan stored, uint64_t max_string_bytes) const override {
     Buffer scratch;
-    INSITU_ASSIGN_OR_RETURN(ByteSpan codes, UndoBytesCodecs(codecs_, stored, scratch));
-    return labels_->Decode(codes, items_, kMaxStringChunkBytes);
+    INSITU_ASSIGN_OR_RETURN(ByteSpan codes, UndoBytesCodecs(codecs_, stored, codes_bytes(), scratch));
+    return labels_->Decode(codes, items_, static_cast<size_t>(max_string_bytes));
   }
 
+  // The codes have a fixed size, whatever the labels.
+  uint64_t MaxStoredSize(uint64_t) const override { return BytesCodecsBound(codecs_, codes_bytes()); }
+
  private:
+  uint64_t codes_bytes() const { return SaturatingMul(items_, labels_->code_size()); }
+
   uint64_t items_;
   std::shared_ptr<const CategorizeStrings> labels_;
   BytesCodecs codecs_;
@@ -127,12 +163,13 @@ class TransposeDecoder final : public StringDecoder {
   TransposeDecoder(std::vector<uint64_t> from, std::shared_ptr<const StringDecoder> inner)
       : from_(std::move(from)), inner_(std::move(inner)) {}
 
-  Result<std::vector<std::string>> Decode(ByteSpan stored) const override {
-    INSITU_ASSIGN_OR_RETURN(std::vector<std::string> items, inner_->Decode(stored));
+  Result<std::vector<std::string>> Decode(ByteSpan stored, uint64_t max_string_bytes) const override {
+    INSITU_ASSIGN_OR_RETURN(std::vector<std::string> items, inner_->Decode(stored, max_string_bytes));
     std::vector<std::string> out(items.size());
     for (size_t i = 0; i < out.size(); ++i) out[i] = std::move(items[from_[i]]);
     return out;
   }
+  uint64_t MaxStoredSize(uint64_t string_bytes) const override { return inner_->MaxStoredSize(string_bytes); }
 
  private:
   std::vector<uint64_t> from_;
@@ -147,33 +184,41 @@ class ShardDecoder final : public StringDecoder {
         layout_(std::move(layout)),
         inner_(std::move(inner)),
         fill_(std::move(fill)),
-        codecs_(std::move(codecs)) {}
+        codecs_(std::move(codecs)),
+        inner_codecs_(DescribeCodecs(layout_.inner_codecs)) {}
 
-  Result<std::vector<std::string>> Decode(ByteSpan stored) const override {
+  Result<std::vector<std::string>> Decode(ByteSpan stored, uint64_t max_string_bytes) const override {
     Buffer scratch;
-    INSITU_ASSIGN_OR_RETURN(ByteSpan shard, UndoBytesCodecs(codecs_, stored, scratch));
+    INSITU_ASSIGN_OR_RETURN(ByteSpan shard, UndoBytesCodecs(codecs_, stored, ShardBound(max_string_bytes), scratch));
     INSITU_ASSIGN_OR_RETURN(Buffer index, DecodeShardIndex(layout_, shard));
     const auto* entries = reinterpret_cast<const uint64_t*>(index.data());
+    const uint64_t inner_bound = inner_->MaxStoredSize(max_string_bytes);
     std::vector<std::string> out(Elements(shard_shape_));
     const size_t ndim = shard_shape_.size();
     std::vector<uint64_t> coords(ndim, 0);  // the inner chunk's place in the shard's grid
+    uint64_t used = 0;                      // string data decoded so far
     for (uint64_t i = 0; i < layout_.inner_chunks(); ++i) {
       const uint64_t offset = entries[2 * i];
       const uint64_t nbytes = entries[2 * i + 1];
+      auto which = [&] { return "sharding_indexed: inner chunk " + CoordsText(coords); };
       std::vector<std::string> items;
       if (offset == ShardLayout::kAbsent && nbytes == ShardLayout::kAbsent) {
         items.assign(Elements(layout_.chunk_shape), fill_);
+      } else if (nbytes > inner_bound) {
+        return DataLoss(OversizeText(which() + " (offset " + std::to_string(offset) + "): stored object", nbytes,
+                                     inner_bound, inner_codecs_));
       } else if (offset > shard.size() || nbytes > shard.size() - offset) {
-        return DataLoss("sharding_indexed: inner chunk " + CoordsText(coords) + " (offset " + std::to_string(offset) +
-                        ", " + std::to_string(nbytes) + " bytes) runs past the end of the " +
-                        std::to_string(shard.size()) + "-byte shard");
+        return DataLoss(which() + " (offset " + std::to_string(offset) + ", " + std::to_string(nbytes) +
+                        " bytes) runs past the end of the " + std::to_string(shard.size()) + "-byte shard");
       } else {
-        auto decoded = inner_->Decode(shard.subspan(offset, nbytes));
-        if (!decoded.ok()) {
-          return Status(decoded.status().code(),
-                        "sharding_indexed: inner chunk " + CoordsText(coords) + ": " + decoded.status().message());
-        }
+        auto decoded = inner_->Decode(shard.subspan(offset, nbytes), max_string_bytes - used);
+        if (!decoded.ok()) return Status(decoded.status().code(), which() + ": " + decoded.status().message());
         items = std::move(decoded).value();
+        used += StringBytes(items);
+        if (used > max_string_bytes) {
+          return DataLoss(which() + ": the shard's strings come to more than the limit of " +
+                          std::to_string(max_string_bytes) + " bytes");
+        }
       }
       Scatter(coords, items, out);
       for (size_t d = ndim; d-- > 0;) {  // the next inner chunk, C order
@@ -182,6 +227,10 @@ class ShardDecoder final : public StringDecoder {
       }
     }
     return out;
+  }
+
+  uint64_t MaxStoredSize(uint64_t string_bytes) const override {
+    return BytesCodecsBound(codecs_, ShardBound(string_bytes));
   }
 
  private:
@@ -201,11 +250,21 @@ class ShardDecoder final : public StringDecoder {
     }
   }
 
+  // The most bytes the shard (its bytes codecs undone) takes when its inner chunks hold at
+  // most `string_bytes` together: the index, then the inner chunks' bound for all that data
+  // plus, per inner chunk, the bound of an empty one (each compressor's framing; exact
+  // without a compressor, since the bounds are then affine in the data).
+  uint64_t ShardBound(uint64_t string_bytes) const {
+    const uint64_t framing = SaturatingMul(layout_.inner_chunks(), inner_->MaxStoredSize(0));
+    return SaturatingAdd(layout_.index_size, SaturatingAdd(inner_->MaxStoredSize(string_bytes), framing));
+  }
+
   std::vector<uint64_t> shard_shape_;
   ShardLayout layout_;
   std::shared_ptr<const StringDecoder> inner_;
   std::string fill_;
   BytesCodecs codecs_;
+  std::string inner_codecs_;  // "vlen-utf8 -> zstd", for messages
 };
 
 // Where each item of a chunk of `shape` (C order) sits in the transposed stored order: the
@@ -273,6 +332,12 @@ Result<std::shared_ptr<const StringDecoder>> Make(const std::vector<CodecSpec>& 
 }
 
 }  // namespace
+
+std::string DescribeCodecs(const std::vector<CodecSpec>& codecs) {
+  std::string out;
+  for (const CodecSpec& codec : codecs) out += (out.empty() ? "" : " -> ") + codec.name;
+  return out;
+}
 
 Result<std::shared_ptr<const StringDecoder>> MakeStringDecoder(const std::vector<CodecSpec>& codecs,
                                                                const std::vector<uint64_t>& chunk_shape, DataType dtype,

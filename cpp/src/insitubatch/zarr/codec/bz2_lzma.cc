@@ -20,6 +20,10 @@ namespace {
 
 using internal_codec::Bytes;
 
+// What a decode that is not `exact` returns when `out` filled before the stream ended: the
+// caller may grow its output and decode again.
+constexpr size_t kOutputFull = SIZE_MAX;
+
 // Decodes `in` into `out` (exactly its size when `exact`); the decoded size, or DataLoss.
 Result<size_t> Bz2Decode(ByteSpan in, MutableByteSpan out, bool exact) {
   bz_stream s{};
@@ -43,6 +47,7 @@ Result<size_t> Bz2Decode(ByteSpan in, MutableByteSpan out, bool exact) {
     }
   }
   BZ2_bzDecompressEnd(&s);
+  if (!exact && (r == BZ_OUTBUFF_FULL || (r == BZ_OK && out_left == 0))) return kOutputFull;
   if (r == BZ_OUTBUFF_FULL || (r == BZ_OK && out_left == 0 && in_left > 0)) {
     return DataLoss("bz2: data decodes to more than " + Bytes(out.size()));
   }
@@ -113,8 +118,10 @@ Result<size_t> LzmaDecode(ByteSpan in, MutableByteSpan out, bool exact, const Lz
   }
   const size_t left_in = s.avail_in;
   lzma_end(&s);
-  if (more || (!probed && r == LZMA_BUF_ERROR && produced == out.size()))
+  if (more || (!probed && r == LZMA_BUF_ERROR && produced == out.size())) {
+    if (!exact) return kOutputFull;
     return DataLoss("lzma: data decodes to more than " + Bytes(out.size()));
+  }
   if (r == LZMA_FORMAT_ERROR) return DataLoss("lzma: not an .xz or .lzma stream");
   if (r == LZMA_MEMLIMIT_ERROR) return DataLoss("lzma: the stream needs more than 512 MiB to decode");
   if (r != LZMA_STREAM_END) return DataLoss("lzma: stream is corrupt or truncated");
@@ -149,12 +156,20 @@ class StreamCodec final : public BytesToBytesCodec {
     return produced.ok() ? Status::Ok() : produced.status();
   }
 
+  // A stream does not declare its size: the output starts at what most chunks need and
+  // grows (decoding again) up to `max_size`, which may be far above any real chunk (a
+  // string chunk's gigabyte) and so is never taken up front.
   Result<Buffer> Decode(ByteSpan in, size_t max_size) const override {
-    // One byte of headroom tells "exactly max_size" from "more".
-    INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(max_size + 1));
-    INSITU_ASSIGN_OR_RETURN(size_t produced, decode_(in, out.span(), false));
-    if (produced > max_size) return DataLoss(name_ + ": data decodes to more than " + Bytes(max_size));
-    return Buffer::CopyOf(out.span().first(produced));
+    max_size = std::min(max_size, SIZE_MAX - 1);
+    size_t capacity = std::min(max_size, std::max(in.size() * 32, size_t{16} << 20));
+    for (;;) {
+      // One byte of headroom tells "exactly capacity" from "more".
+      INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(capacity + 1));
+      INSITU_ASSIGN_OR_RETURN(size_t produced, decode_(in, out.span(), false));
+      if (produced <= capacity) return Buffer::CopyOf(out.span().first(produced));
+      if (capacity == max_size) return DataLoss(name_ + ": data decodes to more than " + Bytes(max_size));
+      capacity = capacity > max_size / 4 ? max_size : capacity * 4;
+    }
   }
 
   Result<Buffer> Encode(ByteSpan) const override {

@@ -28,6 +28,8 @@ class CategorizeStrings {
   // "" (as numcodecs decodes it). DataLoss when `codes` does not hold n codes or the items
   // would exceed `max_bytes` together.
   virtual Result<std::vector<std::string>> Decode(ByteSpan codes, uint64_t n, size_t max_bytes) const = 0;
+  // Bytes of one stored code.
+  virtual size_t code_size() const = 0;
 };
 
 }  // namespace insitubatch::zarr

@@ -96,6 +96,16 @@ inline uint64_t CompressedBound(uint64_t library_bound) {
   return SaturatingAdd(SaturatingAdd(library_bound, library_bound / 4), uint64_t{64} << 10);
 }
 
+// a * b, or UINT64_MAX where that overflows.
+inline uint64_t SaturatingMul(uint64_t a, uint64_t b) {
+  uint64_t product = 0;
+  return __builtin_mul_overflow(a, b, &product) ? UINT64_MAX : product;
+}
+
+// How a stored chunk (or a shard's inner chunk) past its codecs' bound is refused: "<what>
+// is N bytes, more than the M any valid encoding of the chunk takes (<codecs>)".
+std::string OversizeText(const std::string& what, uint64_t stored_bytes, uint64_t bound, const std::string& codecs);
+
 // A stored chunk whose decode splits into parts that each write their own region of the
 // decoded chunk (a shard's inner chunks), so several threads may decode one chunk. It views
 // the stored bytes and the codec that made it: both must outlive it.
@@ -120,6 +130,12 @@ class ArrayToBytesCodec {
   virtual Result<Buffer> Encode(ByteSpan array, const ArrayRepr& repr) const = 0;
   // Size of the encoded form when it is fixed by the repr (the `bytes` codec), else 0.
   virtual uint64_t FixedEncodedSize(const ArrayRepr& repr) const { return 0; }
+  // The most bytes any valid encoding of `repr` takes (the fixed size, or a shard's index
+  // plus each inner chunk's bound); UINT64_MAX where the codec knows no bound.
+  virtual uint64_t MaxEncodedSize(const ArrayRepr& repr) const {
+    const uint64_t fixed = FixedEncodedSize(repr);
+    return fixed == 0 ? UINT64_MAX : fixed;
+  }
   // True when DecodeInto is a plain byte copy (bytes codec, native byte order): lets the
   // chain decode the innermost compressor straight into the caller's buffer.
   virtual bool is_identity(const ArrayRepr& repr) const { return false; }

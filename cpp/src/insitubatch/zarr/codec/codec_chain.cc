@@ -50,14 +50,18 @@ Result<CodecChain> CodecChain::Build(const std::vector<CodecSpec>& specs, const 
   if (chain.array_to_bytes_ == nullptr) {
     return InvalidArgument("codec chain has no array -> bytes codec (e.g. \"bytes\")");
   }
+  uint64_t size = chain.array_to_bytes_->MaxEncodedSize(chain.array_reprs_.back());
+  for (const auto& codec : chain.bytes_to_bytes_) {  // encode order
+    chain.decoded_bounds_.push_back(size);
+    size = size == UINT64_MAX ? UINT64_MAX : codec->MaxEncodedSize(size);
+  }
+  chain.max_encoded_size_ = size;
   return chain;
 }
 
-uint64_t CodecChain::MaxEncodedSize() const {
-  uint64_t size = array_to_bytes_ == nullptr ? 0 : array_to_bytes_->FixedEncodedSize(array_reprs_.back());
-  if (size == 0) return UINT64_MAX;
-  for (const auto& codec : bytes_to_bytes_) size = codec->MaxEncodedSize(size);  // encode order
-  return size;
+std::string OversizeText(const std::string& what, uint64_t stored_bytes, uint64_t bound, const std::string& codecs) {
+  return what + " is " + std::to_string(stored_bytes) + " bytes, more than the " + std::to_string(bound) +
+         " any valid encoding of the chunk takes (" + codecs + ")";
 }
 
 Status CodecChain::DecodeInto(ByteSpan stored, MutableByteSpan out, const DecodeProgress* progress) const {
@@ -106,11 +110,12 @@ Status CodecChain::Decode(ByteSpan stored, MutableByteSpan out, const DecodeProg
       current = holder.span();
       continue;
     }
-    // Intermediate stage (or sharding underneath): size unknown, bounded. Inner codecs'
-    // framing (a checksum, a compressor's overhead) can make it exceed fixed_size.
-    const uint64_t decoded_size = fixed_size != 0 ? fixed_size : repr_.nbytes();
-    const size_t max_size = static_cast<size_t>(decoded_size * 2 + (1u << 20));
-    INSITU_ASSIGN_OR_RETURN(Buffer next, codec.Decode(current, max_size));
+    // Intermediate stage (or sharding underneath): its size is known only up to the bound
+    // of what the codecs beneath it encode to (a checksum's 4 bytes, a compressor's
+    // overhead, a filter that widens items).
+    const uint64_t bound = decoded_bounds_[i];
+    const uint64_t max_size = bound != UINT64_MAX ? bound : SaturatingAdd(SaturatingMul(repr_.nbytes(), 2), 1u << 20);
+    INSITU_ASSIGN_OR_RETURN(Buffer next, codec.Decode(current, static_cast<size_t>(max_size)));
     holder = std::move(next);
     current = holder.span();
   }

@@ -39,9 +39,10 @@ class CodecChain {
   Result<ByteSpan> EncodeView(ByteSpan decoded, Buffer& holder) const;
 
   // The most bytes a valid stored chunk can take: exact for a chain without compressors
-  // (the `bytes` form plus any checksums), each compressor's CompressedBound otherwise;
-  // UINT64_MAX where a codec knows no bound (sharding).
-  uint64_t MaxEncodedSize() const;
+  // (the `bytes` form, resized by any numcodecs filter, plus any checksums), each
+  // compressor's CompressedBound otherwise, a shard's index plus its inner chunks' bounds;
+  // UINT64_MAX where a codec knows no bound.
+  uint64_t MaxEncodedSize() const { return max_encoded_size_; }
 
   const ArrayRepr& repr() const { return repr_; }
   // "transpose -> bytes -> zstd" for messages and debug output.
@@ -55,6 +56,11 @@ class CodecChain {
   std::vector<ArrayRepr> array_reprs_;  // repr entering each array->array codec, then bytes
   std::shared_ptr<const ArrayToBytesCodec> array_to_bytes_;
   std::vector<std::shared_ptr<const BytesToBytesCodec>> bytes_to_bytes_;
+  // The most bytes each bytes -> bytes codec decodes to (what enters it when encoding), so
+  // an intermediate stage is bounded by what its input can validly be, filters that widen
+  // items included.
+  std::vector<uint64_t> decoded_bounds_;
+  uint64_t max_encoded_size_ = UINT64_MAX;
 };
 
 }  // namespace insitubatch::zarr

@@ -240,6 +240,68 @@ TEST(CodecChainTest, CorruptionSurfacesAsDataLossFromTheRightCodec) {
                    "zstd: frame declares 256 bytes, chunk needs 128 bytes");
 }
 
+// numcodecs' v2 filters (bytes -> bytes, after serialization) change the item size: the
+// chain's bound follows each one (exact without a compressor, as for `bytes` alone).
+TEST(CodecChainTest, NumcodecsFiltersResizeTheBound) {
+  const ArrayRepr u1 = MakeRepr("uint8", {100, 10});    // 1000 bytes
+  const ArrayRepr i8 = MakeRepr("int64", {100, 10});    // 8000 bytes
+  const ArrayRepr text = MakeRepr("uint8", {28 * 50});  // 50 labels of <U7, as bytes
+  auto bound = [](const Json& codecs, const ArrayRepr& repr) {
+    auto chain = MakeChain(codecs, repr);
+    EXPECT_TRUE(chain.ok()) << codecs.dump() << ": " << chain.status().ToString();
+    return chain.ok() ? chain->MaxEncodedSize() : 0;
+  };
+  const Json astype_wide = C("astype", {{"encode_dtype", "<f8"}, {"decode_dtype", "|u1"}});
+  EXPECT_EQ(bound(Json::array({Little(), astype_wide}), u1), 8000u);
+  EXPECT_EQ(bound(Json::array({Little(), C("astype", {{"encode_dtype", "<i2"}, {"decode_dtype", "<i8"}})}), i8), 2000u);
+  EXPECT_EQ(bound(Json::array({Little(), C("delta", {{"dtype", "<i8"}, {"astype", "<i2"}})}), i8), 2000u);
+  EXPECT_EQ(bound(Json::array({Little(), C("fixedscaleoffset",
+                                           {{"offset", 1}, {"scale", 10}, {"dtype", "<i8"}, {"astype", "|u1"}})}),
+                  i8),
+            1000u);
+  EXPECT_EQ(bound(Json::array({Little(), C("quantize", {{"digits", 2}, {"dtype", "<f8"}})}), MakeRepr("float64", {9})),
+            72u);
+  EXPECT_EQ(bound(Json::array({Little(), C("packbits")}), u1), 1 + 125u);
+  EXPECT_EQ(bound(Json::array({Little(), C("packbits")}), MakeRepr("uint8", {9})), 1 + 2u);
+  EXPECT_EQ(
+      bound(Json::array({Little(), C("categorize", {{"labels", {"cat"}}, {"dtype", "<U7"}, {"astype", "<u2"}})}), text),
+      100u);
+  EXPECT_EQ(bound(Json::array({Little(), C("numcodecs.shuffle", {{"elementsize", 8}}), astype_wide}), u1), 8000u);
+  EXPECT_EQ(bound(Json::array({Little(), astype_wide, C("numcodecs.crc32")}), u1), 8004u);
+  const uint64_t compressed = bound(Json::array({Little(), astype_wide, C("zstd")}), u1);
+  EXPECT_GT(compressed, 8000u);
+  EXPECT_EQ(compressed, bound(Json::array({Little(), C("zstd")}), MakeRepr("float64", {100, 10})));
+}
+
+// Beneath a compressor, a widening filter's input is larger than the chunk: the compressor
+// may decode to what the filter's bound says (numcodecs.AsType(encode_dtype="<f8") over a
+// uint8 chunk stores 8 bytes per item), never less.
+TEST(CodecChainTest, ACompressorOverAWideningFilterDecodesToTheFiltersSize) {
+  const ArrayRepr u1 = MakeRepr("uint8", {1000, 1000});
+  std::vector<std::byte> values(u1.nbytes());
+  std::vector<double> wide(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = std::byte(static_cast<uint8_t>((i * 2654435761u) >> 13));
+    wide[i] = static_cast<double>(std::to_integer<uint8_t>(values[i]));
+  }
+  auto zstd = testing::MakeBytesToBytes("zstd", {{"level", 1}}, u1);
+  auto stored = zstd->Encode({reinterpret_cast<const std::byte*>(wide.data()), wide.size() * 8});
+  ASSERT_TRUE(stored.ok());
+  auto chain = MakeChain(
+      Json::array({Little(), C("astype", {{"encode_dtype", "<f8"}, {"decode_dtype", "|u1"}}), C("zstd")}), u1);
+  ASSERT_TRUE(chain.ok());
+  std::vector<std::byte> out(values.size());
+  Status s = chain->DecodeInto(stored->span(), AsBytes(out));
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(out, values);
+  // A frame declaring more than the filter's bound is refused by that bound.
+  std::vector<double> wider(wide.size() + 1, 1.0);
+  auto more = zstd->Encode({reinterpret_cast<const std::byte*>(wider.data()), wider.size() * 8});
+  ASSERT_TRUE(more.ok());
+  EXPECT_DATA_LOSS(chain->DecodeInto(more->span(), AsBytes(out)),
+                   "zstd: frame declares 8000008 bytes, more than the limit of 8000000 bytes");
+}
+
 TEST(CodecChainTest, EncodeViewCopiesNothingNoCodecChanges) {
   const ArrayRepr repr = MakeRepr("float32", {64});
   const auto data = FieldBytes(repr.nbytes());

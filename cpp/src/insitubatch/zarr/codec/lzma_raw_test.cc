@@ -3,8 +3,11 @@
 // chain Python's lzma would not build, or one needing too much memory, is refused when the
 // codec is made. (Arrays zarr-python writes: tests/test_numcodecs_filters.py.)
 
+#include <bzlib.h>
 #include <gtest/gtest.h>
+#include <lzma.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -113,6 +116,40 @@ TEST(LzmaRawTest, ChainsPythonWouldNotBuildAreRefused) {
     EXPECT_NE(st.message().find(fragment), std::string::npos) << st.message() << " lacks " << fragment;
   }
   EXPECT_TRUE(status_of(Json::array({Json{{"id", 9}}, Json{{"id", 3}, {"dist", 256}}, lzma2})).ok());
+}
+
+// bz2 and lzma streams do not declare their size: a decode of unknown size grows its output
+// as the stream decodes (decoding again) up to the limit, which may be a string chunk's
+// gigabyte and so is never taken up front; the result is the same.
+TEST(StreamCodecTest, ADecodeOfUnknownSizeGrowsToTheStreamAndStopsAtItsLimit) {
+  const std::vector<std::byte> zeros(20 << 20);  // past the 16 MiB a decode starts with
+  std::vector<std::byte> bz2(zeros.size() / 100 + 600);
+  unsigned bz2_size = static_cast<unsigned>(bz2.size());
+  ASSERT_EQ(BZ2_bzBuffToBuffCompress(reinterpret_cast<char*>(bz2.data()), &bz2_size,
+                                     const_cast<char*>(reinterpret_cast<const char*>(zeros.data())),
+                                     static_cast<unsigned>(zeros.size()), 1, 0, 0),
+            BZ_OK);
+  bz2.resize(bz2_size);
+  std::vector<std::byte> xz(zeros.size() / 100 + 4096);
+  size_t xz_size = 0;
+  ASSERT_EQ(lzma_easy_buffer_encode(0, LZMA_CHECK_CRC64, nullptr, reinterpret_cast<const uint8_t*>(zeros.data()),
+                                    zeros.size(), reinterpret_cast<uint8_t*>(xz.data()), &xz_size, xz.size()),
+            LZMA_OK);
+  xz.resize(xz_size);
+  const ArrayRepr repr = MakeRepr("uint8", {zeros.size()});
+  for (auto [name, stream] : {std::pair{"numcodecs.bz2", &bz2}, std::pair{"numcodecs.lzma", &xz}}) {
+    auto codec = MakeBytesToBytes(name, Json::object(), repr);
+    for (size_t limit : {zeros.size(), size_t{1} << 30}) {
+      auto decoded = codec->Decode(AsBytes(*stream), limit);
+      ASSERT_TRUE(decoded.ok()) << name << " " << decoded.status().ToString();
+      EXPECT_EQ(decoded->size(), zeros.size()) << name;
+      EXPECT_TRUE(std::all_of(decoded->data(), decoded->data() + decoded->size(),
+                              [](std::byte b) { return b == std::byte{0}; }));
+    }
+    const Status over = codec->Decode(AsBytes(*stream), zeros.size() - 1).status();
+    EXPECT_EQ(over.code(), StatusCode::kDataLoss) << name;
+    EXPECT_NE(over.message().find("decodes to more than 20971519 bytes"), std::string::npos) << over.ToString();
+  }
 }
 
 }  // namespace

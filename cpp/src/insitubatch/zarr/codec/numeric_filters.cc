@@ -151,6 +151,11 @@ class NumericFilter final : public BytesToBytesCodec {
       : name_(std::move(name)), op_(op), to_(std::move(to)), from_(std::move(from)), offset_(offset), scale_(scale) {}
 
   std::string name() const override { return name_; }
+  // One stored value per decoded one: an astype or delta to a narrower type shrinks the
+  // chunk, to a wider one grows it.
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    return SaturatingMul(decoded / to_.size + (decoded % to_.size != 0), from_.size);
+  }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     if (in.size() % from_.size != 0) {
@@ -216,6 +221,8 @@ class NumericFilter final : public BytesToBytesCodec {
 class PackBitsCodec final : public BytesToBytesCodec {
  public:
   std::string name() const override { return "packbits"; }
+  // A padding count, then one bit per decoded byte.
+  uint64_t MaxEncodedSize(uint64_t decoded) const override { return 1 + decoded / 8 + (decoded % 8 != 0); }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     INSITU_ASSIGN_OR_RETURN(size_t n, Count(in));
@@ -267,6 +274,11 @@ class CategorizeCodec final : public BytesToBytesCodec {
   CategorizeCodec(Num codes, size_t width, std::vector<std::string> labels_utf32)
       : codes_(codes), width_(width), labels_(std::move(labels_utf32)) {}
   std::string name() const override { return "categorize"; }
+  // One code per label of width_ UTF-32 units.
+  uint64_t MaxEncodedSize(uint64_t decoded) const override {
+    const uint64_t item = width_ * 4;
+    return item == 0 ? UINT64_MAX : SaturatingMul(decoded / item + (decoded % item != 0), codes_.size);
+  }
 
   Status DecodeInto(ByteSpan in, MutableByteSpan out) const override {
     const size_t n = in.size() / codes_.size, item = width_ * 4;
@@ -322,6 +334,7 @@ class CategorizeStringsImpl final : public CategorizeStrings {
     }
     return items;
   }
+  size_t code_size() const override { return static_cast<size_t>(codes_.size); }
 
  private:
   // The label of the code at `p`; null for a code without one ("").

@@ -5,9 +5,10 @@
 // entry of (2^64-1, 2^64-1) marks an absent inner chunk: fill value.
 //
 // Everything in a shard is untrusted: the index size comes from the configuration (never
-// from the shard), every entry is bounds-checked against the shard, and every inner chunk
-// must decode to exactly its size. Nested sharding works because inner chains come from
-// the same registry.
+// from the shard), every entry is checked against the inner chunk's bound and the shard's
+// end, and every inner chunk must decode to exactly its size. A whole shard is bounded by
+// its index plus every inner chunk at its bound. Nested sharding works because inner
+// chains come from the same registry.
 
 #include "insitubatch/zarr/codec/sharding.h"
 
@@ -100,7 +101,10 @@ Result<uint64_t> FixedIndexSize(const std::vector<CodecSpec>& specs, const Array
 class ShardingCodec final : public ArrayToBytesCodec {
  public:
   ShardingCodec(ArrayRepr shard, ShardLayout layout, CodecChain inner)
-      : shard_(std::move(shard)), layout_(std::move(layout)), inner_(std::move(inner)) {
+      : shard_(std::move(shard)),
+        layout_(std::move(layout)),
+        inner_(std::move(inner)),
+        inner_bound_(inner_.MaxEncodedSize()) {
     const size_t ndim = layout_.chunk_shape.size();
     const uint64_t itemsize = shard_.dtype.itemsize();
     shard_strides_.resize(ndim);
@@ -124,6 +128,10 @@ class ShardingCodec final : public ArrayToBytesCodec {
   }
 
   std::string name() const override { return "sharding_indexed"; }
+  // The index plus every inner chunk at its bound: a valid shard holds nothing else.
+  uint64_t MaxEncodedSize(const ArrayRepr&) const override {
+    return SaturatingAdd(layout_.index_size, SaturatingMul(layout_.inner_chunks(), inner_bound_));
+  }
 
   Status DecodeInto(ByteSpan in, const ArrayRepr& repr, MutableByteSpan out) const override {
     INSITU_RETURN_IF_ERROR(CheckRepr(repr, out.size()));
@@ -200,6 +208,11 @@ class ShardingCodec final : public ArrayToBytesCodec {
       });
       report();
       return Status::Ok();
+    }
+    if (nbytes > inner_bound_) {  // refused before a codec sees it, as a whole chunk would be
+      return DataLoss(OversizeText("sharding_indexed: inner chunk " + CoordsText(coords) + " (offset " +
+                                       std::to_string(offset) + "): stored object",
+                                   nbytes, inner_bound_, inner_.Describe()));
     }
     if (offset > in.size() || nbytes > in.size() - offset) {
       return DataLoss("sharding_indexed: inner chunk " + CoordsText(coords) + " (offset " + std::to_string(offset) +
@@ -322,6 +335,7 @@ class ShardingCodec final : public ArrayToBytesCodec {
   ArrayRepr shard_;
   ShardLayout layout_;
   CodecChain inner_;
+  uint64_t inner_bound_;  // the most bytes a valid inner chunk takes
 
   std::vector<uint64_t> shard_strides_;  // bytes per step of each shard dimension
   size_t split_ = 0;                     // last dimension the inner chunk does not span

@@ -12,8 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "insitubatch/zarr/codec/codec_chain.h"
 #include "insitubatch/util/crc32c.h"
+#include "insitubatch/zarr/codec/codec_chain.h"
 #include "insitubatch/zarr/codec/registry.h"
 
 namespace insitubatch::zarr {
@@ -426,6 +426,76 @@ TEST(ShardingTest, InnerChunkOutOfBounds) {
   Status s = Decode(*chain, shard_with(0, 3), out);
   EXPECT_EQ(s.code(), StatusCode::kDataLoss);
   EXPECT_THAT(s.message(), HasSubstr("sharding_indexed: inner chunk [0]: bytes: chunk holds 3"));
+}
+
+// A shard is bounded as a plain chunk is: its index plus every inner chunk at its bound,
+// which is exactly what a full shard of uncompressed inner chunks takes.
+TEST(ShardingTest, MaxEncodedSizeIsTheIndexPlusEveryInnerChunksBound) {
+  auto raw = ShardChain(ShardConfig({2, 2}, {kBytesLE}, {kBytesLE, kCrc}), {4, 4});
+  ASSERT_TRUE(raw.ok());
+  auto full = raw->Encode(AsBytes(Iota16(16)));
+  ASSERT_TRUE(full.ok());
+  EXPECT_EQ(raw->MaxEncodedSize(), 68u + 4 * 8);
+  EXPECT_EQ(full->size(), raw->MaxEncodedSize());
+
+  auto zstd = ShardChain(ShardConfig({2, 2}, {kBytesLE, kZstd}, {kBytesLE}), {4, 4});
+  auto inner = CodecChain::Build(SpecsFromJson(Json::array({kBytesLE, kZstd})),
+                                 ArrayRepr{{2, 2}, DataType{DataTypeId::kUInt16}, {}}, BuiltinCodecRegistry());
+  ASSERT_TRUE(zstd.ok() && inner.ok());
+  EXPECT_EQ(zstd->MaxEncodedSize(), 64 + 4 * inner->MaxEncodedSize());
+
+  // Nested: the outer bound counts each inner shard at its own bound; a checksum outside
+  // the shard adds its 4 bytes.
+  const Json nested = {{"name", "sharding_indexed"}, {"configuration", ShardConfig({2, 2}, {kBytesLE}, {kBytesLE})}};
+  auto twice = ShardChain(ShardConfig({4, 4}, {nested}, {kBytesLE}), {8, 4});
+  ASSERT_TRUE(twice.ok());
+  EXPECT_EQ(twice->MaxEncodedSize(), 32 + 2 * (64 + 4 * 8));
+  auto checked = CodecChain::Build(
+      {CodecSpec{"sharding_indexed", ShardConfig({2, 2}, {kBytesLE}, {kBytesLE})}, CodecSpec{"crc32c", Json::object()}},
+      ArrayRepr{{4, 4}, DataType{DataTypeId::kUInt16}, {}}, BuiltinCodecRegistry());
+  ASSERT_TRUE(checked.ok());
+  EXPECT_EQ(checked->MaxEncodedSize(), 64 + 4 * 8 + 4);
+}
+
+// An index entry may not name a range longer than any valid encoding of its inner chunk:
+// refused before a codec sees it, with the message a whole chunk past its bound gets, both
+// whole and part by part. Ranges that overlap (two entries naming the same bytes) stay
+// legal: each is bounded, so a shard's work is too.
+TEST(ShardingTest, AnInnerRangePastItsChunksBoundIsRefusedNamingTheBound) {
+  auto chain = ShardChain(ShardConfig({2}, {kBytesLE}, {kBytesLE}), {4});
+  ASSERT_TRUE(chain.ok());
+  auto shard_with = [](std::vector<std::pair<uint64_t, uint64_t>> entries) {
+    std::string shard = Block16({1, 2, 3, 4});
+    for (auto [offset, nbytes] : entries) {
+      shard.append(reinterpret_cast<const char*>(&offset), 8);
+      shard.append(reinterpret_cast<const char*>(&nbytes), 8);
+    }
+    return shard;
+  };
+  std::string out;
+  ASSERT_TRUE(Decode(*chain, shard_with({{0, 4}, {0, 4}}), out).ok());  // both entries, the same bytes
+  EXPECT_EQ(out, Block16({1, 2, 1, 2}));
+  const std::string text =
+      "sharding_indexed: inner chunk [1] (offset 0): stored object is 8 bytes, more than the 4 any valid encoding of "
+      "the chunk takes (bytes)";
+  Status s = Decode(*chain, shard_with({{0, 4}, {0, 8}}), out);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), text);
+  auto parts = chain->Split(AsBytes(shard_with({{0, 4}, {0, 8}})));
+  ASSERT_TRUE(parts.ok() && *parts != nullptr);
+  Status part = (*parts)->DecodePart(1, {reinterpret_cast<std::byte*>(out.data()), out.size()});
+  EXPECT_EQ(part.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(part.message(), text);
+  // A compressed inner chunk: a range of the whole shard, far past zstd's bound for 8 bytes.
+  auto zstd = ShardChain(ShardConfig({2}, {kBytesLE, kZstd}, {kBytesLE}), {4});
+  ASSERT_TRUE(zstd.ok());
+  const uint64_t inner = (zstd->MaxEncodedSize() - 32) / 2;  // the index, then two inner chunks
+  const std::string index = shard_with({{0, 2 * inner}, {kAbsent, kAbsent}}).substr(8);
+  s = Decode(*zstd, std::string(2 * inner, '\0') + index, out);
+  EXPECT_EQ(s.code(), StatusCode::kDataLoss);
+  EXPECT_EQ(s.message(), "sharding_indexed: inner chunk [0] (offset 0): stored object is " + std::to_string(2 * inner) +
+                             " bytes, more than the " + std::to_string(inner) +
+                             " any valid encoding of the chunk takes (bytes -> zstd)");
 }
 
 TEST(ShardingTest, CorruptInnerChunkNamesIt) {

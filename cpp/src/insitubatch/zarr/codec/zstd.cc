@@ -47,6 +47,10 @@ ZSTD_DCtx* StableOutputDCtx() {
   return ctx.get();
 }
 
+// A declared content size allocated at its word: 1 MiB, or a thousand times the input
+// (real chunks rarely compress further; those that do decode through a growing buffer).
+uint64_t PlausibleSize(size_t encoded) { return std::max<uint64_t>(uint64_t{1} << 20, uint64_t{encoded} * 1024); }
+
 // One compression context per thread, reset before each chunk.
 ZSTD_CCtx* ThreadCCtx() {
   thread_local std::unique_ptr<ZSTD_CCtx, CCtxDeleter> ctx(ZSTD_createCCtx());
@@ -174,8 +178,18 @@ class ZstdCodec final : public BytesToBytesCodec {
         return DataLoss("zstd: frame declares " + Bytes(scan.total_size) + ", more than the limit of " +
                         Bytes(max_size));
       }
-      INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(scan.total_size));
-      INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
+      if (scan.total_size <= PlausibleSize(in.size())) {
+        INSITU_ASSIGN_OR_RETURN(Buffer out, Buffer::Allocate(scan.total_size));
+        INSITU_RETURN_IF_ERROR(DecodeInto(in, out.span()));
+        return out;
+      }
+      // More than these bytes plausibly hold: the output grows only as data decodes, so a
+      // header that lies (20 bytes declaring a gigabyte) costs no more than its data.
+      INSITU_ASSIGN_OR_RETURN(Buffer out, DecodeStreaming(in, scan.total_size));
+      if (out.size() != scan.total_size) {
+        return DataLoss("zstd: data decodes to " + Bytes(out.size()) + ", the frames declare " +
+                        Bytes(scan.total_size));
+      }
       return out;
     }
     return DecodeStreaming(in, max_size);

@@ -1,6 +1,8 @@
 #include <gtest/gtest.h>
 #include <zstd.h>
 
+#include <algorithm>
+
 #include "insitubatch/zarr/codec/codec_test_util.h"
 
 namespace insitubatch::zarr {
@@ -116,6 +118,39 @@ TEST_F(ZstdCodecTest, PatchedContentSizeIsCaughtBeforeDecoding) {
   std::vector<std::byte> out_768(768);
   EXPECT_DATA_LOSS(codec_->DecodeInto(AsBytes(stored), AsBytes(out_768)), "zstd: ");
   EXPECT_DATA_LOSS(codec_->Decode(AsBytes(stored), 1 << 20).status(), "zstd: ");
+}
+
+// 18 bytes declaring `declared` bytes that hold one RLE block of `run` bytes: a 1 KiB window,
+// the 8-byte content size, then a last block of run x 'x'.
+std::vector<std::byte> LyingFrame(uint64_t declared, uint32_t run) {
+  std::vector<std::byte> frame = {std::byte{0x28}, std::byte{0xB5}, std::byte{0x2F}, std::byte{0xFD},
+                                  std::byte{0xC0}, std::byte{0x00}};  // magic, 8-byte size, window 1 KiB
+  for (int i = 0; i < 8; ++i) frame.push_back(std::byte(declared >> (8 * i)));
+  const uint32_t block = (run << 3) | (1 << 1) | 1;  // RLE, last
+  for (int i = 0; i < 3; ++i) frame.push_back(std::byte(block >> (8 * i)));
+  frame.push_back(std::byte{'x'});
+  return frame;
+}
+
+TEST_F(ZstdCodecTest, ADeclaredSizeFarBeyondTheInputIsNotAllocatedAtItsWord) {
+  ASSERT_EQ(ZSTD_getFrameContentSize(LyingFrame(10, 10).data(), 18), 10u);
+  auto honest = codec_->Decode(AsBytes(LyingFrame(10, 10)), 1 << 20);
+  ASSERT_TRUE(honest.ok()) << honest.status().ToString();
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(honest->data()), honest->size()), std::string(10, 'x'));
+  // A gigabyte declared by 18 bytes: decoded through a buffer that grows with the data, so
+  // it fails after 10 bytes, not after allocating the gigabyte (tests/test_bounds.py checks
+  // that under a capped address space).
+  const auto lie = LyingFrame(uint64_t{1} << 30, 10);
+  ASSERT_EQ(ZSTD_getFrameContentSize(lie.data(), lie.size()), uint64_t{1} << 30);
+  EXPECT_DATA_LOSS(codec_->Decode(AsBytes(lie), size_t{2} << 30).status(), "zstd: ");
+  // Past the plausible size but true: still decodes, through the growing buffer.
+  const std::vector<std::byte> zeros(4 << 20);
+  const auto sparse = Compress(zeros, 19);
+  ASSERT_LT(sparse.size() * 1024, zeros.size());
+  auto grown = codec_->Decode(AsBytes(sparse), zeros.size());
+  ASSERT_TRUE(grown.ok()) << grown.status().ToString();
+  EXPECT_EQ(grown->size(), zeros.size());
+  EXPECT_TRUE(std::all_of(grown->data(), grown->data() + grown->size(), [](std::byte b) { return b == std::byte{0}; }));
 }
 
 TEST_F(ZstdCodecTest, DeclaredSizeDifferentFromChunkIsDataLoss) {
