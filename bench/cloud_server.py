@@ -1,0 +1,394 @@
+"""A loopback HTTP server that behaves like a distant object store: it serves the files under
+a folder (GET with Range, HEAD; keep-alive HTTP/1.1) and answers each request `latency` late,
+the first request on a new connection `connect` later still (the handshake round trips a
+real link charges), and, with `rate`, no faster than a link of that many bytes per second
+(responses queue for it in arrival order, each sent whole when its last byte would have
+arrived). Network emulation (netem) is not available in this kernel, so the delays are the
+server's; its own CPU is measured (getrusage) and reported, so a reader can see what it took
+from the client on the same cores.
+
+One thread, one epoll loop, bodies sent with sendfile from the page cache: about as little
+CPU per request as Python allows. It runs in its own process:
+
+    python bench/cloud_server.py ROOT [--latency-ms 20] [--connect-ms 20] [--rate-mb-s 0]
+
+prints its port on the first line of stdout, and serves until killed. Two control paths,
+never delayed: ``GET /__server__/stats`` (JSON: CPU seconds, requests, connections, bytes,
+requests in flight over time) and ``GET /__server__/reset`` (zeroes them).
+``CloudServer`` starts and stops one from Python.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import heapq
+import json
+import os
+import resource
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from urllib.parse import unquote
+
+STATS_PATH = b"/__server__/stats"
+RESET_PATH = b"/__server__/reset"
+MAX_HEADER = 16384
+
+
+def cpu_seconds() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class Stats:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.t0 = time.monotonic()
+        self.cpu0 = cpu_seconds()
+        self.requests = 0
+        self.connections = 0
+        self.bytes = 0
+        self.sizes: list[int] = []
+        # (received, answered) per request, seconds since t0: requests in flight over time.
+        self.spans: list[tuple[float, float]] = []
+        self.conn_of: list[int] = []
+        self.paths: list[str] = []
+        self.per_connection: dict[int, int] = {}
+
+    def report(self, raw: bool = False) -> dict:
+        now = time.monotonic()
+        spans = sorted(self.spans)
+        events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+        level = peak = 0
+        area = 0.0
+        last = events[0][0] if events else 0.0
+        timeline = []  # (t, requests in flight) at each change, thinned to ~2000 points
+        for t, d in events:
+            area += level * (t - last)
+            last = t
+            level += d
+            peak = max(peak, level)
+            timeline.append((round(t, 5), level))
+        if len(timeline) > 2000:
+            step = len(timeline) / 2000
+            timeline = [timeline[int(i * step)] for i in range(2000)]
+        busy = (events[-1][0] - events[0][0]) if events else 0.0
+        sizes = sorted(self.sizes)
+        return {
+            "cpu_s": cpu_seconds() - self.cpu0, "wall_s": now - self.t0, "requests": self.requests,
+            "connections": self.connections, "bytes": self.bytes,
+            "requests_per_connection_max": max(self.per_connection.values(), default=0),
+            "size_median": sizes[len(sizes) // 2] if sizes else 0,
+            "size_min": sizes[0] if sizes else 0, "size_max": sizes[-1] if sizes else 0,
+            "inflight_peak": peak, "inflight_mean": area / busy if busy > 0 else 0.0,
+            "first_request_s": spans[0][0] if spans else None,
+            "last_answer_s": max((b for _, b in spans), default=None),
+            "timeline": timeline,
+            **({"spans": self.spans, "span_connections": self.conn_of, "span_paths": self.paths} if raw else {}),
+        }
+
+
+class Conn:
+    __slots__ = ("sock", "fd", "inbuf", "busy", "fresh", "out", "file", "offset", "left", "id", "received", "size", "what")
+
+    def __init__(self, sock: socket.socket, cid: int) -> None:
+        self.sock, self.fd, self.id = sock, sock.fileno(), cid
+        self.inbuf = bytearray()
+        self.busy = False  # a request is being delayed or answered (one at a time per connection)
+        self.fresh = True  # no request answered yet: the first pays the connection's set-up
+        self.out = b""
+        self.file = -1
+        self.offset = self.left = 0
+        self.received = 0.0
+        self.size = 0
+
+
+def parse_range(value: str, size: int) -> tuple[int, int] | None:
+    """(start, stop) of a single "bytes=" range within an object of `size`, else None."""
+    if not value.startswith("bytes=") or "," in value:
+        return None
+    a, _, b = value[6:].strip().partition("-")
+    if a == "":
+        n = int(b)
+        return (max(0, size - n), size) if n > 0 else None
+    start = int(a)
+    stop = min(size, int(b) + 1) if b else size
+    return (start, stop) if start < stop else None
+
+
+class Server:
+    def __init__(self, root: str, latency: float, connect: float, rate: float, sock: socket.socket) -> None:
+        self.root = os.path.realpath(root)
+        self.latency, self.connect, self.rate = latency, connect, rate
+        self.listener = sock
+        self.ep = select.epoll()
+        self.conns: dict[int, Conn] = {}
+        self.timers: list[tuple[float, int, int]] = []  # (due, seq, fd)
+        self.seq = 0
+        self.link_free = 0.0  # when the emulated link has sent everything queued on it
+        self.stats = Stats()
+        self.files: dict[str, tuple[int, int]] = {}  # path -> (fd, size), kept open
+        self.next_id = 0
+
+    def open_file(self, path: str) -> tuple[int, int] | None:
+        hit = self.files.get(path)
+        if hit is not None:
+            return hit
+        full = os.path.realpath(os.path.join(self.root, path.lstrip("/")))
+        if not (full == self.root or full.startswith(self.root + os.sep)) or not os.path.isfile(full):
+            return None
+        fd = os.open(full, os.O_RDONLY)
+        hit = (fd, os.fstat(fd).st_size)
+        self.files[path] = hit
+        return hit
+
+    def run(self) -> None:
+        self.listener.setblocking(False)
+        self.ep.register(self.listener.fileno(), select.EPOLLIN)
+        lfd = self.listener.fileno()
+        while True:
+            timeout = -1.0
+            if self.timers:
+                timeout = max(0.0, self.timers[0][0] - time.monotonic())
+            for fd, ev in self.ep.poll(timeout):
+                if fd == lfd:
+                    self.accept()
+                    continue
+                c = self.conns.get(fd)
+                if c is None:
+                    continue
+                if ev & (select.EPOLLERR | select.EPOLLHUP) and not ev & select.EPOLLIN:
+                    self.close(c)
+                elif ev & select.EPOLLOUT:
+                    self.send(c)
+                elif ev & select.EPOLLIN:
+                    self.receive(c)
+            now = time.monotonic()
+            while self.timers and self.timers[0][0] <= now:
+                _, _, fd = heapq.heappop(self.timers)
+                c = self.conns.get(fd)
+                if c is not None:
+                    self.send(c)
+
+    def accept(self) -> None:
+        while True:
+            try:
+                s, _ = self.listener.accept()
+            except BlockingIOError:
+                return
+            s.setblocking(False)
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            c = Conn(s, self.next_id)
+            self.next_id += 1
+            self.conns[c.fd] = c
+            self.stats.connections += 1
+            self.ep.register(c.fd, select.EPOLLIN)
+
+    def close(self, c: Conn) -> None:
+        self.conns.pop(c.fd, None)
+        try:
+            self.ep.unregister(c.fd)
+        except OSError:
+            pass
+        c.sock.close()
+
+    def receive(self, c: Conn) -> None:
+        try:
+            data = c.sock.recv(65536)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError:
+            self.close(c)
+            return
+        if not data:
+            self.close(c)
+            return
+        c.inbuf += data
+        if len(c.inbuf) > MAX_HEADER and b"\r\n\r\n" not in c.inbuf:
+            self.close(c)
+            return
+        self.next_request(c)
+
+    def next_request(self, c: Conn) -> None:
+        if c.busy:
+            return
+        end = c.inbuf.find(b"\r\n\r\n")
+        if end < 0:
+            return
+        head = bytes(c.inbuf[:end]).decode("latin-1")
+        del c.inbuf[:end + 4]
+        lines = head.split("\r\n")
+        method, _, rest = lines[0].partition(" ")
+        target = rest.rpartition(" ")[0] or rest
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        c.busy = True
+        c.received = time.monotonic()
+        path, _, query = target.partition("?")
+        if path.encode() in (STATS_PATH, RESET_PATH):
+            if path.encode() == RESET_PATH:
+                self.stats.reset()
+                body = b"{}"
+            else:
+                body = json.dumps(self.stats.report(raw="spans" in query)).encode()
+            c.out = (f"HTTP/1.1 200 OK\r\nContent-Length: {len(body)}\r\nContent-Type: application/json\r\n\r\n"
+                     .encode() + body)
+            c.file, c.left, c.size = -1, 0, -1  # not counted
+            self.send(c)
+            return
+        found = self.open_file(unquote(path)) if method in ("GET", "HEAD") else None
+        status, c.file, c.offset, c.left = 404, -1, 0, 0
+        extra = ""
+        if method not in ("GET", "HEAD"):
+            status = 405
+        elif found is not None:
+            fd, size = found
+            rng = headers.get("range")
+            span = parse_range(rng, size) if rng else (0, size)
+            if span is None:
+                status, extra = 416, f"Content-Range: bytes */{size}\r\n"
+            else:
+                status = 206 if rng else 200
+                c.file, c.offset, c.left = fd, span[0], span[1] - span[0]
+                if rng:
+                    extra = f"Content-Range: bytes {span[0]}-{span[1] - 1}/{size}\r\n"
+        reason = {200: "OK", 206: "Partial Content", 404: "Not Found", 405: "Method Not Allowed",
+                  416: "Range Not Satisfiable"}[status]
+        length = c.left
+        c.out = (f"HTTP/1.1 {status} {reason}\r\nContent-Length: {length}\r\n{extra}"
+                 f"Content-Type: application/octet-stream\r\n\r\n").encode()
+        if method == "HEAD":
+            c.left = 0
+        c.size = c.left
+        c.what = f"{method} {path} {headers.get('range', '')}"
+        due = c.received + self.latency + (self.connect if c.fresh else 0.0)
+        if self.rate > 0 and c.left:
+            self.link_free = max(self.link_free, due) + c.left / self.rate
+            due = self.link_free
+        c.fresh = False
+        self.seq += 1
+        heapq.heappush(self.timers, (due, self.seq, c.fd))
+
+    def send(self, c: Conn) -> None:
+        try:
+            while c.out:
+                n = c.sock.send(c.out)
+                c.out = c.out[n:]
+            while c.left > 0:
+                n = os.sendfile(c.fd, c.file, c.offset, c.left)
+                if n == 0:
+                    break
+                c.offset += n
+                c.left -= n
+        except (BlockingIOError, InterruptedError):
+            self.ep.modify(c.fd, select.EPOLLOUT)
+            return
+        except OSError as e:
+            if e.errno in (errno.EAGAIN,):
+                self.ep.modify(c.fd, select.EPOLLOUT)
+                return
+            self.close(c)
+            return
+        # Answered.
+        if c.size >= 0:
+            now = time.monotonic()
+            st = self.stats
+            st.requests += 1
+            st.bytes += c.size
+            st.sizes.append(c.size)
+            st.spans.append((c.received - st.t0, now - st.t0))
+            st.conn_of.append(c.id)
+            st.paths.append(c.what)
+            st.per_connection[c.id] = st.per_connection.get(c.id, 0) + 1
+        c.busy = False
+        self.ep.modify(c.fd, select.EPOLLIN)
+        if c.inbuf:
+            self.next_request(c)
+
+
+class CloudServer:
+    """The server in its own process, on 127.0.0.1:<free port>; stopped on close."""
+
+    def __init__(self, root, latency_ms: float = 20.0, connect_ms: float = 20.0, rate_mb_s: float = 0.0) -> None:
+        self.latency_ms, self.connect_ms, self.rate_mb_s = latency_ms, connect_ms, rate_mb_s
+        self.proc = subprocess.Popen(
+            [sys.executable, os.path.abspath(__file__), os.fspath(root), "--latency-ms", str(latency_ms),
+             "--connect-ms", str(connect_ms), "--rate-mb-s", str(rate_mb_s)],
+            stdout=subprocess.PIPE, text=True, start_new_session=True)
+        line = self.proc.stdout.readline()
+        if not line.strip():
+            self.close()
+            raise RuntimeError(f"cloud_server did not start (exit {self.proc.poll()})")
+        self.port = int(line)
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def _get(self, path: bytes) -> dict:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=10) as s:
+            s.sendall(b"GET " + path + b" HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            data = b""
+            while True:
+                head, sep, body = data.partition(b"\r\n\r\n")
+                if sep:
+                    n = int(next(v for k, v in (ln.split(b":", 1) for ln in head.split(b"\r\n")[1:])
+                                 if k.strip().lower() == b"content-length"))
+                    if len(body) >= n:
+                        return json.loads(body[:n])
+                more = s.recv(1 << 20)
+                if not more:
+                    raise RuntimeError("cloud_server closed the stats connection early")
+                data += more
+
+    def stats(self, spans: bool = False) -> dict:
+        """The server's figures since the last reset; `spans`: with each request's (received,
+        answered) seconds and connection number."""
+        return self._get(STATS_PATH + (b"?spans" if spans else b""))
+
+    def reset(self) -> None:
+        self._get(RESET_PATH)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(timeout=5)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait(timeout=5)
+
+    def __enter__(self) -> "CloudServer":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("root")
+    p.add_argument("--latency-ms", type=float, default=20.0, help="added to every request")
+    p.add_argument("--connect-ms", type=float, default=20.0, help="added to a connection's first request")
+    p.add_argument("--rate-mb-s", type=float, default=0.0, help="the link's rate, MB/s (0: unlimited)")
+    p.add_argument("--port", type=int, default=0)
+    a = p.parse_args()
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", a.port))
+    sock.listen(4096)
+    print(sock.getsockname()[1], flush=True)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    Server(a.root, a.latency_ms / 1e3, a.connect_ms / 1e3, a.rate_mb_s * 1e6, sock).run()
+
+
+if __name__ == "__main__":
+    main()
