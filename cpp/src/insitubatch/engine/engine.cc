@@ -1,5 +1,6 @@
 #include "insitubatch/engine/engine.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "insitubatch/engine/sizing.h"
@@ -78,6 +79,10 @@ Engine::Engine(std::vector<ArraySource> sources, EngineConfig config)
       pool_(config.budget_bytes, config.backing),
       buffers_(BufferRecycler::Create(kMaxIdleBatchBytes)) {
   if (config_.eviction == Eviction::kNextUse) pool_.SetNextUse(this);
+  for (const ArraySource& s : sources_) {
+    widest_tile_bytes_ = std::max(widest_tile_bytes_, s.stored.tile_bytes);
+    remote_ = remote_ || s.array->store()->remote();
+  }
 }
 
 uint64_t Engine::Distance(SlotKey key) const {
@@ -192,6 +197,9 @@ void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
 }
 
 void Engine::WaitForReadPace(const std::function<bool()>& cancelled) {
+  // Reads across a network take no core while they wait: the next block's go out with the
+  // first batch's instead of a round trip later.
+  if (remote_) return;
   std::unique_lock lock(reads_mutex_);
   while ((read_latency_s_ < 0 || decode_wall_s_ < 0) && outstanding_ > 0 && !cancelled()) {
     if (read_latency_s_ < 0 && !at_store_since_.empty() &&

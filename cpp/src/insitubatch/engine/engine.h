@@ -195,12 +195,23 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   void WaitForReadRoom(const std::function<bool()>& cancelled);
   // Waits until a read has been answered and a tile decoded (what ReadsToKeepAtStoreLocked
   // needs), no read is outstanding, the store has left a read unanswered for long (it is
-  // no local disk), or `cancelled()` turns true.
+  // no local disk), or `cancelled()` turns true; at once over a store across a network.
   void WaitForReadPace(const std::function<bool()>& cancelled);
   uint32_t inflight() const {
     std::lock_guard lock(reads_mutex_);
     return inflight_;
   }
+  // Read-ahead beyond the working-set floor. The floor holds the block being served and
+  // the next, so at most one block's reads can be at the store; a store whose latency
+  // needs more reads in flight than that (the bandwidth-delay product: threads x latency /
+  // decode time, ReadsToKeepAtStoreLocked, from the smoothed latency) would be held back by
+  // the pool, not by max_inflight. So `owner` may pin that many more tiles (at the widest),
+  // the automatic budget grows by as much for each live pass (within its ceiling) and an
+  // explicit one lends what it holds beyond the passes' floors. At most max_inflight tiles:
+  // what describe() accounts as reads in flight. `block_reads`: the tiles one block reads.
+  // Nothing changes over a local store (neither Store::remote nor slower than
+  // kUnansweredSeconds a read).
+  void SizeReadAhead(OwnerId owner, uint64_t block_reads);
 
   // Held while a pass's first batch is copied: its gather threads take that many cores
   // from the decoders, which start no new tile while cores - gather threads of them are
@@ -249,13 +260,19 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // Starts queued reads while the max_inflight budget allows and the decode threads are
   // not already behind (call without locks held).
   void IssueReads();
-  // Whether the next queued read may start: a token is free, and fewer arrived reads wait
-  // for a decode thread than there are decode threads (more would only wait, and on a
-  // local store compete with the decoders for the cores).
+  // Whether the next queued read may start: a token is free, fewer reads are at the store
+  // than it needs (ReadsToKeepAtStoreLocked), and, where reads answer within a share of a
+  // decode (ReadsAreFastLocked: a local disk), fewer arrived reads wait for a decode thread
+  // than there are decode threads (more would only wait, and compete with the decoders for
+  // the cores). A store with latency is not held back by arrivals: its reads take no core
+  // while they wait, and a burst that arrives together (a block's reads, issued together)
+  // would otherwise stop the next reads until it was decoded, a round trip lost per burst.
   bool MayIssueLocked() const;
   // Reads worth having at the store at once: enough to keep the decode threads fed, from
   // the measured read latency and decode time.
   uint32_t ReadsToKeepAtStoreLocked() const;
+  // The reads that keep the decode threads fed while each takes `latency` at the store.
+  uint32_t ReadsForLatencyLocked(double latency) const;
   static void ObserveLocked(double& average, double sample);
   // Decodes the earliest-needed arrived read (one per arrival is submitted to the pool),
   // once a core is free of gathers (GatherClaim).
@@ -300,6 +317,8 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
 
   std::vector<ArraySource> sources_;
   EngineConfig config_;
+  uint64_t widest_tile_bytes_ = 0;  // the largest decoded stored chunk of any source
+  bool remote_ = false;             // some source's store is across a network (Store::remote)
   ChunkPool pool_;
   std::unique_ptr<ThreadPool> decode_pool_;
   std::unique_ptr<ThreadPool> gather_helpers_;  // null when the producer gathers alone

@@ -68,6 +68,9 @@ class FaultStore final : public Store {
   // Inline (set_inline): the engine may read on its own thread, as it does a file store;
   // the read is counted, slowed by `delay` on that thread, and the thread's name kept.
   bool reads_inline() const override { return inline_; }
+  // Remote (set_remote): it says it is across a network (Store::remote).
+  bool remote() const override { return remote_; }
+  void set_remote(bool on) { remote_ = on; }
   Result<ReadResult> ReadInline(const std::string& key, ByteRange range) override {
     char name[32] = {};
     pthread_getname_np(pthread_self(), name, sizeof(name));
@@ -184,6 +187,7 @@ class FaultStore final : public Store {
   int total_ = 0;
   std::chrono::milliseconds delay_{0};
   bool inline_ = false;
+  bool remote_ = false;
   int inline_reads_ = 0;
   std::set<std::string> inline_threads_;
   bool stalled_ = false;

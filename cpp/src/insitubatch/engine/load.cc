@@ -180,22 +180,27 @@ void Engine::IssueReads() {
 }
 
 bool Engine::MayIssueLocked() const {
-  return inflight_ < config_.max_inflight && arrived_.size() < decode_pool_->size() &&
-         at_store_since_.size() < ReadsToKeepAtStoreLocked();
+  return inflight_ < config_.max_inflight && at_store_since_.size() < ReadsToKeepAtStoreLocked() &&
+         (arrived_.size() < decode_pool_->size() || !ReadsAreFastLocked());
 }
 
 uint32_t Engine::ReadsToKeepAtStoreLocked() const {
-  const auto threads = static_cast<double>(decode_pool_->size());
   // A read still unanswered counts with its age, so a store that slows down (or one read
   // that hangs) raises the estimate before it answers.
   double latency = read_latency_s_;
   if (!at_store_since_.empty()) latency = std::max(latency, SecondsSince(*at_store_since_.begin()));
+  return ReadsForLatencyLocked(latency);
+}
+
+uint32_t Engine::ReadsForLatencyLocked(double latency) const {
+  const auto threads = static_cast<double>(decode_pool_->size());
   double needed;
   if (decode_wall_s_ <= 0) {
     // Nothing decoded yet: a store that answers within kUnansweredSeconds is a local disk,
     // whose reads would only take the cores from the decoders (even the first batch's);
-    // a slower one gets every read at once.
-    needed = latency > kUnansweredSeconds ? config_.max_inflight : threads + 1;
+    // a slower one gets every read at once, and so does one across a network from the
+    // start (waiting kUnansweredSeconds to find that out delayed the first batch by as much).
+    needed = remote_ || latency > kUnansweredSeconds ? config_.max_inflight : threads + 1;
   } else {
     // While one read is at the store the decode threads get through threads x latency /
     // decode time tiles: that many (and one more) keep them fed. A local store answers
@@ -204,6 +209,26 @@ uint32_t Engine::ReadsToKeepAtStoreLocked() const {
     needed = threads * std::max(latency, 0.0) / decode_wall_s_ + 1;
   }
   return static_cast<uint32_t>(std::clamp(std::ceil(needed), 1.0, static_cast<double>(config_.max_inflight)));
+}
+
+void Engine::SizeReadAhead(OwnerId owner, uint64_t block_reads) {
+  const uint64_t floor = config_.pass_floor_bytes;
+  if (floor == 0) return;  // no per-pass quota: only the budget bounds the reads ahead
+  uint32_t wanted = 0;
+  {
+    std::lock_guard lock(reads_mutex_);
+    if (read_latency_s_ < 0 || decode_wall_s_ <= 0) return;  // nothing measured yet
+    // A local disk's reads never need it (and its cache must stay within the floor).
+    if (!remote_ && read_latency_s_ <= kUnansweredSeconds) return;
+    wanted = ReadsForLatencyLocked(read_latency_s_);
+  }
+  if (wanted <= block_reads) return;
+  const uint64_t extra = (wanted - block_reads) * widest_tile_bytes_;
+  const uint64_t passes = std::max<uint64_t>(1, live_passes_.load());
+  if (config_.auto_budget) pool_.GrowBudget(std::min(config_.max_auto_budget_bytes, (floor + extra) * passes));
+  const uint64_t budget = pool_.budget_bytes();
+  const uint64_t spare = budget == 0 ? extra : (budget > floor * passes ? (budget - floor * passes) / passes : 0);
+  pool_.GrowQuota(owner, floor + std::min(extra, spare));
 }
 
 void Engine::ObserveLocked(double& average, double sample) {

@@ -53,6 +53,16 @@ void ChunkPool::GrowBudget(uint64_t budget_bytes) {
   cv_.notify_all();
 }
 
+void ChunkPool::GrowQuota(OwnerId owner, uint64_t quota_bytes) {
+  {
+    std::lock_guard lock(mutex_);
+    auto it = owners_.find(owner);
+    if (it == owners_.end() || it->second.quota == 0 || quota_bytes <= it->second.quota) return;
+    it->second.quota = quota_bytes;
+  }
+  cv_.notify_all();
+}
+
 void ChunkPool::PinLocked(Slot& slot, OwnerId owner) {
   if (slot.pins[owner]++ == 0) owners_[owner].pinned += slot.charge;
   ++slot.total_pins;

@@ -173,8 +173,12 @@ class ChunkPool {
   const std::shared_ptr<SlotBacking>& backing() const { return backing_; }
   // Evict by next use, asking `oracle` (which must outlive the pool's use of it); null = LRU.
   void SetNextUse(const NextUse* oracle) { next_use_ = oracle; }
-  // Raises (never lowers) the budget: concurrent passes with the automatic budget.
+  // Raises (never lowers) the budget: concurrent passes with the automatic budget, and the
+  // read-ahead a store with latency needs.
   void GrowBudget(uint64_t budget_bytes);
+  // Raises (never lowers) what `owner` may pin at once: the read-ahead a store with latency
+  // needs beyond the working-set floor.
+  void GrowQuota(OwnerId owner, uint64_t quota_bytes);
   PoolCounters counters() const;
   // Whether `key` has a usable slot (ready or filling): asking for it now reads nothing.
   bool Holds(const SlotKey& key) const;

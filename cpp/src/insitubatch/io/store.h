@@ -76,6 +76,10 @@ class Store {
   // on the calling thread: the engine then reads a chunk on the decode thread about to
   // decode it, without a hop through an IO thread, while the reads keep answering fast.
   virtual bool reads_inline() const { return false; }
+  // A store whose reads cross a network (HTTP, S3, GCS, Azure): each read costs at least a
+  // round trip, so the engine asks for the first batch's reads at once instead of first
+  // learning, a few reads at a time, how fast the store answers.
+  virtual bool remote() const { return false; }
   // The read on the calling thread; called only where reads_inline().
   virtual Result<ReadResult> ReadInline(const std::string& key, ByteRange range);
 

@@ -59,6 +59,7 @@ class GcsStore final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
+  bool remote() const override { return true; }
   std::string Describe(std::string_view key) const override;
 
   bool writable() const override { return writable_; }

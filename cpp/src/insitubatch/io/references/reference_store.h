@@ -8,6 +8,7 @@
 // with its own options and credentials). A range read of a key is confined to the range its
 // reference names; a reference past the end of its target is DataLoss naming the key.
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <memory>
@@ -40,6 +41,9 @@ class ReferenceStore final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   bool wants_expected_reads() const override { return true; }
+  bool remote() const override {
+    return std::any_of(targets_.begin(), targets_.end(), [](const ReferenceTarget& t) { return t.store->remote(); });
+  }
   void ExpectReads(const std::vector<std::string>& keys) override;
 
   // Requests made to target stores so far (a coalesced run counts once).

@@ -1,0 +1,129 @@
+// Read-ahead beyond the working-set floor: over a store whose reads take long against a
+// decode, a pass keeps more reads in flight than the floor's second block holds (within
+// max_inflight and the budget), and over one that answers at once it stays at the floor.
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <numeric>
+
+#include "insitubatch/engine/engine.h"
+#include "insitubatch/engine/engine_testutil.h"
+#include "insitubatch/engine/order_testutil.h"
+
+namespace insitubatch::engine {
+namespace {
+
+using testing::BlockShuffledOrder;
+using testing::FaultStore;
+using testing::IotaValue;
+using testing::WriteIotaArray;
+
+constexpr int64_t kSamples = 96;
+constexpr int64_t kBlockChunks = 4;  // chunks of one sample: the floor is 2 blocks, 8 slots
+
+struct Fixture {
+  std::shared_ptr<MemoryStore> memory = std::make_shared<MemoryStore>();
+  std::shared_ptr<FaultStore> store = std::make_shared<FaultStore>(memory);
+  std::vector<ArraySource> sources;
+
+  Fixture() {
+    auto array = WriteIotaArray(memory, store, "t2m", {kSamples, 4}, {1, 4});
+    sources.push_back(ArraySource::Create(array, 0).value());
+  }
+  uint64_t slot() const { return sources[0].slot_bytes(); }
+  uint64_t floor() const { return 2 * kBlockChunks * slot(); }
+
+  // One shuffled pass in batches of 4; every row checked against the stored values.
+  PassStats Run(EngineConfig config, Engine** engine_out = nullptr) {
+    config.max_inflight = 32;
+    config.decode_threads = 2;
+    config.pass_floor_bytes = floor();
+    engine_ = Engine::Create(sources, config).value();
+    std::vector<int64_t> chunks(kSamples);
+    std::iota(chunks.begin(), chunks.end(), 0);
+    PassSpec spec;
+    spec.split = "train";
+    spec.order = BlockShuffledOrder(chunks, 1, kSamples, kBlockChunks, /*seed=*/3, /*epoch=*/0);
+    spec.ref_spc = 1;
+    spec.batch_size = 4;
+    spec.labels = {{"t2m", 0, 0}};
+    auto pass = engine_->StartPass(std::move(spec)).value();
+    std::vector<int64_t> seen;
+    for (;;) {
+      auto next = pass->Next();
+      EXPECT_TRUE(next.ok()) << next.status().ToString();
+      if (!next.ok() || !next->has_value()) break;
+      const auto* values = reinterpret_cast<const float*>((**next).arrays[0]->data());
+      for (size_t row = 0; row < (**next).rows; ++row) {
+        const auto sample = static_cast<uint64_t>((**next).anchors[row]);
+        for (uint64_t e = 0; e < 4; ++e) {
+          EXPECT_EQ(values[row * 4 + e], IotaValue({kSamples, 4}, {sample, e}, 0)) << sample;
+        }
+        seen.push_back((**next).anchors[row]);
+      }
+    }
+    std::sort(seen.begin(), seen.end());
+    EXPECT_EQ(seen.size(), static_cast<size_t>(kSamples));
+    EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
+    pass->Close();
+    if (engine_out != nullptr) *engine_out = engine_.get();
+    return pass->stats();
+  }
+
+ private:
+  std::shared_ptr<Engine> engine_;
+};
+
+// A store across a network, 20 ms a read against microseconds of decode: the reads the decoders could use are far
+// more than one block's 4. The automatic budget grows past the floor for them (each read
+// needs a slot to decode into), and the pass pins past its floor: more than the floor's 8
+// reads are in flight at once (at most 8 before: every read's slot counted against it).
+TEST(ReadAheadTest, AStoreWithLatencyGetsReadsBeyondTheFloor) {
+  Fixture f;
+  f.store->set_remote(true);
+  f.store->set_delay(std::chrono::milliseconds(20));
+  EngineConfig config;
+  config.budget_bytes = f.floor();
+  config.auto_budget = true;
+  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  Engine* engine = nullptr;
+  const PassStats stats = f.Run(config, &engine);
+  EXPECT_GT(stats.depths.inflight_peak, 12u);
+  EXPECT_GT(engine->pool().budget_bytes(), f.floor());
+  // Never past max_inflight reads' worth of slots beyond the floor (describe()'s reads in flight).
+  EXPECT_LE(engine->pool().budget_bytes(), f.floor() + 32 * f.slot());
+}
+
+// An explicit budget is never grown, but what it holds beyond the pass's floor is lent to
+// the reads ahead (the pass's quota was the floor: 8 slots however large the budget).
+TEST(ReadAheadTest, AnExplicitBudgetLendsItsRoomBeyondTheFloor) {
+  Fixture f;
+  f.store->set_remote(true);
+  f.store->set_delay(std::chrono::milliseconds(20));
+  EngineConfig config;
+  config.budget_bytes = 64 * f.slot();
+  Engine* engine = nullptr;
+  const PassStats stats = f.Run(config, &engine);
+  EXPECT_GT(stats.depths.inflight_peak, 12u);
+  EXPECT_EQ(engine->pool().budget_bytes(), 64 * f.slot());
+}
+
+// A local store (read on the decode threads, as a file store is) is never read ahead past
+// the floor: the automatic budget, the pool's cache, stays at the floor.
+TEST(ReadAheadTest, AStoreWithoutLatencyStaysAtTheFloor) {
+  Fixture f;
+  f.store->set_inline(true);
+  EngineConfig config;
+  config.budget_bytes = f.floor();
+  config.auto_budget = true;
+  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  Engine* engine = nullptr;
+  const PassStats stats = f.Run(config, &engine);
+  EXPECT_EQ(engine->pool().budget_bytes(), f.floor());
+  EXPECT_LE(stats.depths.resident_peak_bytes, f.floor());
+}
+
+}  // namespace
+}  // namespace insitubatch::engine
