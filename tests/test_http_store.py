@@ -4,6 +4,7 @@ front of it. Values are compared with zarr-python's read of the local copy, byte
 
 from __future__ import annotations
 
+import pickle
 import shutil
 import subprocess
 import time
@@ -95,6 +96,44 @@ def test_connections_are_reused(demo, server):
     clients = [r["client"] for r in server.requests]
     assert len(clients) > 10
     assert len(set(clients)) <= 2, clients  # keep-alive: one socket (two at most), not one per read
+
+
+def test_connections_outlive_the_bursts_that_opened_them(demo, server):
+    # Bursts of 8 reads in flight with a pause between (no read in flight), as blocks and
+    # epochs come: each burst reuses the connections the first opened. libcurl's default
+    # keeps four per transfer in progress, so the pause closed them and every burst opened
+    # its own again.
+    server.clear_log()
+    store = insitubatch.store(server.url + "/demo.zarr", io_threads=2)
+    keys = [f"t2m/c/{i}/0/0" for i in range(5)] * 4
+    seconds, nbytes = _ext.read_throughput(store, keys, 8, 8)
+    assert len(seconds) == 8 and nbytes > 0
+    clients = {r["client"] for r in server.requests}
+    assert len(server.requests) == 8 * len(keys)
+    assert len(clients) <= 9, len(clients)  # 12-15 before
+
+
+def test_a_dataset_over_open_geometries_reads_the_metadata_once(demo, server):
+    # Over a network each metadata read is a round trip before the first chunk read: the
+    # dataset takes the hierarchy open_geometries read from the same store object.
+    server.clear_log()
+    store = insitubatch.store(server.url + "/demo.zarr")
+    geoms = open_geometries(store, ["t2m"])
+    ds = InSituDataset(store, split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0)), geoms, batch_size=8)
+    try:
+        assert [r["path"] for r in server.requests] == ["/demo.zarr/zarr.json"]
+        batch = next(iter(ds.train))
+        np.testing.assert_array_equal(batch.arrays["t2m"], oracle(demo[0], "t2m")[batch.sample_indices])
+    finally:
+        ds.close()
+    # The geometries still pickle (without the opened store) and compare equal.
+    again = pickle.loads(pickle.dumps(geoms))
+    assert again == geoms and again["t2m"]._opened is None
+    # Geometries from another store object (or none opened) open the hierarchy again.
+    server.clear_log()
+    other = InSituDataset(insitubatch.store(server.url + "/demo.zarr"), ds.manifest, geoms, batch_size=8)
+    other.close()
+    assert [r["path"] for r in server.requests] == ["/demo.zarr/zarr.json"]
 
 
 def test_an_oversized_chunk_is_refused_from_its_content_length(tmp_path):

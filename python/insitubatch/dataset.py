@@ -133,7 +133,7 @@ class InSituDataset:
         # engine and the string labels' passes.
         self.store = as_native_store(store) if isinstance(store, (str, os.PathLike)) else store
         self.manifest = manifest
-        self._hierarchy = _ext.open_hierarchy(as_native_store(self.store))
+        self._hierarchy = _opened_hierarchy(geometries, as_native_store(self.store))
         if geometries is None:
             geometries = geometries_of(self._hierarchy, as_native_store(self.store))
         if not geometries:
@@ -666,6 +666,15 @@ class InSituDataset:
             self.close()
         except Exception:  # pragma: no cover - interpreter teardown
             pass
+
+
+def _opened_hierarchy(geometries: Mapping[str, ArrayGeometry] | None, store: Any) -> Any:
+    """The hierarchy of ``store``: the one open_geometries read the geometries from when every
+    geometry came from that same store object (no second read of its metadata), else opened."""
+    pairs = [g._opened for g in (geometries or {}).values()]
+    if pairs and all(p is not None and p[0] is store and p[1] is pairs[0][1] for p in pairs):
+        return pairs[0][1]
+    return _ext.open_hierarchy(store)
 
 
 def _check_geometries(geometries: Mapping[str, ArrayGeometry], manifest: SplitManifest) -> int:

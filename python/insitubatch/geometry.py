@@ -51,6 +51,17 @@ class ArrayGeometry:
     offset: int = 0
     sample_axis: int = 0
     _inner_read_chunks: tuple[int, ...] | None = field(default=None, repr=False, compare=False)
+    # (native store, hierarchy) it was read from by open_geometries: a dataset built over
+    # that same store object opens nothing again (over a network, a round trip saved).
+    # Never pickled: a process it is sent to opens the store itself.
+    _opened: tuple[Any, Any] | None = field(default=None, repr=False, compare=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_opened": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            object.__setattr__(self, name, value)
 
     def __post_init__(self) -> None:
         shape = _as_int_tuple("shape", self.shape)
@@ -195,7 +206,9 @@ def open_geometries(store: Any, variables: Sequence[str] | None = None, *, sampl
             f" (did you mean [{variables!r}]?)"
         )
     store = _native(store)
-    return geometries_of(_ext.open_hierarchy(store), store, variables, sample_axis=sample_axis)
+    hierarchy = _ext.open_hierarchy(store)
+    return {path: replace(g, _opened=(store, hierarchy))
+            for path, g in geometries_of(hierarchy, store, variables, sample_axis=sample_axis).items()}
 
 
 def geometries_of(hierarchy: Any, store: Any, variables: Sequence[str] | None = None, *,

@@ -29,6 +29,11 @@ constexpr uint64_t kInitialBodyCap = uint64_t{64} << 20;
 constexpr uint64_t kUnknownLengthStart = uint64_t{256} << 10;
 constexpr size_t kMaxErrorBody = 8192;
 constexpr size_t kMaxIoThreads = 64;
+// Connections each IO thread keeps open for reuse. libcurl's default keeps four per
+// transfer in progress, so when the transfers in flight fell (between blocks, between
+// epochs) it closed the connections a burst had opened, and the next burst paid a new
+// connection's handshake (a round trip or more) for each read.
+constexpr long kConnectionsKept = 512;
 
 void GlobalInitOnce() {
   static std::once_flag once;
@@ -362,6 +367,7 @@ class CurlTransport::Worker {
     multi_ = curl_multi_init();
     if (multi_ == nullptr) return ResourceExhausted("curl_multi_init failed");
     curl_multi_setopt(multi_, CURLMOPT_PIPELINING, CURLPIPE_MULTIPLEX);
+    curl_multi_setopt(multi_, CURLMOPT_MAXCONNECTS, kConnectionsKept);
     if (options_->max_connections_per_host > 0) {
       curl_multi_setopt(multi_, CURLMOPT_MAX_HOST_CONNECTIONS, options_->max_connections_per_host);
     }
@@ -712,6 +718,7 @@ Result<std::shared_ptr<CurlTransport>> CurlTransport::Create(TransportOptions op
     auto worker = std::make_shared<Worker>(shared, transport->ca_, transport->counters_);
     INSITU_RETURN_IF_ERROR(worker->Init());
     transport->workers_.push_back(std::move(worker));
+    transport->loads_.push_back(std::make_shared<std::atomic<size_t>>(0));
   }
   // On a refused thread the transport's destructor stops and joins the ones started.
   size_t next = 0;
@@ -748,8 +755,19 @@ void CurlTransport::Submit(HttpRequest request, ResponseCallback done) {
   counters_->requests.fetch_add(1, std::memory_order_relaxed);
   auto t = std::make_unique<Transfer>();
   t->request = std::move(request);
-  t->done = std::move(done);
-  const size_t i = next_worker_.fetch_add(1, std::memory_order_relaxed) % workers_.size();
+  // The IO thread with the fewest requests in hand (the first among equals): a request
+  // made alone (metadata, then the next) reuses the same thread's open connection instead
+  // of opening one on the next thread in turn, and a burst still spreads over them all.
+  size_t i = 0;
+  for (size_t w = 1; w < workers_.size(); ++w) {
+    if (loads_[w]->load(std::memory_order_relaxed) < loads_[i]->load(std::memory_order_relaxed)) i = w;
+  }
+  std::shared_ptr<std::atomic<size_t>> load = loads_[i];
+  load->fetch_add(1, std::memory_order_relaxed);
+  t->done = [load, done = std::move(done)](Result<HttpResponse> response) {
+    load->fetch_sub(1, std::memory_order_relaxed);
+    done(std::move(response));
+  };
   workers_[i]->Enqueue(std::move(t));
 }
 

@@ -82,7 +82,8 @@ class CurlTransport {
   CaBundle ca_;
   std::shared_ptr<Counters> counters_;
   std::vector<std::shared_ptr<Worker>> workers_;
-  std::atomic<size_t> next_worker_{0};
+  // Per IO thread: requests submitted and not yet answered (shared with their callbacks).
+  std::vector<std::shared_ptr<std::atomic<size_t>>> loads_;
   ForkGuard fork_;
 };
 
