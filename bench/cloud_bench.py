@@ -52,6 +52,7 @@ import json
 import os
 import pathlib
 import platform
+import signal
 import statistics
 import subprocess
 import sys
@@ -549,6 +550,7 @@ def main(argv: list[str] | None = None) -> dict:
     if args.child:
         sys.stdout.write("\n" + json.dumps(child(json.loads(args.child))) + "\n")
         return {}
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # so `with` stops the server
     layouts, engines = args.layouts.split(","), args.engines.split(",")
     latencies = [float(v) for v in args.latencies.split(",")]
     unknown = [x for x in layouts if x not in LAYOUTS] + [x for x in engines if x not in ENGINES]

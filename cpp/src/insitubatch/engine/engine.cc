@@ -197,9 +197,6 @@ void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
 }
 
 void Engine::WaitForReadPace(const std::function<bool()>& cancelled) {
-  // Reads across a network take no core while they wait: the next block's go out with the
-  // first batch's instead of a round trip later.
-  if (remote_) return;
   std::unique_lock lock(reads_mutex_);
   while ((read_latency_s_ < 0 || decode_wall_s_ < 0) && outstanding_ > 0 && !cancelled()) {
     if (read_latency_s_ < 0 && !at_store_since_.empty() &&

@@ -195,7 +195,7 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   void WaitForReadRoom(const std::function<bool()>& cancelled);
   // Waits until a read has been answered and a tile decoded (what ReadsToKeepAtStoreLocked
   // needs), no read is outstanding, the store has left a read unanswered for long (it is
-  // no local disk), or `cancelled()` turns true; at once over a store across a network.
+  // no local disk), or `cancelled()` turns true.
   void WaitForReadPace(const std::function<bool()>& cancelled);
   uint32_t inflight() const {
     std::lock_guard lock(reads_mutex_);
