@@ -136,6 +136,21 @@ def test_a_dataset_over_open_geometries_reads_the_metadata_once(demo, server):
     assert [r["path"] for r in server.requests] == ["/demo.zarr/zarr.json"]
 
 
+def test_max_inflight_above_the_stores_connection_limit_is_said(demo, server, caplog):
+    # The per-host limit is the user's (no limit by default): it is not raised behind their
+    # back, and max_inflight above it is said once, at construction.
+    store = insitubatch.store(server.url + "/demo.zarr", max_connections_per_host=4, io_threads=2)
+    geoms = open_geometries(store, ["t2m"])
+    manifest = split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0))
+    with caplog.at_level("WARNING", logger="insitubatch"):
+        InSituDataset(store, manifest, geoms, batch_size=8, max_inflight=16).close()
+        InSituDataset(store, manifest, geoms, batch_size=8, max_inflight=8).close()
+        InSituDataset(insitubatch.store(server.url + "/demo.zarr"), manifest, geoms, batch_size=8,
+                      max_inflight=64).close()
+    said = [r.getMessage() for r in caplog.records if "max_connections_per_host" in r.getMessage()]
+    assert len(said) == 1 and "max_inflight=16" in said[0] and "at most 8 reads" in said[0], said
+
+
 def test_an_oversized_chunk_is_refused_from_its_content_length(tmp_path):
     import zarr
 

@@ -36,7 +36,7 @@ from .passes import PassContext, PassIterator
 from .records import StoredChunkRead
 from .runtime import PassStats, store_kind
 from .splits import SplitManifest, valid_anchor_range
-from .stores import as_native_store, close_store, reopen_store
+from .stores import as_native_store, close_store, connection_limit, reopen_store
 
 
 def _engine_defaults() -> tuple[int, int, arguments.OnBadChunk, int, int]:
@@ -134,6 +134,7 @@ class InSituDataset:
         self.store = as_native_store(store) if isinstance(store, (str, os.PathLike)) else store
         self.manifest = manifest
         self._hierarchy = _opened_hierarchy(geometries, as_native_store(self.store))
+        _warn_if_connections_cap_reads(as_native_store(self.store), config.max_inflight)
         if geometries is None:
             geometries = geometries_of(self._hierarchy, as_native_store(self.store))
         if not geometries:
@@ -666,6 +667,18 @@ class InSituDataset:
             self.close()
         except Exception:  # pragma: no cover - interpreter teardown
             pass
+
+
+def _warn_if_connections_cap_reads(store: Any, max_inflight: int) -> None:
+    """max_inflight above what the store's own connection limit lets through is not raised
+    behind the user's back (they set that limit): it is said, once, at construction."""
+    limit = connection_limit(store)
+    if limit is not None and limit[0] * limit[1] < max_inflight:
+        logger.warning(
+            "max_inflight=%d, but the store was opened with max_connections_per_host=%d on %d IO"
+            " threads: over HTTP/1.1 at most %d reads are in flight (the rest wait in the transport;"
+            " HTTP/2 multiplexes them). Raise max_connections_per_host (0: no limit) to use them all.",
+            max_inflight, limit[0], limit[1], limit[0] * limit[1])
 
 
 def _opened_hierarchy(geometries: Mapping[str, ArrayGeometry] | None, store: Any) -> Any:

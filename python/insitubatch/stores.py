@@ -461,6 +461,17 @@ def _with_recipe(native: Store, url: str, options: dict[str, Any]) -> Store:
     return native
 
 
+def connection_limit(native: Any) -> tuple[int, int] | None:
+    """(max_connections_per_host, io_threads) of a store opened with a per-host connection
+    limit, else None (no limit: the default). Each IO thread keeps its own connections, so
+    over HTTP/1.1 at most their product of reads are in flight at once."""
+    options = (getattr(native, "_recipe", None) or ("", {}))[1]
+    limit = options.get("max_connections_per_host")
+    if not limit:
+        return None
+    return int(limit), int(options.get("io_threads", _ext.TransportOptions().io_threads))
+
+
 def _reduce_native(native: Store) -> tuple[Any, tuple[str]]:
     recipe = getattr(native, "_recipe", None)
     if recipe is None:
