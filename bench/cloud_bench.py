@@ -505,8 +505,9 @@ def markdown(table: list[dict], latencies: list[float], layouts: list[str], engi
             cells.append(f"{best[0]:.2f}, {best[1]:.2f}")
             out.append(f"| {LABELS[layout]} | " + " | ".join(cells) + " |")
         out.append("")
-        out.append("| layout | " + " | ".join(f"{e} first batch, ms" for e in runners) + " | floor, ms (fetch + decode) |")
-        out.append("|---|" + "---|" * (len(runners) + 1))
+        out.append("| layout | " + " | ".join(f"{e} first batch, ms" for e in runners)
+                   + " | floor, ms (fetch + decode) | ours - floor, round trips |")
+        out.append("|---|" + "---|" * (len(runners) + 2))
         for layout in layouts:
             cells = []
             for e in runners:
@@ -514,6 +515,9 @@ def markdown(table: list[dict], latencies: list[float], layouts: list[str], engi
                 cells.append(f"{t['ttfb_ms']:.0f}" if t and "ttfb_ms" in t else (t or {}).get("status", "-").split(":")[0])
             f = get(lat, layout, "floor")
             cells.append(f"{f['ttfb_ms']:.0f} ({f['fetch_ms']:.0f} + {f['decode_ms']:.0f})" if f and "ttfb_ms" in f
+                         else "-")
+            ours = get(lat, layout, "ours") or {}
+            cells.append(f"{(ours['ttfb_ms'] - f['ttfb_ms']) / lat:.1f}" if f and "ttfb_ms" in f and "ttfb_ms" in ours
                          else "-")
             out.append(f"| {LABELS[layout]} | " + " | ".join(cells) + " |")
         out.append("")
