@@ -1,8 +1,9 @@
 #include "insitubatch/io/file_store.h"
 
 #include <fcntl.h>
-#include <stdio.h>  // renameat2, RENAME_NOREPLACE
+#include <linux/fs.h>  // RENAME_NOREPLACE
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -57,10 +58,11 @@ Status WriteAll(int fd, std::string_view value, const std::string& what) {
 }
 
 // Moves `temp` to `path` only when nothing is at `path`: renameat2(RENAME_NOREPLACE) where
-// the filesystem has it, else link + unlink (both atomic against a racing creator).
-// Returns false when an object was already there (`temp` is then removed).
+// the kernel and filesystem have it, else link + unlink (both atomic against a racing
+// creator). Returns false when an object was already there (`temp` is then removed). The
+// system call itself: glibc's wrapper is 2.28's, newer than the manylinux_2_17 wheel's glibc.
 Result<bool> MoveIfAbsent(const std::string& temp, const std::string& path) {
-  if (::renameat2(AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) return true;
+  if (::syscall(SYS_renameat2, AT_FDCWD, temp.c_str(), AT_FDCWD, path.c_str(), RENAME_NOREPLACE) == 0) return true;
   int err = errno;
   if (err == EINVAL || err == ENOSYS || err == ENOTSUP) {
     if (::link(temp.c_str(), path.c_str()) == 0) {

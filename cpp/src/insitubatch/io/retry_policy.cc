@@ -1,6 +1,7 @@
 #include "insitubatch/io/retry_policy.h"
 
-#include <sys/random.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -54,12 +55,13 @@ std::chrono::milliseconds RetryPolicy::Backoff(int attempt, uint64_t random) con
 }
 
 uint64_t JitterRandom() {
-  // One engine per thread, seeded from the kernel once: no lock on the retry path. getrandom,
-  // not std::random_device: GCC 12's, linked into a wheel, calls glibc 2.36's arc4random and
-  // would raise the wheel's manylinux tag to 2_36.
+  // One engine per thread, seeded from the kernel once: no lock on the retry path. The
+  // getrandom system call itself: glibc's wrapper is 2.25's, std::random_device (GCC 12's)
+  // calls 2.36's arc4random, and either would raise the manylinux_2_17 wheel's tag. A kernel
+  // without it (before 3.17) seeds from the clock.
   thread_local std::mt19937_64 engine([] {
     uint64_t seed = 0;
-    if (getrandom(&seed, sizeof(seed), 0) != static_cast<ssize_t>(sizeof(seed))) {
+    if (::syscall(SYS_getrandom, &seed, sizeof(seed), 0) != static_cast<long>(sizeof(seed))) {
       seed = static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) ^
              std::hash<std::thread::id>{}(std::this_thread::get_id());
     }

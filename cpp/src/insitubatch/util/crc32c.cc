@@ -55,7 +55,9 @@ uint32_t ExtendPortable(uint32_t crc, const uint8_t* p, size_t n) {
 }
 
 #ifdef INSITU_CRC32C_X86
-__attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8_t* p, size_t n) {
+// "crc32" too: clang 22 (the manylinux wheels' zig) no longer counts the CRC32 instruction
+// as part of SSE4.2 for its intrinsics; GCC and clang 14 accept the name as well.
+__attribute__((target("sse4.2,crc32"))) uint32_t ExtendSse42(uint32_t crc, const uint8_t* p, size_t n) {
 #if defined(__x86_64__)
   uint64_t c = crc;
   while (n >= 8) {
@@ -82,7 +84,7 @@ __attribute__((target("sse4.2"))) uint32_t ExtendSse42(uint32_t crc, const uint8
 #ifdef INSITU_CRC32C_X86
 // Three lanes of `lane` bytes each (a multiple of 8) from `p`, their registers updated at
 // once: the crc32 instruction's three-cycle latency overlaps across them.
-__attribute__((target("sse4.2"))) void ExtendThreeSse42(uint32_t regs[3], const uint8_t* p, size_t lane) {
+__attribute__((target("sse4.2,crc32"))) void ExtendThreeSse42(uint32_t regs[3], const uint8_t* p, size_t lane) {
 #if defined(__x86_64__)
   uint64_t a = regs[0], b = regs[1], c = regs[2];
   for (size_t i = 0; i < lane; i += 8) {
