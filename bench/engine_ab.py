@@ -1,4 +1,5 @@
-"""The engine benchmark, this checkout against an earlier revision, in alternating runs.
+"""The engine benchmark, this checkout against an earlier revision or a built wheel, in
+alternating runs.
 
 engine_bench.py's ratios (ours / decode ceiling) move by tens of percent between runs on a
 shared VM, so "did this change make the engine slower?" is answered only by running both
@@ -6,8 +7,12 @@ builds back to back, several times, on the same stores. This script builds `--re
 wheel (a git worktree, the installed .venv's build tools), installs it into its own folder,
 then alternates `engine_bench.py --runs R` between the installed package (this checkout, as
 scripts/setup.sh built it) and the old one, and prints each row's median ratio for both.
+`--wheel` compares a wheel (scripts/build_wheels.sh's: another compiler, C++ runtime and
+codec builds) the same way, and also each side's absolute epoch speed and zstd ceiling:
+the ceiling decodes with the build's own zstd, so the ratio alone would hide a slower codec.
 
     .venv/bin/python bench/engine_ab.py --rev 71bbd62 [--pairs 3] [--runs 3]
+    .venv/bin/python bench/engine_ab.py --wheel build/wheelhouse/insitubatch-...-cp311-...whl
 
 Writes bench/results/engine_ab.json. Building the old revision takes ~3 min on 2 vCPUs.
 """
@@ -53,6 +58,15 @@ def build_revision(commit: str) -> pathlib.Path:
     return site
 
 
+def install_wheel(wheel: pathlib.Path) -> pathlib.Path:
+    """`wheel` installed (without dependencies) into bench/results/ab-<wheel name>/site."""
+    site = RESULTS / f"ab-{wheel.name.removesuffix('.whl')}" / "site"
+    if not (site / "insitubatch").is_dir():
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
+                       check=True)
+    return site
+
+
 def one_run(runs: int, site: pathlib.Path | None) -> list[dict]:
     env = dict(os.environ)
     if site is not None:  # the old package shadows the installed one
@@ -64,33 +78,53 @@ def one_run(runs: int, site: pathlib.Path | None) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rev", required=True, help="the earlier revision to compare against")
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--rev", help="the earlier revision to compare against")
+    which.add_argument("--wheel", type=pathlib.Path, help="a built wheel to compare against")
     p.add_argument("--pairs", type=int, default=3, help="alternating (this, old) engine_bench runs")
     p.add_argument("--runs", type=int, default=3, help="engine_bench --runs of each")
     args = p.parse_args(argv)
     if args.pairs < 1 or args.runs < 1:
         p.error(f"--pairs and --runs must be >= 1, got {args.pairs} and {args.runs}")
-    commit = resolve_commit(args.rev)
-    if commit is None:
-        p.error(f"--rev {args.rev!r} names no commit in {ROOT}")
-    site = build_revision(commit)
-    ratios: dict[tuple[int, int], dict[str, list[float]]] = {}
+    if args.wheel is not None:
+        if not args.wheel.is_file():
+            p.error(f"--wheel {args.wheel}: no such file")
+        site, label = install_wheel(args.wheel.resolve()), args.wheel.name
+    else:
+        commit = resolve_commit(args.rev)
+        if commit is None:
+            p.error(f"--rev {args.rev!r} names no commit in {ROOT}")
+        site, label = build_revision(commit), args.rev
+    runs: dict[tuple[int, int], dict[str, list[dict]]] = {}
     for _ in range(args.pairs):
         for side, where in (("this", None), ("old", site)):
             for row in one_run(args.runs, where):
                 key = (row["samples_per_chunk"], row["threads"])
-                ratios.setdefault(key, {"this": [], "old": []})[side].append(row["ratio"])
-    rows = [{"samples_per_chunk": spc, "threads": t, "this": r["this"], "old": r["old"],
-             "this_median": statistics.median(r["this"]), "old_median": statistics.median(r["old"])}
-            for (spc, t), r in sorted(ratios.items(), key=lambda kv: (kv[0][0], -kv[0][1]))]
-    print(f"| samples/chunk | decode threads | ours / ceiling, this checkout (runs) | {args.rev} (runs) |")
-    print("|---|---|---|---|")
+                runs.setdefault(key, {"this": [], "old": []})[side].append(row)
+
+    def median(side: list[dict], field: str) -> float:
+        return statistics.median(row[field] for row in side)
+
+    rows = [{"samples_per_chunk": spc, "threads": t, "this": [x["ratio"] for x in r["this"]],
+             "old": [x["ratio"] for x in r["old"]], "this_median": median(r["this"], "ratio"),
+             "old_median": median(r["old"], "ratio"),
+             "this_samples_s": median(r["this"], "ours_samples_s"), "old_samples_s": median(r["old"], "ours_samples_s"),
+             "this_ceiling_samples_s": median(r["this"], "ceiling_samples_s"),
+             "old_ceiling_samples_s": median(r["old"], "ceiling_samples_s")}
+            for (spc, t), r in sorted(runs.items(), key=lambda kv: (kv[0][0], -kv[0][1]))]
+    print(f"| samples/chunk | decode threads | ours / ceiling, this checkout (runs) | {label} (runs) |"
+          " samples/s, this / other | zstd ceiling samples/s, this / other |")
+    print("|---|---|---|---|---|---|")
     for r in rows:
         this = ", ".join(f"{x:.2f}" for x in r["this"])
         old = ", ".join(f"{x:.2f}" for x in r["old"])
         print(f"| {r['samples_per_chunk']} | {r['threads']} | **{r['this_median']:.2f}** ({this})"
-              f" | **{r['old_median']:.2f}** ({old}) |")
-    result = {"rev": args.rev, "pairs": args.pairs, "runs": args.runs, "rows": rows}
+              f" | **{r['old_median']:.2f}** ({old})"
+              f" | {r['this_samples_s']:.0f} / {r['old_samples_s']:.0f} = {r['this_samples_s'] / r['old_samples_s']:.2f}"
+              f" | {r['this_ceiling_samples_s']:.0f} / {r['old_ceiling_samples_s']:.0f}"
+              f" = {r['this_ceiling_samples_s'] / r['old_ceiling_samples_s']:.2f} |")
+    result = {"rev": args.rev, "wheel": str(args.wheel) if args.wheel else None, "pairs": args.pairs,
+              "runs": args.runs, "rows": rows}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "engine_ab.json").write_text(json.dumps(result, indent=1))
     return result

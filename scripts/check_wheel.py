@@ -34,7 +34,8 @@ def policy_libraries(wheel: Path) -> set[str]:
     """The libraries the wheel's manylinux policy takes from the system (auditwheel's own
     list, from build/wheel-tools), plus the loader and the vDSO; anything else must come
     from the wheel's insitubatch.libs."""
-    tag = wheel.name.rsplit("-", 1)[1].removesuffix(".whl")
+    # manylinux2014_x86_64.manylinux_2_17_x86_64: the PEP 600 name
+    (tag,) = [t for t in wheel.name.rsplit("-", 1)[1].removesuffix(".whl").split(".") if t.startswith("manylinux_")]
     (policy_file,) = (REPO / "build" / "wheel-tools").glob("lib/python3*/site-packages/auditwheel/policy/"
                                                           "manylinux-policy.json")
     (policy,) = [p for p in json.loads(policy_file.read_text()) if p["name"] == tag.removesuffix("_x86_64")]

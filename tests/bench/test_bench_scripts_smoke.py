@@ -145,10 +145,11 @@ def test_max_inflight_bench(tmp_path):
     assert set(r["median_s"]) == {"32", "4"}
 
 
-def test_engine_ab_refuses_a_bad_revision_or_count_before_building_anything():
+def test_engine_ab_refuses_a_bad_revision_wheel_or_count_before_building_anything():
     # A real A/B builds a wheel (minutes): only its argument checks run here.
     for args, message in ((["--rev", "no-such-revision"], "names no commit"),
-                          (["--rev", "HEAD", "--pairs", "0"], "--pairs and --runs must be >= 1")):
+                          (["--rev", "HEAD", "--pairs", "0"], "--pairs and --runs must be >= 1"),
+                          (["--wheel", "no-such.whl"], "no such file")):
         proc = subprocess.run([sys.executable, str(ROOT / "bench" / "engine_ab.py"), *args], capture_output=True,
                               text=True, timeout=60, cwd=ROOT)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr

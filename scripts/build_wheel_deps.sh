@@ -1,0 +1,259 @@
+#!/usr/bin/env bash
+# Builds the C libraries a manylinux_2_17 wheel bundles (requirements/wheel-deps.lock: the
+# codecs, zlib, OpenSSL, nghttp2, libcurl, nlohmann-json's headers) for one target, with zig's
+# clang linking against glibc 2.17's symbol versions, into a prefix that scripts/build_wheels.sh
+# compiles the extension against. Also writes that target's compiler wrappers and CMake
+# toolchain file.
+#
+#   scripts/build_wheel_deps.sh --target x86_64|aarch64 [--zig PATH]
+#
+# The prefix, <cache>/<target>-<key>, is kept: <key> hashes the lock file, this script and the
+# zig version, so a run that changes none of them only checks it is there (seconds), and any
+# change builds a new one. <cache> is INSITU_WHEEL_DEPS, by default ~/.cache/insitubatch/
+# wheel-deps: outside the checkout, as ccache's and zig's own caches are, because CI builds
+# in a fresh clone, whose build/ is empty. Sources are fetched once into <cache>/src with
+# `apt-get source` (a private apt state, the mirrors this machine's apt uses) and checked
+# against the lock's SHA-256. The compiler wrappers and the CMake toolchain file go to
+# build/wheel-toolchain/<target>. JOBS sets -j (default 2). Prints the prefix last.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+LOCK=$ROOT/requirements/wheel-deps.lock
+GLIBC=2.17  # manylinux2014
+target="" zig=""
+while (($#)); do
+  case $1 in
+    --target) target=$2; shift 2 ;;
+    --zig) zig=$2; shift 2 ;;
+    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    *) echo "build_wheel_deps: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+case $target in
+  x86_64|aarch64) ;;
+  *) echo "build_wheel_deps: --target x86_64 or aarch64" >&2; exit 2 ;;
+esac
+if [[ -z $zig ]]; then
+  zig=$(build/wheel-tools/bin/python -c 'import ziglang, os; print(os.path.join(os.path.dirname(ziglang.__file__), "zig"))' 2>/dev/null) ||
+    { echo "build_wheel_deps: no zig: run scripts/build_wheels.sh (its tool venv installs ziglang), or pass --zig" >&2; exit 1; }
+fi
+JOBS=${JOBS:-2}
+triple=$target-linux-gnu.$GLIBC
+zig_version=$("$zig" version)
+key=$(cat "$LOCK" "$0" <(echo "$zig_version $triple") | sha256sum | cut -c1-12)
+CACHE=${INSITU_WHEEL_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/insitubatch/wheel-deps}
+prefix=$CACHE/$target-$key
+toolchain=$ROOT/build/wheel-toolchain/$target
+
+# --- the toolchain: wrappers (ccache recognizes *-clang as clang) and a CMake toolchain file
+mkdir -p "$toolchain"
+write_if_changed() {  # <file> <content>: the mtime moves only on change (ccache, make)
+  if [[ ! -f $1 || $(cat "$1") != "$2" ]]; then printf '%s\n' "$2" > "$1"; chmod +x "$1"; fi
+}
+write_if_changed "$toolchain/$triple-clang" "#!/bin/sh
+exec $zig cc -target $triple \"\$@\""
+write_if_changed "$toolchain/$triple-clang++" "#!/bin/sh
+exec $zig c++ -target $triple \"\$@\""
+for tool in ar ranlib; do
+  write_if_changed "$toolchain/$tool" "#!/bin/sh
+exec $zig $tool \"\$@\""
+done
+# llvm-strip knows every architecture (binutils' strip only the host's).
+strip_tool=$(command -v llvm-strip-14 || command -v llvm-strip || true)
+[[ -n $strip_tool ]] || { echo "build_wheel_deps: needs llvm-strip (apt install llvm-14)" >&2; exit 1; }
+write_if_changed "$toolchain/toolchain.cmake" "# Written by scripts/build_wheel_deps.sh: $triple through zig $zig_version.
+set(CMAKE_SYSTEM_NAME Linux)
+set(CMAKE_SYSTEM_PROCESSOR $target)
+set(CMAKE_C_COMPILER $toolchain/$triple-clang)
+set(CMAKE_CXX_COMPILER $toolchain/$triple-clang++)
+set(CMAKE_AR $toolchain/ar CACHE FILEPATH \"\")
+set(CMAKE_RANLIB $toolchain/ranlib CACHE FILEPATH \"\")
+set(CMAKE_STRIP $strip_tool CACHE FILEPATH \"\")
+# Libraries and headers only from the prefix, never the build machine's /usr.
+set(CMAKE_FIND_ROOT_PATH $prefix)
+set(CMAKE_PREFIX_PATH $prefix)
+set(CMAKE_FIND_ROOT_PATH_MODE_PROGRAM NEVER)
+set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
+set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
+set(ENV{PKG_CONFIG_LIBDIR} $prefix/lib/pkgconfig)
+set(ENV{PKG_CONFIG_PATH} \"\")"
+CC=$toolchain/$triple-clang
+
+if [[ -f $prefix/.complete ]]; then
+  echo "build_wheel_deps: $target: cached ($prefix)"
+  echo "$prefix"
+  exit 0
+fi
+
+# --- sources: apt-get source (a private apt state with deb-src entries for the mirrors this
+# machine's apt already uses), each .orig tarball checked against the lock
+SRC=$CACHE/src
+fetch_sources() {
+  local apt=$CACHE/apt name pkg suite file sha uri
+  mkdir -p "$apt"/{lists/partial,archives/partial,sources} "$SRC"
+  local need=0
+  while read -r name pkg suite file sha; do
+    [[ -z $name || $name == \#* ]] && continue
+    [[ -f $SRC/$file && $(sha256sum "$SRC/$file" | cut -d' ' -f1) == "$sha" ]] || need=1
+  done < "$LOCK"
+  ((need)) || return 0
+  local main security
+  main=$(apt-get indextargets --format '$(REPO_URI) $(LABEL)' | awk '$2 == "Debian" {print $1; exit}')
+  security=$(apt-get indextargets --format '$(REPO_URI) $(LABEL)' | awk '$2 == "Debian-Security" {print $1; exit}')
+  [[ -n $main ]] || { echo "build_wheel_deps: this machine's apt has no Debian archive configured" >&2; exit 1; }
+  # Suites named *-security come from the security archive.
+  local suites security_suites
+  suites=$(awk '!/^#/ && NF && $3 !~ /-security$/ {print $3}' "$LOCK" | sort -u | tr '\n' ' ')
+  security_suites=$(awk '!/^#/ && NF && $3 ~ /-security$/ {print $3}' "$LOCK" | sort -u | tr '\n' ' ')
+  local entry='Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n'
+  {
+    [[ -z $suites ]] || printf "$entry" "$main" "$suites"
+    if [[ -n $security_suites ]]; then
+      [[ -n $security ]] || { echo "build_wheel_deps: this machine's apt has no Debian security archive" >&2; exit 1; }
+      printf "$entry" "$security" "$security_suites"
+    fi
+  } > "$apt/sources/src.sources"
+  cat > "$apt/apt.conf" <<EOF
+Dir::State "$apt";
+Dir::State::status "/dev/null";
+Dir::Cache "$apt";
+Dir::Etc::SourceList "/dev/null";
+Dir::Etc::SourceParts "$apt/sources";
+Dir::Etc::PreferencesParts "$apt/sources";
+APT::Sandbox::User "root";
+EOF
+  export APT_CONFIG=$apt/apt.conf
+  apt-get -qq update
+  while read -r name pkg suite file sha; do
+    [[ -z $name || $name == \#* ]] && continue
+    if [[ -f $SRC/$file && $(sha256sum "$SRC/$file" | cut -d' ' -f1) == "$sha" ]]; then continue; fi
+    uri=$(apt-get source --print-uris --only-source --tar-only "$pkg/$suite" 2>/dev/null |
+          awk -v f="$file" '$2 == f {gsub("\047", "", $1); print $1}')
+    if [[ -z $uri ]]; then
+      echo "build_wheel_deps: Debian's $suite no longer has $file ($pkg carries:" \
+        "$(apt-get source --print-uris --only-source --tar-only "$pkg/$suite" 2>/dev/null | awk '/orig/ {print $2}'));" \
+        "update $LOCK" >&2
+      exit 1
+    fi
+    echo "build_wheel_deps: fetching $file"
+    /usr/lib/apt/apt-helper -qq download-file "$uri" "$SRC/$file" "SHA256:$sha" >/dev/null
+  done < "$LOCK"
+  unset APT_CONFIG
+}
+fetch_sources
+
+# --- the build: each library into $prefix, from a fresh unpack
+work=$CACHE/work-$target
+rm -rf "$work" "$prefix"
+mkdir -p "$work" "$prefix"
+unpack() {  # <name> -> cd into its fresh source tree
+  local file
+  file=$(awk -v n="$1" '$1 == n {print $4}' "$LOCK")
+  mkdir -p "$work/$1"
+  tar -xf "$SRC/$file" -C "$work/$1" --strip-components=1
+  cd "$work/$1"
+}
+export CC AR=$toolchain/ar RANLIB=$toolchain/ranlib
+# -O2 as the distributions build them; -z defs: a symbol glibc 2.17 lacks fails the link
+# here instead of loading as unresolved on the user's machine. --undefined-version: lld
+# refuses a version script naming a symbol the output lacks (zlib's configure probes its
+# shared build with zlib.map on a one-function library).
+export CFLAGS="-O2 -g0 -fPIC" LDFLAGS="-Wl,-z,defs -Wl,--undefined-version"
+export PKG_CONFIG_LIBDIR=$prefix/lib/pkgconfig PKG_CONFIG_PATH=""
+cmake_build() {  # <cmake args...>: configure, build and install the current tree
+  cmake -S . -B _build -G Ninja -DCMAKE_TOOLCHAIN_FILE="$toolchain/toolchain.cmake" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
+    -DBUILD_SHARED_LIBS=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "$@"
+  ninja -C _build -j"$JOBS"
+  ninja -C _build install
+}
+
+build_zlib() {  # (its configure probes the shared build without LDFLAGS)
+  LDSHARED="$CC -shared -Wl,-soname,libz.so.1,--version-script,zlib.map $LDFLAGS" \
+    ./configure --prefix="$prefix" --libdir="$prefix/lib"
+  make -j"$JOBS" && make install
+  rm -f "$prefix"/lib/libz.a
+}
+build_bzip2() {  # its Makefile builds a static library; the shared one as Debian names it
+  local f objs=()
+  for f in blocksort huffman crctable randtable compress decompress bzlib; do
+    "$CC" $CFLAGS -D_FILE_OFFSET_BITS=64 -c $f.c -o $f.o
+    objs+=($f.o)
+  done
+  "$CC" -shared $LDFLAGS -Wl,-soname,libbz2.so.1.0 -o "$prefix/lib/libbz2.so.1.0.8" "${objs[@]}"
+  ln -sf libbz2.so.1.0.8 "$prefix/lib/libbz2.so.1.0"
+  ln -sf libbz2.so.1.0 "$prefix/lib/libbz2.so"
+  install -m644 bzlib.h "$prefix/include/"
+}
+build_xz() {
+  cmake_build -DXZ_TOOL_XZ=OFF -DXZ_TOOL_XZDEC=OFF -DXZ_TOOL_LZMADEC=OFF -DXZ_TOOL_LZMAINFO=OFF \
+    -DXZ_TOOL_SCRIPTS=OFF -DXZ_TOOL_SYMLINKS_LZMA=OFF -DXZ_DOC=OFF -DXZ_NLS=OFF
+}
+build_zstd() {
+  make -C lib -j"$JOBS" CC="$CC" libzstd
+  make -C lib install-shared install-includes install-pc PREFIX="$prefix" LIBDIR="$prefix/lib"
+}
+build_lz4() {
+  make -C lib -j"$JOBS" CC="$CC" BUILD_STATIC=no liblz4
+  make -C lib install PREFIX="$prefix" LIBDIR="$prefix/lib" BUILD_STATIC=no
+}
+build_libdeflate() {
+  # Clang 22 dropped the "evex512" target feature that 1.23's AVX-512 functions name for
+  # clang >= 18: __EVEX512__ selects its branch that names none (as for older compilers).
+  CFLAGS="$CFLAGS -D__EVEX512__" cmake_build -DLIBDEFLATE_BUILD_STATIC_LIB=OFF -DLIBDEFLATE_BUILD_GZIP=OFF
+}
+build_blosc() {  # Debian's +ds tarball leaves out the bundled codecs: it links the ones above
+  cmake_build -DPREFER_EXTERNAL_LZ4=ON -DPREFER_EXTERNAL_ZSTD=ON -DPREFER_EXTERNAL_ZLIB=ON -DDEACTIVATE_SNAPPY=ON \
+    -DBUILD_STATIC=OFF -DBUILD_TESTS=OFF -DBUILD_BENCHMARKS=OFF -DBUILD_FUZZERS=OFF
+}
+build_openssl() {  # what the engine and libcurl use: libcrypto and libssl, the default provider built in
+  local os_target
+  case $target in x86_64) os_target=linux-x86_64 ;; aarch64) os_target=linux-aarch64 ;; esac
+  ./Configure "$os_target" --prefix="$prefix" --libdir=lib shared no-tests no-docs no-apps no-legacy \
+    no-module no-engine no-comp no-quic no-afalgeng no-ui-console
+  make -j"$JOBS" build_libs
+  make install_dev
+  rm -f "$prefix"/lib/libcrypto.a "$prefix"/lib/libssl.a
+}
+build_nghttp2() {
+  cmake_build -DENABLE_LIB_ONLY=ON -DBUILD_STATIC_LIBS=OFF -DENABLE_DOC=OFF
+}
+build_curl() {  # HTTP(S) only, over OpenSSL, HTTP/2 through nghttp2: what the stores speak
+  cmake_build -DBUILD_CURL_EXE=OFF -DBUILD_STATIC_LIBS=OFF -DHTTP_ONLY=ON -DCURL_USE_OPENSSL=ON -DUSE_NGHTTP2=ON \
+    -DCURL_USE_LIBPSL=OFF -DUSE_LIBIDN2=OFF -DCURL_USE_LIBSSH2=OFF -DUSE_LIBSSH=OFF -DCURL_BROTLI=OFF \
+    -DCURL_ZSTD=OFF -DCURL_USE_GSSAPI=OFF -DUSE_LIBRTMP=OFF -DUSE_NGTCP2=OFF -DENABLE_THREADED_RESOLVER=ON \
+    -DCURL_DISABLE_LDAP=ON -DCURL_DISABLE_LDAPS=ON -DENABLE_CURL_MANUAL=OFF -DBUILD_LIBCURL_DOCS=OFF \
+    -DBUILD_MISC_DOCS=OFF
+}
+build_json() {  # headers and its CMake package only
+  cmake_build -DJSON_BuildTests=OFF -DJSON_Install=ON
+}
+
+start=$(date +%s)
+for name in zlib bzip2 xz zstd lz4 libdeflate blosc openssl nghttp2 curl json; do
+  t0=$(date +%s)
+  unpack "$name"
+  set +e  # (set -e holds in the subshell only outside a tested context)
+  (set -e; "build_$name") > "$work/$name.log" 2>&1
+  rc=$?
+  set -e
+  if ((rc)); then
+    tail -40 "$work/$name.log" >&2
+    echo "build_wheel_deps: $target: building $name failed (above; the whole log: $work/$name.log)" >&2
+    exit 1
+  fi
+  echo "build_wheel_deps: $target: $name ($(( $(date +%s) - t0 )) s)"
+done
+
+# No symbol tables in what the wheel ships (auditwheel copies these files as they are).
+find "$prefix/lib" -maxdepth 1 -type f -name '*.so*' -exec "$strip_tool" --strip-unneeded {} +
+cd "$ROOT"
+rm -rf "$work"
+# Older prefixes of this target (another lock or zig) are stale.
+for old in "$CACHE/$target"-*; do
+  [[ $old == "$prefix" ]] || rm -rf "$old"
+done
+echo "$zig_version $triple $(sha256sum "$LOCK" | cut -d' ' -f1)" > "$prefix/.complete"
+echo "build_wheel_deps: $target: built in $(( $(date +%s) - start )) s ($prefix)"
+echo "$prefix"
