@@ -10,6 +10,7 @@ APT_PACKAGES=(
   libcurl4-openssl-dev libssl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   clang-14 libclang-rt-14-dev clang-format-14
+  llvm-14  # llvm-strip: scripts/build_wheels.sh strips the wheels' libraries for either architecture
 )
 
 missing=()
