@@ -97,7 +97,7 @@ PLANFETCH = """
     assert seen == set(range(len(uris))), len(seen)
     stats = cache.stats()
     cache.close()
-    print(f"{{len(seen)}} objects exact; {{stats['downloads']}} downloads, {{stats['failures']}} failures")
+    print(f"{len(seen)} objects exact; {stats['downloads']} downloads, {stats['failures']} failures")
 """
 
 
@@ -140,7 +140,9 @@ def main() -> int:
             prologue = textwrap.dedent(f"""
                 import insitubatch, sys
                 assert insitubatch.__file__.startswith({str(tmp / 'venv')!r}), insitubatch.__file__
-                assert not any(p.startswith({str(REPO)!r}) for p in sys.path if p), sys.path
+                # (the interpreter's own standard library lies in the checkout's build/)
+                assert not any(p.startswith({str(REPO)!r}) and not p.startswith({str(root)!r})
+                               for p in sys.path if p), sys.path
             """)
             out = subprocess.run([*interpreter, str(python), "-I", "-c", prologue + textwrap.dedent(code)], cwd=work,
                                  env=client_env(env), capture_output=True, text=True, timeout=600)

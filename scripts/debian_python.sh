@@ -25,8 +25,9 @@ done
 dir=$ROOT/build/debian-python/$arch-$suite
 root=$dir/root
 # The interpreter, its standard library (venv without pip: the checks install with the
-# build machine's pip) and the headers.
-packages=("python$python" "libpython$python-dev")
+# build machine's pip), the headers, and the C++ runtime the manylinux policy lets PyPI's
+# wheels (numpy's) take from the system.
+packages=("python$python" "libpython$python-dev" libstdc++6)
 want="$arch $suite ${packages[*]}"
 if [[ -f $dir/.complete && $(cat "$dir/.complete") == "$want" ]]; then
   echo "$root"
