@@ -20,6 +20,7 @@
 
 #include "insitubatch/cache/locked_write.h"
 #include "insitubatch/util/crc32c.h"
+#include "insitubatch/util/env.h"
 #include "insitubatch/util/owned_file.h"
 
 namespace insitubatch::cache {
@@ -268,12 +269,15 @@ std::string ChecksumText(uint32_t crc32c) {
   return text;
 }
 
+// " boot=<id>": the boot the file was written in, after its checksum.
+std::string BootText() { return BootId().empty() ? "" : " boot=" + BootId(); }
+
 bool NoUserAttributes(int err) { return err == ENOTSUP || err == EOPNOTSUPP || err == EPERM; }
 
 }  // namespace
 
 Status PendingFile::RecordChecksum(uint32_t crc32c) {
-  const std::string text = ChecksumText(crc32c);
+  const std::string text = ChecksumText(crc32c) + BootText();
   if (::fsetxattr(fd_, kChecksumAttribute, text.data(), text.size(), 0) != 0 && !NoUserAttributes(errno)) {
     return FileError("cannot record the checksum of", temp_, errno);
   }
@@ -282,16 +286,24 @@ Status PendingFile::RecordChecksum(uint32_t crc32c) {
 
 Result<Checked> VerifyChecksum(const CacheDir& dir, std::string_view name) {
   INSITU_ASSIGN_OR_RETURN(int fd, OpenRegularFile(dir, name, O_RDONLY));
-  char recorded[32] = {};
-  const ssize_t n = ::fgetxattr(fd, kChecksumAttribute, recorded, sizeof(recorded) - 1);
+  char buffer[128] = {};
+  const ssize_t n = ::fgetxattr(fd, kChecksumAttribute, buffer, sizeof(buffer) - 1);
   if (n < 0) {
     ::close(fd);
     return Checked::kUnrecorded;
   }
+  std::string_view recorded(buffer, static_cast<size_t>(n));
+  // Written in this boot: no crash or power loss since, so its bytes are what was written.
+  const std::string boot = BootText();
+  if (!boot.empty() && recorded.ends_with(boot)) {
+    ::close(fd);
+    return Checked::kIntact;
+  }
+  recorded = recorded.substr(0, recorded.find(' '));
   auto mapped = FileMapping::MapWhole(fd, dir.PathOf(name));  // closes fd
   // An empty file maps as NotFound: its checksum is that of no bytes.
   const uint32_t crc = mapped.ok() ? Crc32c(std::span((*mapped)->data(), (*mapped)->size())) : 0;
-  return std::string_view(recorded, static_cast<size_t>(n)) == ChecksumText(crc) ? Checked::kIntact : Checked::kCorrupt;
+  return recorded == ChecksumText(crc) ? Checked::kIntact : Checked::kCorrupt;
 }
 
 Status PendingFile::Commit() {

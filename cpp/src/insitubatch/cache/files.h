@@ -97,13 +97,14 @@ bool StillNamed(const CacheDir& dir, std::string_view name, int fd);
 // name; otherwise InvalidArgument naming `what` (the cache is corrupt or tampered with).
 Status CheckBasename(std::string_view name, std::string_view what);
 
-// The extended attribute a PendingFile's checksum is recorded in ("crc32c=<8 hex digits>").
+// The extended attribute a PendingFile's checksum is recorded in ("crc32c=<8 hex digits>",
+// then " boot=<id>": the machine's boot it was written in, util BootId).
 inline constexpr const char* kChecksumAttribute = "user.insitubatch.crc32c";
 
 // Whether the file `name` of `dir` still holds the bytes whose checksum RecordChecksum
-// recorded: kIntact, kCorrupt (other bytes: what a power loss can leave, since nothing is
-// fsynced), or kUnrecorded (no checksum: an older version's file, or a filesystem without
-// user attributes). Refused as OpenRegularFile refuses; NotFound when it is missing.
+// recorded: kIntact (unread when it was written in this boot: no crash since), kCorrupt
+// (other bytes: what a power loss can leave, since nothing is fsynced), or kUnrecorded (no checksum: an older version's
+// file, or a filesystem without user attributes). Refused as OpenRegularFile refuses; NotFound when it is missing.
 enum class Checked { kIntact, kCorrupt, kUnrecorded };
 Result<Checked> VerifyChecksum(const CacheDir& dir, std::string_view name);
 

@@ -49,6 +49,12 @@ Result<LogEntry> ParseEntry(std::string_view line, std::string_view where, size_
     }
     entry.crc32c = crc->get<uint32_t>();
   }
+  if (auto boot = j.find("boot"); boot != j.end()) {
+    if (!boot->is_string() || boot->get<std::string>().size() > 64) {
+      return Corrupt(where, number, "\"boot\" is not a boot id");
+    }
+    entry.boot = boot->get<std::string>();
+  }
   if (Status name = CheckBasename(entry.file, "cache log " + std::string(where)); !name.ok()) {
     return Corrupt(where, number, name.message());
   }
@@ -64,6 +70,7 @@ std::string LogHeader() {
 std::string LogLine(const LogEntry& e) {
   nlohmann::json j{{"key", e.key}, {"file", e.file}, {"bytes", e.bytes}, {"tag", e.tag}};
   if (e.crc32c) j["crc32c"] = *e.crc32c;
+  if (!e.boot.empty()) j["boot"] = e.boot;
   return j.dump() + "\n";
 }
 

@@ -1,11 +1,12 @@
 #pragma once
 
 // CacheLog: the append-only record of what a cache directory holds -- a header line, then
-// one JSON line per completed entry: {"key", "file", "bytes", "tag", "crc32c"}. The key is
+// one JSON line per completed entry: {"key", "file", "bytes", "tag", "crc32c", "boot"}. The key is
 // the owner's name for the entry (the disk tier does not interpret it), the file a bare
 // name in the directory, the tag a fingerprint of how the bytes were made (an entry whose
 // tag differs from the current one is stale), crc32c the checksum of the bytes the owner
-// wrote (absent in entries older versions wrote: then nothing vouches for the file).
+// wrote (absent in entries older versions wrote: then nothing vouches for the file), boot
+// the machine's boot it was written in (a file of this boot lost no page to a crash).
 //
 // Crash-safe without fsync: an entry's line is appended whole, after its file is in place,
 // so a process killed at any point leaves every earlier line valid and at most a torn last
@@ -30,7 +31,7 @@
 namespace insitubatch::cache {
 
 inline constexpr const char* kLogName = "insitu_cache.jsonl";
-// Fields added since version 1 (crc32c) are optional: an older reader ignores them, and
+// Fields added since version 1 (crc32c, boot) are optional: an older reader ignores them, and
 // an entry an older writer made without them is read as such.
 inline constexpr int kLogFormatVersion = 1;
 
@@ -40,6 +41,7 @@ struct LogEntry {
   uint64_t bytes = 0;
   std::string tag;
   std::optional<uint32_t> crc32c;  // of the bytes the owner wrote (nullopt: not recorded)
+  std::string boot;                // the machine's boot when written (util BootId; "" unknown)
   friend bool operator==(const LogEntry&, const LogEntry&) = default;
 };
 

@@ -59,6 +59,7 @@ TEST(CacheLogTest, TamperedLogsAreCorruption) {
       {"missing", header + "{\"key\": \"k\", \"bytes\": 1, \"tag\": \"\"}\n"},
       {"crc32c", header + "{\"key\": \"k\", \"file\": \"a\", \"bytes\": 1, \"tag\": \"\", \"crc32c\": 4294967296}\n"},
       {"crc32c type", header + "{\"key\": \"k\", \"file\": \"a\", \"bytes\": 1, \"tag\": \"\", \"crc32c\": \"1\"}\n"},
+      {"boot type", header + "{\"key\": \"k\", \"file\": \"a\", \"bytes\": 1, \"tag\": \"\", \"boot\": 7}\n"},
   };
   for (const Case& c : cases) {
     auto parsed = ParseLog(c.text, "test.jsonl");
@@ -67,9 +68,11 @@ TEST(CacheLogTest, TamperedLogsAreCorruption) {
     EXPECT_NE(parsed.status().message().find("test.jsonl line"), std::string::npos) << c.what;
   }
   // The checksum round-trips; an entry without one (an older version's) parses as such.
-  auto both = ParseLog(header + LogLine({"k", "a", 1, "", 0xFFFFFFFFu}) + LogLine({"k", "a", 1, ""}), "x");
+  auto both = ParseLog(header + LogLine({"k", "a", 1, "", 0xFFFFFFFFu, "b00t"}) + LogLine({"k", "a", 1, ""}), "x");
   ASSERT_TRUE(both.ok()) << both.status().ToString();
   EXPECT_EQ(both->entries[0].crc32c, 0xFFFFFFFFu);
+  EXPECT_EQ(both->entries[0].boot, "b00t");
+  EXPECT_EQ(both->entries[1].boot, "");
   EXPECT_FALSE(both->entries[1].crc32c.has_value());
   auto empty = ParseLog("", "x");
   ASSERT_TRUE(empty.ok());

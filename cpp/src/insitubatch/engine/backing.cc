@@ -12,6 +12,7 @@
 #include <unordered_set>
 
 #include "insitubatch/util/crc32c.h"
+#include "insitubatch/util/env.h"
 
 namespace insitubatch::engine {
 namespace {
@@ -244,7 +245,7 @@ Result<Buffer> DiskBacking::WriteFile(SlotKey key, const Buffer& data) {
   ++counters_.files_written;
   counters_.bytes_written += bytes;
   if (options_.persist) {  // logged only once the file is in place under its name
-    cache::LogEntry entry{LogKey(key), FileName(key), bytes, arrays_[key.source].fingerprint, crc};
+    cache::LogEntry entry{LogKey(key), FileName(key), bytes, arrays_[key.source].fingerprint, crc, BootId()};
     INSITU_RETURN_IF_ERROR(log_->Append(entry));
     entries_[entry.key] = std::move(entry);
   }
@@ -291,7 +292,9 @@ std::optional<SlotBacking::Revival> DiskBacking::Revive(SlotKey key, uint64_t by
     return std::nullopt;
   }
   ++counters_.revived;
-  return Revival{cache::FileMapping::Borrow(*mapping, header.size(), bytes), *entry.crc32c};
+  // Written in this boot: no crash or power loss since, so its bytes are what was written.
+  const bool this_boot = !entry.boot.empty() && entry.boot == BootId();
+  return Revival{cache::FileMapping::Borrow(*mapping, header.size(), bytes), this_boot ? std::nullopt : entry.crc32c};
 }
 
 void DiskBacking::Reject(SlotKey key) {

@@ -48,13 +48,14 @@ class SlotBacking {
   // fills (no chunk transform); otherwise it is scratch the transform reads from.
   virtual Result<Buffer> Allocate(SlotKey key, uint64_t bytes, bool resident) = 0;
   // The slot from an earlier run (nullopt: a miss), with the CRC-32C its bytes must match
-  // before anything is served from them: the caller checks it, off the scheduler's thread
-  // (the check reads every byte, from disk if need be), and calls Reject on a mismatch.
-  // `rejected`: set when an entry was there but is not even offered (its file is missing,
-  // or made for another layout).
+  // before anything is served from them (none when written since the machine booted: its
+  // bytes are the page cache's): the caller checks it, off the scheduler's thread (the check
+  // reads every byte, from disk if need be), and calls Reject on a mismatch. `rejected`: set
+  // when an entry was there but is not even offered (its file is missing, or made for
+  // another layout).
   struct Revival {
     Buffer data;
-    uint32_t crc32c = 0;
+    std::optional<uint32_t> check;
   };
   virtual std::optional<Revival> Revive(SlotKey key, uint64_t bytes, bool* rejected) { return std::nullopt; }
   // A revival whose bytes failed their check: its entry is forgotten (the chunk is read

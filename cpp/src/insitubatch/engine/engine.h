@@ -182,11 +182,11 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   size_t gather_threads() const { return gather_helpers_ ? gather_helpers_->size() + 1 : 1; }
 
   // Loads an admitted slot: revives it from the backing (kRevival: its bytes are checked
-  // against their checksum on a decode thread, then it is READY, or read as a miss after
-  // all; `stats` counts which, as `first_touch` says: the pass's first use of the chunk),
-  // or reads every tile (queued under the max_inflight budget), decodes it into the slot,
-  // runs the chunk transform and publishes it (kRead; also when the backing failed the
-  // slot). Waits for neither. `stats` collects what it cost, for the pass that admitted it.
+  // against their checksum on a decode thread, unless written since the machine booted,
+  // then it is READY, or read as a miss after all; `stats` counts which, as `first_touch` says: the pass's first use of
+  // the chunk), or reads every tile (queued under the max_inflight budget), decodes it into the slot, runs the chunk
+  // transform and publishes it (kRead; also when the backing failed the slot). Waits for neither. `stats` collects what
+  // it cost, for the pass that admitted it.
   enum class Loading { kRead, kRevival };
   Loading Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<LoadStats> stats, bool first_touch);
   // Waits until every queued read has started (how a scheduler paces its admissions) or
@@ -254,6 +254,9 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   };
   // Queues a read of every tile of an admitted slot (as its pass's first use orders them).
   void QueueTileReads(const std::shared_ptr<Slot>& slot, const std::shared_ptr<LoadStats>& stats);
+  // A revival served (or rejected by its check) in `stats`, the pass's first use of the
+  // chunk or not.
+  static void CountRevival(LoadStats& stats, bool served, bool first_touch);
   // On a decode thread: a revived slot's bytes against their checksum (Load).
   void CheckRevival(const std::shared_ptr<Slot>& slot, uint32_t crc32c, const std::shared_ptr<LoadStats>& stats,
                     bool first_touch);

@@ -78,10 +78,14 @@ Engine::Loading Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<
   // Without a chunk transform (or with one fused into decode) the tiles decode straight
   // into the slot's final memory; otherwise into scratch the transform reads.
   const bool resident = source.transform == nullptr || source.transform_in_decode;
-  Result<std::optional<uint32_t>> prepared =
-      pool_.Prepare(slot, source.resident.bytes(), source.stored.bytes(), resident);
-  if (!prepared.ok()) return Loading::kRead;  // the slot failed with the backing's error
-  if (*prepared) {
+  Result<ChunkPool::Prepared> prepared = pool_.Prepare(slot, source.resident.bytes(), source.stored.bytes(), resident);
+  if (!prepared.ok()) return Loading::kRead;    // the slot failed with the backing's error
+  if (prepared->revived && !prepared->check) {  // written since the machine booted: served as it is
+    CountRevival(*stats, true, first_touch);
+    pool_.Revived(slot);
+    return Loading::kRevival;
+  }
+  if (prepared->revived) {
     // Revived from the cache directory: its bytes are checked on a decode thread (the check
     // reads every byte, from disk if need be; several at once, off the scheduler's thread).
     // Counted as outstanding work: the engine outlives the check.
@@ -90,7 +94,7 @@ Engine::Loading Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<
       ++outstanding_;
     }
     Engine* self = this;
-    decode_pool_->Submit([self, slot, crc = **prepared, stats = std::move(stats), first_touch] {
+    decode_pool_->Submit([self, slot, crc = *prepared->check, stats = std::move(stats), first_touch] {
       self->CheckRevival(slot, crc, stats, first_touch);
       {
         std::lock_guard lock(self->reads_mutex_);
@@ -117,6 +121,16 @@ void Engine::QueueTileReads(const std::shared_ptr<Slot>& slot, const std::shared
   }
 }
 
+void Engine::CountRevival(LoadStats& stats, bool served, bool first_touch) {
+  // Counted before the slot is published: the batch it completes may reach the consumer at
+  // once, and the pass's stats read then must include it.
+  std::lock_guard lock(stats.mutex);
+  stats.revived += served ? 1 : 0;
+  stats.revived_hits += served && first_touch ? 1 : 0;
+  stats.revive_rejected += served ? 0 : 1;
+  stats.rejected_rereads += !served && !first_touch ? 1 : 0;
+}
+
 void Engine::CheckRevival(const std::shared_ptr<Slot>& slot, uint32_t crc32c, const std::shared_ptr<LoadStats>& stats,
                           bool first_touch) {
   if (slot->cancel.cancelled()) {  // abandoned: nobody will read it
@@ -124,15 +138,7 @@ void Engine::CheckRevival(const std::shared_ptr<Slot>& slot, uint32_t crc32c, co
     return;
   }
   const bool intact = Crc32c(slot->data.span()) == crc32c;
-  {
-    // Counted before the slot is published: the batch it completes may reach the consumer
-    // at once, and the pass's stats read then must include it.
-    std::lock_guard lock(stats->mutex);
-    stats->revived += intact ? 1 : 0;
-    stats->revived_hits += intact && first_touch ? 1 : 0;
-    stats->revive_rejected += intact ? 0 : 1;
-    stats->rejected_rereads += !intact && !first_touch ? 1 : 0;
-  }
+  CountRevival(*stats, intact, first_touch);
   if (intact) {
     pool_.Revived(slot);
     return;

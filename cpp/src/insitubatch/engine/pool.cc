@@ -186,15 +186,15 @@ Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, Ow
   return Acquired::kAdmitted;
 }
 
-Result<std::optional<uint32_t>> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes,
-                                                   uint64_t bytes, bool resident) {
+Result<ChunkPool::Prepared> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes,
+                                               uint64_t bytes, bool resident) {
   if (std::optional<SlotBacking::Revival> revived =
           backing_->Revive(slot->key, resident_bytes, &slot->revive_rejected)) {
     slot->data = std::move(revived->data);  // FILLING: nobody reads it before Revived()
-    return std::optional<uint32_t>(revived->crc32c);
+    return Prepared{true, revived->check};
   }
   INSITU_RETURN_IF_ERROR(Allocate(slot, bytes, resident));
-  return std::optional<uint32_t>();
+  return Prepared{};
 }
 
 void ChunkPool::Revived(const std::shared_ptr<Slot>& slot) {

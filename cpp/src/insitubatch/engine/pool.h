@@ -123,15 +123,17 @@ class ChunkPool {
                            const std::function<bool()>& cancelled, const std::function<bool()>& stalled,
                            std::shared_ptr<Slot>* slot);
 
-  // Gives an admitted slot its memory: the backing's revival of an earlier run's slot
-  // (Prepare returns the CRC-32C its bytes must match: the slot holds them but stays
-  // FILLING until Revived, or Unrevived on a mismatch) or `bytes` to decode into
-  // (`resident`: they become the slot's data; otherwise scratch for a chunk transform;
-  // Prepare returns nullopt). A backing that cannot supply either fails the slot with its
-  // error. Call without locks.
-  Result<std::optional<uint32_t>> Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes, uint64_t bytes,
-                                          bool resident);
-  // The revived bytes matched their checksum: the slot is READY.
+  // Gives an admitted slot its memory: the backing's revival of an earlier run's slot (the
+  // slot holds its bytes but stays FILLING until Revived, or Unrevived when they fail the
+  // check the revival asks for) or `bytes` to decode into (`resident`: they become the
+  // slot's data; otherwise scratch for a chunk transform). A backing that cannot supply
+  // either fails the slot with its error. Call without locks.
+  struct Prepared {
+    bool revived = false;
+    std::optional<uint32_t> check;  // revived: the CRC-32C its bytes must match, if any
+  };
+  Result<Prepared> Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes, uint64_t bytes, bool resident);
+  // The revived bytes passed their check (or needed none): the slot is READY.
   void Revived(const std::shared_ptr<Slot>& slot);
   // They did not: the backing forgets them, and the slot gets memory to be read into, as
   // Prepare gives a miss (or the backing's error, the slot failed with it).

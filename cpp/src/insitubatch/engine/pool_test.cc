@@ -19,7 +19,7 @@ std::shared_ptr<Slot> Admit(ChunkPool& pool, OwnerId owner, int64_t chunk, uint6
     EXPECT_EQ(*r, expect);
     if (*r == Acquired::kAdmitted) {
       auto prepared = pool.Prepare(slot, bytes, bytes, true);
-      EXPECT_TRUE(prepared.ok() && !*prepared);
+      EXPECT_TRUE(prepared.ok() && !prepared->revived);
     }
   }
   return slot;

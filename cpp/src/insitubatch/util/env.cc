@@ -1,6 +1,7 @@
 #include "insitubatch/util/env.h"
 
 #include <cstdlib>
+#include <fstream>
 
 namespace insitubatch {
 
@@ -24,6 +25,17 @@ std::optional<std::string> NonEmptyEnv(const EnvLookup& env, std::string_view na
   auto v = env(name);
   if (v && !v->empty()) return v;
   return std::nullopt;
+}
+
+const std::string& BootId() {
+  static const std::string id = [] {
+    std::ifstream in("/proc/sys/kernel/random/boot_id");
+    std::string text;
+    std::getline(in, text);
+    // A UUID, or nothing: never trust what does not look like one.
+    return text.size() == 36 && text.find_first_not_of("0123456789abcdef-") == std::string::npos ? text : std::string();
+  }();
+  return id;
 }
 
 }  // namespace insitubatch

@@ -20,4 +20,9 @@ EnvLookup MapEnv(std::map<std::string, std::string> vars);
 // The variable's value when it is set and not empty.
 std::optional<std::string> NonEmptyEnv(const EnvLookup& env, std::string_view name);
 
+// This boot of the machine (/proc/sys/kernel/random/boot_id; "" where unknown). A file
+// written since it began can have lost no page to a crash or power loss: its bytes are the
+// page cache's, which the disk caches use to skip checking what they revive.
+const std::string& BootId();
+
 }  // namespace insitubatch
