@@ -18,7 +18,7 @@ import logging
 import os
 import re
 import shutil
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from . import _ext
 from .errors import InvalidArgumentError, NotFoundError
@@ -63,7 +63,7 @@ def transform_token(transform: Callable[..., Any]) -> tuple[str, bool]:
         return _source_token(inner), True
 
 
-def array_fingerprints(chains: dict[str, Sequence[Callable[..., Any]]]) -> tuple[dict[str, str], list[str]]:
+def array_fingerprints(chains: Mapping[str, Sequence[Callable[..., Any]]]) -> tuple[dict[str, str], list[str]]:
     """Per array path: the fingerprint of its chunk-transform chain ("" without any), and
     the display names of transforms fingerprinted best-effort."""
     out: dict[str, str] = {}
@@ -123,4 +123,39 @@ def warn_best_effort(weak: list[str]) -> None:
         " cache_key you bump per fit.", ", ".join(sorted(set(weak))))
 
 
-__all__ = ["array_fingerprints", "check_directory", "transform_token", "warn_best_effort"]
+def fingerprints_for(config: Any, chains: Mapping[str, Sequence[Callable[..., Any]]], crop: Any,
+                     disk_bytes: int) -> dict[str, str]:
+    """At construction, with a ``cache_dir``: per array path the fingerprint its entries
+    carry (its chunk transforms', and a crop's: a cropped array's slots hold only the
+    crop's tiles), after the directory's checks; empty without one."""
+    if config.cache_dir is None:
+        return {}
+    fingerprints, weak = array_fingerprints(chains)
+    if crop is not None:
+        for path in crop.ranges:
+            fingerprints[path] += crop.fingerprint(path)
+    if weak and config.persist:
+        warn_best_effort(weak)
+    check_directory(config.cache_dir, readonly=config.readonly_cache, disk_bytes=disk_bytes)
+    return fingerprints
+
+
+class ReviveWatch:
+    """One WARNING for a pass that found persisted entries but could serve none."""
+
+    def __init__(self) -> None:
+        self._failures_seen = 0
+
+    def pass_ended(self, engine: Any, revived: int) -> None:
+        counters = engine.cache_counters()
+        failed = counters["revive_missing"] + counters["revive_mismatch"] + counters["revive_corrupt"]
+        before, self._failures_seen = self._failures_seen, failed
+        if revived == 0 and failed > before:
+            logger.warning(
+                "persist=True but 0 of %d persisted chunks were served this epoch (%d mismatches, %d"
+                " missing, %d failed their checksum) -- stale cache_dir or changed data/transforms?", failed - before,
+                counters["revive_mismatch"], counters["revive_missing"], counters["revive_corrupt"])
+
+
+__all__ = ["ReviveWatch", "array_fingerprints", "check_directory", "fingerprints_for", "transform_token",
+           "warn_best_effort"]

@@ -64,6 +64,26 @@ def load_labels(labels: Any, store: Any, n_samples: int, hierarchy: Any = None) 
     return codes.astype(np.int32), classes
 
 
+def classes_for(config: Any, store: Any, n_samples: int, hierarchy: Any) -> tuple[np.ndarray, np.ndarray | None]:
+    """A dataset's ``(codes, classes)`` from its config's ``labels=`` (empty codes and None
+    without), checked against its plan."""
+    codes: np.ndarray = np.zeros(0, dtype=np.int32)
+    classes = None
+    if config.labels is not None:
+        codes, classes = load_labels(config.labels, store, n_samples, hierarchy)
+    if config.plan == "balanced":
+        check_balanced(0 if classes is None else len(classes), config.batch_size)
+    return codes, classes
+
+
+def describe(config: Any, planner: Any, shuffle: bool, epoch: int) -> dict[str, Any]:
+    """``describe()``'s entry for a class plan: the plan, and train's class mix this epoch."""
+    rows, bounds = planner.order("train", shuffle, epoch)
+    return {"kind": config.plan, "classes": planner.n_classes, "epoch": epoch,
+            **mix_report(rows, bounds, planner.class_codes, planner.n_classes, planner.manifest.sample_chunk_size,
+                         config.batch_size, config.plan)}
+
+
 def check_plan(plan: str, labels: Any, batch_size: int) -> None:
     arguments.choice("plan", plan)
     if plan != "shuffle" and labels is None:
@@ -157,4 +177,5 @@ def mix_report(rows: np.ndarray, bounds: np.ndarray, codes: np.ndarray, n_classe
             "exact_batches": int((d < 1e-12).sum())}
 
 
-__all__ = ["PLANS", "check_balanced", "check_plan", "class_mixed_order", "load_labels", "mix_report"]
+__all__ = ["PLANS", "check_balanced", "check_plan", "class_mixed_order", "classes_for", "describe", "load_labels",
+           "mix_report"]

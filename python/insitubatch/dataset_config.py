@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from . import _ext, arguments, class_plans, distributed
-from .patching import CropArguments, PatchArguments
+from .crops import CropArguments
+from .patching import PatchArguments
 from .sample_filters import FilterArguments
 from .errors import InvalidArgumentError, InvalidTypeError
 
@@ -50,7 +51,7 @@ class DatasetConfig:
     reset_stale_cache: bool
     patch: PatchArguments | None = None  # patch samples (patching.py); None: whole fields
     sample_filter: FilterArguments | None = None  # masks and predicates (sample_filters.py)
-    crop: CropArguments | None = None  # a coordinate selection's region (patching.py)
+    crop: CropArguments | None = None  # a coordinate selection's region (crops.py)
 
     @classmethod
     def from_arguments(

@@ -13,11 +13,13 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from . import summary
+from . import class_plans, summary
 from . import transforms as _transforms
 from .dataset_config import DatasetConfig
 from .errors import InvalidArgumentError, ResourceExhaustedError
+from .epochs import EpochPlanner
 from .geometry import ArrayGeometry
+from .sampling import Sampling
 from .splits import SplitManifest
 
 logger = logging.getLogger("insitubatch")
@@ -40,14 +42,15 @@ class Sizing:
 
 
 def size(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry],
-         transformed: Mapping[str, tuple[tuple[int, ...], Any]], drawable_samples: Mapping[str, int],
-         row_fields: Mapping[str, tuple[int, ...]] | None = None, per_sample: int = 1,
-         crops: Mapping[str, tuple[list[int], list[int]]] | None = None) -> Sizing:
-    """Sizes the dataset (``geometries``: the numeric labels; ``transformed``: the field
-    shape and dtype a chunk transform makes of a label; ``row_fields``: what one batch row
-    of a patched label holds) and refuses, naming the largest part, what the machine
-    cannot hold. ``per_sample``: patches per anchor (a chunk yields that many more rows);
-    ``crops``: per label, the kept range per field axis (only those tiles are resident)."""
+         sampling: Sampling) -> Sizing:
+    """Sizes the dataset (``geometries``: the numeric labels; ``sampling``: what a sample
+    is, which says the field shape and dtype a chunk transform makes of a label, what one
+    batch row of a cropped or patched label holds, the patches per anchor (a chunk yields
+    that many more rows) and the tiles a crop keeps resident) and refuses, naming the
+    largest part, what the machine cannot hold."""
+    transformed, row_fields, crops = sampling.transformed, sampling.row_fields(), sampling.label_crops
+    per_sample = sampling.per_sample
+    drawable_samples = EpochPlanner.drawable(manifest, sampling.numeric_window, per_sample)
     outputs = {label: summary.OutputField(*field) for label, field in transformed.items()}
     rows_per_chunk = manifest.sample_chunk_size * per_sample
     block_chunks = summary.resolve_block_chunks(config.block_chunks, config.batch_size, rows_per_chunk,
@@ -75,15 +78,34 @@ def size(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str
 
 
 def report(config: DatasetConfig, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry], sizing: Sizing,
-           *, drawable_samples: Mapping[str, int], shuffle_quality: float | None, iterations: int,
+           *, planner: EpochPlanner, sampling: Sampling, epoch: int, iterations: int,
            string_geometries: Mapping[str, ArrayGeometry], max_string_blocks: int) -> dict[str, Any]:
-    """The static cost report of ``describe()``."""
-    summary_config = _summary_config(config, manifest, sizing, drawable_samples, shuffle_quality)
+    """The static cost report of ``describe()``: the memory model's, then what the sampling
+    features (patches, filters, crops) and a class plan add."""
+    summary_config = _summary_config(config, manifest, sizing, planner.drawable_samples(),
+                                     planner.shuffle_quality(config.shuffle, epoch))
     out = summary.describe(geometries, sizing.outputs, summary_config, iterations=iterations,
                            reread_spill=sizing.reread_spill)
     if string_geometries:
         out["string_variables"] = summary.string_variable_records(string_geometries, max_string_blocks)
+    everything = EpochPlanner.drawable(manifest, planner.numeric_window, planner.per_sample)
+    out.update(sampling.describe(config.sample_filter, planner.drawable_samples(), everything))
+    if config.plan != "shuffle":
+        out["plan"] = class_plans.describe(config, planner, config.shuffle, epoch)
     return out
+
+
+def note_grown_budget(grown: int, budget: int, working_set: int) -> int:
+    """The budget after a pass started: the engine grows an automatic one for concurrent
+    passes (one working-set floor each), which one WARNING says."""
+    if grown <= budget:
+        return budget
+    logger.warning(
+        "%d iterations over this dataset run at once: the automatic residency budget grew to"
+        " %s (one working-set floor each) so none can starve another. Size the machine with"
+        " describe(iterations=N), or pass cache_budget_bytes to fix the budget.",
+        grown // max(1, working_set), format_bytes(grown))
+    return grown
 
 
 def _summary_config(config: DatasetConfig, manifest: SplitManifest, sizing: Sizing,

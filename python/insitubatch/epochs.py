@@ -9,11 +9,11 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from . import _ext, class_plans, distributed, resume, shuffle as _shuffle
+from . import _ext, arguments, class_plans, distributed, resume, shuffle as _shuffle
 from .splits import SplitManifest
 
 SPLITS = ("train", "val", "test")
@@ -86,6 +86,26 @@ class EpochPlanner:
             return rows, bounds
         seq_rows, seq_bounds = _ext.sequential_order(ids, self.order_spc, self._n, self.block_chunks)
         return np.asarray(seq_rows), np.asarray(seq_bounds)
+
+    def next_order_maker(self, split: str, shuffled: bool, share: Share, epoch: int,
+                         eviction: str) -> "Callable[[], Order] | None":
+        """What makes the view's order next epoch, for eviction by next use (which looks one
+        epoch ahead: a shuffled order is a pure function of the epoch; a sequential view
+        repeats its own). A pass calls it after its first batch: computing it and its plan
+        took ~1 s before the first read at a million chunks."""
+        if not shuffled or eviction != "next_use" or epoch >= arguments.LIMITS["epoch"][1]:
+            return None
+        return functools.partial(self.order, split, True, epoch + 1, share)
+
+    def resumed_order(self, split: str, shuffled: bool, share: Share, epoch: int, cursor: int,
+                      history: resume.History) -> tuple[np.ndarray, np.ndarray, int]:
+        """``(rows, block_start, start)``: :meth:`pass_order` from row ``cursor`` on (a
+        resumed pass starts there; ``start`` is the cursor within the order's length)."""
+        rows, block_start = self.pass_order(split, shuffled, share, epoch, history)
+        start = min(cursor, len(rows))
+        if start:
+            rows, block_start = resume.skip_rows(rows, block_start, start)
+        return rows, block_start, start
 
     def pass_order(self, split: str, shuffled: bool, share: Share, epoch: int, history: resume.History) -> Order:
         """The rows a pass of this view takes: the epoch's order without window edges, cut to

@@ -12,7 +12,7 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import lifecycle, resume, strings
+from . import _ext, lifecycle, resume, strings
 from . import transforms as _transforms
 from .errors import CancelledError
 from .geometry import ArrayGeometry, as_stored
@@ -36,6 +36,21 @@ class PassContext:
     patch_dims: tuple[str, ...]  # the patch axes' names (empty without patches)
     delivered: Callable[[resume.ViewKey, int, int], None]  # (view, epoch, rows of the epoch so far)
     finished: Callable[[PassStats, list[Any]], None]  # (stats, the stored chunks NaN-filled)
+
+
+def native_spec(split: str, epoch: int, ref_spc: int, batch_size: int, prefetch_depth: int,
+                labels: list[tuple[str, int, int]], order: tuple[np.ndarray, np.ndarray], *,
+                next_order_later: bool, set_patches: Callable[[Any, list[str]], None]) -> Any:
+    """The engine's ``PassSpec`` for one pass: its view, epoch and order, ``labels`` as
+    ``(name, array index, window offset)`` in gather order; ``set_patches(spec, names)``
+    adds patch samples once the labels are set."""
+    spec = _ext.PassSpec()
+    spec.split, spec.epoch, spec.ref_spc = split, epoch, ref_spc
+    spec.batch_size, spec.prefetch_depth, spec.labels = batch_size, prefetch_depth, labels
+    set_patches(spec, [label for label, _, _ in labels])
+    spec.set_order(*order)
+    spec.next_order_later = next_order_later
+    return spec
 
 
 def _gathered(native: Any, labels: tuple[str, ...], offsets: Mapping[str, int],

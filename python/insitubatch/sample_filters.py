@@ -32,10 +32,11 @@ from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from . import arguments, caching
+from . import _ext, arguments, caching
 from .errors import InvalidArgumentError, InvalidTypeError
 from .geometry import ArrayGeometry, as_stored, geometries_of, read_opened_chunk
 from .patching import Patching
+from .transforms import display_name
 
 logger = logging.getLogger("insitubatch")
 
@@ -58,6 +59,18 @@ class FilterArguments:
             min_valid = arguments.number("min_valid", min_valid, 0.0, 1.0)
         return cls(sample_filter, min_valid)
 
+    def describe(self, drawn: Mapping[str, int], of: Mapping[str, int]) -> dict[str, Any]:
+        """``describe()``'s entry: the source, and per split the samples drawn of those there are."""
+        source = self.source
+        kind = (f"array {source!r}" if isinstance(source, str) else
+                f"predicate {display_name(source)}" if callable(source) else "ndarray")
+        return {"source": kind, "min_valid": self.min_valid, "drawn": dict(drawn), "of": dict(of)}
+
+    @staticmethod
+    def signature(drawn: Mapping[str, int]) -> str:
+        """How the filter changes which samples are drawn (resume states carry it)."""
+        return "filtered to " + ", ".join(f"{s} {n}" for s, n in drawn.items())
+
 
 @dataclass(frozen=True)
 class MaskCrop:
@@ -78,6 +91,32 @@ class MaskCrop:
             if extent != n:
                 values = np.take(values, (start + np.arange(extent)) % n, axis=lead + i)
         return values
+
+
+def predicate_runner(start_pass: Callable[[Any], Any], label: str, array_index: int, g: ArrayGeometry,
+                     view: np.dtype | None) -> Callable[[Callable[[np.ndarray], Any]], list[Any]]:
+    """``run_predicate`` for :func:`evaluate`: one sequential pass (``start_pass(spec)`` starts
+    it in the engine) over ``label``, a batch per stored chunk along the sample axis, as
+    batches hold it (chunk transforms applied, no patches; ``view``: the dtype to view it as)."""
+
+    def run(fn: Callable[[np.ndarray], Any]) -> list[Any]:
+        ids = np.arange(g.n_chunks, dtype=np.int64)
+        rows, bounds = _ext.sequential_order(ids, g.sample_chunk_size, g.n_samples, 1)
+        spec = _ext.PassSpec()
+        spec.split, spec.ref_spc, spec.batch_size = "sample_filter", g.sample_chunk_size, g.sample_chunk_size
+        spec.labels = [(label, array_index, 0)]
+        spec.set_order(np.asarray(rows), np.asarray(bounds))
+        native = start_pass(spec)
+        out = []
+        try:
+            while (item := native.next()) is not None:
+                values = item[0][0]
+                out.append(fn(as_stored(values, view) if view is not None else values))
+        finally:
+            native.close("sample_filter evaluated")
+        return out
+
+    return run
 
 
 def read_rows(array: Any, g: ArrayGeometry, c: int) -> np.ndarray:

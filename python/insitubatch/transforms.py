@@ -13,13 +13,14 @@ import os
 import queue
 import threading
 import time
+from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
 from . import _ext
 from .errors import InvalidArgumentError, InvalidTypeError, NotFoundError
-from .geometry import ArrayGeometry, as_stored, engine_form
+from .geometry import ArrayGeometry, as_stored, engine_form, engine_typestr
 from .records import Batch, ChunkRead, DecodedChunk
 
 
@@ -459,6 +460,53 @@ def python_callback(path: str, chain: Sequence[Callable[..., Any]], in_dtype: np
         return engine_form(out)
 
     return run
+
+
+@dataclass(frozen=True, eq=False)
+class ChunkChains:
+    """Per array path: the chunk transforms scoped to it, in order, and the field shape and
+    dtype they make of its (cropped) field."""
+
+    chains: dict[str, list[Callable[..., Any]]]
+    outputs: dict[str, tuple[tuple[int, ...], np.dtype]]
+
+    @classmethod
+    def resolve(cls, transforms: Sequence[Callable[..., Any]], geometries: Mapping[str, ArrayGeometry],
+                cropped: Callable[[ArrayGeometry], ArrayGeometry]) -> "ChunkChains":
+        """``transforms`` against the numeric labels' arrays (``cropped``: a geometry as the
+        engine holds it); an ``applies()`` scope naming no array of the dataset is refused."""
+        paths = {g.path for g in geometries.values()}
+        for t in transforms:
+            if isinstance(t, ScopedTransform):
+                unknown = [a for a in t.arrays if a not in paths]
+                if unknown:
+                    raise InvalidArgumentError(
+                        f"applies() names {unknown} for {display_name(t)}, but this dataset's"
+                        f" arrays are {sorted(paths)}")
+        chains, outputs = {}, {}
+        for g in geometries.values():
+            if g.path in chains:
+                continue
+            chain = [t for t in transforms if not isinstance(t, ScopedTransform) or g.path in t.arrays]
+            chains[g.path] = chain
+            outputs[g.path] = fold_output(g.path, cropped(g), chain)
+        return cls(chains, outputs)
+
+    def engine_spec(self, path: str, g: ArrayGeometry) -> Any:
+        """The engine's transform for the array at ``path`` (``g``: its cropped geometry): an
+        ``_ext.NativeTransform``, or None without a chain."""
+        chain = self.chains[path]
+        if not chain:
+            return None
+        out_shape, out_dtype = self.outputs[path]
+        if len(chain) == 1:  # one native transform (StandardScaler, ScaleOffset, Cast) runs in C++
+            native = getattr(getattr(chain[0], "transform", chain[0]), "native_spec", None)
+            if native is not None:
+                spec = native(path, tuple(g.inner_shape), g.dtype)
+                if spec is not None:
+                    return spec
+        callback = python_callback(path, chain, g.dtype, out_shape, out_dtype)
+        return _ext.python_transform(callback, list(out_shape), engine_typestr(out_dtype))
 
 
 __all__ = ["BatchTransform", "ChunkTransform", "ReshapingChunkTransform", "StandardScaler", "applies"]
