@@ -16,11 +16,14 @@ differs), measured in one run on this machine:
 
 Ceiling and ours alternate in `--runs` paired rounds (the VM's speed drifts by tens of percent
 within a minute, so only a ratio taken seconds apart means anything); the row reports the
-median paired ratio and its range. Each row is measured for every `--threads` decode-thread
+median paired ratio and its range. With `--trace-ab` each round also times a recorded epoch
+(`trace=True`, the pass's timeline kept in its ring) beside an unrecorded one, in alternating
+order, and the row reports what recording costs: the median of recorded / unrecorded epoch
+time, less one, and the time `save_trace()` takes to write that epoch's file. Each row is measured for every `--threads` decode-thread
 count: all cores (the loader's read and gather copies then take CPU from the decoders) and
 all cores but one (they run beside the decoders, as on any machine with cores to spare).
 
-    .venv/bin/python bench/engine_bench.py [--samples 1024] [--field 181x360] [--runs 5] [--threads 2,1]
+    .venv/bin/python bench/engine_bench.py [--samples 1024] [--field 181x360] [--runs 5] [--threads 2,1] [--trace-ab]
 
 Writes bench/results/engine.json and prints a markdown table.
 """
@@ -116,10 +119,55 @@ def paired_rounds(path: pathlib.Path, files: list[str], decoded: int, threads: i
     ds.close()
     ratios = [c / o for c, o in zip(ceilings, ours)]
     # Decode CPU per gather CPU: how many decode threads one gather thread keeps up with.
-    return {"threads": threads, "samples": n, "ceiling_samples_s": n / statistics.median(ceilings),
-            "ours_samples_s": n / statistics.median(ours), "ratio": statistics.median(ratios),
-            "ratio_min": min(ratios), "ratio_max": max(ratios),
-            "decode_per_gather_cpu": statistics.median(decode_per_gather)}
+    out = {"threads": threads, "samples": n, "ceiling_samples_s": n / statistics.median(ceilings),
+           "ours_samples_s": n / statistics.median(ours), "ratio": statistics.median(ratios),
+           "ratio_min": min(ratios), "ratio_max": max(ratios),
+           "decode_per_gather_cpu": statistics.median(decode_per_gather)}
+    if args.trace_ab:
+        out.update(trace_rounds(path, files, threads, args))
+    return out
+
+
+def trace_rounds(path: pathlib.Path, files: list[str], threads: int, args) -> dict:
+    """`args.runs` rounds of (unrecorded, recorded) cold-pool epochs on two warm datasets
+    over one store, alternating which goes first; each side the best of two tries per round.
+    Returns what recording costs: recorded / unrecorded epoch time, less one (median and
+    range over the rounds), and the seconds `save_trace()` took to write a recorded epoch."""
+    import tempfile
+
+    from insitubatch import InSituDataset, open_geometries, split_by_chunk, store
+
+    s = store(str(path))
+    geoms = open_geometries(s, ["t2m"])
+    manifest = split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0))
+    sides = {recorded: InSituDataset(s, manifest, geoms, batch_size=args.batch_size, block_chunks=args.block_chunks,
+                                     decode_threads=threads, trace=recorded) for recorded in (False, True)}
+    for ds in sides.values():
+        cold_pool_epoch(ds, 0)  # warm-up
+    costs, save_s, events, epoch = [], [], 0, 1
+    for k in range(args.runs):
+        best = {}
+        for recorded in ((False, True) if k % 2 == 0 else (True, False)):
+            ds = sides[recorded]
+            times = []
+            for _ in range(2):
+                dt, _ = cold_pool_epoch(ds, epoch)
+                epoch += 1
+                assert ds.last_pass.cache_misses == len(files), "every chunk must be decoded"
+                assert (ds.last_pass.trace is not None) == recorded
+                times.append(dt)
+            best[recorded] = min(times)
+        costs.append(best[True] / best[False] - 1)
+        trace = sides[True].last_pass.trace
+        events = len(trace.events)
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            sides[True].last_pass.save_trace(pathlib.Path(tmp) / "epoch.json")
+            save_s.append(time.perf_counter() - t0)
+    for ds in sides.values():
+        ds.close()
+    return {"trace_cost": statistics.median(costs), "trace_cost_min": min(costs), "trace_cost_max": max(costs),
+            "trace_events": events, "trace_save_s": statistics.median(save_s)}
 
 
 CHILD = textwrap.dedent("""
@@ -184,6 +232,8 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--block-chunks", type=int, default=16)
     p.add_argument("--runs", type=int, default=5)
+    p.add_argument("--trace-ab", action="store_true",
+                   help="also time recorded (trace=True) against unrecorded epochs, alternating")
     cores = os.cpu_count() or 1
     p.add_argument("--threads", default=",".join(str(t) for t in sorted({cores, max(1, cores - 1)}, reverse=True)),
                    help="decode-thread counts to measure, comma-separated (default: all cores, all but one)")
@@ -226,6 +276,15 @@ def main() -> None:
               f" **{r['ratio']:.2f}** ({r['ratio_min']:.2f}-{r['ratio_max']:.2f}) | {r['ours_mib_s']:.0f} |"
               f" {r['ttfb_s']:.2f} s | {r['peak_rss_mib']:.0f} MiB | {r['loader_rss_mib']:.0f} MiB |"
               f" {r['estimated_mib']:.0f} MiB | {r['decode_per_gather_cpu']:.1f} |")
+    if args.trace_ab:
+        print()
+        print("| samples/chunk | decode threads | recorded / unrecorded epoch - 1 (range) | events per epoch |"
+              " save_trace() |")
+        print("|---|---|---|---|---|")
+        for r in rows:
+            print(f"| {r['samples_per_chunk']} | {r['threads']} | **{100 * r['trace_cost']:+.1f}%**"
+                  f" ({100 * r['trace_cost_min']:+.1f}% to {100 * r['trace_cost_max']:+.1f}%) | {r['trace_events']:,} |"
+                  f" {r['trace_save_s'] * 1000:.0f} ms |")
 
 
 if __name__ == "__main__":

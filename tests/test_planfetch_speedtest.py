@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import trace_format
 from planfetch_data import IMAGE_BUCKET, N_IMAGES, image_bytes, key_of
 
 PLANFETCH = Path(sys.executable).with_name("planfetch")
@@ -53,6 +54,20 @@ def test_the_seeds_example_reports_consistent_figures(images, tmp_path):
     r = report(tmp_path, str(index), "--s3-uri-col", "s3_path", "--class-col", "class_id", "--offset", "16",
                "--sample-frac", "0.5", "--strategy", "stratified", "--batch-size", "8", "--no-ceilings")
     assert r["rows"] == (N_IMAGES - 16) // 2 and "ceilings" not in r
+
+
+def test_trace_writes_the_runs_timeline(images, tmp_path):
+    index, _ = images
+    out = tmp_path / "run.json"
+    r = report(tmp_path, str(index), "--s3-uri-col", "s3_path", "--class-col", "class_id", "--limit", "24",
+               "--batch-size", "8", "--no-ceilings", "--trace", str(out))
+    assert r["trace"] == str(out)
+    doc = json.loads(out.read_text())
+    trace_format.check(doc)
+    downloads = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"].startswith("download ")]
+    assert len(downloads) == r["run"]["downloads"] == 24
+    assert sum(e["args"]["bytes"] for e in downloads) == r["run"]["bytes_downloaded"]
+    assert len([e for e in doc["traceEvents"] if e["name"] == "batch done"]) == r["run"]["batches"] == 3
 
 
 def test_a_slow_server_is_named_the_network(images, tmp_path):

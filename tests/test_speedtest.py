@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import trace_format
 from servers import FaultProxy, RangeServer
 
 from insitubatch.speedtest import render
@@ -64,6 +65,21 @@ def test_the_report_is_consistent(served, tmp_path):
     sweep = r["sweep"]
     assert [row["max_inflight"] for row in sweep["rows"]] == [1, 4, 16] and sweep["recommended"] in (1, 4, 16)
     assert all(row["samples"] == 256 for row in sweep["rows"])
+
+
+def test_trace_writes_the_cold_epochs_timeline(served, tmp_path):
+    _, server = served
+    out = tmp_path / "cold.json"
+    r = report(tmp_path, f"{server.url}/s.zarr", "--var", "t2m", "--samples", "128", "--batch-size", "16",
+               "--no-ceilings", "--trace", str(out))
+    assert r["trace"] == str(out)
+    doc = json.loads(out.read_text())
+    trace_format.check(doc)
+    reads = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"].startswith("read t2m chunk")]
+    assert len(reads) == 2 * r["cold"]["cache_misses"] == 2 * 128 // SPC  # two stored chunks per sample chunk
+    assert sum(e["args"]["bytes"] for e in reads) / 1e6 == pytest.approx(r["cold"]["stored_mb_read"])
+    gathers = [e for e in doc["traceEvents"] if e["ph"] == "X" and e["name"].startswith("gather ")]
+    assert len(gathers) == 128 // 16
 
 
 def test_a_slow_store_is_named_the_store(served, tmp_path):

@@ -177,6 +177,16 @@ void BindEngine(nb::module_& m) {
           "calls are ignored).")
       .def(
           "stats", [](const PassHandle& h) { return h.pass->stats(); }, "What the pass did so far (PassStats).")
+      .def(
+          "trace",
+          [](const PassHandle& h) -> nb::object {
+            if (!h.pass || !h.pass->trace()) return nb::none();
+            std::vector<std::string> sources;
+            for (const auto& source : h.pass->sources()) sources.push_back(source.path());
+            return TraceToPython(*h.pass->trace(), engine::kPassEventNames, sources);
+          },
+          "What a recorded pass recorded so far (see TraceToPython in bindings.h), or None when\n"
+          "its spec did not ask for a trace.")
       .def_prop_ro("n_batches", [](const PassHandle& h) { return h.pass->plan().batches(); })
       .def_prop_ro("n_rows", [](const PassHandle& h) { return h.pass->plan().rows(); });
 
@@ -245,6 +255,11 @@ void BindEngine(nb::module_& m) {
       .def_rw("ref_spc", &engine::PassSpec::ref_spc)
       .def_rw("next_order_later", &engine::PassSpec::next_order_later,
               "The next epoch's order comes later, through Pass.set_next_order (eviction by next use).")
+      .def_prop_rw(
+          "trace_events", [](const engine::PassSpec& s) { return s.trace_events; },
+          [](engine::PassSpec& s, nb::handle v) { s.trace_events = TraceEvents(v, TraceRecorder::kDefaultCapacity); },
+          "Record the pass's timeline in a ring of this many events: True for the default ring,\n"
+          "False or 0 for none.")
       .def_prop_rw(
           "batch_size", [](const engine::PassSpec& s) { return s.batch_size; },
           [](engine::PassSpec& s, nb::handle v) { s.batch_size = OptionInteger(engine::kBatchSizeLimit, v); })

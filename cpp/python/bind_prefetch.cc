@@ -189,12 +189,25 @@ void BindPrefetch(nb::module_& m) {
       .def_static(
           "create",
           [](std::shared_ptr<ObjectCache> cache, std::shared_ptr<KeyList> uris, size_t ahead, size_t back,
-             size_t prune_every, const std::string& mode, const std::string& backend) {
-            return ValueOrThrow(Prefetcher::Create(std::move(cache), std::move(uris),
-                                                   {ahead, back, prune_every, Mode(mode), Backend(backend)}));
+             size_t prune_every, const std::string& mode, const std::string& backend, nb::handle trace) {
+            const prefetch::PrefetchOptions options{ahead,
+                                                    back,
+                                                    prune_every,
+                                                    Mode(mode),
+                                                    Backend(backend),
+                                                    TraceEvents(trace, TraceRecorder::kDefaultCapacity)};
+            return ValueOrThrow(Prefetcher::Create(std::move(cache), std::move(uris), options));
           },
           nb::arg("cache"), nb::arg("uris"), nb::arg("batches_ahead"), nb::arg("batches_back"), nb::arg("prune_every"),
-          nb::arg("prune_mode"), nb::arg("prune_backend"))
+          nb::arg("prune_mode"), nb::arg("prune_backend"), nb::arg("trace") = false,
+          "`trace`: record the run's downloads, waits and prunes (True: the default ring of events).")
+      .def(
+          "trace",
+          [](const Prefetcher& p) -> nb::object {
+            if (!p.trace()) return nb::none();
+            return TraceToPython(*p.trace(), prefetch::kPrefetchEventNames, {});
+          },
+          "What a recorded prefetcher recorded so far (TraceToPython in bindings.h), or None.")
       .def(
           "set_plan",
           [](Prefetcher& p, nb::ndarray<const int64_t, nb::ndim<2>, nb::c_contig, nb::device::cpu> plan,

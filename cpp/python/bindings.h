@@ -9,12 +9,16 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <span>
+#include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "insitubatch/engine/order.h"
 #include "insitubatch/util/buffer.h"
 #include "insitubatch/util/result.h"
+#include "insitubatch/util/trace.h"
 #include "insitubatch/zarr/dtype.h"
 
 namespace insitubatch::python {
@@ -106,6 +110,17 @@ nb::object BufferToNumpy(Buffer buffer, const std::vector<uint64_t>& shape, zarr
 using Int64Array = nb::ndarray<const int64_t, nb::c_contig, nb::device::cpu>;
 engine::EpochOrder OrderFromArrays(const Int64Array& rows, const Int64Array& block_start);
 
+// What `recorder` holds now, for Python to write as a timeline: {"events": int64 array
+// (N, 9) of the "columns" (kind, source, thread, start, end, mid, id, a, b), "recorded",
+// "dropped", "capacity", "threads": [(thread, name)], "kinds": the kinds' names by value,
+// "sources": the names of the `source` indexes, "labels": the recorder's labels by number}
+// (bind_trace.cc).
+nb::dict TraceToPython(const TraceRecorder& recorder, std::span<const std::string_view> kinds,
+                       const std::vector<std::string>& sources);
+// `trace=` as given: True (`default_events`), False or 0 (none), or a number of events the
+// recorder accepts (CheckTraceEvents); anything else is refused, naming the argument.
+uint64_t TraceEvents(nb::handle value, uint64_t default_events);
+
 void BindErrors(nb::module_& m);
 void BindStores(nb::module_& m);
 void BindCloudStores(nb::module_& m);
@@ -120,5 +135,6 @@ void BindOrder(nb::module_& m);
 void BindSizing(nb::module_& m);
 void BindCache(nb::module_& m);
 void BindPrefetch(nb::module_& m);
+void BindTrace(nb::module_& m);  // trace_events(), the rule every `trace=` is read by (bind_trace.cc)
 
 }  // namespace insitubatch::python

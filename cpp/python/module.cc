@@ -30,4 +30,5 @@ NB_MODULE(_ext, m) {
   insitubatch::python::BindSizing(m);
   insitubatch::python::BindCache(m);
   insitubatch::python::BindPrefetch(m);
+  insitubatch::python::BindTrace(m);
 }

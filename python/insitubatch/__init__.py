@@ -28,6 +28,7 @@ from .runtime import Depths, PassStats, StageTimes, bottleneck
 from .shuffle import DrawOrder, block_shuffled_order, chunk_permutation, sequential_order, shuffle_quality
 from .splits import SplitManifest, SplitName, split_by_chunk, valid_anchor_range
 from .summary import DatasetReport
+from .timeline import tracing
 from .transforms import (
     BatchTransform,
     Cast,
@@ -139,6 +140,7 @@ __all__ = [
     "to_jax",
     "to_tf",
     "to_torch",
+    "tracing",
     "ZarrWriter",
     "UnsupportedError",
     "valid_anchor_range",

@@ -650,6 +650,12 @@ class Pass:
     def stats(self) -> PassStats:
         """What the pass did so far (PassStats)."""
 
+    def trace(self) -> object:
+        """
+        What a recorded pass recorded so far (see TraceToPython in bindings.h), or None when
+        its spec did not ask for a trace.
+        """
+
     @property
     def n_batches(self) -> int: ...
 
@@ -793,6 +799,16 @@ class PassSpec:
 
     @next_order_later.setter
     def next_order_later(self, arg: bool, /) -> None: ...
+
+    @property
+    def trace_events(self) -> int:
+        """
+        Record the pass's timeline in a ring of this many events: True for the default ring,
+        False or 0 for none.
+        """
+
+    @trace_events.setter
+    def trace_events(self, arg: object, /) -> None: ...
 
     @property
     def batch_size(self) -> int: ...
@@ -1130,7 +1146,15 @@ class Prefetcher:
     """A plan's sliding window of downloads (planfetch)."""
 
     @staticmethod
-    def create(cache: ObjectCache, uris: KeyList, batches_ahead: int, batches_back: int, prune_every: int, prune_mode: str, prune_backend: str) -> Prefetcher: ...
+    def create(cache: ObjectCache, uris: KeyList, batches_ahead: int, batches_back: int, prune_every: int, prune_mode: str, prune_backend: str, trace: object = False) -> Prefetcher:
+        """
+        `trace`: record the run's downloads, waits and prunes (True: the default ring of events).
+        """
+
+    def trace(self) -> object:
+        """
+        What a recorded prefetcher recorded so far (TraceToPython in bindings.h), or None.
+        """
 
     def set_plan(self, plan: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)], keep: Annotated[NDArray[numpy.int64], dict(shape=(None, None), order='C', device='cpu', writable=False)] | None = None) -> None:
         """
@@ -1142,3 +1166,9 @@ class Prefetcher:
     def on_batch_yielded(self, batch_idx: int) -> None: ...
 
     def stats(self) -> dict: ...
+
+def trace_events(trace: object) -> int:
+    """
+    The ring a run's `trace=` asks for: True -> the default number of events, False -> 0, a
+    number within the recorder's limits -> itself; anything else is refused.
+    """

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.random  # noqa: F401
 
 from . import _ext, arguments, caching, class_plans, dataset_sizing, lifecycle, opening, passes, resume, sampling
-from . import strings
+from . import strings, timeline
 from .dataset_config import DatasetConfig, default_max_inflight
 from .epochs import SPLITS, EpochPlanner, Share
 from .errors import FailedPreconditionError, InvalidTypeError
@@ -101,6 +101,7 @@ class InSituDataset:
         sample_filter: Any = None,
         min_valid: float | None = None,
         crop: Any = None,
+        trace: bool | int = False,
     ) -> None:
         self._engine: Any = None  # the native _ext.Engine while open
         if not isinstance(manifest, SplitManifest):
@@ -113,7 +114,7 @@ class InSituDataset:
             decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction, labels=labels,
             plan=plan, rank=rank, world_size=world_size, remainder=remainder, patch=patch,
             patch_stride=patch_stride, patches_per_sample=patches_per_sample, patch_mode=patch_mode,
-            patch_edges=patch_edges, sample_filter=sample_filter, min_valid=min_valid, crop=crop)
+            patch_edges=patch_edges, sample_filter=sample_filter, min_valid=min_valid, crop=crop, trace=trace)
         self._open(store, manifest, geometries, config)
 
     def _open(self, store: Any, manifest: SplitManifest, geometries: Mapping[str, ArrayGeometry] | None,
@@ -299,7 +300,8 @@ class InSituDataset:
         next_order = self._planner.next_order_maker(split, shuffled, shard, self._epoch, self.eviction)
         spec = passes.native_spec(split, self._epoch, self._planner.order_spc, self.batch_size, self.prefetch_depth,
                                   self._labels, (rows, block_start), next_order_later=next_order is not None,
-                                  set_patches=self._sampling.set_patches)
+                                  set_patches=self._sampling.set_patches,
+                                  trace_events=timeline.requested(self._config.trace))
         native = engine.start_pass(spec)
         self._budget = dataset_sizing.note_grown_budget(engine.budget_grown, self._budget, self.working_set_bytes)
         it = PassIterator(self._pass_context(), native, split, self._epoch, key, start, next_order)

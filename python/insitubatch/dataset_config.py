@@ -52,6 +52,7 @@ class DatasetConfig:
     patch: PatchArguments | None = None  # patch samples (patching.py); None: whole fields
     sample_filter: FilterArguments | None = None  # masks and predicates (sample_filters.py)
     crop: CropArguments | None = None  # a coordinate selection's region (crops.py)
+    trace: int = 0  # record every pass's timeline in a ring of this many events (0: only inside tracing())
 
     @classmethod
     def from_arguments(
@@ -61,7 +62,7 @@ class DatasetConfig:
         eviction: Any, labels: Any, plan: Any, rank: Any, world_size: Any, remainder: Any,
         patch: Any = None, patch_stride: Any = None, patches_per_sample: Any = None, patch_mode: Any = "grid",
         patch_edges: Any = "inside",
-        sample_filter: Any = None, min_valid: Any = None, crop: Any = None,
+        sample_filter: Any = None, min_valid: Any = None, crop: Any = None, trace: Any = False,
     ) -> "DatasetConfig":
         """Checks each argument (naming it, its value and what is accepted) in the order
         InSituDataset always has."""
@@ -77,6 +78,7 @@ class DatasetConfig:
         shuffle = arguments.flag("shuffle", shuffle)
         passes.prefetch_depth = prefetch_depth
         prefetch_depth = passes.prefetch_depth
+        trace = _ext.trace_events(trace)  # True: the engine's default ring
         engine.decode_threads = decode_threads
         engine.gather_threads = gather_threads
         # Python checks only the type; the engine's setters own the accepted values.
@@ -116,7 +118,7 @@ class DatasetConfig:
                    decode_threads=engine.decode_threads, gather_threads=engine.gather_threads,
                    on_bad_chunk=engine.on_bad_chunk, eviction=engine.eviction, persist=engine.persist,
                    readonly_cache=engine.readonly_cache, reset_stale_cache=engine.reset_stale_cache, patch=patches,
-                   sample_filter=filters, crop=crops)
+                   sample_filter=filters, crop=crops, trace=trace)
 
     def engine_config(self, *, budget_bytes: int, pass_floor_bytes: int, reset_stale_cache: bool) -> Any:
         """The engine's ``EngineConfig`` for these options and the sizing step's figures."""

@@ -18,6 +18,7 @@ from .errors import CancelledError
 from .geometry import ArrayGeometry, as_stored
 from .records import Batch
 from .runtime import PassStats, Waited
+from .timeline import Timeline
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,12 +41,13 @@ class PassContext:
 
 def native_spec(split: str, epoch: int, ref_spc: int, batch_size: int, prefetch_depth: int,
                 labels: list[tuple[str, int, int]], order: tuple[np.ndarray, np.ndarray], *,
-                next_order_later: bool, set_patches: Callable[[Any, list[str]], None]) -> Any:
+                next_order_later: bool, set_patches: Callable[[Any, list[str]], None],
+                trace_events: bool | int = False) -> Any:
     """The engine's ``PassSpec`` for one pass: its view, epoch and order, ``labels`` as
     ``(name, array index, window offset)`` in gather order; ``set_patches(spec, names)``
-    adds patch samples once the labels are set."""
+    adds patch samples once the labels are set; ``trace_events``: record its timeline."""
     spec = _ext.PassSpec()
-    spec.split, spec.epoch, spec.ref_spc = split, epoch, ref_spc
+    spec.split, spec.epoch, spec.ref_spc, spec.trace_events = split, epoch, ref_spc, trace_events
     spec.batch_size, spec.prefetch_depth, spec.labels = batch_size, prefetch_depth, labels
     set_patches(spec, [label for label, _, _ in labels])
     spec.set_order(*order)
@@ -165,7 +167,10 @@ class PassIterator:
         native = self._native
         native.close(reason or "the pass was closed")
         native_stats = native.stats()
-        stats = PassStats.from_native(native_stats, consumer_s=self._consumer_s, store_kind=self._store_kind)
+        recorded = native.trace()
+        trace = None if recorded is None else Timeline.from_native(recorded, f"{self.split} epoch {self.epoch}")
+        stats = PassStats.from_native(native_stats, consumer_s=self._consumer_s, store_kind=self._store_kind,
+                                      trace=trace)
         if self._ahead is not None:
             self._ahead.close()
             ahead = self._ahead

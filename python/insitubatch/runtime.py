@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+import os
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from . import _ext
+from .errors import FailedPreconditionError
 from .records import StoredChunkRead
 from .summary import format_bytes
+from .timeline import Timeline
 
 ADVICE = {
     "consumer": "the loader kept up; the training step is the constraint (nothing to tune)",
@@ -143,18 +146,32 @@ class PassStats:
     # The backend the chunks came from (file, memory, http, s3, gcs, azure, references,
     # python; "" if unknown): the store advice depends on it.
     store_kind: str = ""
+    # What the pass recorded, when it was recorded (trace=True, or insitubatch.tracing()).
+    trace: Timeline | None = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_native(cls, native: Any, *, consumer_s: float, store_kind: str) -> "PassStats":
+    def from_native(cls, native: Any, *, consumer_s: float, store_kind: str,
+                    trace: Timeline | None = None) -> "PassStats":
         """The engine's stats (``_ext.PassStats``) with what only Python knows: the time spent
-        in the consumer's loop body and the store's backend."""
+        in the consumer's loop body and the store's backend; ``trace``: its timeline."""
         return cls(
-            **_copied(cls, native, ("bad_chunks", "times", "depths", "retry", "waited", "store_kind")),
+            **_copied(cls, native, ("bad_chunks", "times", "depths", "retry", "waited", "store_kind", "trace")),
             bad_chunks=tuple(StoredChunkRead(b.array, b.chunk_index, tuple(b.inner_coord), b.reason)
                              for b in native.bad_chunks), times=_copied_as(StageTimes, native.times, consumer_s=consumer_s),
             depths=_copied_as(Depths, native.depths), retry=_copied_as(RetryStats, native.retry),
-            waited=_copied_as(Waited, native.waited), store_kind=store_kind,
+            waited=_copied_as(Waited, native.waited), store_kind=store_kind, trace=trace,
         )
+
+    def save_trace(self, path: str | os.PathLike[str]) -> None:
+        """Writes the pass's timeline to ``path`` in the trace-event JSON format (open it in
+        ui.perfetto.dev or chrome://tracing; docs/tuning.md says how to read it). The pass
+        must have been recorded: ``InSituDataset(..., trace=True)``, or started inside
+        ``insitubatch.tracing()``."""
+        if self.trace is None:
+            raise FailedPreconditionError(
+                "this pass was not recorded: pass trace=True to the dataset, or start the pass inside"
+                " `with insitubatch.tracing():`")
+        self.trace.save(path)
 
     @property
     def reads(self) -> int:
@@ -206,7 +223,8 @@ class PassStats:
         return ADVICE["store"]
 
     def as_dict(self) -> dict[str, Any]:
-        out = asdict(self)
+        out = asdict(replace(self, trace=None))
+        del out["trace"]
         out["shares"] = self.shares
         out["limiting_stage"] = self.limiting_stage
         out["advice"] = self.advice

@@ -73,6 +73,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--sweep", type=_sweep, metavar="NAME=V1,V2,...", help=f"one of {', '.join(SWEEPABLE)}")
     p.add_argument("--no-ceilings", action="store_true")
     p.add_argument("--json", metavar="PATH", help="write the whole report as JSON ('-' for stdout)")
+    p.add_argument("--trace", metavar="PATH",
+                   help="record the cold epoch and write its timeline (trace-event JSON: ui.perfetto.dev opens it)")
     g = p.add_argument_group("store options (as store() takes them)")
     g.add_argument("--skip-signature", action="store_true", help="anonymous requests (public buckets)")
     g.add_argument("--endpoint", help="an S3-compatible or GCS endpoint URL")
@@ -104,6 +106,8 @@ def _dataset(args: argparse.Namespace, store: Any, geoms: Any, manifest: Any, **
     kwargs = dict(batch_size=args.batch_size, block_chunks=args.block_chunks, max_inflight=args.max_inflight,
                   decode_threads=args.decode_threads, gather_threads=args.gather_threads,
                   cache_budget_bytes=args.budget, chunk_transforms=args.transforms)
+    if args.trace is not None and not overrides:  # the measured epochs, not a sweep's
+        kwargs["trace"] = True
     kwargs.update(overrides)
     return InSituDataset(store, manifest, geoms, **kwargs)
 
@@ -213,6 +217,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                   "memory_estimate_bytes": described["memory"]["estimated_peak_bytes"]}
         rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
         report["cold"] = _epoch(ds, 0)
+        if args.trace is not None:
+            assert ds.last_pass is not None
+            ds.last_pass.save_trace(args.trace)
+            report["trace"] = args.trace
         report["warm"] = _epoch(ds, 1)
         report["samples"] = report["cold"]["samples"]
         report["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
@@ -243,6 +251,8 @@ def render(r: dict[str, Any]) -> str:
              f"  memory: describe() estimates {r['memory_estimate_bytes'] / 2**20:,.1f} MiB; peak RSS"
              f" {r['peak_rss_bytes'] / 2**20:,.1f} MiB (process, {r['rss_before_bytes'] / 2**20:,.1f} MiB before"
              " the epochs)"]
+    if "trace" in r:
+        lines.append(f"  timeline of the cold epoch: {r['trace']} (trace-event JSON: open it in ui.perfetto.dev)")
     if "ceilings" in r:
         c = r["ceilings"]
         lines += [f"  ceilings on the same chunks: raw GET {c['get_samples_per_s']:,.0f} samples/s at"

@@ -8,11 +8,12 @@ coordinator are plain Python objects the DataLoader accepts as they are.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from insitubatch import _ext, arguments
+from insitubatch import _ext, arguments, timeline
 from insitubatch.errors import FailedPreconditionError, InvalidArgumentError, InvalidTypeError
 
 from .cache import SharedDiskCache
@@ -64,11 +65,13 @@ class PrefetchCoordinator:
     """Keeps the objects of batches ``[i - batches_back, i + batches_ahead)`` on disk as
     batch ``i`` completes: downloads what enters the window (without waiting), and every
     ``prune_every`` batches prunes what left it (``prune_mode``: "window" deletes everything
-    outside; "pressure" only the least recently used while the cache is over max_bytes)."""
+    outside; "pressure" only the least recently used while the cache is over max_bytes).
+    ``trace=True`` (or a coordinator made inside ``insitubatch.tracing()``) records its
+    downloads, the waits for them and its prunes: :meth:`save_trace` writes the timeline."""
 
     def __init__(self, cache: SharedDiskCache, s3_uris: Any, batches_ahead: int = 200, batches_back: int = 4,
                  prune_every: int = 5, prune_mode: arguments.PruneMode = "window",
-                 prune_backend: arguments.PruneBackend = "meta") -> None:
+                 prune_backend: arguments.PruneBackend = "meta", trace: bool | int = False) -> None:
         if not isinstance(cache, SharedDiskCache):
             raise InvalidTypeError(f"cache must be a SharedDiskCache, got {type(cache).__name__}")
         for name, value in (("batches_ahead", batches_ahead), ("batches_back", batches_back),
@@ -76,6 +79,7 @@ class PrefetchCoordinator:
             arguments.integer(name, value, (0, 2**31 - 1))
         arguments.choice("prune_mode", prune_mode)
         arguments.choice("prune_backend", prune_backend)
+        self._trace_events = timeline.requested(trace)  # the ring of events, 0: not recorded
         self.cache = cache
         self.s3_uris = _as_key_list(s3_uris)
         if len(self.s3_uris) == 0:
@@ -94,7 +98,7 @@ class PrefetchCoordinator:
             self.cache.register_uris(self.s3_uris)
             self._native = _ext.Prefetcher.create(cache, self.s3_uris.native, self.batches_ahead,
                                                   self.batches_back, self.prune_every, self.prune_mode,
-                                                  self.prune_backend)
+                                                  self.prune_backend, self._trace_events)
             self._native_pid = os.getpid()
             if self.plan is not None:
                 self._native.set_plan(self.plan.matrix, self.plan.keep)
@@ -118,6 +122,17 @@ class PrefetchCoordinator:
 
     def stats(self) -> dict[str, int]:
         return dict(self._prefetcher().stats())
+
+    def save_trace(self, path: str | os.PathLike[str]) -> None:
+        """Writes what the coordinator recorded so far (this process's downloads, the waits
+        for them, hits, the window's moves and prunes) to ``path`` in the trace-event JSON
+        format (ui.perfetto.dev or chrome://tracing open it). It must have been made with
+        ``trace=True`` or inside ``insitubatch.tracing()``."""
+        recorded = self._prefetcher().trace()
+        if recorded is None:
+            raise FailedPreconditionError("this coordinator was not recorded: pass trace=True, or make it inside"
+                                          " `with insitubatch.tracing():`")
+        timeline.Timeline.from_native(recorded, "prefetch").save(path)
 
 
 class PrefetchingLoader:

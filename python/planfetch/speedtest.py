@@ -98,6 +98,8 @@ def parser() -> argparse.ArgumentParser:
                    help="the consumer's per-file function (path -> anything), instead of reading the bytes")
     p.add_argument("--no-ceilings", action="store_true", help="skip the ceiling measurements")
     p.add_argument("--json", metavar="PATH", help="write the whole report as JSON ('-' for stdout)")
+    p.add_argument("--trace", metavar="PATH",
+                   help="record the run and write its timeline (trace-event JSON: ui.perfetto.dev opens it)")
     p.add_argument("-v", "--verbose", action="store_true")
     return p
 
@@ -199,7 +201,7 @@ class _Progress:
 def _run_epoch(args: argparse.Namespace, cache: SharedDiskCache, uris: list[str], plan: PlanView,
                consume: Callable[[str], Any]) -> dict[str, Any]:
     coordinator = PrefetchCoordinator(cache, uris, args.batches_ahead, args.batches_back, args.prune_every,
-                                      args.prune_mode, args.prune_backend)
+                                      args.prune_mode, args.prune_backend, trace=args.trace is not None)
     coordinator.set_plan(plan)
     latencies, samples, consumed_bytes = [], 0, 0
     progress = _Progress(len(plan), args.verbose)
@@ -229,6 +231,8 @@ def _run_epoch(args: argparse.Namespace, cache: SharedDiskCache, uris: list[str]
     finally:
         progress.close()
     total = time.perf_counter() - t0
+    if args.trace is not None:
+        coordinator.save_trace(args.trace)
     stats = cache.stats()
     lat = np.asarray(latencies) * 1000
     return {
@@ -282,15 +286,20 @@ def _consumer_ceiling(paths: list[str], consume: Callable[[str], Any], workers: 
     return {"objects": len(paths), "seconds": seconds, "samples_per_s": len(paths) / seconds}
 
 
-def _verdict(args: argparse.Namespace, run: dict[str, Any], ceilings: dict[str, Any]) -> tuple[str, str]:
+def _stage_ceilings(args: argparse.Namespace, run: dict[str, Any], ceilings: dict[str, Any]) -> dict[str, float]:
+    """Each stage's ceiling in samples/s (network at the run's concurrency, disk, consumer)."""
     mean_object = run["object_bytes"] / max(1, run["distinct_objects"])
-    net = ceilings["network"]["at_threads"]["mb_per_s"] * 1e6 / mean_object
-    twice = ceilings["network"]["at_twice"]["mb_per_s"] * 1e6 / mean_object
-    candidates = {
-        "network": net,
+    return {
+        "network": ceilings["network"]["at_threads"]["mb_per_s"] * 1e6 / mean_object,
         "disk": ceilings["disk"]["mb_per_s"] * 1e6 / mean_object,
         "decode" if (args.decode or args.image_loader) else "consumer": ceilings["consumer"]["samples_per_s"],
     }
+
+
+def _verdict(args: argparse.Namespace, run: dict[str, Any], ceilings: dict[str, Any]) -> tuple[str, str]:
+    candidates = _stage_ceilings(args, run, ceilings)
+    net = candidates["network"]
+    twice = net * ceilings["network"]["at_twice"]["mb_per_s"] / ceilings["network"]["at_threads"]["mb_per_s"]
     stage = min(candidates, key=lambda k: candidates[k])
     achieved = run["samples_per_s"]
     if achieved < SATURATED * candidates[stage]:
@@ -330,7 +339,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     temp = args.cache_dir is None
     cache_dir = Path(tempfile.mkdtemp(prefix="planfetch-speedtest-") if temp else args.cache_dir)
     report: dict[str, Any] = {"index": str(args.csv_path), "rows": len(rows), "strategy": args.strategy,
-                              "config": {k: v for k, v in vars(args).items() if k not in ("json", "verbose")}}
+                              "config": {k: v for k, v in vars(args).items() if k not in ("json", "verbose", "trace")}}
+    if args.trace is not None:
+        report["trace"] = args.trace
     try:
         with SharedDiskCache(cache_dir, max_bytes=args.max_bytes, download_threads=args.download_threads,
                              s3_max_pool_connections=args.s3_pool_connections,
@@ -377,6 +388,8 @@ def render(report: dict[str, Any]) -> str:
             f"    consumer {c['consumer']['samples_per_s']:,.0f} samples/s over local files",
             f"  limiting stage    {report['limiting_stage']}: {report['advice']}",
         ]
+    if "trace" in report:
+        lines.append(f"  timeline          {report['trace']} (trace-event JSON: open it in ui.perfetto.dev)")
     if "error" in report:
         lines.append(f"  ERROR             {report['error']}")
     return "\n".join(lines)

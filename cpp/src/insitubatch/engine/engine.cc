@@ -59,7 +59,7 @@ Status PassSpec::Validate() const {
   INSITU_RETURN_IF_ERROR(CheckLimit(kPrefetchDepthLimit, prefetch_depth));
   if (ref_spc < 1) return InvalidArgument("ref_spc must be positive, got " + std::to_string(ref_spc));
   if (labels.empty()) return InvalidArgument("a pass needs at least one label");
-  return Status::Ok();
+  return CheckTraceEvents(trace_events);
 }
 
 Status CheckSampleLengths(std::span<const std::pair<std::string, int64_t>> lengths) {

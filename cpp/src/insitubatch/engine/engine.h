@@ -31,6 +31,7 @@
 
 #include "insitubatch/engine/backing.h"
 #include "insitubatch/engine/order.h"
+#include "insitubatch/engine/pass_trace.h"
 #include "insitubatch/engine/patches.h"
 #include "insitubatch/engine/plan.h"
 #include "insitubatch/engine/pool.h"
@@ -121,8 +122,11 @@ struct PassSpec {
   // unless `next_order_later`: then Pass::SetNextOrder gives it once the pass runs.
   std::optional<EpochOrder> next_order;
   bool next_order_later = false;
+  // Record the pass's timeline (pass_trace.h) in a ring of this many events; 0 = not at all.
+  uint64_t trace_events = 0;
 
-  // batch_size and prefetch_depth within their limits, ref_spc positive, a label at least.
+  // batch_size and prefetch_depth within their limits, ref_spc positive, a label at least,
+  // trace_events 0 or within the recorder's limits.
   Status Validate() const;
 };
 
@@ -240,6 +244,7 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
     int attempt = 1;        // 2: read again because the first bytes did not decode
     uint64_t admitted = 0;  // the slot's admission number: lower is needed sooner
     bool fresh = false;     // the slot's memory is likely new to the process (PopulatePages first)
+    int64_t queued_ns = 0;  // a recorded pass's: when the read was queued (its recorder's clock)
   };
   // A read whose bytes arrived, waiting for a decode thread.
   struct ArrivedRead {
@@ -389,6 +394,8 @@ class Pass {
   const std::vector<ArraySource>& sources() const { return engine_->sources(); }
   // Stats so far (final once Next() returned nullopt or Close() returned).
   PassStats stats() const;
+  // The pass's recorder (pass_trace.h); null unless its spec asked for one.
+  const std::shared_ptr<TraceRecorder>& trace() const { return load_stats_->trace; }
 
  private:
   friend class Engine;
@@ -423,6 +430,7 @@ class Pass {
   std::atomic<bool> cancelled_{false};
   std::string close_reason_;  // under queue_mutex_
   std::shared_ptr<LoadStats> load_stats_ = std::make_shared<LoadStats>();
+  TraceRecorder* trace_ = nullptr;     // load_stats_->trace, when the pass is recorded
   PassClock clock_{engine_->tokens_};  // what the producer waits on; Next() charges its waits
 
   // Scheduler progress: admissions (block_reads entries, through the blocks in order) done.
@@ -450,6 +458,7 @@ class Pass {
   std::mutex queue_mutex_;
   std::condition_variable queue_cv_;
   std::deque<Result<BatchData>> queue_;
+  std::deque<std::pair<size_t, int64_t>> queued_at_;  // a recorded pass's: (batch, when queued) per entry
   bool producer_done_ = false;
   bool consumer_done_ = false;
 

@@ -113,10 +113,11 @@ void Engine::QueueTileReads(const std::shared_ptr<Slot>& slot, const std::shared
   const ArraySource& source = sources_[slot->key.source];
   // Until the pool first evicts, no slot memory has been recycled: each slot's is new.
   const bool fresh = pool_.counters().evictions == 0;
+  const int64_t queued = stats->trace ? stats->trace->Now() : 0;
   std::lock_guard lock(reads_mutex_);
   const uint64_t admitted = admissions_++;
   for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
-    queued_reads_.push_back(TileRead{slot, tile, stats, 1, admitted, fresh});
+    queued_reads_.push_back(TileRead{slot, tile, stats, 1, admitted, fresh, queued});
     ++outstanding_;
   }
 }
@@ -181,6 +182,7 @@ void Engine::IssueReads() {
       read.stats->inflight_peak = std::max<uint64_t>(read.stats->inflight_peak, inflight);
       read.stats->decode_queue_peak = std::max<uint64_t>(read.stats->decode_queue_peak, decode_pool_->queued());
     }
+    TracePassNow(read.stats->trace.get(), PassEvent::kReadsInFlight, 0, 0, inflight);
     StartRead(std::move(read), issued, fast);
   }
 }
@@ -308,6 +310,17 @@ void Engine::StartRead(TileRead read, std::chrono::steady_clock::time_point t0, 
 void Engine::ReadAnswered(TileRead read, std::chrono::steady_clock::time_point issued, double waited,
                           Result<ReadResult> bytes) {
   tokens_.Answered();
+  if (TraceRecorder* trace = read.stats->trace.get()) {
+    // At the store for its last `waited` seconds; queued before that (for a token, or for
+    // the decode thread that reads it).
+    const SlotKey& key = read.slot->key;
+    const uint64_t stored = bytes.ok() && bytes->found ? bytes->data.size() : 0;
+    const uint64_t tile = read.tile | uint64_t{static_cast<uint32_t>(read.attempt)} << 32 | uint64_t{!bytes.ok()} << 40;
+    const int64_t now = trace->Now();
+    const int64_t at_store = std::max(trace->At(issued), now - static_cast<int64_t>(waited * 1e9));
+    TracePass(trace, PassEvent::kRead, read.queued_ns, now, key.source, key.chunk, stored, tile,
+              std::clamp(at_store, read.queued_ns, now));
+  }
   auto arrived = std::make_shared<ArrivedRead>(ArrivedRead{std::move(read), std::move(bytes), waited});
   std::lock_guard lock(reads_mutex_);
   at_store_since_.erase(at_store_since_.find(issued));
@@ -445,6 +458,10 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
       parted.reset();
     }
   decoded.cpu_s = ThreadCpuSeconds() - cpu0;
+  if (TraceRecorder* trace = read.stats->trace.get()) {
+    TracePass(trace, PassEvent::kDecode, trace->At(t0), trace->Now(), slot->key.source, slot->key.chunk,
+              decoded.stored_bytes, read.tile);
+  }
   if (parted == nullptr) {
     FinishTile(std::move(read), std::move(decoded));
     return;
@@ -467,7 +484,10 @@ void Engine::DecodeParts(const std::shared_ptr<PartedTile>& tile) {
   }
   double cpu = ThreadCpuSeconds();
   bool last = false;
+  // Used only before this thread's last part is counted done (the tile may go after that).
+  TraceRecorder* trace = t.read.stats->trace.get();
   for (; part < t.count; part = t.next.fetch_add(1, std::memory_order_relaxed)) {
+    const int64_t part_start = trace != nullptr ? trace->Now() : 0;
     Status status;
     if (t.read.slot->cancel.cancelled()) {
       status = Cancelled("the chunk was abandoned");
@@ -488,6 +508,10 @@ void Engine::DecodeParts(const std::shared_ptr<PartedTile>& tile) {
       }
     }
     cpu = now;
+    if (trace != nullptr) {
+      TracePass(trace, PassEvent::kDecodePart, part_start, trace->Now(), t.read.slot->key.source,
+                t.read.slot->key.chunk, part, t.read.tile);
+    }
     // acq_rel: the thread that completes the last part sees every other part's writes.
     if (t.left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       last = true;
@@ -527,6 +551,12 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
   Status& status = decoded.status;
   const bool cancelled = slot->cancel.cancelled() || status.code() == StatusCode::kCancelled;
   LoadStats& stats = *read.stats;
+  const std::shared_ptr<TraceRecorder> trace = stats.trace;  // outlives `read` below
+  const SlotKey key = slot->key;
+  if (decoded.retry.retries != 0) {
+    TracePassNow(trace.get(), PassEvent::kRetry, key.source, key.chunk, decoded.retry.retries,
+                 static_cast<uint64_t>(decoded.retry.backoff_s * 1e9));
+  }
   auto account = [&] {
     std::lock_guard lock(stats.mutex);
     stats.fetch_wait_s += decoded.fetch_wait_s;
@@ -546,11 +576,15 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
       stats.retry.last_error = status.message();
     }
     read.attempt = 2;
+    TracePassNow(trace.get(), PassEvent::kReread, key.source, key.chunk, 0, read.tile);
+    if (trace) read.queued_ns = trace->Now();
+    uint32_t inflight = 0;
     {
       std::lock_guard lock(reads_mutex_);
-      --inflight_;  // the token goes back; the read waits for one at the head of the queue
+      inflight = --inflight_;  // the token goes back; the read waits for one at the head of the queue
       queued_reads_.push_front(std::move(read));
     }
+    TracePassNow(trace.get(), PassEvent::kReadsInFlight, 0, 0, inflight);
     tokens_.Returned();
     ReadRoomFreed();
     return;
@@ -562,6 +596,7 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
     inner.erase(inner.begin() + source.sample_axis);
     bad = BadChunk{array.path(), slot->key.chunk, std::move(inner), status.message()};
     status = Status::Ok();
+    TracePassNow(trace.get(), PassEvent::kBadChunk, key.source, key.chunk, 0, read.tile);
   }
   account();
   if (pool_.TileDone(slot, status, bad ? &*bad : nullptr)) {
@@ -573,13 +608,15 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
   }
   read = TileRead{};  // drop the slot and stats before the engine may go
   const double wall_s = SecondsSince(decoded.started);
+  uint32_t inflight = 0;
   {
     std::lock_guard lock(reads_mutex_);
     if (decode_wall_s_ < 0) reads_cv_.notify_all();  // the first: a scheduler may wait for it
     ObserveLocked(decode_wall_s_, wall_s);
-    --inflight_;
+    inflight = --inflight_;
     --outstanding_;
   }
+  TracePassNow(trace.get(), PassEvent::kReadsInFlight, 0, 0, inflight);
   tokens_.Returned();
   ReadRoomFreed();
 }
@@ -655,6 +692,9 @@ void Engine::TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, Load
     pool_.Publish(
         slot, output.status().WithContext("chunk_transform on '" + source.path() + "' chunk " + std::to_string(chunk)),
         Buffer());
+  }
+  if (TraceRecorder* trace = stats.trace.get()) {
+    TracePass(trace, PassEvent::kTransform, trace->At(t0), trace->Now(), slot->key.source, chunk);
   }
   std::lock_guard lock(stats.mutex);
   stats.assemble_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

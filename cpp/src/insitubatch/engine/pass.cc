@@ -32,6 +32,10 @@ Pass::Pass(std::shared_ptr<Engine> engine, PassSpec spec, PassPlan plan)
   stats_.depths.gather_threads = engine_->gather_threads();
   stats_.depths.budget_bytes = engine_->pool().budget_bytes();
   evictions_at_start_ = engine_->pool().counters().evictions;
+  if (spec_.trace_events != 0) {
+    load_stats_->trace = std::make_shared<TraceRecorder>(spec_.trace_events);
+    trace_ = load_stats_->trace.get();
+  }
   started_ = std::chrono::steady_clock::now();
 }
 
@@ -53,6 +57,7 @@ Status Pass::Start() {
 // process): it becomes the pass's error, which the consumer receives.
 void Pass::RunScheduler() {
   try {
+    if (trace_ != nullptr) trace_->NameThread("scheduler");
     ScheduleBlocks();
   } catch (const std::exception& e) {
     {
@@ -65,6 +70,7 @@ void Pass::RunScheduler() {
 
 void Pass::RunProducer() {
   try {
+    if (trace_ != nullptr) trace_->NameThread("producer");
     ProduceBatches();
   } catch (const std::exception& e) {
     {
@@ -117,11 +123,12 @@ void Pass::ScheduleBlocks() {
       WaitForReadRoom();
       engine_->SizeReadAhead(owner_, block_tiles);
       std::shared_ptr<Slot> slot;
+      std::vector<SlotKey> removed;  // a recorded pass's evictions
       const auto t0 = std::chrono::steady_clock::now();
       clock_.Set(PassClock::Scheduler::kParked);  // until Acquire returns (at once, if there is room)
-      auto acquired =
-          engine_->pool().Acquire(owner_, key, source.slot_bytes(), static_cast<uint32_t>(source.stored.tiles),
-                                  /*deferred=*/source.transform != nullptr, cancelled, stalled, &slot);
+      auto acquired = engine_->pool().Acquire(
+          owner_, key, source.slot_bytes(), static_cast<uint32_t>(source.stored.tiles),
+          /*deferred=*/source.transform != nullptr, cancelled, stalled, &slot, trace_ != nullptr ? &removed : nullptr);
       const double waited = SecondsSince(t0);
       clock_.Set(PassClock::Scheduler::kAdmitting);
       if (!acquired.ok()) {
@@ -158,6 +165,19 @@ void Pass::ScheduleBlocks() {
         stats_.depths.resident_peak = std::max(stats_.depths.resident_peak, counters.resident_slots);
         stats_.depths.resident_peak_bytes = std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
       }
+      if (trace_ != nullptr) {
+        const int64_t now = trace_->Now();
+        for (const SlotKey& gone : removed) TracePass(trace_, PassEvent::kEvict, now, now, gone.source, gone.chunk);
+        // A revival's bytes are checked later, on a decode thread; one that fails is read then.
+        const AdmitOutcome outcome = admitted && !read                  ? AdmitOutcome::kRevived
+                                     : *acquired == Acquired::kHit      ? AdmitOutcome::kHit
+                                     : *acquired == Acquired::kInFlight ? AdmitOutcome::kInFlight
+                                                                        : AdmitOutcome::kAdmitted;
+        const uint64_t resident = engine_->pool().counters().resident_bytes;
+        TracePass(trace_, PassEvent::kAdmit, trace_->At(t0), now, key.source, key.chunk, static_cast<uint64_t>(outcome),
+                  resident);
+        TracePass(trace_, PassEvent::kPoolBytes, now, now, 0, 0, resident);
+      }
       {
         // A batch whose chunks are all admitted may be gathered now (batch_admissions).
         std::lock_guard lock(progress_mutex_);
@@ -178,18 +198,26 @@ void Pass::WaitForReadRoom() {
 
 Result<BatchData> Pass::GatherBatch(size_t k) {
   const double cpu0 = ThreadCpuSeconds();
+  const int64_t gather_start = trace_ != nullptr ? trace_->Now() : 0;
   const auto& needs = plan_.batch_needs[k];
   std::vector<std::shared_ptr<Slot>> slots;
   slots.reserve(needs.size());
   for (const SlotKey& key : needs) {
     producer_waiting_ = true;
     bool waited = false;  // WaitReady asks `cancelled` only of a chunk not yet ready
-    auto slot = engine_->pool().WaitReady(key, [this, &waited] {
-      if (!waited) clock_.Set(PassClock::Producer::kOnChunk);
+    int64_t wait_start = 0;
+    auto slot = engine_->pool().WaitReady(key, [this, &waited, &wait_start] {
+      if (!waited) {
+        clock_.Set(PassClock::Producer::kOnChunk);
+        if (trace_ != nullptr) wait_start = trace_->Now();
+      }
       waited = true;
       return cancelled_.load();
     });
-    if (waited) clock_.Set(PassClock::Producer::kBusy);
+    if (waited) {
+      clock_.Set(PassClock::Producer::kBusy);
+      if (trace_ != nullptr) TracePass(trace_, PassEvent::kWaitChunk, wait_start, trace_->Now(), key.source, key.chunk);
+    }
     producer_waiting_ = false;
     if (!slot.ok()) {
       const ArraySource& s = engine_->sources_[key.source];
@@ -226,6 +254,7 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
     }
   }
   double helper_wait_s = 0;
+  uint64_t batch_bytes = 0;
   std::vector<int64_t> starts;
   for (const Label& label : spec_.labels) {
     const ArraySource& source = engine_->sources_[label.source];
@@ -241,6 +270,7 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
       }
     }
     const uint64_t bytes = batch.rows * RowBytes(source, label, patches);
+    batch_bytes += bytes;
     // New memory is mapped in one call before the copy: a first epoch's batches outnumber
     // the buffers recycled to them until the consumer's first batches come back.
     INSITU_ASSIGN_OR_RETURN(Buffer buffer, engine_->buffers().TakeMapped(bytes));
@@ -256,6 +286,9 @@ Result<BatchData> Pass::GatherBatch(size_t k) {
         rows[r] = slot_for(SlotKey{label.source, (batch.anchors[r] + label.offset) / spc}).bad.empty() ? 0 : 1;
       }
     }
+  }
+  if (trace_ != nullptr) {
+    TracePass(trace_, PassEvent::kGather, gather_start, trace_->Now(), 0, k, batch.rows, batch_bytes);
   }
   // The producer's time in gather (its own copies, then the wait for its helpers): what
   // the limiting-stage rule weighs against the producer's other stages.
@@ -333,6 +366,7 @@ void Pass::ProduceBatches() {
       std::unique_lock lock(progress_mutex_);
       producer_waiting_ = true;
       bool waited = false;
+      const int64_t wait_start = trace_ != nullptr ? trace_->Now() : 0;
       // Only this batch's own chunks: the rest of its block may still be admitted.
       const size_t needed = plan_.batch_admissions[k];
       while (admitted_ < needed && scheduler_error_.ok() && !cancelled_.load()) {
@@ -340,7 +374,10 @@ void Pass::ProduceBatches() {
         waited = true;
         progress_cv_.wait_for(lock, std::chrono::milliseconds(50));
       }
-      if (waited) clock_.Set(PassClock::Producer::kBusy);
+      if (waited) {
+        clock_.Set(PassClock::Producer::kBusy);
+        if (trace_ != nullptr) TracePass(trace_, PassEvent::kWaitAdmission, wait_start, trace_->Now(), 0, k);
+      }
       producer_waiting_ = false;
       if (admitted_ < needed) failure = scheduler_error_;
     }
@@ -357,6 +394,7 @@ void Pass::ProduceBatches() {
     {
       std::unique_lock lock(queue_mutex_);
       const bool full = queue_.size() >= spec_.prefetch_depth;
+      const int64_t wait_start = trace_ != nullptr && full ? trace_->Now() : 0;
       if (full) clock_.Set(PassClock::Producer::kOnConsumer);
       while (queue_.size() >= spec_.prefetch_depth && !cancelled_.load()) {
         queue_cv_.wait_for(lock, std::chrono::milliseconds(50));
@@ -364,6 +402,12 @@ void Pass::ProduceBatches() {
       if (full) clock_.Set(PassClock::Producer::kBusy);
       if (cancelled_.load()) break;
       queue_.push_back(std::move(batch));
+      if (trace_ != nullptr) {
+        const int64_t now = trace_->Now();
+        if (full) TracePass(trace_, PassEvent::kWaitConsumer, wait_start, now, 0, k);
+        queued_at_.emplace_back(k, now);
+        TracePass(trace_, PassEvent::kQueueDepth, now, now, 0, 0, queue_.size());
+      }
       std::lock_guard stats_lock(stats_mutex_);
       stats_.depths.batch_queue_peak = std::max<uint64_t>(stats_.depths.batch_queue_peak, queue_.size());
     }
@@ -398,6 +442,8 @@ Result<std::optional<BatchData>> Pass::Next(const std::function<Status()>& inter
     }
   } charge{clock_, queue_.empty() && !producer_done_};
   if (charge.waits) clock_.SetConsumerWaiting(true);
+  if (trace_ != nullptr) trace_->NameThread("consumer");
+  const int64_t wait_start = trace_ != nullptr && charge.waits ? trace_->Now() : 0;
   // Waits in slices: `interrupted` (a signal handler's exception, in Python) and a close
   // from another thread are noticed within one.
   while (queue_.empty() && !producer_done_) {
@@ -419,6 +465,14 @@ Result<std::optional<BatchData>> Pass::Next(const std::function<Status()>& inter
   }
   Result<BatchData> item = std::move(queue_.front());
   queue_.pop_front();
+  if (trace_ != nullptr && !queued_at_.empty()) {
+    const auto [batch, queued] = queued_at_.front();
+    queued_at_.pop_front();
+    const int64_t now = trace_->Now();
+    if (charge.waits) TracePass(trace_, PassEvent::kConsumerWait, wait_start, now, 0, batch);
+    TracePass(trace_, PassEvent::kHandOff, queued, now, 0, batch);
+    TracePass(trace_, PassEvent::kQueueDepth, now, now, 0, 0, queue_.size());
+  }
   lock.unlock();
   queue_cv_.notify_all();
   if (!item.ok()) {
@@ -460,6 +514,7 @@ void Pass::Close(const std::string& reason) {
     {
       std::lock_guard lock(queue_mutex_);
       queue_.clear();
+      queued_at_.clear();
       producer_done_ = true;
       consumer_done_ = true;
     }
@@ -467,6 +522,9 @@ void Pass::Close(const std::string& reason) {
     stats_.wall_s = SecondsSince(started_);
     stats_.evictions = engine_->pool().counters().evictions - evictions_at_start_;
     --engine_->live_passes_;
+    if (trace_ != nullptr) {
+      TracePass(trace_, PassEvent::kPass, trace_->At(started_), trace_->Now(), 0, 0, stats_.batches, stats_.finished);
+    }
   });
 }
 

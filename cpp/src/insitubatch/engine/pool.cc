@@ -120,12 +120,15 @@ bool ChunkPool::EvictForLocked(uint64_t charge) {
 
 Result<Acquired> ChunkPool::Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles, bool deferred,
                                     const std::function<bool()>& cancelled, const std::function<bool()>& stalled,
-                                    std::shared_ptr<Slot>* out) {
+                                    std::shared_ptr<Slot>* out, std::vector<SlotKey>* removed) {
   std::vector<std::shared_ptr<Slot>> dead;  // evicted slots, freed after the lock
   std::unique_lock lock(mutex_);
   Result<Acquired> result = AcquireLocked(lock, owner, key, charge, tiles, deferred, cancelled, stalled, out);
   dead = TakeGraveyard();
   lock.unlock();
+  if (removed != nullptr) {
+    for (const std::shared_ptr<Slot>& slot : dead) removed->push_back(slot->key);
+  }
   return result;
 }
 

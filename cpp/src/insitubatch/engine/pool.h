@@ -118,10 +118,12 @@ class ChunkPool {
   // (`tiles` pending, no memory yet) and returns kAdmitted: the caller then calls Prepare
   // and, unless the slot was revived, delivers every tile. Waits while the budget is full
   // of pinned or filling slots; gives up with Cancelled when `cancelled()` turns true, and
-  // with ResourceExhausted when `stalled()` says no release can ever come.
+  // with ResourceExhausted when `stalled()` says no release can ever come. `removed`
+  // (optional): the keys of the slots it took out of the pool to make room (a recorded
+  // pass's evictions) or to read again.
   Result<Acquired> Acquire(OwnerId owner, SlotKey key, uint64_t charge, uint32_t tiles, bool deferred,
                            const std::function<bool()>& cancelled, const std::function<bool()>& stalled,
-                           std::shared_ptr<Slot>* slot);
+                           std::shared_ptr<Slot>* slot, std::vector<SlotKey>* removed = nullptr);
 
   // Gives an admitted slot its memory: the backing's revival of an earlier run's slot (the
   // slot holds its bytes but stays FILLING until Revived, or Unrevived when they fail the

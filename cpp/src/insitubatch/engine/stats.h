@@ -4,9 +4,12 @@
 // Costs are per-thread CPU time; waits are wall time.
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
+
+#include "insitubatch/util/trace.h"
 
 namespace insitubatch::engine {
 
@@ -83,6 +86,9 @@ struct LoadStats {
   uint64_t revived_hits = 0;
   uint64_t revive_rejected = 0;
   uint64_t rejected_rereads = 0;
+  // The pass's recorder when it is recorded (pass_trace.h), else null: reads record into
+  // it too, and may outlive the pass.
+  std::shared_ptr<TraceRecorder> trace;
 };
 
 struct PassStats {

@@ -119,6 +119,14 @@ struct ObjectCache::Download {
   bool done = false;
   bool elsewhere = false;  // another process holds the download
   Status status;
+  // A recorded run's (prefetch_trace.h): its recorder, the object's label, and when the
+  // download was queued and begun.
+  std::shared_ptr<TraceRecorder> trace;
+  int64_t label = 0;
+  int64_t queued_ns = 0;
+  int64_t begun_ns = 0;
+  uint64_t bytes = 0;    // written, once done
+  uint64_t retries = 0;  // transient failures the store retried
 };
 
 Result<std::shared_ptr<ObjectCache>> ObjectCache::Open(ObjectCacheOptions options) {
@@ -242,6 +250,12 @@ std::shared_ptr<ObjectCache::Download> ObjectCache::Start(std::string_view uri, 
     downloads_.emplace(at.path, d);
     queue_.push_back(d);
     ++outstanding_;
+    if (trace_) {
+      d->trace = trace_;
+      d->label = trace_->Label(uri);
+      d->queued_ns = trace_->Now();
+      TracePrefetch(trace_.get(), PrefetchEvent::kQueued, d->queued_ns, d->queued_ns, 0, queue_.size());
+    }
   }
   Pump();
   return d;
@@ -256,11 +270,16 @@ void ObjectCache::Pump() {
       queue_.pop_front();
       ++in_flight_;
     }
+    if (trace_ && !begin.empty()) {
+      TracePrefetchNow(trace_.get(), PrefetchEvent::kInFlight, 0, in_flight_);
+      TracePrefetchNow(trace_.get(), PrefetchEvent::kQueued, 0, queue_.size());
+    }
   }
   for (auto& d : begin) pool_->Submit([this, d] { Begin(d); });
 }
 
 void ObjectCache::Begin(std::shared_ptr<Download> d) {
+  if (d->trace) d->begun_ns = d->trace->Now();
   if (closing_.cancelled()) return Done(d, Cancelled("the cache was closed"), false);
   {
     auto dir = OpenDir(d->at, /*create=*/true);
@@ -304,12 +323,19 @@ void ObjectCache::Finish(std::shared_ptr<Download> d, Result<ReadResult> bytes) 
     stats_.retries += bytes->retry.retries;
   }
   Account(d->path, data.size());
+  d->bytes = data.size();
+  d->retries = bytes->retry.retries;
   Done(d, Status::Ok(), false);
 }
 
 void ObjectCache::Done(const std::shared_ptr<Download>& d, Status status, bool elsewhere) {
   d->file.reset();
   d->dir.reset();
+  if (TraceRecorder* trace = d->trace.get()) {
+    const uint64_t flags = uint64_t{!status.ok()} | uint64_t{elsewhere} << 1 | d->retries << 8;
+    TracePrefetch(trace, PrefetchEvent::kDownload, d->queued_ns, trace->Now(), d->label, d->bytes, flags,
+                  std::max(d->begun_ns, d->queued_ns));
+  }
   {
     std::lock_guard lock(mutex_);
     d->done = true;
@@ -320,6 +346,7 @@ void ObjectCache::Done(const std::shared_ptr<Download>& d, Status status, bool e
     downloads_.erase(d->path);
     --in_flight_;
     --outstanding_;
+    if (d->trace) TracePrefetchNow(d->trace.get(), PrefetchEvent::kInFlight, 0, in_flight_);
     // Notified under the lock: once the destructor sees no download left the cache may go.
     cv_.notify_all();
   }
@@ -374,10 +401,13 @@ Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::fu
       Account(at.path, *size);
       std::lock_guard lock(mutex_);
       ++stats_.hits;
+      if (trace_) TracePrefetchNow(trace_.get(), PrefetchEvent::kHit, trace_->Label(uri));
       return std::move(at.path);
     }
     std::shared_ptr<Download> d = Start(uri, at);
     std::unique_lock lock(mutex_);
+    const std::shared_ptr<TraceRecorder> trace = d->done ? nullptr : trace_;  // a wait is recorded
+    const int64_t wait_start = trace ? trace->Now() : 0;
     while (!d->done) {
       cv_.wait_for(lock, std::chrono::milliseconds(50));
       if (!d->done) {
@@ -387,6 +417,7 @@ Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::fu
         lock.lock();
       }
     }
+    if (trace) TracePrefetch(trace.get(), PrefetchEvent::kLocalWait, wait_start, trace->Now(), trace->Label(uri));
     if (!d->status.ok()) return d->status;
     if (!d->elsewhere) continue;  // on disk now (or gone again: then fetched again)
     lock.unlock();
@@ -421,6 +452,16 @@ Result<std::string> ObjectCache::EnsureLocal(std::string_view uri, const std::fu
       std::this_thread::sleep_for(kPoll);
     }
   }
+}
+
+void ObjectCache::SetTrace(std::shared_ptr<TraceRecorder> trace) {
+  std::lock_guard lock(mutex_);
+  trace_ = std::move(trace);
+}
+
+void ObjectCache::StopTrace(const TraceRecorder* trace) {
+  std::lock_guard lock(mutex_);
+  if (trace_.get() == trace) trace_.reset();
 }
 
 void ObjectCache::Prefetch(const std::vector<std::string>& uris) {

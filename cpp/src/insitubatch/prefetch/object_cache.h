@@ -39,6 +39,7 @@
 #include "insitubatch/cache/files.h"
 #include "insitubatch/cache/locked_write.h"
 #include "insitubatch/io/store.h"
+#include "insitubatch/prefetch/prefetch_trace.h"
 #include "insitubatch/util/cancel.h"
 #include "insitubatch/util/fork_guard.h"
 #include "insitubatch/util/result.h"
@@ -108,6 +109,10 @@ class ObjectCache {
 
   ObjectCacheStats stats() const;
   const ObjectCacheOptions& options() const { return options_; }
+  // Downloads, hits and waits from now on are recorded into `trace` (prefetch_trace.h). A
+  // recorded Prefetcher installs its own, and stops it (StopTrace) when it goes.
+  void SetTrace(std::shared_ptr<TraceRecorder> trace);
+  void StopTrace(const TraceRecorder* trace);  // if `trace` is the one recording
 
  private:
   struct Download;
@@ -155,6 +160,7 @@ class ObjectCache {
   std::unordered_map<std::string, FileInfo> files_;  // meta: what this process knows of
   uint64_t bytes_ = 0;
   ObjectCacheStats stats_;
+  std::shared_ptr<TraceRecorder> trace_;  // null unless a run is recorded
 };
 
 // The file names pruning and sweeping must leave alone or treat as temporary.

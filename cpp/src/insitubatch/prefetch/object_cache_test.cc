@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <thread>
 
@@ -161,6 +162,60 @@ TEST(ObjectCacheTest, PrefetcherKeepsTheWindow) {
   std::vector<int64_t> bad = {0, 1, 2, 99};
   EXPECT_FALSE(prefetcher->SetPlan(bad, 2).ok());
   EXPECT_FALSE(prefetcher->SetPlan(plan, 7).ok());
+}
+
+TEST(ObjectCacheTest, ARecordedPrefetcherRecordsItsDownloadsWaitsAndPrunes) {
+  ObjectCacheOptions o;
+  o.min_age_seconds = 0;
+  Fixture f(o);
+  auto uris = std::make_shared<KeyList>("mem://b/");
+  for (int i = 0; i < 24; ++i) {
+    f.Put("s" + std::to_string(i), 100 + i);
+    ASSERT_TRUE(uris->Append("mem://b/s" + std::to_string(i), i).ok());
+  }
+  PrefetchOptions p;
+  p.batches_ahead = 2;
+  p.batches_back = 1;
+  p.prune_every = 2;
+  p.trace_events = 4096;
+  auto prefetcher = Prefetcher::Create(f.cache, uris, p).value();
+  std::vector<int64_t> plan(24);
+  for (int i = 0; i < 24; ++i) plan[i] = i;  // 6 batches of 4
+  ASSERT_TRUE(prefetcher->SetPlan(plan, 4).ok());
+  prefetcher->Prime();
+  for (size_t b = 0; b < 6; ++b) {
+    for (int k = 0; k < 4; ++k) ASSERT_TRUE(f.cache->EnsureLocal(uris->Get(plan[b * 4 + k])).ok());
+    ASSERT_TRUE(prefetcher->OnBatchYielded(b).ok());
+  }
+  while (f.cache->stats().in_flight + f.cache->stats().queued > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const TraceRecorder::Snapshot snap = prefetcher->trace()->Take();
+  std::map<PrefetchEvent, std::vector<TraceEvent>> kinds;
+  for (const TraceEvent& e : snap.events) kinds[static_cast<PrefetchEvent>(e.kind)].push_back(e);
+  const ObjectCacheStats stats = f.cache->stats();
+  EXPECT_EQ(snap.dropped, 0u);
+  EXPECT_EQ(kinds[PrefetchEvent::kDownload].size(), stats.downloads);
+  uint64_t bytes = 0;
+  std::set<std::string> downloaded;
+  for (const TraceEvent& d : kinds[PrefetchEvent::kDownload]) {
+    EXPECT_LE(d.start, d.mid);
+    EXPECT_LE(d.mid, d.end);
+    bytes += d.a;
+    downloaded.insert(snap.labels.at(static_cast<size_t>(d.id)));
+  }
+  EXPECT_EQ(bytes, stats.bytes_downloaded);
+  EXPECT_EQ(downloaded.size(), 24u);
+  EXPECT_TRUE(downloaded.count("mem://b/s7"));
+  EXPECT_EQ(kinds[PrefetchEvent::kBatchDone].size(), 6u);
+  EXPECT_EQ(kinds[PrefetchEvent::kPrune].size(), prefetcher->stats().prunes);
+  // Each EnsureLocal ends finding its file (after waiting for its download, or at once).
+  EXPECT_EQ(kinds[PrefetchEvent::kHit].size(), 24u);
+  EXPECT_EQ(kinds[PrefetchEvent::kHit].size(), stats.hits);
+  EXPECT_LE(kinds[PrefetchEvent::kLocalWait].size(), 24u);
+  prefetcher.reset();  // stops recording: the cache's later downloads go unrecorded
+  f.Put("late", 5);
+  ASSERT_TRUE(f.cache->EnsureLocal("mem://b/late").ok());
 }
 
 TEST(ObjectCacheTest, AKeepPlanKeepsTheNeighboursWindowToo) {

@@ -7,7 +7,17 @@ namespace insitubatch::prefetch {
 Result<std::shared_ptr<Prefetcher>> Prefetcher::Create(std::shared_ptr<ObjectCache> cache,
                                                        std::shared_ptr<const KeyList> uris, PrefetchOptions options) {
   if (!cache || !uris) return InvalidArgument("a prefetcher needs a cache and its URIs");
-  return std::shared_ptr<Prefetcher>(new Prefetcher(std::move(cache), std::move(uris), options));
+  INSITU_RETURN_IF_ERROR(CheckTraceEvents(options.trace_events));
+  std::shared_ptr<Prefetcher> prefetcher(new Prefetcher(std::move(cache), std::move(uris), options));
+  if (options.trace_events != 0) {
+    prefetcher->trace_ = std::make_shared<TraceRecorder>(options.trace_events);
+    prefetcher->cache_->SetTrace(prefetcher->trace_);
+  }
+  return prefetcher;
+}
+
+Prefetcher::~Prefetcher() {
+  if (trace_) cache_->StopTrace(trace_.get());
 }
 
 namespace {
@@ -58,6 +68,7 @@ void Prefetcher::ScheduleTo(size_t end) {
   }
   stats_.requested += uris.size();
   stats_.scheduled_to = end;
+  TracePrefetchNow(trace_.get(), PrefetchEvent::kSchedule, static_cast<int64_t>(end), uris.size());
   cache_->Prefetch(uris);
 }
 
@@ -91,6 +102,7 @@ Status Prefetcher::OnBatchYielded(size_t i) {
     std::lock_guard lock(mutex_);
     if (batch_size_ == 0) return FailedPrecondition("on_batch_yielded before set_plan");
     stats_.position = static_cast<int64_t>(i);
+    TracePrefetchNow(trace_.get(), PrefetchEvent::kBatchDone, static_cast<int64_t>(i));
     ScheduleTo(i + 1 + options_.batches_ahead);
     prune = options_.prune_every != 0 && (i + 1) % options_.prune_every == 0;
     if (prune) {
@@ -99,7 +111,11 @@ Status Prefetcher::OnBatchYielded(size_t i) {
     }
   }
   if (!prune) return Status::Ok();
+  const int64_t prune_start = trace_ ? trace_->Now() : 0;
   INSITU_ASSIGN_OR_RETURN(PruneResult r, cache_->Prune(options_.prune_mode, options_.prune_backend, keep));
+  if (trace_) {
+    TracePrefetch(trace_.get(), PrefetchEvent::kPrune, prune_start, trace_->Now(), 0, r.removed_files, r.removed_bytes);
+  }
   std::lock_guard lock(mutex_);
   ++stats_.prunes;
   stats_.pruned_files += r.removed_files;

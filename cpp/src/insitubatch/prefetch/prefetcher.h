@@ -25,6 +25,8 @@ struct PrefetchOptions {
   size_t prune_every = 5;  // 0 = never prune
   PruneMode prune_mode = PruneMode::kWindow;
   PruneBackend prune_backend = PruneBackend::kMeta;
+  // Record the run (prefetch_trace.h) in a ring of this many events; 0 = not at all.
+  uint64_t trace_events = 0;
 };
 
 struct PrefetchStats {
@@ -40,6 +42,7 @@ class Prefetcher {
  public:
   static Result<std::shared_ptr<Prefetcher>> Create(std::shared_ptr<ObjectCache> cache,
                                                     std::shared_ptr<const KeyList> uris, PrefetchOptions options);
+  ~Prefetcher();
 
   // A new plan: `indices` row-major [batches x batch_size]; entries < 0 are padding.
   // Every index must be < the number of URIs. `keep` (optional, row-major
@@ -57,6 +60,8 @@ class Prefetcher {
 
   PrefetchStats stats() const;
   size_t batches() const { return batch_size_ == 0 ? 0 : indices_.size() / batch_size_; }
+  // The run's recorder (its cache's downloads and waits too); null unless asked for.
+  const std::shared_ptr<TraceRecorder>& trace() const { return trace_; }
 
  private:
   Prefetcher(std::shared_ptr<ObjectCache> cache, std::shared_ptr<const KeyList> uris, PrefetchOptions options)
@@ -72,6 +77,7 @@ class Prefetcher {
   std::vector<int64_t> keep_;  // empty: the plan keeps its own window
   size_t keep_batch_size_ = 0;
   PrefetchStats stats_;
+  std::shared_ptr<TraceRecorder> trace_;
 };
 
 }  // namespace insitubatch::prefetch
