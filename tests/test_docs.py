@@ -44,3 +44,20 @@ def test_no_source_cites_notes_outside_the_repository():
                     if pattern.search(line):
                         offenders.append(f"{path.relative_to(ROOT)}:{n}: {line.strip()}")
     assert not offenders, "\n".join(offenders)
+
+
+def test_the_benchmarks_page_opens_with_its_headline_table_and_plot_and_the_home_page_shows_it():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("headline_plot", ROOT / "bench" / "headline_plot.py")
+    headline = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = headline  # its dataclass looks its module up
+    spec.loader.exec_module(headline)
+    rows = headline.parse(ROOT / "docs" / "benchmarks.md")  # each "ours ahead" agrees with its two figures
+    assert {r.where for r in rows} == {"local", "first batch", "cloud"}
+    page = (ROOT / "docs" / "benchmarks.md").read_text()
+    first_section = page.split("\n## ", 2)[1]
+    assert first_section.startswith("At a glance") and headline.BEGIN in first_section
+    assert "![ours ahead of each peer](img/headline.png)" in first_section
+    assert "](img/headline.png)" in (ROOT / "docs" / "index.md").read_text()
+    assert (ROOT / "docs" / "img" / "headline.png").is_file()

@@ -28,7 +28,7 @@ import numpy as np
 import numpy.random  # noqa: F401
 
 from . import _ext, arguments, caching, class_plans, dataset_sizing, lifecycle, opening, passes, resume, sampling
-from . import strings, timeline
+from . import bars, strings, timeline
 from .dataset_config import DatasetConfig, default_max_inflight
 from .epochs import SPLITS, EpochPlanner, Share
 from .errors import FailedPreconditionError, InvalidTypeError
@@ -345,8 +345,11 @@ class InSituDataset:
         return self._planner.chunk_rows(chunk_ids)
 
     def print_summary(self, *, iterations: int = 1, file: Any = None) -> None:
-        """Prints :meth:`describe` formatted (numbers first, then advice)."""
+        """Prints :meth:`describe` formatted (numbers first, then advice) and, once a pass
+        has run, its shares of wall time a line per stage (bars on a terminal)."""
         print(dataset_sizing.format_report(self.describe(iterations=iterations)), file=file)
+        if self.last_pass is not None:
+            print("\n" + bars.pass_chart(self.last_pass, tty=bars.is_terminal(file)), file=file)
 
     # The last pass's figures (0 before any).
     resident_peak = property(lambda self: self.last_pass.depths.resident_peak if self.last_pass else 0)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import _ext
+from . import _ext, bars
 from .cli import UsageError, integer_at_least, report_main
 from .dataset import InSituDataset
 from .errors import InSituError, InvalidArgumentError, NotFoundError
@@ -267,6 +267,10 @@ def render(r: dict[str, Any]) -> str:
             mark = "  <- recommended" if row[name] == s["recommended"] else ""
             lines.append(f"    {name}={row[name]:<6} {row['samples_per_s']:>10,.0f} samples/s  ttfb"
                          f" {row['ttfb_s'] * 1000:>7.1f} ms  limited by {_verdict(row)}{mark}")
+    cold = r["cold"]
+    stage = cold["limiting_stage"]
+    lines += ["", bars.stage_chart("share of wall time, cold epoch", cold["shares"], None if stage == "unknown" else stage,
+                                   tty=bars.is_terminal(), unmarked="no single stage dominated")]
     return "\n".join(lines)
 
 

@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from insitubatch import InSituError, _ext, urls
+from insitubatch import InSituError, _ext, bars, urls
 from insitubatch.cli import UsageError, integer_at_least, report_main
 
 from .cache import SharedDiskCache
@@ -358,6 +358,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                       "disk": _disk_ceiling(cache_dir, local),
                                       "consumer": _consumer_ceiling(local, consume, args.workers)}
                 report["limiting_stage"], report["advice"] = _verdict(args, run_, report["ceilings"])
+                # At its ceiling, a stage alone would take this share of the run's wall time.
+                report["ceiling_shares"] = {stage: run_["samples_per_s"] / rate for stage, rate in
+                                            _stage_ceilings(args, run_, report["ceilings"]).items()}
     finally:
         if temp:
             shutil.rmtree(cache_dir, ignore_errors=True)
@@ -387,6 +390,11 @@ def render(report: dict[str, Any]) -> str:
             f"    disk     {c['disk']['mb_per_s']:,.1f} MB/s writing files",
             f"    consumer {c['consumer']['samples_per_s']:,.0f} samples/s over local files",
             f"  limiting stage    {report['limiting_stage']}: {report['advice']}",
+            "",
+            bars.stage_chart("share of wall time each stage needs at its ceiling", report["ceiling_shares"],
+                             report["limiting_stage"] if report["limiting_stage"] in report["ceiling_shares"] else None,
+                             tty=bars.is_terminal(),
+                             unmarked="every stage has room: the prefetch window limits the run"),
         ]
     if "trace" in report:
         lines.append(f"  timeline          {report['trace']} (trace-event JSON: open it in ui.perfetto.dev)")
