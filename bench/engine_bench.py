@@ -16,12 +16,14 @@ differs), measured in one run on this machine:
 
 Ceiling and ours alternate in `--runs` paired rounds (the VM's speed drifts by tens of percent
 within a minute, so only a ratio taken seconds apart means anything); the row reports the
-median paired ratio and its range. With `--trace-ab` each round also times a recorded epoch
-(`trace=True`, the pass's timeline kept in its ring) beside an unrecorded one, in alternating
-order, and the row reports what recording costs: the median of recorded / unrecorded epoch
-time, less one, and the time `save_trace()` takes to write that epoch's file. Each row is measured for every `--threads` decode-thread
-count: all cores (the loader's read and gather copies then take CPU from the decoders) and
-all cores but one (they run beside the decoders, as on any machine with cores to spare).
+median paired ratio and its range. With `--trace-ab` each round also times recorded epochs
+(inside `insitubatch.tracing()`: the pass's timeline kept in its ring) beside unrecorded ones
+of the same dataset, in alternating order, and the row reports what recording costs: the
+median of recorded / unrecorded, less one, in wall time and in the process's CPU time, and
+the time `save_trace()` takes to write a recorded epoch's file. Each row is measured for
+every `--threads` decode-thread count: all cores (the loader's read and gather copies then
+take CPU from the decoders) and all cores but one (they run beside the decoders, as on any
+machine with cores to spare).
 
     .venv/bin/python bench/engine_bench.py [--samples 1024] [--field 181x360] [--runs 5] [--threads 2,1] [--trace-ab]
 
@@ -129,45 +131,49 @@ def paired_rounds(path: pathlib.Path, files: list[str], decoded: int, threads: i
 
 
 def trace_rounds(path: pathlib.Path, files: list[str], threads: int, args) -> dict:
-    """`args.runs` rounds of (unrecorded, recorded) cold-pool epochs on two warm datasets
-    over one store, alternating which goes first; each side the best of two tries per round.
-    Returns what recording costs: recorded / unrecorded epoch time, less one (median and
-    range over the rounds), and the seconds `save_trace()` took to write a recorded epoch."""
+    """`args.runs` rounds of (unrecorded, recorded) cold-pool epochs of one warm dataset,
+    alternating which goes first (a recorded epoch runs inside `tracing()`); each side the
+    best of two tries per round, in wall time and in the process's CPU time. Returns what
+    recording costs: recorded / unrecorded, less one (median and range over the rounds),
+    and the seconds `save_trace()` took to write a recorded epoch."""
+    import contextlib
     import tempfile
 
-    from insitubatch import InSituDataset, open_geometries, split_by_chunk, store
+    from insitubatch import InSituDataset, open_geometries, split_by_chunk, store, tracing
 
     s = store(str(path))
     geoms = open_geometries(s, ["t2m"])
     manifest = split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0))
-    sides = {recorded: InSituDataset(s, manifest, geoms, batch_size=args.batch_size, block_chunks=args.block_chunks,
-                                     decode_threads=threads, trace=recorded) for recorded in (False, True)}
-    for ds in sides.values():
-        cold_pool_epoch(ds, 0)  # warm-up
-    costs, save_s, events, epoch = [], [], 0, 1
+    ds = InSituDataset(s, manifest, geoms, batch_size=args.batch_size, block_chunks=args.block_chunks,
+                       decode_threads=threads)
+    cold_pool_epoch(ds, 0)  # warm-up
+    costs, cpu_costs, save_s, events, epoch, kept = [], [], [], 0, 1, None
     for k in range(args.runs):
-        best = {}
+        best, cpu = {}, {}
         for recorded in ((False, True) if k % 2 == 0 else (True, False)):
-            ds = sides[recorded]
-            times = []
+            times, cpus = [], []
             for _ in range(2):
-                dt, _ = cold_pool_epoch(ds, epoch)
+                cpu0 = time.process_time()  # every thread of the process: what recording adds to the CPU
+                with tracing() if recorded else contextlib.nullcontext():
+                    dt, _ = cold_pool_epoch(ds, epoch)
+                cpus.append(time.process_time() - cpu0)
                 epoch += 1
                 assert ds.last_pass.cache_misses == len(files), "every chunk must be decoded"
                 assert (ds.last_pass.trace is not None) == recorded
+                kept = ds.last_pass if recorded else kept
                 times.append(dt)
-            best[recorded] = min(times)
+            best[recorded], cpu[recorded] = min(times), min(cpus)
         costs.append(best[True] / best[False] - 1)
-        trace = sides[True].last_pass.trace
-        events = len(trace.events)
-        with tempfile.TemporaryDirectory() as tmp:
+        cpu_costs.append(cpu[True] / cpu[False] - 1)
+        events = len(kept.trace.events)
+        with tempfile.TemporaryDirectory() as tmp:  # writing the file is after the pass: timed apart
             t0 = time.perf_counter()
-            sides[True].last_pass.save_trace(pathlib.Path(tmp) / "epoch.json")
+            kept.save_trace(pathlib.Path(tmp) / "epoch.json")
             save_s.append(time.perf_counter() - t0)
-    for ds in sides.values():
-        ds.close()
+    ds.close()
     return {"trace_cost": statistics.median(costs), "trace_cost_min": min(costs), "trace_cost_max": max(costs),
-            "trace_events": events, "trace_save_s": statistics.median(save_s)}
+            "trace_cpu_cost": statistics.median(cpu_costs), "trace_cpu_cost_min": min(cpu_costs),
+            "trace_cpu_cost_max": max(cpu_costs), "trace_events": events, "trace_save_s": statistics.median(save_s)}
 
 
 CHILD = textwrap.dedent("""
@@ -278,13 +284,14 @@ def main() -> None:
               f" {r['estimated_mib']:.0f} MiB | {r['decode_per_gather_cpu']:.1f} |")
     if args.trace_ab:
         print()
-        print("| samples/chunk | decode threads | recorded / unrecorded epoch - 1 (range) | events per epoch |"
-              " save_trace() |")
-        print("|---|---|---|---|---|")
+        print("| samples/chunk | decode threads | recorded / unrecorded epoch - 1, wall (range) | the same, process CPU"
+              " (range) | events per epoch | save_trace() |")
+        print("|---|---|---|---|---|---|")
         for r in rows:
             print(f"| {r['samples_per_chunk']} | {r['threads']} | **{100 * r['trace_cost']:+.1f}%**"
-                  f" ({100 * r['trace_cost_min']:+.1f}% to {100 * r['trace_cost_max']:+.1f}%) | {r['trace_events']:,} |"
-                  f" {r['trace_save_s'] * 1000:.0f} ms |")
+                  f" ({100 * r['trace_cost_min']:+.1f}% to {100 * r['trace_cost_max']:+.1f}%) |"
+                  f" **{100 * r['trace_cpu_cost']:+.1f}%** ({100 * r['trace_cpu_cost_min']:+.1f}% to"
+                  f" {100 * r['trace_cpu_cost_max']:+.1f}%) | {r['trace_events']:,} | {r['trace_save_s'] * 1000:.0f} ms |")
 
 
 if __name__ == "__main__":

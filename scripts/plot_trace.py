@@ -16,10 +16,11 @@ import collections
 import json
 import pathlib
 
-COLOURS = {"io": "#4C78A8", "decode": "#F58518", "gather": "#54A24B", "wait": "#E45756", "residency": "#B279A2",
-           "batch": "#72B7B2", "pass": "#BAB0AC", "window": "#9D755D"}
-LEGEND = {"io": "read / download", "decode": "decode", "gather": "gather", "wait": "wait",
-          "residency": "admission", "batch": "batch queued", "pass": "pass", "window": "prefetch window"}
+COLOURS = {"io": "#4C78A8", "queued": "#A6CEE3", "decode": "#F58518", "gather": "#54A24B", "wait": "#E45756",
+           "residency": "#B279A2", "batch": "#72B7B2", "pass": "#BAB0AC", "window": "#9D755D"}
+LEGEND = {"io": "read at the store / download", "queued": "read queued", "decode": "decode", "gather": "gather",
+          "wait": "wait", "residency": "admission", "batch": "batch queued", "pass": "pass",
+          "window": "prefetch window"}
 
 
 def load(path: pathlib.Path) -> dict:
@@ -35,7 +36,8 @@ def load(path: pathlib.Path) -> dict:
         elif e["ph"] == "M" and e["name"] == "process_name":
             doc["process"] = e["args"]["name"]
         elif e["ph"] == "X":
-            spans[e["tid"]].append((e["ts"] / 1000, e["dur"] / 1000, e.get("cat", ""), e["name"]))
+            cat = "queued" if e["name"] == "queued" else e.get("cat", "")  # a read's (or download's) wait
+            spans[e["tid"]].append((e["ts"] / 1000, e["dur"] / 1000, cat, e["name"]))
         elif e["ph"] in ("i", "I"):
             instants[e["tid"]].append((e["ts"] / 1000, e.get("cat", ""), e["name"]))
         elif e["ph"] == "C":

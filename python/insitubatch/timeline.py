@@ -18,9 +18,10 @@ What the file holds (one process, "insitubatch <split> epoch <n>"):
   the scheduler's admissions (hit, admitted, revived from cache_dir, joined a read in
   flight) and evictions, each decode thread's decodes (shard parts, chunk transforms);
   retries, re-reads and bad chunks as instants on the thread that saw them;
-* "reads" lanes: each stored chunk's read from queued to in hand, split into "queued"
-  (waiting for a max_inflight token, and for a local file, for the decode thread that reads
-  it) and "at store", with its bytes; as many lanes as reads overlapped;
+* "reads" lanes: each stored chunk's read from queued to in hand, split into "queued" (not
+  yet issued: waiting for a max_inflight token, held back while the decoders are behind, or
+  for a local file, waiting for the decode thread that reads it) and "at store", with its
+  bytes; as many lanes as reads overlapped;
 * "batches queued" lanes: each batch from the queue to the consumer's hand;
 * counters: reads in flight, resident pool bytes, batches queued.
 
@@ -150,8 +151,8 @@ class Timeline:
         out: list[dict[str, Any]] = []
         lanes: dict[str, list[int]] = {kind: [] for kind in _LANE_NAMES}  # per lane: when its last span ends
         origin = int(self.events[:, 3].min()) if len(self.events) else 0
-        for row in self.events[np.argsort(self.events[:, 3], kind="stable")]:
-            kind, source, thread, start, end, mid, ident, a, b = (int(v) for v in row)
+        for kind, source, thread, start, end, mid, ident, a, b in \
+                self.events[np.argsort(self.events[:, 3], kind="stable")].tolist():
             drawn, name, cat = _DRAWN.get(self.kinds[kind], ("instant", self.kinds[kind], "other"))
             args = self._args(self.kinds[kind], source, ident, a, b)
             ts, dur = _us(start - origin), _us(end - start)

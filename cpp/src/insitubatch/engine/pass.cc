@@ -32,17 +32,17 @@ Pass::Pass(std::shared_ptr<Engine> engine, PassSpec spec, PassPlan plan)
   stats_.depths.gather_threads = engine_->gather_threads();
   stats_.depths.budget_bytes = engine_->pool().budget_bytes();
   evictions_at_start_ = engine_->pool().counters().evictions;
-  if (spec_.trace_events != 0) {
-    load_stats_->trace = std::make_shared<TraceRecorder>(spec_.trace_events);
-    trace_ = load_stats_->trace.get();
-  }
   started_ = std::chrono::steady_clock::now();
 }
 
 Pass::~Pass() { Close(); }
 
 Status Pass::Start() {
-  ++engine_->live_passes_;
+  ++engine_->live_passes_;        // Close() counts it down, however Start() ends
+  if (spec_.trace_events != 0) {  // before the threads that record into it
+    INSITU_ASSIGN_OR_RETURN(load_stats_->trace, TraceRecorder::Create(spec_.trace_events));
+    trace_ = load_stats_->trace.get();
+  }
   // On a refused thread the destructor (Close) stops and joins the one that started.
   std::thread* threads[] = {&scheduler_, &producer_};
   size_t next = 0;

@@ -20,10 +20,10 @@
 namespace insitubatch::engine {
 
 enum class PassEvent : uint16_t {
-  // A stored chunk's read: start = queued (waiting for a max_inflight token, then for the
-  // decode thread that reads it where the store reads on the caller), mid = the store took
-  // it, end = its bytes (or error) in hand. a = stored bytes; b = tile | attempt << 32 |
-  // failed << 40.
+  // A stored chunk's read: start = queued (waiting to be issued: for a max_inflight token, or
+  // while the decoders are behind; then, where the store reads on the caller, for the decode
+  // thread that reads it), mid = the store took it, end = its bytes (or error) in hand.
+  // a = stored bytes; b = tile | attempt << 32 | failed << 40.
   kRead = 1,
   kDecode,      // a tile decoded on this thread (a shard: its index, then its parts). a = stored bytes, b = tile
   kDecodePart,  // one part of a tile (a shard's inner chunk). a = part, b = tile

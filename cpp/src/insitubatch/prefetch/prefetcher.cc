@@ -10,7 +10,7 @@ Result<std::shared_ptr<Prefetcher>> Prefetcher::Create(std::shared_ptr<ObjectCac
   INSITU_RETURN_IF_ERROR(CheckTraceEvents(options.trace_events));
   std::shared_ptr<Prefetcher> prefetcher(new Prefetcher(std::move(cache), std::move(uris), options));
   if (options.trace_events != 0) {
-    prefetcher->trace_ = std::make_shared<TraceRecorder>(options.trace_events);
+    INSITU_ASSIGN_OR_RETURN(prefetcher->trace_, TraceRecorder::Create(options.trace_events));
     prefetcher->cache_->SetTrace(prefetcher->trace_);
   }
   return prefetcher;

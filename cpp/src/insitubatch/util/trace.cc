@@ -1,6 +1,7 @@
 #include "insitubatch/util/trace.h"
 
 #include <pthread.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <bit>
@@ -23,25 +24,40 @@ Status CheckTraceEvents(uint64_t events) {
                          std::to_string(TraceRecorder::kMaxCapacity) + "], got " + std::to_string(events));
 }
 
+void TraceRecorder::Unmap::operator()(uint64_t* cells) const { munmap(cells, bytes); }
+
 TraceRecorder::TraceRecorder(uint64_t capacity)
     : mask_(std::bit_ceil(std::clamp(capacity, kMinCapacity, kMaxCapacity)) - 1),
-      cells_(new Cell[mask_ + 1]),
       seen_(new std::atomic<bool>[kMaxNamedThreads]) {
   for (uint32_t i = 0; i < kMaxNamedThreads; ++i) seen_[i].store(false, std::memory_order_relaxed);
+  // Anonymous memory reads as zero (every cell unused) and is backed by pages only once written.
+  const size_t bytes = (mask_ + 1) * kCellWords * sizeof(uint64_t);
+  void* cells = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (cells != MAP_FAILED) cells_ = std::unique_ptr<uint64_t, Unmap>(static_cast<uint64_t*>(cells), Unmap{bytes});
+}
+
+Result<std::shared_ptr<TraceRecorder>> TraceRecorder::Create(uint64_t capacity) {
+  INSITU_RETURN_IF_ERROR(CheckTraceEvents(capacity));
+  auto recorder = std::make_shared<TraceRecorder>(capacity);
+  if (!recorder->cells_) {
+    return ResourceExhausted("cannot map a trace ring of " + std::to_string(recorder->capacity()) + " events");
+  }
+  return recorder;
 }
 
 void TraceRecorder::Record(TraceEvent event) {
+  if (!cells_) return;
   event.thread = TraceThread();
   NoteThread(event.thread);
   const uint64_t n = next_.fetch_add(1, std::memory_order_relaxed);
-  Cell& cell = cells_[n & mask_];
+  std::atomic_ref<uint64_t> cell_seq = Word(n, 0);
   const uint64_t writing = 2 * n + 1;
-  uint64_t seq = cell.seq.load(std::memory_order_relaxed);
+  uint64_t seq = cell_seq.load(std::memory_order_relaxed);
   do {
     // The cell is being written by a writer a whole ring behind, or was taken by one a ring
     // ahead: this event would tear with theirs, so it is given up.
     if ((seq & 1) != 0 || seq >= writing) return;  // counted as dropped (Take)
-  } while (!cell.seq.compare_exchange_weak(seq, writing, std::memory_order_relaxed));
+  } while (!cell_seq.compare_exchange_weak(seq, writing, std::memory_order_relaxed));
   // A reader that sees any word below also sees the odd sequence number (Take).
   std::atomic_thread_fence(std::memory_order_release);
   const uint64_t words[kWords] = {uint64_t{event.kind} | uint64_t{event.source} << 16 | uint64_t{event.thread} << 32,
@@ -51,8 +67,8 @@ void TraceRecorder::Record(TraceEvent event) {
                                   static_cast<uint64_t>(event.id),
                                   event.a,
                                   event.b};
-  for (size_t i = 0; i < kWords; ++i) cell.words[i].store(words[i], std::memory_order_relaxed);
-  cell.seq.store(writing + 1, std::memory_order_release);
+  for (size_t i = 0; i < kWords; ++i) Word(n, i + 1).store(words[i], std::memory_order_relaxed);
+  cell_seq.store(writing + 1, std::memory_order_release);
 }
 
 void TraceRecorder::NoteThread(uint32_t thread) {
@@ -91,14 +107,13 @@ TraceRecorder::Snapshot TraceRecorder::Take() const {
   const uint64_t first = total > capacity() ? total - capacity() : 0;
   out.events.reserve(total - first);
   std::vector<bool> threads;
-  for (uint64_t n = first; n < total; ++n) {
-    const Cell& cell = cells_[n & mask_];
-    const uint64_t seq = cell.seq.load(std::memory_order_acquire);
+  for (uint64_t n = first; n < total && cells_; ++n) {
+    const uint64_t seq = Word(n, 0).load(std::memory_order_acquire);
     if (seq != 2 * n + 2) continue;  // not written yet, being written, or overwritten
     uint64_t w[kWords];
-    for (size_t i = 0; i < kWords; ++i) w[i] = cell.words[i].load(std::memory_order_relaxed);
+    for (size_t i = 0; i < kWords; ++i) w[i] = Word(n, i + 1).load(std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_acquire);
-    if (cell.seq.load(std::memory_order_relaxed) != seq) continue;  // overwritten while read
+    if (Word(n, 0).load(std::memory_order_relaxed) != seq) continue;  // overwritten while read
     TraceEvent e;
     e.kind = static_cast<uint16_t>(w[0]);
     e.source = static_cast<uint16_t>(w[0] >> 16);

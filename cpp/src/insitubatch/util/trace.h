@@ -8,10 +8,12 @@
 // pointer, and test it). Record() is lock-free: a shared counter hands out positions in a
 // ring of `capacity` cells, each written under its own sequence number (a seqlock), so the
 // threads that decode, read and gather never wait on each other to record. The ring keeps
-// the latest events: an older one is overwritten, and counted as dropped. A recorder is
-// shared by whatever may outlive its run (a read finishing for a pass that closed), so
-// Take() may run while events are still being written: a cell caught mid-write is left
-// out and counted as dropped too.
+// the latest events: an older one is overwritten, and counted as dropped. Its memory is
+// mapped, not touched, when the recorder is made: a page costs only once an event lands in
+// it, so a short run of a large ring costs what it recorded. A recorder is shared by
+// whatever may outlive its run (a read finishing for a pass that closed), so Take() may run
+// while events are still being written: a cell caught mid-write is left out and counted as
+// dropped too.
 //
 // Timestamps are steady_clock nanoseconds since the recorder was made (the clock every
 // stage time in the engine is taken from). Threads are numbered per process (TraceThread),
@@ -28,6 +30,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "insitubatch/util/result.h"
 #include "insitubatch/util/status.h"
 
 namespace insitubatch {
@@ -64,7 +67,10 @@ class TraceRecorder {
   // chunk or object.
   static constexpr uint64_t kDefaultCapacity = uint64_t{1} << 18;
 
-  // `capacity`: events kept (rounded up to a power of two, within the limits above).
+  // A recorder keeping `capacity` events (rounded up to a power of two, within the limits
+  // above); ResourceExhausted when its ring cannot be mapped.
+  static Result<std::shared_ptr<TraceRecorder>> Create(uint64_t capacity);
+  // The same, for tests and benchmarks: a ring that cannot be mapped records nothing.
   explicit TraceRecorder(uint64_t capacity);
   TraceRecorder(const TraceRecorder&) = delete;
   TraceRecorder& operator=(const TraceRecorder&) = delete;
@@ -98,19 +104,25 @@ class TraceRecorder {
   uint64_t capacity() const { return mask_ + 1; }
 
  private:
+  // A cell is 8 words (64 bytes): a sequence number -- 2n + 1 while event n is written into
+  // it, 2n + 2 once it is complete, 0 never used -- then the event's 7 words. Plain words in
+  // mapped (zero) memory, each accessed atomically through std::atomic_ref.
   static constexpr size_t kWords = 7;
-  struct alignas(64) Cell {
-    // 2n + 1 while event n is written into it, 2n + 2 once it is complete (0: never used).
-    std::atomic<uint64_t> seq{0};
-    std::atomic<uint64_t> words[kWords];
+  static constexpr size_t kCellWords = kWords + 1;
+  struct Unmap {
+    size_t bytes;
+    void operator()(uint64_t* cells) const;
   };
   static constexpr uint32_t kMaxNamedThreads = 4096;
 
+  std::atomic_ref<uint64_t> Word(uint64_t n, size_t i) const {
+    return std::atomic_ref<uint64_t>(cells_.get()[(n & mask_) * kCellWords + i]);
+  }
   void NoteThread(uint32_t thread);
 
   const std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
   const uint64_t mask_;
-  std::unique_ptr<Cell[]> cells_;
+  std::unique_ptr<uint64_t, Unmap> cells_{nullptr, Unmap{0}};  // null when the ring could not be mapped
   std::atomic<uint64_t> next_{0};
   std::unique_ptr<std::atomic<bool>[]> seen_;  // per thread number: already named
   mutable std::mutex names_mutex_;
