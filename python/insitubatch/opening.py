@@ -69,8 +69,9 @@ def _opened_hierarchy(geometries: Mapping[str, ArrayGeometry] | None, store: Any
     """The hierarchy of ``store``: the one open_geometries read the geometries from when every
     geometry came from that same store object (no second read of its metadata), else opened."""
     pairs = [g._opened for g in (geometries or {}).values()]
-    if pairs and all(p is not None and p[0] is store and p[1] is pairs[0][1] for p in pairs):
-        return pairs[0][1]
+    opened = [p for p in pairs if p is not None and p[0] is store]
+    if pairs and len(opened) == len(pairs) and all(p[1] is opened[0][1] for p in opened):
+        return opened[0][1]
     return _ext.open_hierarchy(store)
 
 

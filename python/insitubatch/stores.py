@@ -465,7 +465,7 @@ def connection_limit(native: Any) -> tuple[int, int] | None:
     """(max_connections_per_host, io_threads) of a store opened with a per-host connection
     limit, else None (no limit: the default). Each IO thread keeps its own connections, so
     over HTTP/1.1 at most their product of reads are in flight at once."""
-    options = (getattr(native, "_recipe", None) or ("", {}))[1]
+    options: dict[str, Any] = (getattr(native, "_recipe", None) or ("", {}))[1]
     limit = options.get("max_connections_per_host")
     if not limit:
         return None

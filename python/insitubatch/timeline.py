@@ -103,7 +103,7 @@ _ADMITTED = ("hit", "joined a read in flight", "admitted", "revived from cache_d
 _ROLES = {"consumer": 0, "producer": 1, "scheduler": 2}
 _PID = 1
 # Lanes' thread ids, clear of real ones; per lane kind, its name.
-_LANES = {"pass": 1_000_000, "read": 1_000_100, "queued": 1_010_000, "download": 1_020_000}
+_LANES = {"pass": 1_000_000, "read": 2_000_000, "queued": 3_000_000, "download": 4_000_000}
 _LANE_NAMES = {"read": "reads", "queued": "batches queued", "download": "downloads"}
 
 
