@@ -25,8 +25,8 @@
 #include <utility>
 #include <vector>
 
-#include "insitubatch/zarr/codec/codec_chain.h"
 #include "insitubatch/util/crc32c.h"
+#include "insitubatch/zarr/codec/codec_chain.h"
 #include "insitubatch/zarr/codec/registry.h"
 
 namespace insitubatch::zarr {

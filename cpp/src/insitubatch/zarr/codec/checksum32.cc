@@ -10,9 +10,9 @@
 #include <cstdio>
 #include <cstring>
 
+#include "insitubatch/util/crc32c.h"
 #include "insitubatch/zarr/codec/builtin_codecs.h"
 #include "insitubatch/zarr/codec/codec_config.h"
-#include "insitubatch/util/crc32c.h"
 
 namespace insitubatch::zarr {
 namespace {
