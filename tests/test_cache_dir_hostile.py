@@ -125,6 +125,40 @@ def test_a_cache_file_whose_bytes_changed_is_read_again_never_served(era, tmp_pa
     ds.close()
 
 
+def test_large_cache_files_written_in_pieces_revive_with_their_checksum(tmp_path):
+    """A chunk's file is checksummed a piece at a time as it is written; chunks of several
+    pieces and a part (1,042,560 bytes each) revive in another boot only if that sum is the
+    whole file's, and a changed last byte is still caught."""
+    import zarr
+    from zarr.codecs import ZstdCodec
+
+    path, cache = tmp_path / "big.zarr", tmp_path / "cache"
+    values = np.random.default_rng(2).standard_normal((16, 181, 360)).astype("f4")
+    zarr.create_array(zarr.storage.LocalStore(path), name="t2m", shape=values.shape, chunks=(4, 181, 360),
+                      dtype="f4", compressors=[ZstdCodec(level=1)], fill_value=0)[...] = values
+
+    def epoch() -> tuple:
+        ds, store = _dataset(path, cache, persist=True, variables=["t2m"])
+        assert _epoch(ds, {"t2m": values}) == 12
+        stats = ds.last_pass
+        ds.close()
+        return stats.revived, stats.revive_rejected, _chunk_reads(store)
+
+    assert epoch() == (0, 0, 3)
+    log = cache / "insitu_cache.jsonl"
+    boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    log.write_text(log.read_text().replace(boot, "00000000-0000-0000-0000-000000000000"))
+    assert epoch() == (3, 0, 0)  # every file checked, every sum whole
+    log.write_text(log.read_text().replace(boot, "00000000-0000-0000-0000-000000000000"))
+    name = _chunk_files(cache)[0]
+    with open(cache / name, "r+b") as f:
+        f.seek(-1, os.SEEK_END)
+        last = f.read(1)
+        f.seek(-1, os.SEEK_END)
+        f.write(bytes([last[0] ^ 0xFF]))
+    assert epoch() == (2, 1, 1)
+
+
 def test_a_fifo_at_the_log_is_refused_without_hanging(era, tmp_path):
     path, _ = era
     cache = tmp_path / "cache"
