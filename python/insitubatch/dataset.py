@@ -321,7 +321,7 @@ class InSituDataset:
         self.set_epoch(arguments.integer("epoch", state["epoch"]))
         self._progress.take(checked)
 
-    def _pass_finished(self, stats: PassStats, bad_chunks: list[Any]) -> None:
+    def _pass_finished(self, stats: PassStats) -> None:
         self.last_pass = stats
         self.bad_chunks = list(stats.bad_chunks)
         if self.persist and self._engine is not None:

@@ -36,7 +36,7 @@ class PassContext:
     store_kind: str  # the backend (PassStats.store_kind): the verdict's advice depends on it
     patch_dims: tuple[str, ...]  # the patch axes' names (empty without patches)
     delivered: Callable[[resume.ViewKey, int, int], None]  # (view, epoch, rows of the epoch so far)
-    finished: Callable[[PassStats, list[Any]], None]  # (stats, the stored chunks NaN-filled)
+    finished: Callable[[PassStats], None]  # the pass's stats (its bad_chunks among them)
 
 
 def native_spec(split: str, epoch: int, ref_spc: int, batch_size: int, prefetch_depth: int,
@@ -182,7 +182,7 @@ class PassIterator:
                                batch_queue_full_enough=ahead.gets - ahead.empty_gets))
         self._native = None
         self._gather = _ended
-        self._context.finished(stats, native_stats.bad_chunks)
+        self._context.finished(stats)
 
     def _retire(self, reason: str) -> None:
         """In a forked child: the native pass is the parent's; it is kept, unused."""
