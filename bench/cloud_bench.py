@@ -173,15 +173,19 @@ def _epochs(cfg: dict, open_engine, run_epoch) -> dict:
     return out
 
 
-def run_ours(cfg: dict) -> dict:
-    from insitubatch import InSituDataset, open_geometries, split_by_chunk, store
+def _insitubatch_dataset(cfg: dict, open_store):
+    """An InSituDataset over the served store, for ours and the original alike."""
+    from insitubatch import InSituDataset, open_geometries, split_by_chunk
 
-    def open_engine():
-        s = store(cfg["url"])
-        geoms = open_geometries(s, [VAR])
-        manifest = split_by_chunk(geoms[VAR], fractions=(1.0, 0.0, 0.0))
-        return InSituDataset(s, manifest, geoms, batch_size=cfg["batch_size"], block_chunks=cfg["block_chunks"],
-                             max_inflight=cfg["inflight"])
+    s = open_store(cfg["url"])
+    geoms = open_geometries(s, [VAR])
+    manifest = split_by_chunk(geoms[VAR], fractions=(1.0, 0.0, 0.0))
+    return InSituDataset(s, manifest, geoms, batch_size=cfg["batch_size"], block_chunks=cfg["block_chunks"],
+                         max_inflight=cfg["inflight"])
+
+
+def run_ours(cfg: dict) -> dict:
+    from insitubatch import store
 
     def run_epoch(ds, epoch, e):
         ds.set_epoch(epoch)
@@ -191,25 +195,19 @@ def run_ours(cfg: dict) -> dict:
         return {"inflight_peak": p.depths.inflight_peak, "limiting_stage": p.limiting_stage,
                 "budget_bytes": p.depths.budget_bytes, "waited": p.waited.total_s}
 
-    return _epochs(cfg, open_engine, run_epoch)
+    return _epochs(cfg, lambda: _insitubatch_dataset(cfg, store), run_epoch)
 
 
 def run_original(cfg: dict) -> dict:
-    from insitubatch import InSituDataset, obstore_store, open_geometries, split_by_chunk
-
-    def open_engine():
-        s = obstore_store(cfg["url"], client_options={"allow_http": True})
-        geoms = open_geometries(s, [VAR])
-        manifest = split_by_chunk(geoms[VAR], fractions=(1.0, 0.0, 0.0))
-        return InSituDataset(s, manifest, geoms, batch_size=cfg["batch_size"], block_chunks=cfg["block_chunks"],
-                             max_inflight=cfg["inflight"])
+    from insitubatch import obstore_store
 
     def run_epoch(ds, epoch, e):
         ds.set_epoch(epoch)
         for batch in ds.train:
             e.add(batch.sample_indices, batch.arrays[VAR])
 
-    return _epochs(cfg, open_engine, run_epoch)
+    open_store = lambda url: obstore_store(url, client_options={"allow_http": True})  # noqa: E731
+    return _epochs(cfg, lambda: _insitubatch_dataset(cfg, open_store), run_epoch)
 
 
 def _ahead_loop(cfg: dict, e: Epoch, epoch: int, start, finish) -> None:
