@@ -20,6 +20,12 @@ class CountingStore final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override { return inner_->List(prefix); }
+  Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override {
+    return inner_->ListGenerations(prefix);
+  }
+  Result<std::vector<std::string>> Generations(std::string_view prefix, const std::vector<std::string>& keys) override {
+    return inner_->Generations(prefix, keys);
+  }
   std::string Describe(std::string_view key) const override { return inner_->Describe(key); }
 
   bool writable() const override { return inner_->writable(); }

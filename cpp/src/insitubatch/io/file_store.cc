@@ -1,5 +1,6 @@
 #include "insitubatch/io/file_store.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <linux/fs.h>  // RENAME_NOREPLACE
 #include <sys/stat.h>
@@ -77,6 +78,14 @@ Result<bool> MoveIfAbsent(const std::string& temp, const std::string& path) {
 }
 
 }  // namespace
+
+std::string FileGeneration(const struct stat& st) {
+  auto ns = [](const struct timespec& t) {
+    return std::to_string(static_cast<int64_t>(t.tv_sec) * 1000000000 + t.tv_nsec);
+  };
+  return "file:" + std::to_string(st.st_size) + ":" + ns(st.st_mtim) + ":" + ns(st.st_ctim) + ":" +
+         std::to_string(st.st_ino);
+}
 
 bool IsWriteTempName(std::string_view file_name) {
   return file_name.starts_with('.') && file_name.find(kWriteTempMarker) != std::string_view::npos;
@@ -193,6 +202,14 @@ Result<ReadResult> FileStore::ReadNow(const std::string& key, ByteRange range) c
   if (!S_ISREG(st.st_mode)) {
     return InvalidArgument("cannot read " + path + ": not a regular file");
   }
+  std::string generation = FileGeneration(st);
+  if (!range.if_none_match.empty() && range.if_none_match == generation) {
+    ReadResult unchanged;
+    unchanged.found = true;
+    unchanged.not_modified = true;
+    unchanged.generation = std::move(generation);
+    return unchanged;
+  }
   auto resolved = ResolveRange(range, static_cast<uint64_t>(st.st_size));
   if (!resolved.ok()) return resolved.status().WithContext("reading " + path);
 
@@ -216,7 +233,96 @@ Result<ReadResult> FileStore::ReadNow(const std::string& key, ByteRange range) c
   ReadResult result;
   result.found = true;
   result.data = std::move(data);
+  result.generation = std::move(generation);
   return result;
+}
+
+namespace {
+
+constexpr int kMaxWalkDepth = 64;
+
+// Appends every regular file below the open directory `fd` (taken: closed here) whose key
+// (`relative` + its name) starts with `prefix`, with its generation. As List() walks:
+// symlinks to files are followed (a read's open() follows them), symlinked directories
+// are not entered, write temporaries are left out. One fstatat per entry, relative to
+// its directory: the stat a listing needs anyway gives the generation.
+Status WalkGenerations(int fd, const std::string& relative, std::string_view prefix, int depth,
+                       std::vector<ObjectGeneration>& out) {
+  DIR* dir = ::fdopendir(fd);
+  if (dir == nullptr) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoError("listing " + relative, err);
+  }
+  Status status;
+  while (status.ok()) {
+    errno = 0;
+    const dirent* entry = ::readdir(dir);
+    if (entry == nullptr) {
+      if (errno != 0) status = ErrnoError("listing " + relative, errno);
+      break;
+    }
+    const std::string_view name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    std::string key = relative + std::string(name);
+    struct stat st;
+    if (entry->d_type == DT_DIR ||
+        (entry->d_type == DT_UNKNOWN && ::fstatat(::dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+         S_ISDIR(st.st_mode))) {
+      key += '/';
+      // Only a directory whose keys may start with `prefix` is entered.
+      const size_t common = std::min(key.size(), prefix.size());
+      if (depth >= kMaxWalkDepth || key.compare(0, common, prefix, 0, common) != 0) continue;
+      const int child = ::openat(::dirfd(dir), entry->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (child >= 0) status = WalkGenerations(child, key, prefix, depth + 1, out);
+      continue;
+    }
+    if (!key.starts_with(prefix) || IsWriteTempName(name)) continue;
+    if (::fstatat(::dirfd(dir), entry->d_name, &st, 0) != 0 || !S_ISREG(st.st_mode)) continue;
+    out.push_back({std::move(key), FileGeneration(st)});
+  }
+  ::closedir(dir);
+  return status;
+}
+
+}  // namespace
+
+Result<std::vector<ObjectGeneration>> FileStore::ListGenerations(std::string_view prefix) {
+  // The directory the prefix names ("a/b/c" -> "a/b"), validated like a key so a prefix
+  // cannot walk outside the root.
+  const size_t slash = prefix.rfind('/');
+  const std::string dir = slash == std::string_view::npos ? "" : std::string(prefix.substr(0, slash));
+  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
+  std::vector<ObjectGeneration> out;
+  const std::string base = dir.empty() ? root_ : Describe(dir);
+  const int fd = ::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT || err == ENOTDIR) return out;
+    return ErrnoError("listing " + base, err);
+  }
+  INSITU_RETURN_IF_ERROR(WalkGenerations(fd, dir.empty() ? "" : dir + "/", prefix, 0, out));
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.key < b.key; });
+  return out;
+}
+
+Result<std::vector<std::string>> FileStore::Generations(std::string_view prefix, const std::vector<std::string>& keys) {
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) {
+    INSITU_RETURN_IF_ERROR(ValidateKey(key));
+    struct stat st;  // followed through links, as a read's open() follows them
+    if (::stat(Describe(key).c_str(), &st) != 0) {
+      const int err = errno;
+      if (err != ENOENT && err != ENOTDIR) return ErrnoError("cannot stat " + Describe(key), err);
+      out.emplace_back();
+    } else {
+      // What a read makes of it: a regular file's generation; a directory reads as absent,
+      // anything else is refused by the read (nothing it could match).
+      out.push_back(S_ISREG(st.st_mode) ? FileGeneration(st) : S_ISDIR(st.st_mode) ? "" : "not a regular file");
+    }
+  }
+  return out;
 }
 
 Result<std::vector<std::string>> FileStore::List(std::string_view prefix) {

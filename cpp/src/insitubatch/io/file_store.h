@@ -4,6 +4,8 @@
 // slow disk never blocks a decoder thread; the engine reads on its decode threads instead
 // while the reads answer fast (ReadInline). Accepts a plain path or a file:// URL.
 
+#include <sys/stat.h>
+
 #include <memory>
 #include <string>
 
@@ -23,6 +25,12 @@ class FileStore final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
+  // The keys List() gives, each with a stat relative to its directory (what a read's
+  // fstat sees).
+  Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override;
+  // A stat per key (no directory walk: a chunk per directory made the walk cost five
+  // times the stats).
+  Result<std::vector<std::string>> Generations(std::string_view prefix, const std::vector<std::string>& keys) override;
   std::string Describe(std::string_view key) const override;
 
   // Writes go to a fresh temporary file beside the object (util/owned_file.h), renamed over
@@ -55,6 +63,12 @@ class FileStore final : public Store {
   std::unique_ptr<ThreadPool> pool_;
   std::shared_ptr<BufferRecycler> read_buffers_;
 };
+
+// A file's generation: "file:<size>:<mtime ns>:<ctime ns>:<inode>". A rewrite in place
+// changes mtime and ctime (a tool that restores mtime still moves ctime), a rename over it
+// the inode. Two writes of the same size within one timestamp tick (a few ms) of each other
+// in the same inode are not told apart: the filesystem records nothing finer.
+std::string FileGeneration(const struct stat& st);
 
 // Whether a file name is one of FileStore's in-progress write temporaries (listings skip
 // them; a writer killed mid-write leaves one behind, never a partial object).

@@ -357,5 +357,74 @@ TEST_F(FileStoreTest, ListingSkipsWriteTemporaries) {
   EXPECT_FALSE(IsWriteTempName(".zarray"));
 }
 
+// A file's generation is what fstat says (size, mtime, ctime, inode): the same through a
+// read and a listing; a conditional read of an unchanged file reads nothing, and a file
+// rewritten in place at the same size (later) or renamed over is a new generation.
+TEST_F(FileStoreTest, GenerationsAndConditionalReads) {
+  Write("a/c/0", "0123");
+  Write("a/c/1", "abcd");
+  auto store = Open();
+  auto first = store->Read("a/c/0");
+  ASSERT_TRUE(first.ok());
+  EXPECT_THAT(first->generation, ::testing::StartsWith("file:4:"));
+  auto listed = store->ListGenerations("a/");
+  ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+  ASSERT_EQ(listed->size(), 2u);
+  EXPECT_EQ((*listed)[0], (ObjectGeneration{"a/c/0", first->generation}));
+  ByteRange conditional = ByteRange::All();
+  conditional.if_none_match = first->generation;
+  auto unchanged = store->ReadInline("a/c/0", conditional);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_TRUE(unchanged->not_modified);
+  EXPECT_TRUE(unchanged->data.empty());
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));  // past a timestamp tick
+  {
+    std::fstream f(fs::path(root_) / "a/c/0", std::ios::in | std::ios::out | std::ios::binary);
+    f << "4567";  // in place: same inode, same size
+  }
+  auto rewritten = store->ReadInline("a/c/0", conditional);
+  ASSERT_TRUE(rewritten.ok());
+  EXPECT_FALSE(rewritten->not_modified);
+  EXPECT_EQ(std::string(reinterpret_cast<const char*>(rewritten->data.data()), 4), "4567");
+  EXPECT_NE(rewritten->generation, first->generation);
+  const std::string before_rename = store->Read("a/c/1")->generation;
+  Write("a/c/1.new", "wxyz");
+  fs::rename(fs::path(root_) / "a/c/1.new", fs::path(root_) / "a/c/1");
+  EXPECT_NE(store->Read("a/c/1")->generation, before_rename);
+  EXPECT_TRUE(store->Read("a/c/9")->generation.empty());  // absent
+}
+
+// The listing with generations holds exactly List()'s keys (one walk of its own, a stat
+// per entry): files through symlinks, nothing under a symlinked directory, no write
+// temporaries, nothing outside the prefix; each generation is what a read reports.
+TEST_F(FileStoreTest, ListGenerationsListsWhatListLists) {
+  for (const char* key : {"a/zarr.json", "a/c/0/0", "a/c/0/1", "a/c/1/0", "ab/c/0", "b/0", "a/c/.0.insitu-write-1-2"}) {
+    Write(key, key);
+  }
+  fs::create_symlink(fs::path(root_) / "b/0", fs::path(root_) / "a/c/1/1");
+  fs::create_directory_symlink(fs::path(root_) / "b", fs::path(root_) / "a/linked");
+  fs::create_symlink(fs::path(root_) / "nowhere", fs::path(root_) / "a/c/dangling");
+  auto store = Open();
+  for (const char* prefix : {"", "a/", "a", "a/c/0", "a/c/1/", "missing/", "b/0"}) {
+    auto listed = store->ListGenerations(prefix);
+    ASSERT_TRUE(listed.ok()) << listed.status().ToString();
+    std::vector<std::string> keys;
+    for (const ObjectGeneration& o : *listed) {
+      keys.push_back(o.key);
+      EXPECT_EQ(o.generation, store->Read(o.key)->generation) << o.key;
+    }
+    EXPECT_EQ(keys, store->List(prefix).value()) << prefix;
+    // The same generations asked for by key (a stat each), and "" for a key not there.
+    keys.push_back("a/c/9/9");
+    auto by_key = store->Generations(prefix, keys);
+    ASSERT_TRUE(by_key.ok()) << by_key.status().ToString();
+    ASSERT_EQ(by_key->size(), keys.size());
+    for (size_t i = 0; i + 1 < keys.size(); ++i) EXPECT_EQ((*by_key)[i], (*listed)[i].generation) << keys[i];
+    EXPECT_EQ(by_key->back(), "");
+  }
+  EXPECT_EQ(store->Generations("a/", {"a/c"}).value(), std::vector<std::string>{""});  // a directory: absent
+  EXPECT_EQ(store->ListGenerations("../x").status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace insitubatch

@@ -1,7 +1,10 @@
 #include "insitubatch/io/memory_store.h"
 
+#include <cstdio>
 #include <cstring>
 #include <utility>
+
+#include "insitubatch/util/crc32c.h"
 
 namespace insitubatch {
 
@@ -41,10 +44,17 @@ Buffer CopyBytes(std::string_view bytes) {
 
 }  // namespace
 
+MemoryStore::Object MemoryStore::MakeObject(Buffer bytes) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "crc32c:%08x:", static_cast<unsigned>(Crc32c(bytes.span())));
+  std::string generation = text + std::to_string(bytes.size());
+  return Object{std::move(bytes), std::move(generation)};
+}
+
 void MemoryStore::Set(std::string key, std::string bytes) {
-  Buffer copy = CopyBytes(bytes);
+  Object object = MakeObject(CopyBytes(bytes));
   std::lock_guard lock(mutex_);
-  objects_.insert_or_assign(std::move(key), std::move(copy));
+  objects_.insert_or_assign(std::move(key), std::move(object));
 }
 
 void MemoryStore::Erase(const std::string& key) {
@@ -60,7 +70,14 @@ void MemoryStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
     std::lock_guard lock(mutex_);
     auto it = objects_.find(key);
     if (it == objects_.end()) return ReadResult::Missing();
-    const Buffer& bytes = it->second;
+    const Buffer& bytes = it->second.bytes;
+    ReadResult result;
+    result.found = true;
+    result.generation = it->second.generation;
+    if (!range.if_none_match.empty() && range.if_none_match == result.generation) {
+      result.not_modified = true;
+      return result;
+    }
     auto resolved = ResolveRange(range, bytes.size());
     if (!resolved.ok()) {
       return resolved.status().WithContext("reading " + Describe(key) + range.Describe());
@@ -68,8 +85,6 @@ void MemoryStore::ReadAsync(std::string key, ByteRange range, ReadCallback done,
     const uint64_t n = resolved->end - resolved->begin;
     INSITU_ASSIGN_OR_RETURN(Buffer data, Buffer::Allocate(n));
     if (n != 0) std::memcpy(data.data(), bytes.data() + resolved->begin, n);
-    ReadResult result;
-    result.found = true;
     result.data = std::move(data);
     return result;
   };
@@ -83,6 +98,15 @@ Result<std::vector<std::string>> MemoryStore::List(std::string_view prefix) {
     keys.push_back(it->first);
   }
   return keys;  // std::map order is sorted order
+}
+
+Result<std::vector<ObjectGeneration>> MemoryStore::ListGenerations(std::string_view prefix) {
+  std::lock_guard lock(mutex_);
+  std::vector<ObjectGeneration> out;
+  for (auto it = objects_.lower_bound(prefix); it != objects_.end() && it->first.starts_with(prefix); ++it) {
+    out.push_back({it->first, it->second.generation});
+  }
+  return out;
 }
 
 Result<bool> MemoryStore::Write(std::string key, std::string_view value, WriteMode mode) {
@@ -100,9 +124,10 @@ Result<bool> MemoryStore::WriteOwned(std::string key, Buffer value, WriteMode mo
   if (value.data() == nullptr || value.capacity() - value.size() > value.size() / 2) {
     value = CopyBytes(std::string_view(reinterpret_cast<const char*>(value.data()), value.size()));
   }
+  Object object = MakeObject(std::move(value));  // the checksum, before the lock
   std::lock_guard lock(mutex_);
-  if (mode == WriteMode::kIfAbsent) return objects_.try_emplace(std::move(key), std::move(value)).second;
-  objects_.insert_or_assign(std::move(key), std::move(value));
+  if (mode == WriteMode::kIfAbsent) return objects_.try_emplace(std::move(key), std::move(object)).second;
+  objects_.insert_or_assign(std::move(key), std::move(object));
   return true;
 }
 

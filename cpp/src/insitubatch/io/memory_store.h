@@ -1,6 +1,8 @@
 #pragma once
 
 // MemoryStore: keys held in memory (tests, fuzzing, small in-process stores). Thread-safe.
+// An object's generation is the CRC-32C and size of its bytes: a content version, so it
+// means the same in another process that holds the same bytes (a counter would restart).
 
 #include <map>
 #include <mutex>
@@ -21,6 +23,7 @@ class MemoryStore final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
+  Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 
   bool writable() const override { return writable_; }
@@ -30,9 +33,15 @@ class MemoryStore final : public Store {
   Status DeletePrefix(std::string prefix) override;
 
  private:
+  struct Object {
+    Buffer bytes;
+    std::string generation;
+  };
+  static Object MakeObject(Buffer bytes);
+
   const bool writable_;
   mutable std::mutex mutex_;
-  std::map<std::string, Buffer, std::less<>> objects_;
+  std::map<std::string, Object, std::less<>> objects_;
 };
 
 // Applies `range` to an object of `size` bytes: the [begin, end) offsets, or DataLoss when

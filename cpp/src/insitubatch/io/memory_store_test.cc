@@ -176,5 +176,25 @@ TEST(MemoryStoreTest, WriteOwnedKeepsTheBufferUnlessMostOfItIsSlack) {
             StatusCode::kFailedPrecondition);
 }
 
+// A memory object's generation is a checksum of its bytes: a write of other bytes is a new
+// one, in this process or another holding the same bytes.
+TEST(MemoryStoreTest, GenerationsFollowTheBytes) {
+  MemoryStore store;
+  store.Set("k", "abc");
+  const std::string g = store.Read("k")->generation;
+  EXPECT_FALSE(g.empty());
+  EXPECT_EQ(store.ListGenerations("")->at(0), (ObjectGeneration{"k", g}));
+  ByteRange conditional = ByteRange::All();
+  conditional.if_none_match = g;
+  EXPECT_TRUE(store.Read("k", conditional)->not_modified);
+  store.Set("k", "abd");
+  auto changed = store.Read("k", conditional);
+  EXPECT_FALSE(changed->not_modified);
+  EXPECT_NE(changed->generation, g);
+  MemoryStore other;
+  other.Set("k", "abc");
+  EXPECT_EQ(other.Read("k")->generation, g);
+}
+
 }  // namespace
 }  // namespace insitubatch

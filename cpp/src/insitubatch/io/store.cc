@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <future>
+#include <unordered_map>
 
 #include "insitubatch/util/text.h"
 
@@ -32,6 +33,27 @@ Result<ReadResult> Store::Read(std::string key, ByteRange range) {
 Result<ReadResult> Store::ReadInline(const std::string& key, ByteRange range) {
   // Only file-like stores read on the caller; any other answers through its own path.
   return Read(key, range);
+}
+
+Result<std::vector<ObjectGeneration>> Store::ListGenerations(std::string_view prefix) {
+  return Unimplemented("cannot list " + Describe(prefix) + " with object generations");
+}
+
+Result<std::vector<std::string>> Store::Generations(std::string_view prefix, const std::vector<std::string>& keys) {
+  INSITU_ASSIGN_OR_RETURN(std::vector<ObjectGeneration> listing, ListGenerations(prefix));
+  std::unordered_map<std::string_view, std::string_view> listed;
+  listed.reserve(listing.size());
+  for (const ObjectGeneration& o : listing) {
+    if (o.generation.empty()) return Unimplemented(Describe(o.key) + " was listed without a generation");
+    listed.emplace(o.key, o.generation);
+  }
+  std::vector<std::string> out;
+  out.reserve(keys.size());
+  for (const std::string& key : keys) {
+    auto it = listed.find(key);
+    out.emplace_back(it == listed.end() ? std::string_view() : it->second);
+  }
+  return out;
 }
 
 std::string Store::WriteRefusal() const {

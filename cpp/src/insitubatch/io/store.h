@@ -31,11 +31,16 @@ struct ByteRange {
   // of it). A store that learns the size first (file, memory, references) refuses a larger
   // object with DataLoss before reading or allocating anything.
   uint64_t max_size = UINT64_MAX;
+  // A conditional read (the disk cache revalidating a chunk at first use): the object's
+  // generation as an earlier read saw it (ReadResult::generation). A store that can tell
+  // the object still has it answers not_modified without its bytes (HTTP If-None-Match, a
+  // 304; a file's fstat); one that cannot reads as usual. "" = an ordinary read.
+  std::string if_none_match;
 
   static ByteRange All() { return {}; }
-  static ByteRange AllAtMost(uint64_t max_size) { return {Kind::kAll, 0, 0, max_size}; }
-  static ByteRange Range(uint64_t offset, uint64_t length) { return {Kind::kRange, offset, length, UINT64_MAX}; }
-  static ByteRange Suffix(uint64_t length) { return {Kind::kSuffix, 0, length, UINT64_MAX}; }
+  static ByteRange AllAtMost(uint64_t max_size) { return {Kind::kAll, 0, 0, max_size, {}}; }
+  static ByteRange Range(uint64_t offset, uint64_t length) { return {Kind::kRange, offset, length, UINT64_MAX, {}}; }
+  static ByteRange Suffix(uint64_t length) { return {Kind::kSuffix, 0, length, UINT64_MAX, {}}; }
 
   // "" for kAll, " [bytes 10-19]" or " [last 16 bytes]" otherwise; used in error context.
   std::string Describe() const;
@@ -51,13 +56,28 @@ struct RetryRecord {
 
 struct ReadResult {
   bool found = false;
-  Buffer data;  // the requested bytes; empty when !found
+  Buffer data;  // the requested bytes; empty when !found or not_modified
   RetryRecord retry;
+  // The object's version as the store saw it, "" when the store cannot tell (or !found):
+  // an ETag (HTTP, S3, Azure), "x-goog-generation:<n>" (GCS), size, mtime, ctime and inode
+  // (file), a checksum of the bytes (memory). Opaque: only compared for equality with what
+  // ListGenerations or a later read reports for the same key.
+  std::string generation;
+  // A conditional read (ByteRange::if_none_match) found the object unchanged: found, no
+  // bytes, `generation` the one asked about.
+  bool not_modified = false;
 
   static ReadResult Missing() { return {}; }
 };
 
 using ReadCallback = std::function<void(Result<ReadResult>)>;
+
+// One object of a listing with its generation (ReadResult::generation's form).
+struct ObjectGeneration {
+  std::string key;
+  std::string generation;
+  friend bool operator==(const ObjectGeneration&, const ObjectGeneration&) = default;
+};
 
 class Store {
  public:
@@ -91,6 +111,18 @@ class Store {
 
   // Every key under `prefix` ("" = all), sorted. Keys are relative to the store root.
   virtual Result<std::vector<std::string>> List(std::string_view prefix) = 0;
+
+  // Every object under `prefix` with its generation, as List() orders them: what the disk
+  // cache revalidates its chunks against in one listing (a page per 1000 objects on S3)
+  // instead of a request per chunk. A generation must equal what a read of the same,
+  // unchanged object reports. Unimplemented where the store cannot (the default: plain
+  // HTTP, references, a Python store).
+  virtual Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix);
+  // The generations of `keys` (each under `prefix`), "" for one absent: what the disk cache
+  // checks its entries against when it opens. By default one ListGenerations of `prefix`;
+  // a store that answers for known keys more cheaply than it walks a prefix (a file store:
+  // a stat each, where a listing opens every directory) does so.
+  virtual Result<std::vector<std::string>> Generations(std::string_view prefix, const std::vector<std::string>& keys);
 
   // A human-readable location for `key` (a path or URL) used in error messages.
   virtual std::string Describe(std::string_view key) const = 0;

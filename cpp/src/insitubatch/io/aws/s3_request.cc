@@ -112,6 +112,10 @@ Result<ListObjectsPage> ParseListObjectsV2(std::string_view xml) {
   }
   ListObjectsPage page;
   INSITU_ASSIGN_OR_RETURN(page.keys, XmlElementTexts(xml, "Key"));
+  INSITU_ASSIGN_OR_RETURN(page.etags, XmlElementTexts(xml, "ETag"));
+  // Paired by position, each <Contents> holding one of each: a reply that does not pair up
+  // lists no versions (keys alone stay usable).
+  if (page.etags.size() != page.keys.size()) page.etags.clear();
   INSITU_ASSIGN_OR_RETURN(auto truncated, XmlElementTexts(xml, "IsTruncated"));
   if (truncated.size() > 1) return InvalidArgument("ListObjectsV2 reply repeats <IsTruncated>");
   if (!truncated.empty()) {

@@ -67,6 +67,7 @@ class S3Signer {
 // One ListObjectsV2 page: the keys, and the token for the next page when truncated.
 struct ListObjectsPage {
   std::vector<std::string> keys;
+  std::vector<std::string> etags;  // parallel to `keys` (one per <Contents>), or empty when they do not pair up
   bool truncated = false;
   std::string next_token;
 };

@@ -125,5 +125,22 @@ TEST(ListObjectsV2Test, RejectsMalformedReplies) {
   EXPECT_FALSE(ParseListObjectsV2("<ListBucketResult><Key>&bad;</Key></ListBucketResult>").ok());
 }
 
+TEST(ListObjectsV2Test, EtagsPairWithKeysOrAreDropped) {
+  const char* xml =
+      "<ListBucketResult><IsTruncated>false</IsTruncated>"
+      "<Contents><Key>p/c/0</Key><ETag>&quot;9e107d9d&quot;</ETag><Size>3</Size></Contents>"
+      "<Contents><Key>p/c/1</Key><ETag>&quot;e4d909c2-2&quot;</ETag><Size>9</Size></Contents></ListBucketResult>";
+  auto page = ParseListObjectsV2(xml);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_THAT(page->etags, ElementsAre("\"9e107d9d\"", "\"e4d909c2-2\""));
+  // Not one per key: no versions (the keys stay usable for a listing).
+  auto unpaired = ParseListObjectsV2(
+      "<ListBucketResult><Contents><Key>a</Key><ETag>x</ETag></Contents><Contents><Key>b</Key></Contents>"
+      "</ListBucketResult>");
+  ASSERT_TRUE(unpaired.ok());
+  EXPECT_THAT(unpaired->keys, ElementsAre("a", "b"));
+  EXPECT_TRUE(unpaired->etags.empty());
+}
+
 }  // namespace
 }  // namespace insitubatch

@@ -112,6 +112,7 @@ void S3Store::ReadAsync(std::string key, ByteRange range, ReadCallback done, Can
   const std::string path = endpoint_.bucket_path + "/" + PercentEncode(ObjectKey(key), /*keep_slash=*/true);
   HttpRequest request = MakeRequest(path, {}, Describe(key), range);
   if (NeedsHead(range)) request.method = "HEAD";
+  AddReadCondition(request);
   request.cancel = std::move(cancel);
   const std::string where = request.where;
   transport_->Submit(std::move(request), [range, where, region = region_, bucket = location_.bucket,
@@ -150,23 +151,43 @@ Status S3Store::ListError(long status, const HttpResponse& response) const {
 }
 
 Result<std::vector<std::string>> S3Store::List(std::string_view prefix) {
+  INSITU_ASSIGN_OR_RETURN(std::vector<ObjectGeneration> objects, Listing(prefix, /*generations=*/false));
+  std::vector<std::string> keys;
+  keys.reserve(objects.size());
+  for (ObjectGeneration& o : objects) keys.push_back(std::move(o.key));
+  return keys;
+}
+
+Result<std::vector<ObjectGeneration>> S3Store::ListGenerations(std::string_view prefix) {
+  return Listing(prefix, /*generations=*/true);
+}
+
+Result<std::vector<ObjectGeneration>> S3Store::Listing(std::string_view prefix, bool generations) {
   // The bucket prefix of the listing: "<store prefix>/" then the caller's prefix.
   const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
   const std::string list_prefix = root + std::string(prefix);
   const std::string path = endpoint_.bucket_path.empty() ? "/" : endpoint_.bucket_path;
   const std::string context = "listing " + Describe("");
-  return CollectListing(context, root, "key", "continuation token", [&](const std::string& token) -> Result<ListPage> {
-    std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"}, {"prefix", list_prefix}};
-    if (!token.empty()) query.push_back({"continuation-token", token});
-    HttpRequest request = MakeRequest(path, std::move(query), Describe(""), ByteRange::All());
-    request.max_body_bytes = kMaxListBody;
-    INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
-    if (response.status != 200) return ListError(response.status, response);
-    const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
-    auto page = ParseListObjectsV2(body);
-    if (!page.ok()) return page.status().WithContext(context);
-    return ListPage{std::move(page->keys), page->truncated ? std::move(page->next_token) : std::string()};
-  });
+  return CollectListingGenerations(
+      context, root, "key", "continuation token", [&](const std::string& token) -> Result<ListPage> {
+        std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"}, {"prefix", list_prefix}};
+        if (!token.empty()) query.push_back({"continuation-token", token});
+        HttpRequest request = MakeRequest(path, std::move(query), Describe(""), ByteRange::All());
+        request.max_body_bytes = kMaxListBody;
+        INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
+        if (response.status != 200) return ListError(response.status, response);
+        const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
+        auto page = ParseListObjectsV2(body);
+        if (!page.ok()) return page.status().WithContext(context);
+        if (!generations) {
+          page->etags.clear();
+        } else if (page->etags.empty() && !page->keys.empty()) {
+          return Unimplemented(context + ": the listing carries no ETags");
+        }
+        for (std::string& etag : page->etags) etag = QuotedEtag(etag);
+        return ListPage{std::move(page->keys), page->truncated ? std::move(page->next_token) : std::string(),
+                        std::move(page->etags)};
+      });
 }
 
 }  // namespace insitubatch

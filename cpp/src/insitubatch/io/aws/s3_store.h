@@ -45,6 +45,8 @@ class S3Store final : public Store {
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   bool remote() const override { return true; }
+  // ListObjectsV2's ETags: one request per 1000 objects.
+  Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 
   bool writable() const override { return writable_; }
@@ -69,6 +71,7 @@ class S3Store final : public Store {
   HttpRequest MakeRequest(std::string path, std::vector<std::pair<std::string, std::string>> query, std::string where,
                           ByteRange range) const;
   Status ListError(long status, const HttpResponse& response) const;
+  Result<std::vector<ObjectGeneration>> Listing(std::string_view prefix, bool generations);
   // The request path of an object ("/bucket/prefix/key", percent-encoded).
   std::string ObjectPath(std::string_view key) const;
   // A failed write or delete: the HTTP error, and the permission it needs on 401/403.

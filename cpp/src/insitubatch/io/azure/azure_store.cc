@@ -195,6 +195,10 @@ Result<AzureListPage> ParseAzureListPage(std::string_view xml) {
     }
     page.names.push_back(std::move(name.text));
   }
+  // One <Properties><Etag> per <Blob>, bare ("0x8D..."), where a read's ETag header quotes it.
+  INSITU_ASSIGN_OR_RETURN(page.etags, XmlElementTexts(xml, "Etag"));
+  if (page.etags.size() != page.names.size()) page.etags.clear();
+  for (std::string& etag : page.etags) etag = QuotedEtag(etag);
   INSITU_ASSIGN_OR_RETURN(std::vector<std::string> markers, XmlElementTexts(xml, "NextMarker"));
   if (markers.size() > 1) return InvalidArgument("Azure List Blobs reply holds more than one <NextMarker>");
   if (!markers.empty()) page.next_marker = std::move(markers.front());
@@ -338,36 +342,54 @@ void AzureStore::ReadAsync(std::string key, ByteRange range, ReadCallback done, 
 }
 
 Result<std::vector<std::string>> AzureStore::List(std::string_view prefix) {
+  INSITU_ASSIGN_OR_RETURN(std::vector<ObjectGeneration> objects, Listing(prefix, /*generations=*/false));
+  std::vector<std::string> keys;
+  keys.reserve(objects.size());
+  for (ObjectGeneration& o : objects) keys.push_back(std::move(o.key));
+  return keys;
+}
+
+Result<std::vector<ObjectGeneration>> AzureStore::ListGenerations(std::string_view prefix) {
+  return Listing(prefix, /*generations=*/true);
+}
+
+Result<std::vector<ObjectGeneration>> AzureStore::Listing(std::string_view prefix, bool generations) {
   const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
   const std::string context = "listing " + Describe("");
-  return CollectListing(context, root, "blob", "NextMarker", [&](const std::string& marker) -> Result<ListPage> {
-    QueryPairs query = {{"restype", "container"}, {"comp", "list"}, {"prefix", root + std::string(prefix)}};
-    if (!marker.empty()) query.emplace_back("marker", marker);
-    HttpRequest request;
-    request.url = Url(container_path_, query);
-    request.where = Describe("");
-    request.max_body_bytes = kMaxListBody;
-    Authorize(request, container_path_, std::move(query));
-    INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
-    if (response.status != 200) {
-      const std::string what = DescribeHttpError(response.status, response.error_body);
-      const int detail = static_cast<int>(response.status);
-      if (response.status == 404) {
-        return NotFound(context + ": " + what + " (no container " + location_.container + " in account " + account_ +
-                        "?)")
-            .set_detail(detail);
-      }
-      std::string message = context + ": " + what;
-      if (response.status == 401 || response.status == 403) {
-        message += "; listing needs the List permission (a SAS token needs sp=l; consolidated metadata avoids it)";
-      }
-      return IoError(std::move(message)).set_detail(detail);
-    }
-    const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
-    auto page = ParseAzureListPage(body);
-    if (!page.ok()) return page.status().WithContext(context);
-    return ListPage{std::move(page->names), std::move(page->next_marker)};
-  });
+  return CollectListingGenerations(
+      context, root, "blob", "NextMarker", [&](const std::string& marker) -> Result<ListPage> {
+        QueryPairs query = {{"restype", "container"}, {"comp", "list"}, {"prefix", root + std::string(prefix)}};
+        if (!marker.empty()) query.emplace_back("marker", marker);
+        HttpRequest request;
+        request.url = Url(container_path_, query);
+        request.where = Describe("");
+        request.max_body_bytes = kMaxListBody;
+        Authorize(request, container_path_, std::move(query));
+        INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
+        if (response.status != 200) {
+          const std::string what = DescribeHttpError(response.status, response.error_body);
+          const int detail = static_cast<int>(response.status);
+          if (response.status == 404) {
+            return NotFound(context + ": " + what + " (no container " + location_.container + " in account " +
+                            account_ + "?)")
+                .set_detail(detail);
+          }
+          std::string message = context + ": " + what;
+          if (response.status == 401 || response.status == 403) {
+            message += "; listing needs the List permission (a SAS token needs sp=l; consolidated metadata avoids it)";
+          }
+          return IoError(std::move(message)).set_detail(detail);
+        }
+        const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
+        auto page = ParseAzureListPage(body);
+        if (!page.ok()) return page.status().WithContext(context);
+        if (!generations) {
+          page->etags.clear();
+        } else if (page->etags.empty() && !page->names.empty()) {
+          return Unimplemented(context + ": the listing carries no ETags");
+        }
+        return ListPage{std::move(page->names), std::move(page->next_marker), std::move(page->etags)};
+      });
 }
 
 }  // namespace insitubatch

@@ -72,6 +72,8 @@ std::string Rfc1123Date(SystemTime when);
 struct AzureListPage {
   std::vector<std::string> names;
   std::string next_marker;
+  std::vector<std::string>
+      etags;  // parallel to `names`, quoted as a read's ETag header; empty when they do not pair up
 };
 Result<AzureListPage> ParseAzureListPage(std::string_view xml);
 
@@ -84,6 +86,8 @@ class AzureStore final : public Store {
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
   bool remote() const override { return true; }
+  // List Blobs' <Etag>s: one request per 5000 blobs.
+  Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 
   bool writable() const override { return writable_; }
@@ -101,6 +105,7 @@ class AzureStore final : public Store {
  private:
   AzureStore() = default;
   std::string BlobName(std::string_view key) const;
+  Result<std::vector<ObjectGeneration>> Listing(std::string_view prefix, bool generations);
   // Query pairs -> the URL to send (SAS parameters appended) for a path below the origin.
   std::string Url(const std::string& path, const QueryPairs& query) const;
   void Authorize(HttpRequest& request, std::string path, QueryPairs query) const;

@@ -198,5 +198,13 @@ TEST(AzureStoreTest, OpenNeedsAnAccount) {
   EXPECT_FALSE(AzureStore::Open("az://data@acct1.blob.core.windows.net/x", options, FakeEnv({})).ok());
 }
 
+TEST(AzureListTest, EtagsAreQuotedAsAReadsHeaderIs) {
+  auto page = ParseAzureListPage(
+      R"(<EnumerationResults><Blobs><Blob><Name>p/c/0</Name><Properties><Etag>0x8D1A</Etag></Properties></Blob>)"
+      R"(<Blob><Name>p/c/1</Name><Properties><Etag>"0x8D1B"</Etag></Properties></Blob></Blobs></EnumerationResults>)");
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->etags, (std::vector<std::string>{"\"0x8D1A\"", "\"0x8D1B\""}));
+}
+
 }  // namespace
 }  // namespace insitubatch

@@ -20,6 +20,7 @@ Result<GcsListPage> ParseGcsListPage(std::string_view text) {
     return InvalidArgument("GCS objects.list reply is not a JSON object");
   }
   GcsListPage page;
+  bool every_generation = true;
   if (auto items = json.find("items"); items != json.end()) {
     if (!items->is_array()) return InvalidArgument("GCS objects.list: \"items\" is not a list");
     for (const auto& item : *items) {
@@ -28,8 +29,18 @@ Result<GcsListPage> ParseGcsListPage(std::string_view text) {
         return InvalidArgument("GCS objects.list: an item has no string \"name\"");
       }
       page.names.push_back(name->get<std::string>());
+      // An int64 the JSON API writes as a string (an emulator may write a number).
+      auto generation = item.find("generation");
+      if (generation != item.end() && generation->is_string()) {
+        page.generations.push_back("x-goog-generation:" + generation->get<std::string>());
+      } else if (generation != item.end() && generation->is_number_unsigned()) {
+        page.generations.push_back("x-goog-generation:" + std::to_string(generation->get<uint64_t>()));
+      } else {
+        every_generation = false;
+      }
     }
   }
+  if (!every_generation) page.generations.clear();
   if (auto token = json.find("nextPageToken"); token != json.end() && !token->is_null()) {
     if (!token->is_string()) {
       return InvalidArgument("GCS objects.list: \"nextPageToken\" is not a string");
@@ -127,35 +138,52 @@ void GcsStore::ReadAsync(std::string key, ByteRange range, ReadCallback done, Ca
 }
 
 Result<std::vector<std::string>> GcsStore::List(std::string_view prefix) {
+  INSITU_ASSIGN_OR_RETURN(std::vector<ObjectGeneration> objects, Listing(prefix, /*generations=*/false));
+  std::vector<std::string> keys;
+  keys.reserve(objects.size());
+  for (ObjectGeneration& o : objects) keys.push_back(std::move(o.key));
+  return keys;
+}
+
+Result<std::vector<ObjectGeneration>> GcsStore::ListGenerations(std::string_view prefix) {
+  return Listing(prefix, /*generations=*/true);
+}
+
+Result<std::vector<ObjectGeneration>> GcsStore::Listing(std::string_view prefix, bool generations) {
   const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
   const std::string list_prefix = root + std::string(prefix);
   const std::string context = "listing " + Describe("");
-  return CollectListing(context, root, "object", "page token", [&](const std::string& token) -> Result<ListPage> {
-    std::vector<std::pair<std::string, std::string>> query = {{"prefix", list_prefix},
-                                                              {"fields", "items(name),nextPageToken"}};
-    if (!token.empty()) query.push_back({"pageToken", token});
-    HttpRequest request;
-    request.url = origin_ + base_path_ + "/storage/v1/b/" + PercentEncode(location_.bucket, /*keep_slash=*/false) +
-                  "/o?" + CanonicalQueryString(std::move(query));
-    request.where = Describe("");
-    Authorize(request);
-    request.max_body_bytes = kMaxListBody;
-    INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
-    if (response.status != 200) {
-      const std::string what = DescribeHttpError(response.status, response.error_body);
-      const int detail = static_cast<int>(response.status);
-      if (response.status == 404) return NotFound(context + ": " + what).set_detail(detail);
-      std::string message = context + ": " + what;
-      if (response.status == 401 || response.status == 403) {
-        message += "; listing needs storage.objects.list permission (consolidated metadata avoids it)";
-      }
-      return IoError(std::move(message)).set_detail(detail);
-    }
-    const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
-    auto page = ParseGcsListPage(body);
-    if (!page.ok()) return page.status().WithContext(context);
-    return ListPage{std::move(page->names), std::move(page->next_page_token)};
-  });
+  return CollectListingGenerations(
+      context, root, "object", "page token", [&](const std::string& token) -> Result<ListPage> {
+        std::vector<std::pair<std::string, std::string>> query = {
+            {"prefix", list_prefix},
+            {"fields", generations ? "items(name,generation),nextPageToken" : "items(name),nextPageToken"}};
+        if (!token.empty()) query.push_back({"pageToken", token});
+        HttpRequest request;
+        request.url = origin_ + base_path_ + "/storage/v1/b/" + PercentEncode(location_.bucket, /*keep_slash=*/false) +
+                      "/o?" + CanonicalQueryString(std::move(query));
+        request.where = Describe("");
+        Authorize(request);
+        request.max_body_bytes = kMaxListBody;
+        INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
+        if (response.status != 200) {
+          const std::string what = DescribeHttpError(response.status, response.error_body);
+          const int detail = static_cast<int>(response.status);
+          if (response.status == 404) return NotFound(context + ": " + what).set_detail(detail);
+          std::string message = context + ": " + what;
+          if (response.status == 401 || response.status == 403) {
+            message += "; listing needs storage.objects.list permission (consolidated metadata avoids it)";
+          }
+          return IoError(std::move(message)).set_detail(detail);
+        }
+        const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
+        auto page = ParseGcsListPage(body);
+        if (!page.ok()) return page.status().WithContext(context);
+        if (generations && page->generations.empty() && !page->names.empty()) {
+          return Unimplemented(context + ": the listing carries no object generations");
+        }
+        return ListPage{std::move(page->names), std::move(page->next_page_token), std::move(page->generations)};
+      });
 }
 
 }  // namespace insitubatch

@@ -138,5 +138,17 @@ TEST(S3StoreTest, OpenResolvesEndpointAndHidesSecrets) {
   EXPECT_THAT(no_creds.status().message(), HasSubstr("skip_signature=True"));
 }
 
+TEST(GcsListPageTest, GenerationsAsReadsReportThem) {
+  auto page = ParseGcsListPage(
+      R"({"items": [{"name": "p/c/0", "generation": "1700000000000001"}, {"name": "p/c/1", "generation": 7}]})");
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_THAT(page->generations, ElementsAre("x-goog-generation:1700000000000001", "x-goog-generation:7"));
+  // One item without: the page lists no versions.
+  auto partial = ParseGcsListPage(R"({"items": [{"name": "a", "generation": "1"}, {"name": "b"}]})");
+  ASSERT_TRUE(partial.ok());
+  EXPECT_TRUE(partial->generations.empty());
+  EXPECT_EQ(partial->names.size(), 2u);
+}
+
 }  // namespace
 }  // namespace insitubatch

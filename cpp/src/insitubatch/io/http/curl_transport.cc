@@ -168,7 +168,7 @@ struct Transfer {
   // State of the current attempt.
   long status = 0;
   std::optional<uint64_t> content_length;
-  std::string content_range, retry_after, bucket_region, etag;
+  std::string content_range, retry_after, bucket_region, etag, last_modified, goog_generation;
   bool body_started = false;
   bool to_error_body = false;
   Buffer body;
@@ -192,6 +192,8 @@ struct Transfer {
     retry_after.clear();
     bucket_region.clear();
     etag.clear();
+    last_modified.clear();
+    goog_generation.clear();
     body_started = false;
     to_error_body = false;
     body = Buffer();
@@ -212,6 +214,8 @@ size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
     t->retry_after.clear();
     t->bucket_region.clear();
     t->etag.clear();
+    t->last_modified.clear();
+    t->goog_generation.clear();
     return size * count;
   }
   const size_t colon = line.find(':');
@@ -236,6 +240,10 @@ size_t HeaderCallback(char* data, size_t size, size_t count, void* user) {
     t->bucket_region = std::string(value.substr(0, 64));
   } else if (IEquals(name, "etag")) {
     t->etag = std::string(value.substr(0, 256));
+  } else if (IEquals(name, "last-modified")) {
+    t->last_modified = std::string(value.substr(0, 64));
+  } else if (IEquals(name, "x-goog-generation")) {
+    t->goog_generation = std::string(value.substr(0, 32));
   }
   return size * count;
 }
@@ -640,6 +648,8 @@ class CurlTransport::Worker {
       response.content_range = std::move(t->content_range);
       response.bucket_region = std::move(t->bucket_region);
       response.etag = std::move(t->etag);
+      response.last_modified = std::move(t->last_modified);
+      response.goog_generation = std::move(t->goog_generation);
       response.error_body = std::move(t->error_body);
       response.retry = std::move(t->retry);
       if (t->body_started && !t->to_error_body) {

@@ -186,13 +186,59 @@ Status CheckPartialContent(const ByteRange& range, std::string_view content_rang
   return mismatch("answers an unknown range kind");
 }
 
+namespace {
+constexpr std::string_view kGoogGeneration = "x-goog-generation:";
+}  // namespace
+
+std::string ResponseGeneration(const HttpResponse& response) {
+  if (!response.goog_generation.empty()) return std::string(kGoogGeneration) + response.goog_generation;
+  if (!response.etag.empty()) return QuotedEtag(response.etag);
+  if (response.last_modified.empty()) return "";
+  std::optional<uint64_t> size;
+  if (auto range = ParseContentRange(response.content_range); range.ok() && range->total) {
+    size = range->total;
+  } else if (response.status == 200) {
+    size = response.content_length;
+  }
+  return "last-modified:" + response.last_modified + ";size:" + (size ? std::to_string(*size) : "?");
+}
+
+std::string QuotedEtag(std::string_view etag) {
+  if (etag.empty() || etag.starts_with('"') || etag.starts_with("W/\"")) return std::string(etag);
+  return "\"" + std::string(etag) + "\"";
+}
+
+std::string ConditionalReadHeader(std::string_view generation) {
+  // Header values must be one line of visible text: a generation read from a cache log
+  // is untrusted.
+  for (char c : generation) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return "";
+  }
+  if (generation.starts_with('"') || generation.starts_with("W/\"")) {
+    return "If-None-Match: " + std::string(generation);
+  }
+  if (generation.starts_with(kGoogGeneration)) {
+    return "x-goog-if-generation-not-match: " + std::string(generation.substr(kGoogGeneration.size()));
+  }
+  return "";
+}
+
 Result<ReadResult> ObjectReadFromResponse(const ByteRange& range, HttpResponse response, std::string_view where) {
   const long status = response.status;
   const std::string context = "reading " + std::string(where) + range.Describe();
+  if (status == 304 && !range.if_none_match.empty()) {  // a conditional read: unchanged
+    ReadResult unchanged;
+    unchanged.found = true;
+    unchanged.not_modified = true;
+    unchanged.generation = range.if_none_match;
+    unchanged.retry = std::move(response.retry);
+    return unchanged;
+  }
   if (status >= 200 && status <= 299) {
     ReadResult result;
     result.found = true;
     result.retry = std::move(response.retry);
+    result.generation = ResponseGeneration(response);
     if (NeedsHead(range)) {  // zero-length read: the HEAD only proves the range fits
       if (response.content_length) {
         auto resolved = ResolveRange(range, *response.content_length);

@@ -57,9 +57,11 @@ struct HttpResponse {
   std::string error_body;  // non-2xx: the first few KiB
   std::optional<uint64_t> content_length;
   std::string content_range;
-  std::string bucket_region;  // x-amz-bucket-region (S3 redirects name the right region)
-  std::string etag;           // ETag (an uploaded part's, for completing a multipart upload)
-  RetryRecord retry;          // the transient failures retried on the way to this response
+  std::string bucket_region;    // x-amz-bucket-region (S3 redirects name the right region)
+  std::string etag;             // ETag (an object's version; an uploaded part's, for completing a multipart upload)
+  std::string last_modified;    // Last-Modified (a version where a server sends no ETag)
+  std::string goog_generation;  // x-goog-generation (GCS's object version)
+  RetryRecord retry;            // the transient failures retried on the way to this response
 };
 
 // Range header value: "bytes=10-19", "bytes=-16"; "" for kAll. A zero-length kRange or
@@ -81,9 +83,23 @@ Status CheckPartialContent(const ByteRange& range, std::string_view content_rang
                            std::string_view where, bool* retry);
 
 // Maps a response onto a store read: 2xx -> the bytes (a 200 to a range request is
-// sliced, as servers may ignore Range), 404/410 -> missing key, 416 -> DataLoss, 401/403
-// -> IoError naming the location (detail = status), any other status -> IoError.
+// sliced, as servers may ignore Range) and the object's generation, 304 to a conditional
+// read -> not_modified, 404/410 -> missing key, 416 -> DataLoss, 401/403 -> IoError naming
+// the location (detail = status), any other status -> IoError.
 Result<ReadResult> ObjectReadFromResponse(const ByteRange& range, HttpResponse response, std::string_view where);
+
+// The object's generation as a response shows it (ReadResult::generation): GCS's
+// "x-goog-generation:<n>", else the ETag as sent, else "last-modified:<date>;size:<n>"
+// (the object's size, from Content-Range or a whole body's Content-Length), else "".
+std::string ResponseGeneration(const HttpResponse& response);
+// An ETag in its quoted form (RFC 9110: "abc" or W/"abc"), as some listings (Azure's, a few
+// S3-compatible servers') give it bare: a listing's and a read's then compare equal.
+std::string QuotedEtag(std::string_view etag);
+// The request header that makes a read conditional on `generation` (ByteRange::
+// if_none_match): If-None-Match for an ETag, x-goog-if-generation-not-match for GCS; ""
+// for a generation no header can name (a Last-Modified one: the read is made in full and
+// its generation compared).
+std::string ConditionalReadHeader(std::string_view generation);
 
 // "HTTP 403 Forbidden (AccessDenied: Access Denied)": the status plus the service's error
 // code and message when the body carries them (S3/GCS XML or JSON). Bounded length.

@@ -221,5 +221,42 @@ TEST(JoinUrlTest, EncodesKeys) {
   EXPECT_EQ(JoinUrl("http://h/", "a b"), "http://h/a%20b");
 }
 
+TEST(ObjectReadTest, GenerationsAndConditionalReads) {
+  HttpResponse tagged = Response(200, "abcd");
+  tagged.etag = "\"v1\"";
+  auto read = ObjectReadFromResponse(ByteRange::All(), std::move(tagged), "u");
+  ASSERT_TRUE(read.ok());
+  EXPECT_EQ(read->generation, "\"v1\"");
+  EXPECT_FALSE(read->not_modified);
+  HttpResponse bare = Response(206, "bc", "bytes 1-2/4");
+  bare.etag = "v2";  // a server that leaves its ETag unquoted: quoted, as listings are
+  EXPECT_EQ(ObjectReadFromResponse(ByteRange::Range(1, 2), std::move(bare), "u")->generation, "\"v2\"");
+  HttpResponse gcs = Response(200, "abcd");
+  gcs.etag = "\"md5\"";
+  gcs.goog_generation = "1700000000000001";
+  EXPECT_EQ(ResponseGeneration(gcs), "x-goog-generation:1700000000000001");
+  HttpResponse dated = Response(206, "bc", "bytes 1-2/4");
+  dated.last_modified = "Wed, 21 Oct 2015 07:28:00 GMT";
+  EXPECT_EQ(ResponseGeneration(dated), "last-modified:Wed, 21 Oct 2015 07:28:00 GMT;size:4");
+  EXPECT_EQ(ResponseGeneration(Response(200, "abcd")), "");
+
+  EXPECT_EQ(ConditionalReadHeader("\"v1\""), "If-None-Match: \"v1\"");
+  EXPECT_EQ(ConditionalReadHeader("W/\"v1\""), "If-None-Match: W/\"v1\"");
+  EXPECT_EQ(ConditionalReadHeader("x-goog-generation:17"), "x-goog-if-generation-not-match: 17");
+  EXPECT_EQ(ConditionalReadHeader("last-modified:Wed, 21 Oct 2015 07:28:00 GMT;size:4"), "");
+  EXPECT_EQ(ConditionalReadHeader("\"v1\"\r\nX-Evil: 1"), "");  // untrusted (a cache log): one line or none
+
+  // A 304 answers a conditional read: unchanged, no bytes.
+  ByteRange conditional = ByteRange::All();
+  conditional.if_none_match = "\"v1\"";
+  auto unchanged = ObjectReadFromResponse(conditional, Response(304), "u");
+  ASSERT_TRUE(unchanged.ok()) << unchanged.status().ToString();
+  EXPECT_TRUE(unchanged->found && unchanged->not_modified);
+  EXPECT_EQ(unchanged->generation, "\"v1\"");
+  EXPECT_TRUE(unchanged->data.empty());
+  // ...and is an error to a read that asked for none.
+  EXPECT_EQ(ObjectReadFromResponse(ByteRange::All(), Response(304), "u").status().code(), StatusCode::kIoError);
+}
+
 }  // namespace
 }  // namespace insitubatch

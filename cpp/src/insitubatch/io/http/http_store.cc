@@ -14,8 +14,15 @@ std::string DecodeUserinfo(std::string_view text) { return *PercentDecode(text, 
 
 }  // namespace
 
+void AddReadCondition(HttpRequest& request) {
+  if (std::string header = ConditionalReadHeader(request.range.if_none_match); !header.empty()) {
+    request.headers.push_back(std::move(header));
+  }
+}
+
 void ReadObject(CurlTransport& transport, HttpRequest request, ReadCallback done) {
   if (NeedsHead(request.range)) request.method = "HEAD";
+  AddReadCondition(request);
   ByteRange range = request.range;
   std::string where = request.where;
   transport.Submit(std::move(request),
@@ -78,11 +85,11 @@ std::string HttpStore::Describe(std::string_view key) const {
   return redacted_ + "/" + std::string(key);
 }
 
-Result<std::vector<std::string>> CollectListing(const std::string& context, const std::string& root,
-                                                std::string_view item, std::string_view token_noun,
-                                                const ListPageFetch& fetch) {
+Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::string& context, const std::string& root,
+                                                                std::string_view item, std::string_view token_noun,
+                                                                const ListPageFetch& fetch) {
   constexpr size_t kMaxListPages = 100000;
-  std::vector<std::string> keys;
+  std::vector<ObjectGeneration> objects;
   std::set<std::string> seen_tokens;
   std::string token;
   for (size_t page_no = 0;; ++page_no) {
@@ -90,12 +97,16 @@ Result<std::vector<std::string>> CollectListing(const std::string& context, cons
       return IoError(context + ": more than " + std::to_string(kMaxListPages) + " pages");
     }
     INSITU_ASSIGN_OR_RETURN(ListPage page, fetch(token));
-    for (std::string& name : page.names) {
+    if (!page.generations.empty() && page.generations.size() != page.names.size()) {
+      return IoError(context + ": the reply's " + std::string(item) + "s and versions do not pair up");
+    }
+    for (size_t i = 0; i < page.names.size(); ++i) {
+      std::string& name = page.names[i];
       if (!name.starts_with(root)) {
         return IoError(context + ": the reply holds " + std::string(item) + " \"" + name +
                        "\" outside the requested prefix");
       }
-      keys.push_back(name.substr(root.size()));
+      objects.push_back({name.substr(root.size()), page.generations.empty() ? "" : std::move(page.generations[i])});
     }
     if (page.next.empty()) break;
     if (!seen_tokens.insert(page.next).second) {
@@ -103,10 +114,24 @@ Result<std::vector<std::string>> CollectListing(const std::string& context, cons
     }
     token = std::move(page.next);
   }
-  std::sort(keys.begin(), keys.end());
-  keys.erase(std::unique(keys.begin(), keys.end()), keys.end());
+  std::stable_sort(objects.begin(), objects.end(),
+                   [](const ObjectGeneration& a, const ObjectGeneration& b) { return a.key < b.key; });
+  objects.erase(std::unique(objects.begin(), objects.end(),
+                            [](const ObjectGeneration& a, const ObjectGeneration& b) { return a.key == b.key; }),
+                objects.end());
   // "Directory marker" objects ("a/b/") are not keys a store can read.
-  std::erase_if(keys, [](const std::string& k) { return k.empty() || k.back() == '/'; });
+  std::erase_if(objects, [](const ObjectGeneration& o) { return o.key.empty() || o.key.back() == '/'; });
+  return objects;
+}
+
+Result<std::vector<std::string>> CollectListing(const std::string& context, const std::string& root,
+                                                std::string_view item, std::string_view token_noun,
+                                                const ListPageFetch& fetch) {
+  INSITU_ASSIGN_OR_RETURN(std::vector<ObjectGeneration> objects,
+                          CollectListingGenerations(context, root, item, token_noun, fetch));
+  std::vector<std::string> keys;
+  keys.reserve(objects.size());
+  for (ObjectGeneration& o : objects) keys.push_back(std::move(o.key));
   return keys;
 }
 

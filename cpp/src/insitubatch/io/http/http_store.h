@@ -56,8 +56,11 @@ class HttpStore final : public Store {
 };
 
 // Shared by the HTTP, S3, GCS and Azure stores: issues `request` (GET, or HEAD for an empty
-// range) and maps the response onto a ReadResult.
+// range; conditional when its range asks, AddReadCondition) and maps the response onto a
+// ReadResult.
 void ReadObject(CurlTransport& transport, HttpRequest request, ReadCallback done);
+// Adds the header a conditional read (ByteRange::if_none_match) sends, if any.
+void AddReadCondition(HttpRequest& request);
 
 // The bound on one listing reply's body, shared by the bucket stores.
 inline constexpr uint64_t kMaxListBody = uint64_t{64} << 20;
@@ -67,6 +70,7 @@ inline constexpr uint64_t kMaxListBody = uint64_t{64} << 20;
 struct ListPage {
   std::vector<std::string> names;
   std::string next;
+  std::vector<std::string> generations;  // parallel to `names` (a listing with generations), or empty
 };
 using ListPageFetch = std::function<Result<ListPage>(const std::string& token)>;
 
@@ -77,5 +81,9 @@ using ListPageFetch = std::function<Result<ListPage>(const std::string& token)>;
 Result<std::vector<std::string>> CollectListing(const std::string& context, const std::string& root,
                                                 std::string_view item, std::string_view token_noun,
                                                 const ListPageFetch& fetch);
+// The same, keeping each name's generation (ListPage::generations; "" where a page has none).
+Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::string& context, const std::string& root,
+                                                                std::string_view item, std::string_view token_noun,
+                                                                const ListPageFetch& fetch);
 
 }  // namespace insitubatch

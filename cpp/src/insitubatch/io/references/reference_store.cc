@@ -1,11 +1,30 @@
 #include "insitubatch/io/references/reference_store.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <span>
 
 #include "insitubatch/io/memory_store.h"
+#include "insitubatch/util/crc32c.h"
 
 namespace insitubatch {
+namespace {
+
+// A key's generation: of the bytes a reference names, so a reference moved to other
+// bytes of the same object is a change too. Inline bytes: their checksum; a range: the
+// target's generation (if its store gives one) and the range.
+std::string ReferenceGeneration(const Reference& ref, const std::string& target) {
+  if (ref.target < 0) {
+    char text[32];
+    std::snprintf(text, sizeof(text),
+                  "inline:%08x:", static_cast<unsigned>(Crc32c(std::as_bytes(std::span(ref.data)))));
+    return text + std::to_string(ref.data.size());
+  }
+  if (target.empty() || ref.whole) return target;
+  return target + "@" + std::to_string(ref.offset) + "+" + std::to_string(ref.length);
+}
+
+}  // namespace
 
 Result<std::shared_ptr<ReferenceStore>> ReferenceStore::Open(ReferenceSet refs, std::vector<ReferenceTarget> targets,
                                                              std::string name) {
@@ -56,6 +75,7 @@ void ReferenceStore::ReadAsync(std::string key, ByteRange range, ReadCallback do
         ReadResult out;
         out.found = true;
         out.data = std::move(ahead.bytes);
+        out.generation = std::move(ahead.generation);
         held_bytes_ -= out.data.size();
         ahead_.erase(it);
         lock.unlock();
@@ -138,16 +158,19 @@ void ReferenceStore::FetchRun(std::vector<std::string> run, const Reference& fir
               for (Ahead::Waiter& w : waiters) again.push_back({key, std::move(w)});
               continue;
             }
+            std::string generation = ReferenceGeneration(*refs_.Find(key), result->generation);
             if (waiters.empty()) {
               held_bytes_ += piece->size();
               it->second.state = Ahead::State::kHeld;
               it->second.bytes = std::move(*piece);
+              it->second.generation = std::move(generation);
               continue;
             }
             ahead_.erase(it);
             for (size_t w = 0; w < waiters.size(); ++w) {
               ReadResult out;
               out.found = true;
+              out.generation = generation;
               if (w + 1 == waiters.size()) {
                 out.data = std::move(*piece);
               } else {
@@ -191,11 +214,13 @@ void ReferenceStore::ReadDirect(std::string key, ByteRange range, ReadCallback d
     ReadResult out;
     out.found = true;
     out.data = std::move(*data);
+    out.generation = ReferenceGeneration(*ref, "");
     done(std::move(out));
     return;
   }
   const ReferenceTarget& target = targets_[static_cast<size_t>(ref->target)];
   ByteRange inner = range;
+  inner.if_none_match.clear();  // a key's generation is not its target's: the read is made in full
   if (!ref->whole) {
     // Confine the read to the referenced bytes, then shift it into the target object.
     auto span = ResolveRange(range, ref->length);
@@ -209,13 +234,14 @@ void ReferenceStore::ReadDirect(std::string key, ByteRange range, ReadCallback d
   target_reads_.fetch_add(1, std::memory_order_relaxed);
   target.store->ReadAsync(
       target.key, inner,
-      [done = std::move(done), where = std::move(where)](Result<ReadResult> result) {
+      [done = std::move(done), where = std::move(where), ref](Result<ReadResult> result) {
         if (!result.ok()) {
           done(result.status().WithContext(where));
         } else if (!result->found) {
           // The reference names an object that is not there: never a silent fill value.
           done(NotFound(where + ": the target object does not exist"));
         } else {
+          result->generation = ReferenceGeneration(*ref, result->generation);
           done(std::move(result));
         }
       },

@@ -66,7 +66,8 @@ class ReferenceStore final : public Store {
   // A key the plan said is coming: expected, being fetched in a run, or fetched (held).
   struct Ahead {
     enum class State { kExpected, kFetching, kHeld } state = State::kExpected;
-    Buffer bytes;  // kHeld
+    Buffer bytes;            // kHeld
+    std::string generation;  // kHeld: ReferenceGeneration of its bytes
     struct Waiter {
       ReadCallback done;
       CancelRef cancel;  // its own: a re-read after a failed run honours it
