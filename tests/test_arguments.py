@@ -193,10 +193,11 @@ def test_string_options_are_literals_with_their_accepted_values():
     for name in ("on_bad_chunk", "plan", "remainder", "patch_mode", "patch_edges"):
         assert typing.get_args(hints[name]) == arguments.CHOICES[name], name
         assert params[name].default in arguments.CHOICES[name]
-    # eviction's default is the engine's own (None: not restated here).
-    literal, none = typing.get_args(hints["eviction"])
-    assert typing.get_args(literal) == arguments.CHOICES["eviction"] and none is type(None)
-    assert params["eviction"].default is None
+    # eviction's and revalidate's defaults are the engine's own (None: not restated here).
+    for name in ("eviction", "revalidate"):
+        literal, none = typing.get_args(hints[name])
+        assert typing.get_args(literal) == arguments.CHOICES[name] and none is type(None)
+        assert params[name].default is None
     with pytest.raises(InvalidArgumentError, match='eviction must be "next_use" or "lru", got \'fifo\''):
         arguments.choice("eviction", "fifo")
 
@@ -206,7 +207,7 @@ def test_the_string_options_accepted_here_are_those_the_engine_parses():
     value offered here parses natively, and the engine refuses what is not offered."""
     from insitubatch import _ext, arguments
 
-    for name in ("on_bad_chunk", "eviction"):
+    for name in ("on_bad_chunk", "eviction", "revalidate"):
         config = _ext.EngineConfig()
         for value in arguments.CHOICES[name]:
             setattr(config, name, value)

@@ -236,6 +236,13 @@ void BindEngine(nb::module_& m) {
       .def_prop_rw(
           "reset_stale_cache", [](const EngineConfig& c) { return c.disk_cache.reset_stale; },
           [](EngineConfig& c, bool v) { c.disk_cache.reset_stale = v; })
+      .def_prop_rw(
+          "revalidate",
+          [](const EngineConfig& c) { return std::string(engine::RevalidateName(c.disk_cache.revalidate)); },
+          [](EngineConfig& c, nb::handle v) {
+            c.disk_cache.revalidate = ValueOrThrow(engine::ParseRevalidate(OptionText(v)));
+          },
+          "When cached chunks are checked against their source: \"open\", \"first_use\" or \"never\".")
       .def(
           "validate", [](const EngineConfig& c) { ThrowIfError(c.Validate()); },
           "Raises InvalidArgumentError unless the options hold together (Engine() checks it too).");
@@ -337,10 +344,9 @@ void BindEngine(nb::module_& m) {
               }
               std::vector<engine::CachedArray> cached;
               for (size_t i = 0; i < sources.size(); ++i) {
-                cached.push_back({sources[i].path(), fingerprints.empty() ? "" : fingerprints[i], sources[i].resident,
-                                  sources[i].spc});
+                cached.push_back(engine::CachedArrayOf(sources[i], fingerprints.empty() ? "" : fingerprints[i]));
               }
-              nb::gil_scoped_release release;  // file work, and perhaps a reset
+              nb::gil_scoped_release release;  // file work, perhaps a reset, and the revalidation listings
               config.backing = ValueOrThrow(engine::DiskBacking::Open(config.disk_cache, std::move(cached)));
             }
             new (self) EngineHandle{ValueOrThrow(Engine::Create(std::move(sources), config))};
@@ -376,14 +382,33 @@ void BindEngine(nb::module_& m) {
               d["revive_missing"] = c.revive_missing;
               d["revive_mismatch"] = c.revive_mismatch;
               d["revive_corrupt"] = c.revive_corrupt;
+              d["revive_source_changed"] = c.revive_source_changed;
+              d["revive_unverified"] = c.revive_unverified;
+              d["revalidated"] = c.revalidated;
               d["files_written"] = c.files_written;
               d["bytes_written"] = c.bytes_written;
               d["logged_entries"] = disk->logged_entries();
               d["logged_bytes"] = disk->logged_bytes();
+              nb::list checked;
+              for (const engine::RevalidationReport& r : disk->revalidation()) {
+                nb::dict a;
+                a["path"] = r.path;
+                a["mode"] = std::string(engine::RevalidateName(r.mode));
+                a["fallback"] = r.fallback;
+                a["entries"] = r.entries;
+                a["changed"] = r.changed;
+                a["unverified"] = r.unverified;
+                a["unversioned"] = r.unversioned;
+                a["checked"] = r.checked;
+                a["seconds"] = r.seconds;
+                checked.append(a);
+              }
+              d["revalidation"] = checked;
             }
             return d;
           },
-          "The disk tier's counters (revivals, files written, what the log holds).")
+          "The disk tier's counters (revivals, files written, what the log holds) and, per array with\n"
+          "logged entries, how they were checked against their source at open (revalidation).")
       .def_prop_ro(
           "budget_grown", [](const EngineHandle& h) { return h.engine->budget_grown(); },
           "The budget the last start_pass grew the automatic budget to (0: unchanged).")

@@ -63,6 +63,7 @@ void BindStats(nb::module_& m) {
       .def_ro("rereads", &PassStats::rereads)
       .def_ro("revived", &PassStats::revived)
       .def_ro("revive_rejected", &PassStats::revive_rejected)
+      .def_ro("source_changed", &PassStats::source_changed)
       .def_ro("evictions", &PassStats::evictions)
       .def_ro("tiles_read", &PassStats::tiles_read)
       .def_ro("bytes_read", &PassStats::bytes_read)

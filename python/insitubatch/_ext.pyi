@@ -597,6 +597,9 @@ class PassStats:
     def revive_rejected(self) -> int: ...
 
     @property
+    def source_changed(self) -> int: ...
+
+    @property
     def evictions(self) -> int: ...
 
     @property
@@ -758,6 +761,15 @@ class EngineConfig:
     @reset_stale_cache.setter
     def reset_stale_cache(self, arg: bool, /) -> None: ...
 
+    @property
+    def revalidate(self) -> str:
+        """
+        When cached chunks are checked against their source: "open", "first_use" or "never".
+        """
+
+    @revalidate.setter
+    def revalidate(self, arg: object, /) -> None: ...
+
     def validate(self) -> None:
         """
         Raises InvalidArgumentError unless the options hold together (Engine() checks it too).
@@ -862,7 +874,8 @@ class Engine:
 
     def cache_counters(self) -> dict:
         """
-        The disk tier's counters (revivals, files written, what the log holds).
+        The disk tier's counters (revivals, files written, what the log holds) and, per array with
+        logged entries, how they were checked against their source at open (revalidation).
         """
 
     @property

@@ -36,6 +36,7 @@ LIMITS: dict[str, tuple[int, int]] = {
 # The string options, typed for signatures; CHOICES holds their values for the checks.
 OnBadChunk = Literal["raise", "nan"]
 Eviction = Literal["next_use", "lru"]
+Revalidate = Literal["open", "first_use", "never"]
 Plan = Literal["shuffle", "stratified", "balanced"]
 Remainder = Literal["drop", "pad"]
 Split = Literal["train", "val", "test"]
@@ -47,6 +48,7 @@ PatchEdges = Literal["inside", "cover", "pad"]
 CHOICES: dict[str, tuple[str, ...]] = {
     "on_bad_chunk": get_args(OnBadChunk),
     "eviction": get_args(Eviction),
+    "revalidate": get_args(Revalidate),
     "plan": get_args(Plan),
     "remainder": get_args(Remainder),
     "split": get_args(Split),
@@ -134,6 +136,6 @@ def text(name: str, value: Any) -> str:
 
 __all__ = [
     "CHOICES", "Eviction", "LIMITS", "OnBadChunk", "PatchEdges", "PatchMode", "Plan", "PruneBackend", "PruneMode",
-    "Remainder", "Split",
+    "Remainder", "Revalidate", "Split",
     "choice", "finite_fraction", "flag", "integer", "number", "text",
 ]

@@ -115,6 +115,28 @@ def check_directory(cache_dir: str, *, readonly: bool, disk_bytes: int) -> None:
                 format_bytes(free))
 
 
+def log_revalidation(counters: dict[str, Any], store: Any) -> None:
+    """One line per array whose cached entries were checked against their source when the
+    cache opened (``revalidate=``): the listing's cost and what changed, the fallback to
+    first use where the store cannot list, and entries nothing can check."""
+    for r in counters.get("revalidation", ()):
+        path = r["path"] or "/"
+        if r["fallback"]:
+            logger.info("revalidate='open' cannot check the cached chunks of %r at open (%s): they are"
+                        " revalidated at first use instead, by a conditional read each", path, r["fallback"])
+        elif r["mode"] == "open" and r["checked"]:
+            logger.info("revalidate='open': %d cached chunks of %r checked against their source (%d stored chunks)"
+                        " in %.3f s: %d changed (read again)", r["entries"] - r["unversioned"] - r["unverified"],
+                        path, r["checked"], r["seconds"], r["changed"])
+        if r["unverified"] and r["mode"] != "never":
+            logger.info("cache_dir: %d entries of %r were written by an older version without their source's"
+                        " versions: read again once", r["unverified"], path)
+        if r["unversioned"]:
+            logger.warning("cache_dir: %d cached chunks of %r are served without revalidation: their store (%s)"
+                           " reports no object versions, so a chunk rewritten at the source is not noticed",
+                           r["unversioned"], path, type(store).__name__)
+
+
 def warn_best_effort(weak: list[str]) -> None:
     logger.warning(
         "persist: the chunk transform(s) %s have no cache_key and cloudpickle is not installed, so"
@@ -157,5 +179,5 @@ class ReviveWatch:
                 counters["revive_mismatch"], counters["revive_missing"], counters["revive_corrupt"])
 
 
-__all__ = ["ReviveWatch", "array_fingerprints", "check_directory", "fingerprints_for", "transform_token",
-           "warn_best_effort"]
+__all__ = ["ReviveWatch", "array_fingerprints", "check_directory", "fingerprints_for", "log_revalidation",
+           "transform_token", "warn_best_effort"]

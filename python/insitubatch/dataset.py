@@ -82,6 +82,7 @@ class InSituDataset:
         persist: bool = False,
         readonly_cache: bool = False,
         reset_stale_cache: bool = False,
+        revalidate: arguments.Revalidate | None = None,  # None: the engine's default (open)
         on_bad_chunk: arguments.OnBadChunk = _ON_BAD_CHUNK,
         chunk_transforms: Sequence[Callable[..., Any]] = (),
         batch_transforms: Sequence[Callable[..., Any]] = (),
@@ -110,8 +111,8 @@ class InSituDataset:
             batch_size=batch_size, block_chunks=block_chunks, max_inflight=max_inflight, seed=seed, shuffle=shuffle,
             prefetch_depth=prefetch_depth, cache_dir=cache_dir, cache_budget_bytes=cache_budget_bytes,
             persist=persist, readonly_cache=readonly_cache, reset_stale_cache=reset_stale_cache,
-            on_bad_chunk=on_bad_chunk, chunk_transforms=chunk_transforms, batch_transforms=batch_transforms,
-            decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction, labels=labels,
+            revalidate=revalidate, on_bad_chunk=on_bad_chunk, chunk_transforms=chunk_transforms,
+            batch_transforms=batch_transforms, decode_threads=decode_threads, gather_threads=gather_threads, eviction=eviction, labels=labels,
             plan=plan, rank=rank, world_size=world_size, remainder=remainder, patch=patch,
             patch_stride=patch_stride, patches_per_sample=patches_per_sample, patch_mode=patch_mode,
             patch_edges=patch_edges, sample_filter=sample_filter, min_valid=min_valid, crop=crop, trace=trace)
@@ -174,6 +175,8 @@ class InSituDataset:
             self._hierarchy, self._variables, config, [self._transform_spec(p) for p in self._paths],
             self._fingerprints, self._sampling.engine_crops(self._paths))
         self._reset_stale_cache = False  # done: a re-open (a forked child) must not reset again
+        if self.cache_dir is not None:
+            caching.log_revalidation(self._engine.cache_counters(), self.store)
 
     def _live_engine(self) -> Any:
         """The engine, re-opened first in a forked child; FailedPrecondition once closed."""
@@ -234,6 +237,7 @@ class InSituDataset:
     gather_threads = property(lambda self: self._config.gather_threads)
     on_bad_chunk = property(lambda self: self._config.on_bad_chunk)
     eviction = property(lambda self: self._config.eviction)
+    revalidate = property(lambda self: self._config.revalidate)
     rank = property(lambda self: self._config.rank)
     world_size = property(lambda self: self._config.world_size)
     remainder = property(lambda self: self._config.remainder)

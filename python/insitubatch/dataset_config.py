@@ -1,8 +1,9 @@
 """An :class:`InSituDataset`'s arguments, checked and coerced once and frozen.
 
 The engine's options (``max_inflight``, the thread counts, ``on_bad_chunk``, ``eviction``,
-the cache directory's modes) are checked by the engine's own ``EngineConfig`` (C++), which
-also holds their defaults and limits: this module only reads them back. The frozen config
+the cache directory's modes and ``revalidate``) are checked by the engine's own
+``EngineConfig`` (C++), which also holds their defaults and limits: this module only reads
+them back. The frozen config
 is what pickling sends, so a worker rebuilds the same dataset without re-reading anything
 its parent resolved (the rank, the defaults).
 """
@@ -49,6 +50,7 @@ class DatasetConfig:
     persist: bool
     readonly_cache: bool
     reset_stale_cache: bool
+    revalidate: str
     patch: PatchArguments | None = None  # patch samples (patching.py); None: whole fields
     sample_filter: FilterArguments | None = None  # masks and predicates (sample_filters.py)
     crop: CropArguments | None = None  # a coordinate selection's region (crops.py)
@@ -60,8 +62,8 @@ class DatasetConfig:
         cache_dir: Any, cache_budget_bytes: Any, persist: Any, readonly_cache: Any, reset_stale_cache: Any,
         on_bad_chunk: Any, chunk_transforms: Any, batch_transforms: Any, decode_threads: Any, gather_threads: Any,
         eviction: Any, labels: Any, plan: Any, rank: Any, world_size: Any, remainder: Any,
-        patch: Any = None, patch_stride: Any = None, patches_per_sample: Any = None, patch_mode: Any = "grid",
-        patch_edges: Any = "inside",
+        revalidate: Any = None, patch: Any = None, patch_stride: Any = None, patches_per_sample: Any = None,
+        patch_mode: Any = "grid", patch_edges: Any = "inside",
         sample_filter: Any = None, min_valid: Any = None, crop: Any = None, trace: Any = False,
     ) -> "DatasetConfig":
         """Checks each argument (naming it, its value and what is accepted) in the order
@@ -94,6 +96,8 @@ class DatasetConfig:
         engine.persist = arguments.flag("persist", persist)
         engine.readonly_cache = arguments.flag("readonly_cache", readonly_cache)
         engine.reset_stale_cache = arguments.flag("reset_stale_cache", reset_stale_cache)
+        if revalidate is not None:
+            engine.revalidate = arguments.text("revalidate", revalidate)
         if cache_budget_bytes is not None:
             cache_budget_bytes = arguments.integer("cache_budget_bytes", cache_budget_bytes)
         if cache_dir is not None:
@@ -117,8 +121,8 @@ class DatasetConfig:
                    world_size=world_size, remainder=remainder, max_inflight=engine.max_inflight,
                    decode_threads=engine.decode_threads, gather_threads=engine.gather_threads,
                    on_bad_chunk=engine.on_bad_chunk, eviction=engine.eviction, persist=engine.persist,
-                   readonly_cache=engine.readonly_cache, reset_stale_cache=engine.reset_stale_cache, patch=patches,
-                   sample_filter=filters, crop=crops, trace=trace)
+                   readonly_cache=engine.readonly_cache, reset_stale_cache=engine.reset_stale_cache,
+                   revalidate=engine.revalidate, patch=patches, sample_filter=filters, crop=crops, trace=trace)
 
     def engine_config(self, *, budget_bytes: int, pass_floor_bytes: int, reset_stale_cache: bool) -> Any:
         """The engine's ``EngineConfig`` for these options and the sizing step's figures."""
@@ -132,6 +136,7 @@ class DatasetConfig:
         engine.persist = self.persist
         engine.readonly_cache = self.readonly_cache
         engine.reset_stale_cache = reset_stale_cache
+        engine.revalidate = self.revalidate
         engine.budget_bytes = budget_bytes
         engine.pass_floor_bytes = pass_floor_bytes
         engine.auto_budget = self.cache_budget_bytes is None

@@ -140,8 +140,11 @@ class PassStats:
     depths: Depths = field(default_factory=Depths)
     retry: RetryStats = field(default_factory=RetryStats)
     revived: int = 0  # hits served from a persisted cache_dir (no fetch, no decode)
-    # Persisted entries found but not served (their bytes failed the checksum): read again.
+    # Persisted entries found but not served (their bytes failed the checksum, or their
+    # source changed since they were written): read again.
     revive_rejected: int = 0
+    # Of those, the entries whose source changed (revalidate=): read again.
+    source_changed: int = 0
     waited: Waited = field(default_factory=Waited)
     # The backend the chunks came from (file, memory, http, s3, gcs, azure, references,
     # python; "" if unknown): the store advice depends on it.
@@ -242,7 +245,8 @@ class PassStats:
         if self.revived:
             parts.append(f"revived {self.revived} from cache_dir")
         if self.revive_rejected:
-            parts.append(f"{self.revive_rejected} cache_dir entries failed their check (read again)")
+            changed = f", {self.source_changed} because their source changed" if self.source_changed else ""
+            parts.append(f"{self.revive_rejected} cache_dir entries failed their check (read again{changed})")
         if self.rereads or self.evictions:
             parts.append(f"re-reads {self.rereads}, evictions {self.evictions}")
         if self.bad_chunks:

@@ -55,6 +55,19 @@ Result<LogEntry> ParseEntry(std::string_view line, std::string_view where, size_
     }
     entry.boot = boot->get<std::string>();
   }
+  if (auto generations = j.find("generations"); generations != j.end()) {
+    if (!generations->is_array()) return Corrupt(where, number, "\"generations\" is not a list");
+    entry.generations.emplace();
+    entry.generations->reserve(generations->size());
+    for (const nlohmann::json& g : *generations) {
+      if (!g.is_string() || g.get_ref<const std::string&>().size() > kMaxFieldBytes) {
+        return Corrupt(where, number,
+                       "\"generations\" holds an item that is not a string of at most " +
+                           std::to_string(kMaxFieldBytes) + " bytes");
+      }
+      entry.generations->push_back(g.get<std::string>());
+    }
+  }
   if (Status name = CheckBasename(entry.file, "cache log " + std::string(where)); !name.ok()) {
     return Corrupt(where, number, name.message());
   }
@@ -71,6 +84,7 @@ std::string LogLine(const LogEntry& e) {
   nlohmann::json j{{"key", e.key}, {"file", e.file}, {"bytes", e.bytes}, {"tag", e.tag}};
   if (e.crc32c) j["crc32c"] = *e.crc32c;
   if (!e.boot.empty()) j["boot"] = e.boot;
+  if (e.generations) j["generations"] = *e.generations;
   return j.dump() + "\n";
 }
 

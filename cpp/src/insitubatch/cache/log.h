@@ -1,12 +1,15 @@
 #pragma once
 
 // CacheLog: the append-only record of what a cache directory holds -- a header line, then
-// one JSON line per completed entry: {"key", "file", "bytes", "tag", "crc32c", "boot"}. The key is
-// the owner's name for the entry (the disk tier does not interpret it), the file a bare
-// name in the directory, the tag a fingerprint of how the bytes were made (an entry whose
-// tag differs from the current one is stale), crc32c the checksum of the bytes the owner
-// wrote (absent in entries older versions wrote: then nothing vouches for the file), boot
-// the machine's boot it was written in (a file of this boot lost no page to a crash).
+// one JSON line per completed entry: {"key", "file", "bytes", "tag", "crc32c", "boot",
+// "generations"}. The key is the owner's name for the entry (the disk tier does not
+// interpret it), the file a bare name in the directory, the tag a fingerprint of how the
+// bytes were made (an entry whose tag differs from the current one is stale), crc32c the
+// checksum of the bytes the owner wrote (absent in entries older versions wrote: then
+// nothing vouches for the file), boot the machine's boot it was written in (a file of this
+// boot lost no page to a crash), generations the versions of the source objects the bytes
+// were made from, as their store reported them (absent in older entries; the owner gives
+// them meaning).
 //
 // Crash-safe without fsync: an entry's line is appended whole, after its file is in place,
 // so a process killed at any point leaves every earlier line valid and at most a torn last
@@ -31,8 +34,8 @@
 namespace insitubatch::cache {
 
 inline constexpr const char* kLogName = "insitu_cache.jsonl";
-// Fields added since version 1 (crc32c, boot) are optional: an older reader ignores them, and
-// an entry an older writer made without them is read as such.
+// Fields added since version 1 (crc32c, boot, generations) are optional: an older reader
+// ignores them, and an entry an older writer made without them is read as such.
 inline constexpr int kLogFormatVersion = 1;
 
 struct LogEntry {
@@ -42,6 +45,9 @@ struct LogEntry {
   std::string tag;
   std::optional<uint32_t> crc32c;  // of the bytes the owner wrote (nullopt: not recorded)
   std::string boot;                // the machine's boot when written (util BootId; "" unknown)
+  // The source objects' generations (engine/backing.h says what each string means);
+  // nullopt: not recorded (an older version wrote the entry).
+  std::optional<std::vector<std::string>> generations;
   friend bool operator==(const LogEntry&, const LogEntry&) = default;
 };
 

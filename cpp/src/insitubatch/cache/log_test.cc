@@ -138,5 +138,26 @@ TEST(CacheLogTest, AWriterReattachesARemovedLog) {
   EXPECT_EQ(again->entries()[1].key, "t2m#2");
 }
 
+// Source generations are an optional field: logged and read back as written, absent in an
+// older version's lines (nullopt), an empty list kept apart from absent, and malformed
+// ones corruption.
+TEST(CacheLogTest, GenerationsRoundTripAndAreOptional) {
+  LogEntry entry{"t2m#0", "t2m.0.npy", 100, "", 7u, "", std::vector<std::string>{"\"etag\"", ""}};
+  auto parsed = ParseLog(LogHeader() + LogLine(entry) + LogLine({"t2m#1", "t2m.1.npy", 100, "", 8u}) +
+                             LogLine({"t2m#2", "t2m.2.npy", 100, "", 9u, "", std::vector<std::string>{}}),
+                         "log");
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  ASSERT_EQ(parsed->entries.size(), 3u);
+  EXPECT_EQ(parsed->entries[0], entry);
+  EXPECT_FALSE(parsed->entries[1].generations.has_value());
+  ASSERT_TRUE(parsed->entries[2].generations.has_value());
+  EXPECT_TRUE(parsed->entries[2].generations->empty());
+  for (const char* bad : {R"("generations": "x")", R"("generations": [1])", R"("generations": [null])"}) {
+    const std::string line = std::string(R"({"key": "k#0", "file": "f.npy", "bytes": 1, "tag": "", )") + bad + "}\n";
+    auto corrupt = ParseLog(LogHeader() + line + LogLine(entry), "log");
+    EXPECT_EQ(corrupt.status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace insitubatch::cache

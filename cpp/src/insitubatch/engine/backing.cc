@@ -11,6 +11,7 @@
 #include <set>
 #include <unordered_set>
 
+#include "insitubatch/util/clock.h"
 #include "insitubatch/util/crc32c.h"
 #include "insitubatch/util/env.h"
 
@@ -59,7 +60,49 @@ std::string ChunkFileNameOfKey(const std::string& key) {
 // Whether `name` is one of the files the backing generates (and so may sweep).
 bool IsOwnFileName(std::string_view name) { return name == cache::kLogName || DiskBacking::IsChunkFileName(name); }
 
+// The outer chunk a log key "<path>#<chunk>" names (-1 for another key).
+int64_t ChunkOfKey(const std::string& key) {
+  const size_t hash = key.rfind('#');
+  if (hash == std::string::npos) return -1;
+  const std::string_view digits = std::string_view(key).substr(hash + 1);
+  if (!AllOf(digits, IsDigit) || digits.size() > 18) return -1;
+  return std::stoll(std::string(digits));
+}
+
 }  // namespace
+
+Result<Revalidate> ParseRevalidate(std::string_view text) {
+  if (text == "open") return Revalidate::kOpen;
+  if (text == "first_use") return Revalidate::kFirstUse;
+  if (text == "never") return Revalidate::kNever;
+  return InvalidArgument("revalidate must be \"open\", \"first_use\" or \"never\", got '" + std::string(text) + "'");
+}
+
+std::string_view RevalidateName(Revalidate value) {
+  switch (value) {
+    case Revalidate::kFirstUse:
+      return "first_use";
+    case Revalidate::kNever:
+      return "never";
+    default:
+      return "open";
+  }
+}
+
+CachedArray CachedArrayOf(const ArraySource& source, std::string fingerprint) {
+  CachedArray out{source.path(), std::move(fingerprint), source.resident, source.spc, source.array->store(), {}};
+  auto shared = std::make_shared<const ArraySource>(source);
+  out.stored_keys = [shared](int64_t chunk) {
+    std::vector<std::string> keys;
+    if (chunk < 0 || chunk >= shared->n_chunks()) return keys;  // a key no chunk has: nothing matches
+    keys.reserve(shared->stored.tiles);
+    for (uint64_t tile = 0; tile < shared->stored.tiles; ++tile) {
+      keys.push_back(shared->array->ChunkKey(shared->PhysicalCoords(chunk, tile)));
+    }
+    return keys;
+  };
+  return out;
+}
 
 std::vector<std::string> StaleArrays(const std::vector<cache::LogEntry>& entries,
                                      const std::vector<CachedArray>& arrays) {
@@ -146,8 +189,84 @@ Result<std::shared_ptr<DiskBacking>> DiskBacking::Open(DiskCacheOptions options,
       });
     }
   }
-  return std::shared_ptr<DiskBacking>(
+  std::shared_ptr<DiskBacking> backing(
       new DiskBacking(std::move(options), std::move(arrays), std::move(dir), std::move(lock), std::move(log)));
+  backing->CheckSources();
+  return backing;
+}
+
+void DiskBacking::CheckSources() {
+  if (!log_) return;
+  // The arrays' own entries, by array (a key names one array: "<path>#<chunk>").
+  std::vector<std::vector<std::string>> keys(arrays_.size());
+  for (const auto& [key, entry] : entries_) {
+    const size_t hash = key.rfind('#');
+    if (hash == std::string::npos) continue;
+    for (size_t a = 0; a < arrays_.size(); ++a) {
+      if (key.compare(0, hash, arrays_[a].path) == 0 && arrays_[a].path.size() == hash) keys[a].push_back(key);
+    }
+  }
+  const Revalidate mode = options_.revalidate;
+  for (size_t a = 0; a < arrays_.size(); ++a) {
+    if (keys[a].empty()) continue;
+    RevalidationReport report;
+    report.path = arrays_[a].path;
+    report.entries = keys[a].size();
+    report.mode = mode;
+    const auto t0 = std::chrono::steady_clock::now();
+    // Entries that cannot be checked: written without generations by an older version
+    // (read again once, unless "never"), or from a store that reports none (served).
+    std::vector<std::string> checkable;
+    for (const std::string& key : keys[a]) {
+      const cache::LogEntry& e = entries_.at(key);
+      if (!e.generations) {
+        ++report.unverified;
+        if (mode != Revalidate::kNever) unvalidated_.insert(key);  // Revive rejects it
+      } else if (e.generations->empty()) {
+        ++report.unversioned;
+      } else {
+        checkable.push_back(key);
+      }
+    }
+    if (mode == Revalidate::kOpen && !checkable.empty()) {
+      Status checked = CheckAgainstStore(arrays_[a], checkable, report);
+      if (!checked.ok()) {
+        report.mode = Revalidate::kFirstUse;
+        report.fallback = checked.message();
+      }
+    }
+    if (report.mode == Revalidate::kFirstUse) unvalidated_.insert(checkable.begin(), checkable.end());
+    report.seconds = SecondsSince(t0);
+    revalidation_.push_back(std::move(report));
+  }
+}
+
+Status DiskBacking::CheckAgainstStore(const CachedArray& array, const std::vector<std::string>& keys,
+                                      RevalidationReport& report) {
+  if (array.store == nullptr || !array.stored_keys) return Unimplemented("no store to list");
+  // Every entry's stored chunks, in order; their generations in one call.
+  std::vector<std::string> stored;
+  std::vector<size_t> first(keys.size() + 1, 0);
+  for (size_t k = 0; k < keys.size(); ++k) {
+    std::vector<std::string> tiles = array.stored_keys(ChunkOfKey(keys[k]));
+    stored.insert(stored.end(), std::make_move_iterator(tiles.begin()), std::make_move_iterator(tiles.end()));
+    first[k + 1] = stored.size();
+  }
+  const std::string prefix = array.path.empty() ? "" : array.path + "/";
+  INSITU_ASSIGN_OR_RETURN(std::vector<std::string> now, array.store->Generations(prefix, stored));
+  if (now.size() != stored.size()) return IoError("the store answered for other keys than asked");
+  report.checked = stored.size();
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const std::vector<std::string>& recorded = *entries_.at(keys[k]).generations;
+    bool same = recorded.size() == first[k + 1] - first[k];
+    for (size_t t = 0; same && t < recorded.size(); ++t) same = now[first[k] + t] == recorded[t];
+    if (same) continue;
+    ++report.changed;
+    ++counters_.revive_source_changed;
+    source_changed_.insert(keys[k]);
+    entries_.erase(keys[k]);
+  }
+  return Status::Ok();
 }
 
 DiskBacking::DiskBacking(DiskCacheOptions options, std::vector<CachedArray> arrays,
@@ -180,6 +299,7 @@ Result<std::shared_ptr<const cache::CacheDir>> DiskBacking::IntactDirectory() {
     log_.reset();
     if (log) log_.emplace(std::move(*log));
     entries_.clear();  // their files went with the old directory
+    unvalidated_.clear();
     if (log_) {
       for (const cache::LogEntry& e : log_->entries()) entries_[e.key] = e;
     }
@@ -225,7 +345,7 @@ std::string DiskBacking::Header(uint32_t source) const {
   return header + dict;
 }
 
-Result<Buffer> DiskBacking::WriteFile(SlotKey key, const Buffer& data) {
+Result<Buffer> DiskBacking::WriteFile(SlotKey key, const Buffer& data, const TileGenerations& generations) {
   const std::string& header = headers_[key.source];
   std::shared_ptr<const cache::CacheDir> dir;
   {
@@ -253,35 +373,95 @@ Result<Buffer> DiskBacking::WriteFile(SlotKey key, const Buffer& data) {
   ++counters_.files_written;
   counters_.bytes_written += bytes;
   if (options_.persist) {  // logged only once the file is in place under its name
-    cache::LogEntry entry{LogKey(key), FileName(key), bytes, arrays_[key.source].fingerprint, crc, BootId()};
+    // Each tile's generation; an empty list when any is unknown (nothing can check it).
+    cache::LogEntry entry{
+        LogKey(key), FileName(key), bytes, arrays_[key.source].fingerprint, crc, BootId(), std::vector<std::string>()};
+    for (const std::optional<std::string>& g : generations) {
+      if (!g) {
+        entry.generations->clear();
+        break;
+      }
+      entry.generations->push_back(*g);
+    }
     INSITU_RETURN_IF_ERROR(log_->Append(entry));
+    unvalidated_.erase(entry.key);  // read in this process: current
+    source_changed_.erase(entry.key);
     entries_[entry.key] = std::move(entry);
   }
   return cache::FileMapping::Borrow(mapping, header.size(), data.size());
 }
 
-Result<Buffer> DiskBacking::Allocate(SlotKey key, uint64_t bytes, bool resident) {
-  if (options_.read_only) {
-    return NotFound("readonly_cache=True: chunk " + std::to_string(key.chunk) + " of array '" +
-                    arrays_.at(key.source).path + "' is not in the cache at " + options_.dir +
-                    " (or its file is unreadable or was made for another layout). A read-only "
-                    "cache serves only what a persist=True run wrote: usually this split, "
-                    "sample_range or transform set was never read into it");
+Status DiskBacking::ReadOnlyMiss(SlotKey key) const {
+  const std::string chunk =
+      "readonly_cache=True: chunk " + std::to_string(key.chunk) + " of array '" + arrays_.at(key.source).path + "'";
+  bool changed;
+  {
+    std::lock_guard lock(mutex_);
+    changed = source_changed_.count(LogKey(key)) != 0;
   }
+  if (changed) {
+    return NotFound(chunk + " changed at its source since the cache at " + options_.dir + " was written (revalidate='" +
+                    std::string(RevalidateName(options_.revalidate)) +
+                    "' found its stored chunks' generations changed). A read-only cache serves only what it "
+                    "holds: warm it again with persist=True, or pass revalidate='never' to serve the cached "
+                    "bytes as they are");
+  }
+  return NotFound(chunk + " is not in the cache at " + options_.dir +
+                  " (or its file is unreadable or was made for another layout). A read-only "
+                  "cache serves only what a persist=True run wrote: usually this split, "
+                  "sample_range or transform set was never read into it");
+}
+
+Result<Buffer> DiskBacking::Allocate(SlotKey key, uint64_t bytes, bool resident) {
+  if (options_.read_only) return ReadOnlyMiss(key);
   return fill_buffers_->Take(bytes);
 }
 
-std::optional<SlotBacking::Revival> DiskBacking::Revive(SlotKey key, uint64_t bytes, bool* rejected) {
+Status DiskBacking::SourceChanged(SlotKey key) {
+  {
+    std::lock_guard lock(mutex_);
+    const std::string log_key = LogKey(key);
+    unvalidated_.erase(log_key);
+    entries_.erase(log_key);
+    source_changed_.insert(log_key);
+    --counters_.revived;  // offered (Revive counted it), not served
+    ++counters_.revive_source_changed;
+  }
+  return options_.read_only ? ReadOnlyMiss(key) : Status::Ok();
+}
+
+void DiskBacking::SourceUnchanged(SlotKey key) {
+  std::lock_guard lock(mutex_);
+  unvalidated_.erase(LogKey(key));
+  ++counters_.revalidated;
+}
+
+std::optional<SlotBacking::Revival> DiskBacking::Revive(SlotKey key, uint64_t bytes, bool* rejected,
+                                                        bool* source_changed) {
   cache::LogEntry entry;
   std::shared_ptr<const cache::CacheDir> dir;
+  bool unvalidated;
   {
     // Under the lock: a writer whose directory was removed replaces log_ (IntactDirectory).
     std::lock_guard lock(mutex_);
     if (!log_) return std::nullopt;
-    auto it = entries_.find(LogKey(key));
-    if (it == entries_.end()) return std::nullopt;
+    const std::string log_key = LogKey(key);
+    auto it = entries_.find(log_key);
+    if (it == entries_.end()) {
+      // Dropped at open because its source changed: a rejected entry, read again.
+      *rejected = *source_changed = source_changed_.count(log_key) != 0;
+      return std::nullopt;
+    }
     entry = it->second;
     dir = dir_;
+    unvalidated = unvalidated_.count(log_key) != 0;
+    if (unvalidated && !entry.generations) {  // an older version's entry: nothing to check it by
+      ++counters_.revive_unverified;
+      unvalidated_.erase(log_key);
+      entries_.erase(it);
+      *rejected = true;
+      return std::nullopt;
+    }
   }
   const std::string& header = headers_[key.source];
   // Only the file the cache names for this chunk, never one a tampered log points at.
@@ -296,13 +476,17 @@ std::optional<SlotBacking::Revival> DiskBacking::Revive(SlotKey key, uint64_t by
     // A miss, never an error: the chunk is read again and its entry replaced.
     ++(!mapping.ok() ? counters_.revive_missing : !fits ? counters_.revive_mismatch : counters_.revive_corrupt);
     entries_.erase(entry.key);
+    unvalidated_.erase(entry.key);
     *rejected = true;
     return std::nullopt;
   }
   ++counters_.revived;
   // Written in this boot: no crash or power loss since, so its bytes are what was written.
   const bool this_boot = !entry.boot.empty() && entry.boot == BootId();
-  return Revival{cache::FileMapping::Borrow(*mapping, header.size(), bytes), this_boot ? std::nullopt : entry.crc32c};
+  Revival revival{
+      cache::FileMapping::Borrow(*mapping, header.size(), bytes), this_boot ? std::nullopt : entry.crc32c, {}};
+  if (unvalidated) revival.revalidate = *entry.generations;  // served once the engine's reads tell
+  return revival;
 }
 
 void DiskBacking::Reject(SlotKey key) {
@@ -310,10 +494,11 @@ void DiskBacking::Reject(SlotKey key) {
   --counters_.revived;
   ++counters_.revive_corrupt;
   entries_.erase(LogKey(key));
+  unvalidated_.erase(LogKey(key));
 }
 
-Result<Buffer> DiskBacking::Complete(SlotKey key, Buffer data) {
-  return WriteFile(key, data);  // `data` goes back to the recycler when it is dropped
+Result<Buffer> DiskBacking::Complete(SlotKey key, Buffer data, const TileGenerations& generations) {
+  return WriteFile(key, data, generations);  // `data` goes back to the recycler when it is dropped
 }
 
 DiskCacheCounters DiskBacking::counters() const {

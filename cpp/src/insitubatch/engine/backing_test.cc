@@ -2,12 +2,16 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <thread>
 
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/engine_testutil.h"
+#include "insitubatch/io/file_store.h"
 #include "insitubatch/util/env.h"
 #include "insitubatch/util/temp_dir_testutil.h"
 
@@ -25,20 +29,40 @@ struct Disk {
   std::shared_ptr<FaultStore> store = std::make_shared<FaultStore>(memory);
   std::vector<ArraySource> sources;
   TempDir dir;
+  std::vector<uint64_t> shape, chunks;
+  // The value base each (sample, row along axis 1) was written with (WriteIotaArray's);
+  // nullopt where its stored chunk is absent (read as the fill value, 0).
+  std::function<std::optional<float>(uint64_t sample, uint64_t row)> base = [](uint64_t, uint64_t) {
+    return std::optional<float>(0.0f);
+  };
 
-  Disk() {
-    auto array = WriteIotaArray(memory, store, "t2m", {16, 3, 5}, {4, 3, 5});
+  explicit Disk(std::vector<uint64_t> shape_ = {16, 3, 5}, std::vector<uint64_t> chunks_ = {4, 3, 5})
+      : shape(std::move(shape_)), chunks(std::move(chunks_)) {
+    auto array = WriteIotaArray(memory, store, "t2m", shape, chunks);
     sources.push_back(ArraySource::Create(array, 0).value());
   }
 
   std::vector<CachedArray> Arrays(const std::string& fingerprint = "src:v1") const {
-    return {{"t2m", fingerprint, sources[0].resident, sources[0].spc}};
+    return {CachedArrayOf(sources[0], fingerprint)};
   }
+
+  // Rewrites stored chunk `coords` at the source with values of base `new_base`.
+  void Rewrite(const std::vector<uint64_t>& coords, float new_base) {
+    auto scratch = std::make_shared<MemoryStore>();
+    auto other = WriteIotaArray(scratch, scratch, "t2m", shape, chunks, new_base);
+    const std::string key = other->ChunkKey(coords);
+    memory->Set(key, std::string(reinterpret_cast<const char*>(scratch->Read(key)->data.data()),
+                                 scratch->Read(key)->data.size()));
+  }
+
+  int64_t nan_chunk = -1;  // the outer chunk on_bad_chunk="nan" serves as NaN
+  OnBadChunk on_bad_chunk = OnBadChunk::kRaise;
 
   Result<std::shared_ptr<Engine>> MakeEngine(DiskCacheOptions options, const std::string& fingerprint = "src:v1") {
     options.dir = dir.path();
     INSITU_ASSIGN_OR_RETURN(auto backing, DiskBacking::Open(options, Arrays(fingerprint)));
     EngineConfig config;
+    config.on_bad_chunk = on_bad_chunk;
     config.decode_threads = 2;
     config.backing = backing;
     return Engine::Create(sources, config);
@@ -46,11 +70,11 @@ struct Disk {
 
   // One sequential pass over every chunk; returns the rows seen (values checked).
   Result<size_t> Pass(Engine& engine) {
-    std::vector<int64_t> ids(4);
+    std::vector<int64_t> ids(shape[0] / chunks[0]);
     std::iota(ids.begin(), ids.end(), 0);
     PassSpec spec;
     spec.split = "train";
-    spec.order = SequentialOrder(ids, 4, 16, 2);
+    spec.order = SequentialOrder(ids, 4, static_cast<int64_t>(shape[0]), 2);
     spec.ref_spc = 4;
     spec.batch_size = 3;
     spec.labels = {{"t2m", 0, 0}};
@@ -60,10 +84,18 @@ struct Disk {
       INSITU_ASSIGN_OR_RETURN(auto batch, pass->Next());
       if (!batch) break;
       const auto* v = reinterpret_cast<const float*>(batch->arrays[0]->data());
+      const uint64_t field = shape[1] * shape[2];
       for (size_t r = 0; r < batch->rows; ++r) {
-        for (uint64_t e = 0; e < 15; ++e) {
+        for (uint64_t e = 0; e < field; ++e) {
           const uint64_t sample = static_cast<uint64_t>(batch->anchors[r]);
-          EXPECT_EQ(v[r * 15 + e], IotaValue({16, 3, 5}, {sample, e / 5, e % 5}, 0));
+          const uint64_t row = e / shape[2];
+          const std::optional<float> b = base(sample, row);
+          if (nan_chunk == static_cast<int64_t>(sample / chunks[0])) {
+            EXPECT_TRUE(std::isnan(v[r * field + e])) << "sample " << sample;
+            continue;
+          }
+          EXPECT_EQ(v[r * field + e], b ? IotaValue(shape, {sample, row, e % shape[2]}, *b) : 0.0f)
+              << "sample " << sample << " element " << e;
         }
       }
       rows += batch->rows;
@@ -72,6 +104,18 @@ struct Disk {
     return rows;
   }
   PassStats last_stats;
+
+  // Marks every logged entry as written before the machine last booted: a revival's bytes
+  // are then checked against their checksum before anything else.
+  void FromAnEarlierBoot() const {
+    auto text = cache::ReadSmallFile(dir / cache::kLogName, 1 << 20).value();
+    std::string earlier = cache::LogHeader();
+    for (cache::LogEntry e : cache::ParseLog(text, "log").value().entries) {
+      e.boot = "00000000-0000-0000-0000-000000000000";
+      earlier += cache::LogLine(e);
+    }
+    ASSERT_TRUE(cache::WriteFileAtomically(dir / cache::kLogName, earlier).ok());
+  }
 
   size_t Files(const std::string& suffix) const {
     size_t n = 0;
@@ -286,6 +330,250 @@ TEST(DiskBackingTest, AWriterRecoversWhenItsDirectoryIsRemoved) {
     EXPECT_EQ(d.store->total(), 0) << whole;
     EXPECT_EQ(d.last_stats.revived, 4u);
   }
+}
+
+DiskBacking& DiskOf(Engine& engine) { return *static_cast<DiskBacking*>(engine.pool().backing().get()); }
+
+// A source rewritten in place (same metadata, new bytes in one stored chunk) is a miss in
+// the next process: found by one listing at open, or by the conditional reads of its first
+// use (a read each, bodiless for the chunks unchanged). Every value is checked: nothing
+// stale is served, and the rewritten entry is current for the run after.
+// Both with the revived bytes trusted (written in this boot) and checked (an earlier boot's).
+TEST(DiskBackingTest, AChunkRewrittenAtTheSourceIsAMissAtOpenAndAtFirstUse) {
+  for (auto [mode, earlier_boot] : {std::pair{Revalidate::kOpen, false}, std::pair{Revalidate::kFirstUse, false},
+                                    std::pair{Revalidate::kFirstUse, true}}) {
+    SCOPED_TRACE(std::string(RevalidateName(mode)) + (earlier_boot ? ", an earlier boot's" : ""));
+    Disk d;
+    {
+      auto engine = d.MakeEngine({.persist = true});
+      ASSERT_TRUE(engine.ok());
+      ASSERT_EQ(d.Pass(**engine).value(), 16u);
+    }
+    if (earlier_boot) d.FromAnEarlierBoot();
+    d.Rewrite({2, 0, 0}, 1000);
+    d.base = [](uint64_t sample, uint64_t) { return std::optional<float>(sample / 4 == 2 ? 1000.0f : 0.0f); };
+    d.store->Reset();
+    {
+      auto engine = d.MakeEngine({.persist = true, .revalidate = mode});
+      ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+      const DiskBacking& disk = DiskOf(**engine);
+      ASSERT_EQ(disk.revalidation().size(), 1u);
+      const RevalidationReport& report = disk.revalidation()[0];
+      EXPECT_EQ(report.mode, mode);
+      EXPECT_EQ(report.entries, 4u);
+      EXPECT_EQ(report.changed, mode == Revalidate::kOpen ? 1u : 0u);  // first use: found later
+      EXPECT_EQ(report.checked, mode == Revalidate::kOpen ? 4u : 0u);  // the array's 4 chunks
+      ASSERT_EQ(d.Pass(**engine).value(), 16u);                        // every value checked against the new bytes
+      EXPECT_EQ(d.last_stats.revived, 3u);
+      EXPECT_EQ(d.last_stats.source_changed, 1u);
+      EXPECT_EQ(d.last_stats.revive_rejected, 1u);
+      EXPECT_EQ(d.last_stats.cache_misses, 1u);
+      // At open only the changed chunk is read; at first use each chunk's conditional read.
+      EXPECT_EQ(d.store->total(), mode == Revalidate::kOpen ? 1 : 4);
+      EXPECT_EQ(disk.counters().revive_source_changed, 1u);
+      EXPECT_EQ(disk.counters().revalidated, mode == Revalidate::kFirstUse ? 3u : 0u);
+    }
+    d.store->Reset();
+    auto engine = d.MakeEngine({.persist = true, .revalidate = mode});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+    EXPECT_EQ(d.last_stats.revived, 4u);
+    EXPECT_EQ(d.last_stats.source_changed, 0u);
+    EXPECT_EQ(d.store->total(), mode == Revalidate::kOpen ? 0 : 4);
+  }
+}
+
+// revalidate="never" trusts the cache (an archive known immutable): no listing, no
+// conditional read, and a rewritten chunk is served as cached -- the documented trade-off.
+TEST(DiskBackingTest, NeverServesTheCachedBytesWithoutAskingTheStore) {
+  Disk d;
+  {
+    auto engine = d.MakeEngine({.persist = true});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+  }
+  d.Rewrite({1, 0, 0}, 1000);
+  d.store->Reset();
+  d.store->set_listable(false);  // a listing would fail the test's expectations below
+  auto engine = d.MakeEngine({.persist = true, .revalidate = Revalidate::kNever});
+  ASSERT_TRUE(engine.ok());
+  EXPECT_EQ(DiskOf(**engine).revalidation()[0].mode, Revalidate::kNever);
+  ASSERT_EQ(d.Pass(**engine).value(), 16u);  // the old values, base 0 everywhere
+  EXPECT_EQ(d.store->total(), 0);
+  EXPECT_EQ(d.last_stats.revived, 4u);
+}
+
+// A store that cannot list falls back to first use (said in the report the dataset logs);
+// a read-only cache whose source changed raises its miss error, naming the change.
+TEST(DiskBackingTest, AStoreThatCannotListRevalidatesAtFirstUseAndAReaderRaises) {
+  Disk d;
+  {
+    auto engine = d.MakeEngine({.persist = true});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+  }
+  d.Rewrite({3, 0, 0}, 1000);
+  d.store->set_listable(false);
+  for (Revalidate mode : {Revalidate::kOpen, Revalidate::kFirstUse}) {
+    auto reader = d.MakeEngine({.read_only = true, .revalidate = mode});
+    ASSERT_TRUE(reader.ok()) << reader.status().ToString();
+    const RevalidationReport& report = DiskOf(**reader).revalidation()[0];
+    EXPECT_EQ(report.mode, Revalidate::kFirstUse);
+    EXPECT_EQ(report.fallback.empty(), mode == Revalidate::kFirstUse) << report.fallback;
+    auto rows = d.Pass(**reader);
+    ASSERT_FALSE(rows.ok());
+    EXPECT_EQ(rows.status().code(), StatusCode::kNotFound);
+    EXPECT_NE(rows.status().message().find("chunk 3 of array 't2m' changed at its source"), std::string::npos)
+        << rows.status().message();
+  }
+  d.store->set_listable(true);
+  auto reader = d.MakeEngine({.read_only = true});  // found at open this time
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ(DiskOf(**reader).revalidation()[0].changed, 1u);
+  auto rows = d.Pass(**reader);
+  ASSERT_FALSE(rows.ok());
+  EXPECT_NE(rows.status().message().find("changed at its source"), std::string::npos) << rows.status().message();
+  d.base = [](uint64_t sample, uint64_t) { return std::optional<float>(sample / 4 == 3 ? 1000.0f : 0.0f); };
+  auto writer = d.MakeEngine({.persist = true});
+  ASSERT_TRUE(writer.ok());
+  ASSERT_EQ(d.Pass(**writer).value(), 16u);
+  EXPECT_EQ(d.last_stats.source_changed, 1u);
+}
+
+// A slot of several stored chunks (tiles): one tile changed turns the whole slot into a
+// miss; its unchanged tiles, found so before the change was seen and never decoded, are
+// read again in full. Chunks absent at the source (fill value) are recorded as absent: one
+// written later is a change.
+TEST(DiskBackingTest, OneChangedTileOfASlotReadsTheWholeSlotAgain) {
+  for (Revalidate mode : {Revalidate::kOpen, Revalidate::kFirstUse}) {
+    SCOPED_TRACE(std::string(RevalidateName(mode)));
+    Disk d({16, 6, 5}, {4, 2, 5});   // three tiles per slot
+    d.memory->Erase("t2m/c/0/2/0");  // absent at first: read as the fill value
+    d.base = [](uint64_t sample, uint64_t row) {
+      return sample / 4 == 0 && row / 2 == 2 ? std::nullopt : std::optional<float>(0.0f);
+    };
+    {
+      auto engine = d.MakeEngine({.persist = true});
+      ASSERT_TRUE(engine.ok());
+      ASSERT_EQ(d.Pass(**engine).value(), 16u);
+    }
+    d.Rewrite({1, 1, 0}, 1000);  // the middle tile of slot 1
+    d.Rewrite({2, 2, 0}, 2000);  // the last tile of slot 2
+    d.Rewrite({0, 2, 0}, 3000);  // slot 0's absent tile, written since
+    d.base = [](uint64_t sample, uint64_t row) {
+      const uint64_t chunk = sample / 4, tile = row / 2;
+      if (chunk == 1 && tile == 1) return std::optional<float>(1000.0f);
+      if (chunk == 2 && tile == 2) return std::optional<float>(2000.0f);
+      if (chunk == 0 && tile == 2) return std::optional<float>(3000.0f);
+      return std::optional<float>(0.0f);
+    };
+    d.store->Reset();
+    auto engine = d.MakeEngine({.persist = true, .revalidate = mode});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+    EXPECT_EQ(d.last_stats.source_changed, 3u);
+    EXPECT_EQ(d.last_stats.revived, 1u);
+  }
+}
+
+// On a file store a chunk's generation is its size, mtime, ctime and inode: a chunk
+// rewritten in place at the same size (same inode, new mtime) and one renamed over at the
+// same size (new inode) are both misses, at open and at first use.
+TEST(DiskBackingTest, AFileRewrittenAtTheSameSizeIsAMiss) {
+  for (Revalidate mode : {Revalidate::kOpen, Revalidate::kFirstUse}) {
+    SCOPED_TRACE(std::string(RevalidateName(mode)));
+    TempDir source, cache;
+    auto store = FileStore::Open(source.path(), 0, /*writable=*/true).value();
+    zarr::ArrayMetadata meta;
+    meta.zarr_format = 3;
+    meta.shape = {8, 4};
+    meta.chunk_shape = {2, 4};
+    meta.dtype = zarr::DataType{zarr::DataTypeId::kFloat32};
+    meta.codecs = {{"bytes", {{"endian", "little"}}}};  // every chunk 32 bytes
+    auto array = zarr::Array::Create(store, "v", meta).value();
+    std::vector<float> bases(4, 0.0f);
+    auto encode = [&](int64_t chunk) {
+      std::vector<float> values(8);
+      for (size_t i = 0; i < 8; ++i) values[i] = bases[chunk] + static_cast<float>(chunk * 8 + i);
+      auto bytes = array->codecs().Encode(std::as_bytes(std::span(values))).value();
+      return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    };
+    const auto key = [&](int64_t chunk) { return array->ChunkKey({static_cast<uint64_t>(chunk), 0}); };
+    for (int64_t c = 0; c < 4; ++c) ASSERT_TRUE(store->Write(key(c), encode(c), Store::WriteMode::kOverwrite).ok());
+    auto source_of = ArraySource::Create(array, 0).value();
+    PassStats stats;
+    auto pass = [&](DiskCacheOptions options) -> Result<std::shared_ptr<Engine>> {
+      options.dir = cache.path();
+      INSITU_ASSIGN_OR_RETURN(auto backing, DiskBacking::Open(options, {CachedArrayOf(source_of, "")}));
+      EngineConfig config;
+      config.decode_threads = 2;
+      config.backing = backing;
+      INSITU_ASSIGN_OR_RETURN(auto engine, Engine::Create({source_of}, config));
+      PassSpec spec;
+      spec.split = "all";
+      const std::vector<int64_t> ids{0, 1, 2, 3};
+      spec.order = SequentialOrder(ids, 2, 8, 2);
+      spec.ref_spc = 2;
+      spec.batch_size = 8;
+      spec.labels = {{"v", 0, 0}};
+      INSITU_ASSIGN_OR_RETURN(auto p, engine->StartPass(std::move(spec)));
+      while (true) {
+        INSITU_ASSIGN_OR_RETURN(auto batch, p->Next());
+        if (!batch) break;
+        const auto* v = reinterpret_cast<const float*>(batch->arrays[0]->data());
+        for (size_t r = 0; r < batch->rows; ++r) {
+          const int64_t sample = batch->anchors[r];
+          for (int64_t e = 0; e < 4; ++e) {
+            EXPECT_EQ(v[r * 4 + e], bases[sample / 2] + static_cast<float>(sample * 4 + e)) << sample;
+          }
+        }
+      }
+      stats = p->stats();
+      return engine;
+    };
+    ASSERT_TRUE(pass({.persist = true}).ok());
+    // Timestamps tick every few ms: a rewrite within one tick of the first write is what
+    // a file's generation cannot see (docs/caching.md).
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    bases[1] = 100;  // in place: same inode, same size, new bytes
+    {
+      std::fstream f(fs::path(source.path()) / key(1), std::ios::in | std::ios::out | std::ios::binary);
+      const std::string bytes = encode(1);
+      f.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    }
+    bases[2] = 200;  // renamed over: a new inode
+    ASSERT_TRUE(store->Write(key(2), encode(2), Store::WriteMode::kOverwrite).ok());
+    ASSERT_EQ(fs::file_size(fs::path(source.path()) / key(1)), 32u);
+    auto engine = pass({.persist = true, .revalidate = mode});
+    ASSERT_TRUE(engine.ok()) << engine.status().ToString();
+    EXPECT_EQ(stats.source_changed, 2u);
+    EXPECT_EQ(stats.revived, 2u);
+    engine->reset();
+    ASSERT_TRUE(pass({.persist = true, .revalidate = mode}).ok());
+    EXPECT_EQ(stats.revived, 4u);
+    EXPECT_EQ(stats.source_changed, 0u);
+  }
+}
+
+// A chunk rewritten into an object no encoding of it can be (refused unread: DataLoss) is a
+// change found by the conditional read's error itself: the slot is read as changed, and
+// the error is the tile's -- under on_bad_chunk="nan" a NaN tile, never the stale cache.
+TEST(DiskBackingTest, AConditionalReadThatFindsABadChunkReadsTheSlotAsChanged) {
+  Disk d;
+  {
+    auto engine = d.MakeEngine({.persist = true});
+    ASSERT_TRUE(engine.ok());
+    ASSERT_EQ(d.Pass(**engine).value(), 16u);
+  }
+  d.memory->Set("t2m/c/1/0/0", std::string(1 << 20, 'x'));  // larger than any encoding of the chunk
+  d.on_bad_chunk = OnBadChunk::kNan;
+  d.nan_chunk = 1;
+  auto engine = d.MakeEngine({.persist = true, .revalidate = Revalidate::kFirstUse});
+  ASSERT_TRUE(engine.ok());
+  ASSERT_EQ(d.Pass(**engine).value(), 16u);
+  EXPECT_EQ(d.last_stats.bad_chunks.size(), 1u);
+  EXPECT_EQ(d.last_stats.source_changed, 1u);
+  EXPECT_EQ(d.last_stats.revived, 3u);
 }
 
 }  // namespace

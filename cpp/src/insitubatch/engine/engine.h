@@ -241,10 +241,11 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
     std::shared_ptr<Slot> slot;
     uint64_t tile = 0;
     std::shared_ptr<LoadStats> stats;
-    int attempt = 1;        // 2: read again because the first bytes did not decode
-    uint64_t admitted = 0;  // the slot's admission number: lower is needed sooner
-    bool fresh = false;     // the slot's memory is likely new to the process (PopulatePages first)
-    int64_t queued_ns = 0;  // a recorded pass's: when the read was queued (its recorder's clock)
+    int attempt = 1;           // 2: read again because the first bytes did not decode
+    uint64_t admitted = 0;     // the slot's admission number: lower is needed sooner
+    bool fresh = false;        // the slot's memory is likely new to the process (PopulatePages first)
+    int64_t queued_ns = 0;     // a recorded pass's: when the read was queued (its recorder's clock)
+    bool conditional = false;  // revalidates a revived slot's tile (Slot::revalidation)
   };
   // A read whose bytes arrived, waiting for a decode thread.
   struct ArrivedRead {
@@ -258,7 +259,9 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
     }
   };
   // Queues a read of every tile of an admitted slot (as its pass's first use orders them).
-  void QueueTileReads(const std::shared_ptr<Slot>& slot, const std::shared_ptr<LoadStats>& stats);
+  // `conditional`: reads revalidating a revived slot (Slot::revalidation).
+  void QueueTileReads(const std::shared_ptr<Slot>& slot, const std::shared_ptr<LoadStats>& stats,
+                      bool conditional = false);
   // A revival served (or rejected by its check) in `stats`, the pass's first use of the
   // chunk or not.
   static void CountRevival(LoadStats& stats, bool served, bool first_touch);
@@ -319,6 +322,18 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // Decodes parts of `tile` until none is left to claim; the thread that completes the
   // last part finishes the tile.
   void DecodeParts(const std::shared_ptr<PartedTile>& tile);
+  // First-use revalidation of a revived slot whose bytes passed their check (revalidation.cc):
+  // queues its conditional reads (a slot whose recorded generations do not fit its tiles is
+  // read as changed).
+  void StartRevalidation(const std::shared_ptr<Slot>& slot, const std::shared_ptr<LoadStats>& stats, bool first_touch);
+  // A conditional read came back: nothing to decode (the tile is unchanged, or the slot
+  // already failed), to be decoded (its source changed: the slot is read afresh, and the
+  // tiles found unchanged before are queued again), queued again itself (no bytes, but the
+  // slot changed meanwhile), or failed (`failure`: a read-only cache's miss, or no memory).
+  enum class TileCheck { kSkip, kDecode, kRequeued, kFailed };
+  TileCheck CheckTile(TileRead& read, const ReadResult& bytes, Status* failure);
+  // The slot's last tile is in: serves its revived memory if nothing changed (true).
+  bool FinishRevalidation(const std::shared_ptr<Slot>& slot, LoadStats& stats);
   // Runs the source's chunk transform on a fully decoded slot, then publishes it.
   // `applied`: the transform already ran inside decode (ArraySource::transform_in_decode).
   void TransformSlot(const std::shared_ptr<Slot>& slot, bool applied, LoadStats& stats);

@@ -86,6 +86,12 @@ class FaultStore final : public Store {
     return inner_->Read(key, range);
   }
   Result<std::vector<std::string>> List(std::string_view prefix) override { return inner_->List(prefix); }
+  // Listings are not reads (total() counts reads): they answer unless set_listable(false).
+  Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override {
+    if (!listable_) return Store::ListGenerations(prefix);
+    return inner_->ListGenerations(prefix);
+  }
+  void set_listable(bool on) { listable_ = on; }
   std::string Describe(std::string_view key) const override { return "counting://" + std::string(key); }
 
   void set_inline(bool on) { inline_ = on; }
@@ -188,6 +194,7 @@ class FaultStore final : public Store {
   std::chrono::milliseconds delay_{0};
   bool inline_ = false;
   bool remote_ = false;
+  std::atomic<bool> listable_{true};
   int inline_reads_ = 0;
   std::set<std::string> inline_threads_;
   bool stalled_ = false;

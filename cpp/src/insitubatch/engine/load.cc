@@ -66,6 +66,19 @@ void MoveSampleAxisToFront(const std::byte* src, std::byte* dst, const std::vect
 // whatever on_bad_chunk says.
 bool IsBadChunk(const Status& status) { return status.code() == StatusCode::kDataLoss; }
 
+// What a read says of its object's generation, as the slot records it: "" for an absent
+// chunk; nullopt when the store could not tell, or gave something no log line or request
+// header may carry (not short printable ASCII: an untrusted server's bytes).
+std::optional<std::string> TileGeneration(const ReadResult& bytes) {
+  if (!bytes.found) return std::string();
+  const std::string& g = bytes.generation;
+  if (g.empty() || g.size() > 512) return std::nullopt;
+  for (char c : g) {
+    if (c < 0x20 || c > 0x7e) return std::nullopt;
+  }
+  return g;
+}
+
 // Bytes that did not decode may have been damaged on the way (a proxy cutting a body
 // that still carried a consistent Content-Length): such a chunk is read once more before
 // it is declared corrupt.
@@ -80,7 +93,12 @@ Engine::Loading Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<
   const bool resident = source.transform == nullptr || source.transform_in_decode;
   Result<ChunkPool::Prepared> prepared = pool_.Prepare(slot, source.resident.bytes(), source.stored.bytes(), resident);
   if (!prepared.ok()) return Loading::kRead;    // the slot failed with the backing's error
-  if (prepared->revived && !prepared->check) {  // written since the machine booted: served as it is
+  if (prepared->revived && !prepared->check) {  // written since the machine booted: its bytes are as written
+    if (slot->revalidation != nullptr) {        // served once conditional reads find the source unchanged
+      StartRevalidation(slot, stats, first_touch);
+      IssueReads();
+      return Loading::kRevival;
+    }
     CountRevival(*stats, true, first_touch);
     pool_.Revived(slot);
     return Loading::kRevival;
@@ -109,15 +127,19 @@ Engine::Loading Engine::Load(const std::shared_ptr<Slot>& slot, std::shared_ptr<
   return Loading::kRead;
 }
 
-void Engine::QueueTileReads(const std::shared_ptr<Slot>& slot, const std::shared_ptr<LoadStats>& stats) {
+void Engine::QueueTileReads(const std::shared_ptr<Slot>& slot, const std::shared_ptr<LoadStats>& stats,
+                            bool conditional) {
   const ArraySource& source = sources_[slot->key.source];
-  // Until the pool first evicts, no slot memory has been recycled: each slot's is new.
-  const bool fresh = pool_.counters().evictions == 0;
+  // What each tile's read sees, recorded with the slot's entry by a backing that keeps one.
+  if (pool_.backing()->completes()) slot->generations.assign(source.stored.tiles, std::nullopt);
+  // Until the pool first evicts, no slot memory has been recycled: each slot's is new (a
+  // revalidating slot has none yet).
+  const bool fresh = !conditional && pool_.counters().evictions == 0;
   const int64_t queued = stats->trace ? stats->trace->Now() : 0;
   std::lock_guard lock(reads_mutex_);
   const uint64_t admitted = admissions_++;
   for (uint64_t tile = 0; tile < source.stored.tiles; ++tile) {
-    queued_reads_.push_back(TileRead{slot, tile, stats, 1, admitted, fresh, queued});
+    queued_reads_.push_back(TileRead{slot, tile, stats, 1, admitted, fresh, queued, conditional});
     ++outstanding_;
   }
 }
@@ -139,6 +161,11 @@ void Engine::CheckRevival(const std::shared_ptr<Slot>& slot, uint32_t crc32c, co
     return;
   }
   const bool intact = Crc32c(slot->data.span()) == crc32c;
+  if (intact && slot->revalidation != nullptr) {
+    // The bytes are those written; whether their source still is, conditional reads tell.
+    StartRevalidation(slot, stats, first_touch);
+    return;
+  }
   CountRevival(*stats, intact, first_touch);
   if (intact) {
     pool_.Revived(slot);
@@ -276,7 +303,8 @@ void Engine::StartRead(TileRead read, std::chrono::steady_clock::time_point t0, 
   Engine* self = this;
   auto holder = std::make_shared<TileRead>(std::move(read));
   const std::shared_ptr<Store>& store = source.array->store();
-  const ByteRange range = source.array->ChunkReadRange();  // an oversized object is refused unread
+  ByteRange range = source.array->ChunkReadRange();  // an oversized object is refused unread
+  if (holder->conditional) range.if_none_match = holder->slot->revalidation->expected[holder->tile];
   if (fast && store->reads_inline()) {
     tokens_.QueuedForDecoder();  // a wait for a decoder, not the store, until it starts
     // A read from the page cache takes a fraction of a decode: the decode thread that will
@@ -394,11 +422,35 @@ void Engine::DecodeTile(TileRead read, Result<ReadResult> bytes, double fetch_wa
   const zarr::Array& array = *source.array;
   const std::vector<uint64_t> coords = source.PhysicalCoords(slot->key.chunk, read.tile);
   const uint64_t tile_bytes = source.stored.tile_bytes;
-  std::span<std::byte> dst(slot->data.data() + read.tile * tile_bytes, tile_bytes);
-  if (read.fresh) PopulatePages(dst.data(), dst.size());
+  if (bytes.ok() && !slot->generations.empty()) slot->generations[read.tile] = TileGeneration(*bytes);
   TileDecoded decoded;
   decoded.started = t0;
   decoded.fetch_wait_s = fetch_wait_s;
+  if (read.conditional) {  // a revived slot's tile: decoded only if its source changed
+    // An object there but unreadable as a chunk (DataLoss: larger than any encoding of it,
+    // say) is not the one cached: the slot is read as changed, and the error is the tile's.
+    ReadResult unreadable;
+    unreadable.found = true;
+    const TileCheck check = bytes.ok()                   ? CheckTile(read, *bytes, &decoded.status)
+                            : IsBadChunk(bytes.status()) ? CheckTile(read, unreadable, &decoded.status)
+                                                         : TileCheck::kFailed;
+    if (check == TileCheck::kRequeued) return;
+    if (check != TileCheck::kDecode) {
+      // kSkip: nothing to report (the slot is unchanged so far, or failed already).
+      if (check == TileCheck::kFailed && decoded.status.ok()) {
+        decoded.status = bytes.status().WithContext(zarr::DescribeChunk(array.path(), coords));
+      }
+      if (bytes.ok()) {
+        decoded.retry = std::move(bytes->retry);
+        decoded.stored_bytes = bytes->data.size();
+      }
+      decoded.cpu_s = ThreadCpuSeconds() - cpu0;
+      FinishTile(std::move(read), std::move(decoded));
+      return;
+    }
+  }
+  std::span<std::byte> dst(slot->data.data() + read.tile * tile_bytes, tile_bytes);
+  if (read.fresh) PopulatePages(dst.data(), dst.size());
   Status& status = decoded.status;
   std::shared_ptr<PartedTile> parted;  // set when the chunk decodes in parts
   if (!bytes.ok()) {
@@ -547,7 +599,6 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
   const ArraySource& source = sources_[slot->key.source];
   const zarr::Array& array = *source.array;
   const uint64_t tile_bytes = source.stored.tile_bytes;
-  std::span<std::byte> dst(slot->data.data() + read.tile * tile_bytes, tile_bytes);
   Status& status = decoded.status;
   const bool cancelled = slot->cancel.cancelled() || status.code() == StatusCode::kCancelled;
   LoadStats& stats = *read.stats;
@@ -591,7 +642,7 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
   }
   std::optional<BadChunk> bad;
   if (!status.ok() && !cancelled && config_.on_bad_chunk == OnBadChunk::kNan && IsBadChunk(status)) {
-    FillBadTile(array, dst);
+    FillBadTile(array, std::span<std::byte>(slot->data.data() + read.tile * tile_bytes, tile_bytes));
     std::vector<uint64_t> inner = source.PhysicalCoords(slot->key.chunk, read.tile);
     inner.erase(inner.begin() + source.sample_axis);
     bad = BadChunk{array.path(), slot->key.chunk, std::move(inner), status.message()};
@@ -600,7 +651,9 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
   }
   account();
   if (pool_.TileDone(slot, status, bad ? &*bad : nullptr)) {
-    if (source.transform) {
+    if (FinishRevalidation(slot, stats)) {
+      // served from the cache directory: its source is unchanged
+    } else if (source.transform) {
       TransformSlot(slot, decoded.transformed, stats);
     } else {
       pool_.Publish(slot, Status::Ok(), std::move(slot->data));  // to the backing, then READY

@@ -161,6 +161,7 @@ void Pass::ScheduleBlocks() {
           ++stats_.cache_hits;
         }
         stats_.revive_rejected += admitted && slot->revive_rejected ? 1 : 0;
+        stats_.source_changed += admitted && slot->source_changed ? 1 : 0;
         const PoolCounters counters = engine_->pool().counters();
         stats_.depths.resident_peak = std::max(stats_.depths.resident_peak, counters.resident_slots);
         stats_.depths.resident_peak_bytes = std::max(stats_.depths.resident_peak_bytes, counters.resident_bytes);
@@ -623,6 +624,7 @@ PassStats Pass::stats() const {
   out.revive_rejected += load.revive_rejected;
   out.cache_misses += load.revive_rejected;
   out.rereads += load.rejected_rereads;
+  out.source_changed += load.source_changed;
   return out;
 }
 

@@ -192,8 +192,12 @@ Result<Acquired> ChunkPool::AcquireLocked(std::unique_lock<std::mutex>& lock, Ow
 Result<ChunkPool::Prepared> ChunkPool::Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes,
                                                uint64_t bytes, bool resident) {
   if (std::optional<SlotBacking::Revival> revived =
-          backing_->Revive(slot->key, resident_bytes, &slot->revive_rejected)) {
+          backing_->Revive(slot->key, resident_bytes, &slot->revive_rejected, &slot->source_changed)) {
     slot->data = std::move(revived->data);  // FILLING: nobody reads it before Revived()
+    if (!revived->revalidate.empty()) {
+      slot->revalidation = std::make_shared<SlotRevalidation>();
+      slot->revalidation->expected = std::move(revived->revalidate);
+    }
     return Prepared{true, revived->check};
   }
   INSITU_RETURN_IF_ERROR(Allocate(slot, bytes, resident));
@@ -220,13 +224,21 @@ Status ChunkPool::Unrevived(const std::shared_ptr<Slot>& slot, uint64_t bytes, b
 }
 
 Status ChunkPool::Allocate(const std::shared_ptr<Slot>& slot, uint64_t bytes, bool resident) {
+  Status allocated = AllocateSlot(slot, bytes, resident);
+  if (!allocated.ok()) Publish(slot, allocated.WithContext("admitting " + DescribeKey(slot->key)), Buffer());
+  return allocated;
+}
+
+Status ChunkPool::AllocateSlot(const std::shared_ptr<Slot>& slot, uint64_t bytes, bool resident) {
   Result<Buffer> data = backing_->Allocate(slot->key, bytes, resident);
-  if (!data.ok()) {
-    Publish(slot, data.status().WithContext("admitting " + DescribeKey(slot->key)), Buffer());
-    return data.status();
-  }
-  slot->data = std::move(data).value();  // FILLING: nobody else touches it yet
+  if (!data.ok()) return data.status();
+  slot->data = std::move(data).value();  // FILLING: only its filler touches it
   return Status::Ok();
+}
+
+void ChunkPool::AddPendingTiles(const std::shared_ptr<Slot>& slot, uint32_t count) {
+  std::lock_guard lock(mutex_);
+  slot->pending_tiles += count;
 }
 
 bool ChunkPool::TileDone(const std::shared_ptr<Slot>& slot, const Status& status, const BadChunk* bad) {
@@ -263,7 +275,7 @@ void ChunkPool::Publish(const std::shared_ptr<Slot>& slot, const Status& status,
   // The backing makes it durable first (a file committed and logged), outside the lock.
   // NaN stand-ins are not data: they never reach it.
   if (outcome.ok() && backing_completes_ && slot->bad.empty() && !slot->cancel.cancelled()) {
-    Result<Buffer> durable = backing_->Complete(slot->key, std::move(data));
+    Result<Buffer> durable = backing_->Complete(slot->key, std::move(data), slot->generations);
     if (durable.ok()) {
       data = std::move(durable).value();
     } else {

@@ -29,6 +29,8 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -54,6 +56,22 @@ struct SlotKeyHash {
 
 enum class SlotState { kFilling, kReady, kFailed };
 
+// Per tile of a slot, its stored chunk's generation as the read saw it (io/store.h): ""
+// when the chunk was absent, nullopt when the store could not tell.
+using TileGenerations = std::vector<std::optional<std::string>>;
+
+// A slot revived from an earlier run's file that is served only once its stored chunks
+// are found unchanged at the source (revalidate="first_use"): the engine reads each tile
+// conditionally instead of ordinarily (engine/load.cc).
+struct SlotRevalidation {
+  Buffer candidate;                   // the file's memory, served if nothing changed
+  std::vector<std::string> expected;  // per tile: the generation recorded ("" = absent)
+  std::mutex mutex;
+  bool changed = false;             // a tile changed: the slot is read and decoded afresh
+  std::vector<uint64_t> unchanged;  // tiles found unchanged, not decoded (re-read if `changed`)
+  bool first_touch = false;         // the admitting pass's first use of the chunk (its stats)
+};
+
 // One resident outer chunk: n_tiles decoded stored chunks, tile-major, each sample-first.
 struct Slot {
   SlotKey key;
@@ -63,8 +81,15 @@ struct Slot {
   uint32_t pending_tiles = 0;
   OwnerId filler = 0;     // the pass that admitted it (drops it if abandoned)
   bool deferred = false;  // completes through Publish() (a chunk transform runs first)
-  // Prepare found an earlier run's entry for it but did not serve it (SlotBacking::Revive).
+  // Prepare found an earlier run's entry for it but did not serve it (SlotBacking::Revive),
+  // because its source changed (found when the cache opened).
   bool revive_rejected = false;
+  bool source_changed = false;
+  // Set by Prepare when an earlier run's file waits for first-use revalidation.
+  std::shared_ptr<SlotRevalidation> revalidation;
+  // Per tile, what its read saw, for a backing that records it (sized by the engine
+  // before the reads start; each decode thread writes its own tile's).
+  TileGenerations generations;
   Status error;
   // Raised when the slot is abandoned (it lost its last pin while FILLING) or the engine
   // shuts down: its reads end Cancelled and nothing publishes it.
@@ -127,19 +152,26 @@ class ChunkPool {
 
   // Gives an admitted slot its memory: the backing's revival of an earlier run's slot (the
   // slot holds its bytes but stays FILLING until Revived, or Unrevived when they fail the
-  // check the revival asks for) or `bytes` to decode into (`resident`: they become the
-  // slot's data; otherwise scratch for a chunk transform). A backing that cannot supply
-  // either fails the slot with its error. Call without locks.
+  // check the revival asks for; a revival to be revalidated at first use also sets
+  // slot->revalidation) or `bytes` to decode into (`resident`: they become the slot's data;
+  // otherwise scratch for a chunk transform). A backing that cannot supply either fails the
+  // slot with its error. Call without locks.
   struct Prepared {
     bool revived = false;
     std::optional<uint32_t> check;  // revived: the CRC-32C its bytes must match, if any
   };
   Result<Prepared> Prepare(const std::shared_ptr<Slot>& slot, uint64_t resident_bytes, uint64_t bytes, bool resident);
-  // The revived bytes passed their check (or needed none): the slot is READY.
+  // The revived bytes passed their check (or needed none), and their source is unchanged
+  // where it is revalidated: the slot is READY.
   void Revived(const std::shared_ptr<Slot>& slot);
   // They did not: the backing forgets them, and the slot gets memory to be read into, as
   // Prepare gives a miss (or the backing's error, the slot failed with it).
   Status Unrevived(const std::shared_ptr<Slot>& slot, uint64_t bytes, bool resident);
+  // Decode memory for a revalidating slot whose source changed (no Publish on failure:
+  // the caller fails the slot).
+  Status AllocateSlot(const std::shared_ptr<Slot>& slot, uint64_t bytes, bool resident);
+  // `count` more tiles to deliver (a revalidating slot's tiles read again).
+  void AddPendingTiles(const std::shared_ptr<Slot>& slot, uint32_t count);
 
   // Marks one tile of `slot` delivered; an error marks the slot FAILED (first error wins);
   // `bad` records a tile the NaN policy filled in. Returns true when this was the last

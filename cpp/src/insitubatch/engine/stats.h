@@ -89,6 +89,9 @@ struct LoadStats {
   // The pass's recorder when it is recorded (pass_trace.h), else null: reads record into
   // it too, and may outlive the pass.
   std::shared_ptr<TraceRecorder> trace;
+  // Of revive_rejected: revivals whose source changed since they were written, found by
+  // first-use revalidation (conditional reads) after the checksum passed.
+  uint64_t source_changed = 0;
 };
 
 struct PassStats {
@@ -101,6 +104,7 @@ struct PassStats {
   uint64_t rereads = 0;          // misses of a chunk this pass had already read
   uint64_t revived = 0;          // hits served from a persisted cache_dir (no fetch, no decode)
   uint64_t revive_rejected = 0;  // persisted entries not served (failed their check): read again
+  uint64_t source_changed = 0;   // of those, entries whose source changed since they were written
   uint64_t evictions = 0;
   uint64_t tiles_read = 0;
   uint64_t bytes_read = 0;           // stored (compressed) bytes fetched
