@@ -192,7 +192,7 @@ TEST(ChunkPoolTest, NanFilledSlotIsReadAgainOnceNobodyHoldsIt) {
   ChunkPool pool(0);
   OwnerId a = pool.RegisterOwner();
   auto s0 = Admit(pool, a, 0);
-  const BadChunk bad{"v", 0, {0}};
+  const BadChunk bad{"v", 0, {0}, "zstd: corrupt frame"};
   pool.TileDone(s0, Status::Ok(), &bad);
   ASSERT_EQ(s0->bad.size(), 1u);
   Admit(pool, a, 0, 100, Acquired::kHit);  // while pinned it is shared, NaNs and all
