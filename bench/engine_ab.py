@@ -20,6 +20,7 @@ Writes bench/results/engine_ab.json. Building the old revision takes ~3 min on 2
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import pathlib
@@ -59,8 +60,10 @@ def build_revision(commit: str) -> pathlib.Path:
 
 
 def install_wheel(wheel: pathlib.Path) -> pathlib.Path:
-    """`wheel` installed (without dependencies) into bench/results/ab-<wheel name>/site."""
-    site = RESULTS / f"ab-{wheel.name.removesuffix('.whl')}" / "site"
+    """`wheel` installed (without dependencies) into bench/results/ab-<wheel name>-<its hash>/site: a rebuilt
+    wheel keeps its name, so the name alone would find the old build's files."""
+    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()[:12]
+    site = RESULTS / f"ab-{wheel.name.removesuffix('.whl')}-{digest}" / "site"
     if not (site / "insitubatch").is_dir():
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(wheel)],
                        check=True)
