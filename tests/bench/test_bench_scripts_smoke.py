@@ -153,3 +153,12 @@ def test_engine_ab_refuses_a_bad_revision_wheel_or_count_before_building_anythin
         proc = subprocess.run([sys.executable, str(ROOT / "bench" / "engine_ab.py"), *args], capture_output=True,
                               text=True, timeout=60, cwd=ROOT)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+def test_decode_instructions_refuses_a_missing_wheel_or_library_before_running_anything():
+    # A real count runs valgrind over two builds (minutes): only its argument checks run here.
+    for args, message in ((["--wheel", "no-such.whl"], "--wheel no-such.whl: no such file"),
+                          (["--libzstd", "no-such.so"], "--libzstd no-such.so: no such file")):
+        proc = subprocess.run([sys.executable, str(ROOT / "bench" / "decode_instructions.py"), *args],
+                              capture_output=True, text=True, timeout=60, cwd=ROOT)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
