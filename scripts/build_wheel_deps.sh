@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds the C libraries a manylinux_2_17 wheel bundles (requirements/wheel-deps.lock: the
-# codecs, zlib, OpenSSL, nghttp2, libcurl, nlohmann-json's headers) for one target, with zig's
-# clang linking against glibc 2.17's symbol versions, into a prefix that scripts/build_wheels.sh
-# compiles the extension against. Also writes that target's compiler wrappers and CMake
-# toolchain file.
+# codecs, zlib, OpenSSL, nghttp2, libcurl, nlohmann-json's headers) for one target, linked by
+# zig against glibc 2.17's symbol versions (the codecs compiled by Debian's GCC, the rest by
+# zig's clang), into a prefix that scripts/build_wheels.sh compiles the extension against.
+# Also writes that target's compiler wrappers and CMake toolchain files.
 #
 #   scripts/build_wheel_deps.sh --target x86_64|aarch64 [--zig PATH]
 #
 # The prefix, <cache>/<target>-<key>, is kept: <key> hashes the lock file, this script and the
-# zig version, so a run that changes none of them only checks it is there (seconds), and any
+# zig and GCC versions, so a run that changes none of them only checks it is there (seconds), and any
 # change builds a new one. <cache> is INSITU_WHEEL_DEPS, by default ~/.cache/insitubatch/
 # wheel-deps: outside the checkout, as ccache's and zig's own caches are, because CI builds
 # in a fresh clone, whose build/ is empty. Sources are fetched once into <cache>/src with
@@ -40,7 +40,18 @@ fi
 JOBS=${JOBS:-2}
 triple=$target-linux-gnu.$GLIBC
 zig_version=$("$zig" version)
-key=$(cat "$LOCK" "$0" <(echo "$zig_version $triple") | sha256sum | cut -c1-12)
+# GCC compiles the codecs (below): Debian's, for aarch64 its cross compiler.
+case $target in x86_64) gcc=gcc-12 ;; aarch64) gcc=aarch64-linux-gnu-gcc-12 ;; esac
+if ! command -v "$gcc" >/dev/null; then
+  echo "build_wheel_deps: installing Debian's $gcc (gcc-12 / gcc-aarch64-linux-gnu)"
+  SUDO=""
+  [[ $(id -u) -eq 0 ]] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "$( [[ $target == x86_64 ]] && echo gcc-12 || echo gcc-aarch64-linux-gnu)" >/dev/null
+fi
+gcc_version=$("$gcc" -dumpfullversion)
+key=$(cat "$LOCK" "$0" <(echo "$zig_version $triple $gcc $gcc_version") | sha256sum | cut -c1-12)
 CACHE=${INSITU_WHEEL_DEPS:-${XDG_CACHE_HOME:-$HOME/.cache}/insitubatch/wheel-deps}
 prefix=$CACHE/$target-$key
 toolchain=$ROOT/build/wheel-toolchain/$target
@@ -78,7 +89,73 @@ set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_PACKAGE BOTH)
 set(ENV{PKG_CONFIG_LIBDIR} $prefix/lib/pkgconfig)
 set(ENV{PKG_CONFIG_PATH} \"\")"
-CC=$toolchain/$triple-clang
+CLANG=$toolchain/$triple-clang
+
+# --- GCC for the codecs: clang compiles zstd's decoder into ~9% more instructions than GCC
+# (docs/building-wheels.md), so the compression libraries are compiled by Debian's GCC (for
+# aarch64 its cross compiler) and linked by zig. GCC sees glibc 2.17's headers (zig's, with
+# -nostdinc: only GCC's own intrinsics and stddef.h are its), so configure checks, feature
+# macros and inline functions are 2.17's, and the link against 2.17's stubs (-z defs)
+# refuses any symbol 2.17 lacks. A link given sources (configure probes, CMake's compiler
+# identification) compiles them with GCC first, so the build sees one compiler throughout.
+# The libc headers zig's clang is given for this target (its -### line: -isystem .../libc/include/...
+# and -D __GLIBC_MINOR__=17), for GCC, after GCC's own headers.
+libc_headers=$(cd / && "$zig" cc -target "$triple" -### -x c -c /dev/null -o /dev/null 2>&1 | tr ' ' '\n' | tr -d '"' |
+  awk 'prev == "-isystem" && $0 ~ /\/libc\/include\// {printf "-isystem /%s ", $0}
+       prev == "-D" && $0 ~ /^__GLIBC_MINOR__=/ {printf "-D%s ", $0} {prev = $0}')
+[[ $libc_headers == *generic-glibc*__GLIBC_MINOR__=${GLIBC#2.}* ]] ||
+  { echo "build_wheel_deps: zig $zig_version's glibc headers for $triple not found (zig cc -###: $libc_headers)" >&2; exit 1; }
+write_if_changed "$toolchain/$triple-gcc" "#!/usr/bin/env bash
+# Written by scripts/build_wheel_deps.sh: $gcc $gcc_version compiles against glibc $GLIBC's
+# headers (zig's); zig $zig_version links against glibc $GLIBC's symbols.
+compile=($(command -v ccache || true) $(command -v "$gcc") -nostdinc -isystem $("$gcc" -print-file-name=include)
+  $libc_headers-U_FORTIFY_SOURCE -D_FORTIFY_SOURCE=0)
+link=($zig cc -target $triple)
+"'
+shopt -s extglob
+if [[ $# == 1 && $1 == -@(-version|v|dumpversion|dumpfullversion|dumpmachine|print-*) ]]; then exec "${compile[@]}" "$1"; fi
+for a in "$@"; do
+  case $a in -c|-S|-E|-M|-MM|-fsyntax-only) exec "${compile[@]}" "$@" ;; esac
+done
+# A link. Sources among the arguments are compiled first, each with the options that are
+# not the link'"'"'s; the link gets their objects in their places.
+flags=() value=""
+for a in "$@"; do
+  if [[ -n $value ]]; then [[ $value == keep ]] && flags+=("$a"); value=""; continue; fi
+  case $a in
+    -o|-Xlinker|-T|-x) value=drop ;;
+    -MF|-MT|-MQ|-I|-D|-U|-include|-imacros|-isystem|-iquote|-idirafter) flags+=("$a"); value=keep ;;
+    -l*|-L*|-Wl,*|-shared|-static|-rdynamic|-pie|-no-pie|-nostdlib|-nodefaultlibs) ;;
+    -*) flags+=("$a") ;;
+    *.@(c|s|S|i)|*.o|*.a|*.so|*.so.*) ;;
+    *) flags+=("$a") ;;
+  esac
+done
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gcc-zig-XXXXXX")
+trap '"'"'rm -rf "$tmp"'"'"' EXIT
+args=() value="" n=0
+for a in "$@"; do
+  if [[ -n $value ]]; then
+    [[ $value == keep ]] && args+=("$a")
+    value=""
+    continue
+  fi
+  case $a in
+    -x) value=drop ;;
+    -o|-Xlinker|-T|-MF|-MT|-MQ|-I|-D|-U|-include|-imacros|-isystem|-iquote|-idirafter) args+=("$a"); value=keep ;;
+    -*) args+=("$a") ;;
+    *.@(c|s|S|i))
+      n=$((n + 1))
+      "${compile[@]}" "${flags[@]}" -c "$a" -o "$tmp/$n.o" || exit
+      args+=("$tmp/$n.o") ;;
+    *) args+=("$a") ;;
+  esac
+done
+exec "${link[@]}" "${args[@]}"'
+GCC=$toolchain/$triple-gcc
+write_if_changed "$toolchain/toolchain-gcc.cmake" "# Written by scripts/build_wheel_deps.sh: the codecs, compiled by $gcc, linked by zig.
+include($toolchain/toolchain.cmake)
+set(CMAKE_C_COMPILER $GCC)"
 
 if [[ -f $prefix/.complete ]]; then
   echo "build_wheel_deps: $target: cached ($prefix)"
@@ -154,7 +231,7 @@ unpack() {  # <name> -> cd into its fresh source tree
   tar -xf "$SRC/$file" -C "$work/$1" --strip-components=1
   cd "$work/$1"
 }
-export CC AR=$toolchain/ar RANLIB=$toolchain/ranlib
+export AR=$toolchain/ar RANLIB=$toolchain/ranlib
 # -O2 as the distributions build them; -z defs: a symbol glibc 2.17 lacks fails the link
 # here instead of loading as unresolved on the user's machine. --undefined-version: lld
 # refuses a version script naming a symbol the output lacks (zlib's configure probes its
@@ -162,7 +239,7 @@ export CC AR=$toolchain/ar RANLIB=$toolchain/ranlib
 export CFLAGS="-O2 -g0 -fPIC" LDFLAGS="-Wl,-z,defs -Wl,--undefined-version"
 export PKG_CONFIG_LIBDIR=$prefix/lib/pkgconfig PKG_CONFIG_PATH=""
 cmake_build() {  # <cmake args...>: configure, build and install the current tree
-  cmake -S . -B _build -G Ninja -DCMAKE_TOOLCHAIN_FILE="$toolchain/toolchain.cmake" -DCMAKE_BUILD_TYPE=Release \
+  cmake -S . -B _build -G Ninja -DCMAKE_TOOLCHAIN_FILE="$cmake_toolchain" -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_C_FLAGS_RELEASE="-O2 -DNDEBUG" -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib \
     -DBUILD_SHARED_LIBS=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 "$@"
   ninja -C _build -j"$JOBS"
@@ -199,9 +276,7 @@ build_lz4() {
   make -C lib install PREFIX="$prefix" LIBDIR="$prefix/lib" BUILD_STATIC=no
 }
 build_libdeflate() {
-  # Clang 22 dropped the "evex512" target feature that 1.23's AVX-512 functions name for
-  # clang >= 18: __EVEX512__ selects its branch that names none (as for older compilers).
-  CFLAGS="$CFLAGS -D__EVEX512__" cmake_build -DLIBDEFLATE_BUILD_STATIC_LIB=OFF -DLIBDEFLATE_BUILD_GZIP=OFF
+  cmake_build -DLIBDEFLATE_BUILD_STATIC_LIB=OFF -DLIBDEFLATE_BUILD_GZIP=OFF
 }
 build_blosc() {  # Debian's +ds tarball leaves out the bundled codecs: it links the ones above
   cmake_build -DPREFER_EXTERNAL_LZ4=ON -DPREFER_EXTERNAL_ZSTD=ON -DPREFER_EXTERNAL_ZLIB=ON -DDEACTIVATE_SNAPPY=ON \
@@ -233,6 +308,10 @@ build_json() {  # headers and its CMake package only
 start=$(date +%s)
 for name in zlib bzip2 xz zstd lz4 libdeflate blosc openssl nghttp2 curl json; do
   t0=$(date +%s)
+  case $name in  # the codecs by GCC (above), the rest by zig's clang
+    zlib|bzip2|xz|zstd|lz4|libdeflate|blosc) export CC=$GCC; cmake_toolchain=$toolchain/toolchain-gcc.cmake ;;
+    *) export CC=$CLANG; cmake_toolchain=$toolchain/toolchain.cmake ;;
+  esac
   unpack "$name"
   set +e  # (set -e holds in the subshell only outside a tested context)
   (set -e; "build_$name") > "$work/$name.log" 2>&1
