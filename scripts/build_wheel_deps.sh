@@ -285,8 +285,14 @@ build_blosc() {  # Debian's +ds tarball leaves out the bundled codecs: it links 
 build_openssl() {  # what the engine and libcurl use: libcrypto and libssl, the default provider built in
   local os_target
   case $target in x86_64) os_target=linux-x86_64 ;; aarch64) os_target=linux-aarch64 ;; esac
+  # Left out, to compile less (OpenSSL is most of this script's time): the protocols and
+  # formats neither libcurl's HTTPS nor the engine's signing (SHA-256, HMAC, RSA) uses, and
+  # ciphers, hashes and signatures no TLS 1.2/1.3 server needs.
   ./Configure "$os_target" --prefix="$prefix" --libdir=lib shared no-tests no-docs no-apps no-legacy \
-    no-module no-engine no-comp no-quic no-afalgeng no-ui-console
+    no-module no-engine no-comp no-quic no-afalgeng no-ui-console \
+    no-dtls no-srtp no-srp no-ssl-trace no-cmp no-cms no-ts no-ct no-rfc3779 \
+    no-aria no-bf no-camellia no-cast no-idea no-mdc2 no-rc2 no-rc4 no-seed no-sm2 no-sm3 no-sm4 no-whirlpool \
+    no-ocb no-siv no-siphash no-scrypt no-argon2 no-dsa no-ec2m no-gost no-slh-dsa
   make -j"$JOBS" build_libs
   make install_dev
   rm -f "$prefix"/lib/libcrypto.a "$prefix"/lib/libssl.a
