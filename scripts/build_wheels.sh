@@ -159,10 +159,12 @@ for arch in "${archs[@]}"; do
     echo "build_wheels: $tag $arch: compiling (Release, zig $("$zig" version), -j$JOBS)"
     # The C++ layers compile once per architecture (ccache: the objects do not depend on
     # the Python); the bindings once per Python. Each in its own build directory inside
-    # the unpacked sdist, keyed by the wheel tag.
+    # the unpacked sdist, keyed by the wheel tag and the prefix's key: CMake's cache holds
+    # the libraries' paths, so a new prefix (another lock, script or toolchain) configures
+    # afresh instead of building against the old one's.
     CMAKE_TOOLCHAIN_FILE=$toolchain/toolchain.cmake CCACHE_COMPILERCHECK="string:zig $("$zig" version) $arch" \
       nice -n 19 "$venv/bin/python" -m pip wheel -q --no-deps --no-build-isolation --disable-pip-version-check \
-      -w build/wheels-raw "$src" -C build-dir="build/{wheel_tag}-$POLICY" \
+      -w build/wheels-raw "$src" -C build-dir="build/{wheel_tag}-$POLICY-${prefix##*-}" \
       -C cmake.define.INSITU_PORTABLE_WHEEL=ON "${cross[@]}"
     raw=$(ls build/wheels-raw/insitubatch-*-"$tag"-*_"$arch".whl)
     # auditwheel finds the libraries in the prefix (--ldpaths: also for another architecture)
