@@ -109,6 +109,11 @@ const std::vector<std::pair<std::string_view, std::string_view>>& StoreSchemes()
   return schemes;
 }
 
+namespace {
+// Set up as the library loads, before any of its threads runs (why: BootId's in util/env.cc).
+[[maybe_unused]] const bool kSchemesAtLoad = !StoreSchemes().empty();
+}  // namespace
+
 std::string_view StoreSchemeOf(std::string_view scheme) {
   const std::string lower = AsciiLower(scheme);
   for (const auto& [written, served] : StoreSchemes()) {

@@ -66,6 +66,11 @@ bool PoisonBuffers() {
 #endif
 }
 
+namespace {
+// Set up as the library loads, before any of its threads runs (why: BootId's in util/env.cc).
+[[maybe_unused]] const bool kPoisonAtLoad = PoisonBuffers();
+}  // namespace
+
 void FillElements(std::byte* dst, size_t n, std::span<const std::byte> element) {
   if (n == 0) return;
   if (std::all_of(element.begin(), element.end(), [](std::byte b) { return b == std::byte{0}; })) {

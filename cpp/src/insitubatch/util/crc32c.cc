@@ -189,6 +189,18 @@ uint32_t Crc32cExtend(uint32_t crc, std::span<const std::byte> data) {
 
 uint32_t Crc32c(std::span<const std::byte> data) { return Crc32cExtend(0, data); }
 
+namespace {
+// Set up as the library loads, before any of its threads runs (why: BootId's in util/env.cc).
+[[maybe_unused]] const bool kPickedAtLoad = [] {
+#ifdef INSITU_CRC32C_X86
+  __builtin_cpu_init();  // a constructor may run before the runtime's own has read the CPU
+#endif
+  const std::byte byte{0};
+  Crc32c(std::span(&byte, 1));
+  return HasSse42();
+}();
+}  // namespace
+
 namespace internal_crc {
 uint32_t Crc32cPortable(std::span<const std::byte> data) {
   return ~ExtendPortable(~0u, reinterpret_cast<const uint8_t*>(data.data()), data.size());

@@ -38,4 +38,12 @@ const std::string& BootId() {
   return id;
 }
 
+namespace {
+// Set up as the library loads, on the thread that loads it, before any of its threads
+// runs: a function-local static is initialized under a guard, and a process forked while
+// another thread held that guard (a DataLoader worker forked while a download thread
+// sealed its first object) would wait on it forever.
+[[maybe_unused]] const bool kBootIdAtLoad = (BootId(), true);
+}  // namespace
+
 }  // namespace insitubatch
