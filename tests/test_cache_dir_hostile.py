@@ -125,10 +125,9 @@ def test_a_cache_file_whose_bytes_changed_is_read_again_never_served(era, tmp_pa
     ds.close()
 
 
-def test_large_cache_files_written_in_pieces_revive_with_their_checksum(tmp_path):
-    """A chunk's file is checksummed a piece at a time as it is written; chunks of several
-    pieces and a part (1,042,560 bytes each) revive in another boot only if that sum is the
-    whole file's, and a changed last byte is still caught."""
+def test_large_cache_files_revive_with_their_checksum(tmp_path):
+    """Chunks past the checksum's three-lane threshold (1,042,560 bytes each) revive in
+    another boot with the sum logged as they were written, and a changed last byte is caught."""
     import zarr
     from zarr.codecs import ZstdCodec
 

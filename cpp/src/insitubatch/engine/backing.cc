@@ -355,17 +355,11 @@ Result<Buffer> DiskBacking::WriteFile(SlotKey key, const Buffer& data, const Til
   INSITU_ASSIGN_OR_RETURN(cache::PendingFile file, cache::PendingFile::Create(std::move(dir), FileName(key)));
   INSITU_RETURN_IF_ERROR(file.Write(0, std::as_bytes(std::span(header.data(), header.size()))));
   // The checksum is of the bytes as they are written (from memory, not read back), so a
-  // revival can tell whether the file still holds them. Summed a piece at a time just before
-  // the piece is written, so write(2) copies it from the core's cache rather than memory.
-  constexpr size_t kPiece = size_t{256} << 10;
-  std::optional<uint32_t> crc;
-  if (options_.persist) crc = 0;
-  const std::span<const std::byte> body = data.span();
-  for (size_t at = 0; at < body.size(); at += kPiece) {
-    const std::span<const std::byte> piece = body.subspan(at, std::min(kPiece, body.size() - at));
-    if (crc) crc = Crc32cExtend(*crc, piece);
-    INSITU_RETURN_IF_ERROR(file.Write(header.size() + at, piece));
-  }
+  // revival can tell whether the file still holds them. The body goes in one write(2): the
+  // page cache keeps a large write in large folios, which a revival maps several times faster
+  // than small ones (written a 256 KiB piece at a time, a revived epoch took 35 % longer).
+  const std::optional<uint32_t> crc = options_.persist ? std::optional(Crc32c(data.span())) : std::nullopt;
+  INSITU_RETURN_IF_ERROR(file.Write(header.size(), data.span()));
   if (options_.persist) INSITU_RETURN_IF_ERROR(file.Commit());
   INSITU_ASSIGN_OR_RETURN(auto mapping, file.Map(/*remove_with_mapping=*/!options_.persist));
   const uint64_t bytes = header.size() + data.size();
