@@ -212,6 +212,17 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def upload_store(endpoint: str, store: Path) -> None:
+    """Every file of the local store `store` into moto's bucket "check", under its name."""
+    import boto3
+
+    s3 = boto3.client("s3", endpoint_url=endpoint)
+    s3.create_bucket(Bucket="check")
+    for f in store.rglob("*"):
+        if f.is_file():
+            s3.put_object(Bucket="check", Key=f"{store.name}/{f.relative_to(store)}", Body=f.read_bytes())
+
+
 def start_moto() -> tuple[subprocess.Popen[bytes], str]:
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -330,14 +341,7 @@ def main() -> int:
         os.environ.update(aws)
         moto, endpoint = start_moto()
         try:
-            import boto3
-
-            s3 = boto3.client("s3", endpoint_url=endpoint)
-            s3.create_bucket(Bucket="check")
-            for f in (work / "era5.zarr").rglob("*"):
-                if f.is_file():
-                    s3.put_object(Bucket="check", Key=f"era5.zarr/{f.relative_to(work / 'era5.zarr')}",
-                                  Body=f.read_bytes())
+            upload_store(endpoint, work / "era5.zarr")
             run_client(python, READ.format(url="s3://check/era5.zarr", options={"endpoint": endpoint}), work, aws)
             step("S3 from moto: exact")
         finally:

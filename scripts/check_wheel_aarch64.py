@@ -23,7 +23,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from check_wheel import client_env, scratch_dir, start_moto, step
+from check_wheel import client_env, scratch_dir, start_moto, step, upload_store
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))  # the driver's own helpers (never the client's)
@@ -176,12 +176,8 @@ def main() -> int:
             import boto3
             import numpy as np
 
+            upload_store(endpoint, work / "era5.zarr")
             s3 = boto3.client("s3", endpoint_url=endpoint)
-            s3.create_bucket(Bucket="check")
-            for f in (work / "era5.zarr").rglob("*"):
-                if f.is_file():
-                    s3.put_object(Bucket="check", Key=f"era5.zarr/{f.relative_to(work / 'era5.zarr')}",
-                                  Body=f.read_bytes())
             client(READ.format(url="s3://check/era5.zarr", options={"endpoint": endpoint}), aws)
             step("S3 from moto (on the build machine): exact")
 
