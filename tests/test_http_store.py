@@ -7,6 +7,7 @@ from __future__ import annotations
 import pickle
 import shutil
 import subprocess
+import threading
 import time
 
 import numpy as np
@@ -15,7 +16,7 @@ import pytest
 import insitubatch
 from insitubatch import InSituDataset, _ext, open_geometries, split_by_chunk
 from cloud_data import check_dataset_streams_exact, check_every_chunk, make_demo_store, oracle
-from servers import FaultProxy, RangeServer
+from servers import FaultProxy, RangeServer, _RangeHandler
 
 FAST = dict(retry_base_delay=0.001, retry_max_delay=0.01)
 
@@ -111,6 +112,34 @@ def test_connections_outlive_the_bursts_that_opened_them(demo, server):
     clients = {r["client"] for r in server.requests}
     assert len(server.requests) == 8 * len(keys)
     assert len(clients) <= 9, len(clients)  # 12-15 before
+
+
+class _BarrierHandler(_RangeHandler):
+    """Holds every chunk read until `parties` reads are at the server at once (or 10 s pass)."""
+
+    def _serve(self, head: bool) -> None:
+        if "/c/" in self.path:
+            try:
+                self.owner.barrier.wait()
+            except threading.BrokenBarrierError:
+                self.owner.broken = True
+        super()._serve(head)
+
+
+def test_a_burst_of_reads_opens_its_connections_at_once(demo):
+    # libcurl's PIPEWAIT had each IO thread send a burst's first read alone, on a new
+    # connection, and the rest only once that connection was known not to multiplex: over a
+    # cleartext link (HTTP/1.1 only) a whole connection setup lost on every first batch.
+    parties = 12
+    with RangeServer(demo[0].parent) as srv:
+        srv._handler = type("Handler", (_BarrierHandler,), {"owner": srv})
+        srv.httpd.RequestHandlerClass = srv._handler
+        srv.barrier, srv.broken = threading.Barrier(parties, timeout=10), False
+        store = insitubatch.store(srv.url + "/demo.zarr", io_threads=2)
+        keys = [f"t2m/c/{i}/0/0" for i in range(parties)]
+        _ext.read_throughput(store, keys, parties, 1)
+        assert not srv.broken, "the burst's reads did not reach the server together"
+        assert len({r["client"] for r in srv.requests}) == parties
 
 
 def test_a_dataset_over_open_geometries_reads_the_metadata_once(demo, server):

@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "insitubatch/io/http/host_protocols.h"
 #include "insitubatch/util/thread_pool.h"
 
 namespace insitubatch {
@@ -368,8 +369,12 @@ Status TransportOptions::Validate() const {
 // from inside one of its own callbacks can detach instead of joining itself.
 class CurlTransport::Worker {
  public:
-  Worker(std::shared_ptr<const TransportOptions> options, CaBundle ca, std::shared_ptr<Counters> counters)
-      : options_(std::move(options)), ca_(std::move(ca)), counters_(std::move(counters)) {}
+  Worker(std::shared_ptr<const TransportOptions> options, CaBundle ca, std::shared_ptr<Counters> counters,
+         std::shared_ptr<HostProtocols> protocols)
+      : options_(std::move(options)),
+        ca_(std::move(ca)),
+        counters_(std::move(counters)),
+        protocols_(std::move(protocols)) {}
 
   Status Init() {
     multi_ = curl_multi_init();
@@ -597,7 +602,8 @@ class CurlTransport::Worker {
       curl_easy_setopt(e, CURLOPT_USERPWD, o.user_password.c_str());
       curl_easy_setopt(e, CURLOPT_HTTPAUTH, CURLAUTH_BASIC);
     }
-    curl_easy_setopt(e, CURLOPT_PIPEWAIT, 1L);  // prefer an HTTP/2 stream to a new socket
+    // An HTTP/2 stream rather than a new socket, where the origin may offer one.
+    curl_easy_setopt(e, CURLOPT_PIPEWAIT, protocols_->ShouldWaitToMultiplex(t->request.url) ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, t->request.fresh_connection ? 1L : 0L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
@@ -628,6 +634,9 @@ class CurlTransport::Worker {
       retry = IsTransientCurlError(code);
     } else {
       curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &t->status);
+      long version = 0;
+      curl_easy_getinfo(t->easy, CURLINFO_HTTP_VERSION, &version);
+      protocols_->Learn(t->request.url, version);
       const long status = t->status;
       if (status >= 200 && status <= 299) {
         if (status == 206 && t->request.method != "HEAD") {
@@ -705,6 +714,7 @@ class CurlTransport::Worker {
   std::shared_ptr<const TransportOptions> options_;
   const CaBundle ca_;
   std::shared_ptr<Counters> counters_;
+  const std::shared_ptr<HostProtocols> protocols_;
   CURLM* multi_ = nullptr;
   std::mutex mutex_;
   std::deque<std::unique_ptr<Transfer>> incoming_;
@@ -724,8 +734,9 @@ Result<std::shared_ptr<CurlTransport>> CurlTransport::Create(TransportOptions op
   GlobalInitOnce();
   auto shared = std::make_shared<const TransportOptions>(std::move(options));
   std::shared_ptr<CurlTransport> transport(new CurlTransport(shared, std::move(ca)));
+  auto protocols = std::make_shared<HostProtocols>();
   for (size_t i = 0; i < shared->io_threads; ++i) {
-    auto worker = std::make_shared<Worker>(shared, transport->ca_, transport->counters_);
+    auto worker = std::make_shared<Worker>(shared, transport->ca_, transport->counters_, protocols);
     INSITU_RETURN_IF_ERROR(worker->Init());
     transport->workers_.push_back(std::move(worker));
     transport->loads_.push_back(std::make_shared<std::atomic<size_t>>(0));
