@@ -25,7 +25,7 @@ TEST(HostProtocolsTest, CleartextNeverWaits) {
 TEST(HostProtocolsTest, TlsOriginWaitsUntilSeenSpeakingHttp1) {
   HostProtocols p;
   const std::string chunk = "https://bucket.s3.amazonaws.com/t2m/c/0/0";
-  EXPECT_TRUE(p.ShouldWaitToMultiplex(chunk));  // unknown: it may offer HTTP/2
+  EXPECT_TRUE(p.ShouldWaitToMultiplex(chunk));              // unknown: it may offer HTTP/2
   p.Learn("https://bucket.s3.amazonaws.com/zarr.json", 0);  // no response: nothing learned
   EXPECT_TRUE(p.ShouldWaitToMultiplex(chunk));
   p.Learn("https://bucket.s3.amazonaws.com/zarr.json", CURL_HTTP_VERSION_1_1);
