@@ -89,14 +89,26 @@ def test_an_unconsolidated_group_opens_named_arrays_and_says_why_it_cannot_list_
         open_geometries(store, ["nope"])
 
 
+def _warming(request: dict) -> bool:
+    """A one-byte read of zarr.json that opens a connection while the metadata is read."""
+    return request["path"].endswith("/zarr.json") and request["headers"].get("Range") == "bytes=0-0"
+
+
+def _chunk_reads(server) -> list[dict]:
+    # Another test's warming reads may still arrive after clear_log(): they end in zarr.json.
+    return [r for r in server.requests if "/c/" in r["path"]]
+
+
 def test_connections_are_reused(demo, server):
     server.clear_log()
     store = insitubatch.store(server.url + "/demo.zarr", io_threads=1)
     for _ in range(3):  # the metadata is read once (read_chunk keeps it), the chunks every time
         check_every_chunk(store, demo[0], arrays=["t2m"])
-    clients = [r["client"] for r in server.requests]
+    clients = [r["client"] for r in _chunk_reads(server)]
     assert len(clients) > 10
-    assert len(set(clients)) <= 2, clients  # keep-alive: one socket (two at most), not one per read
+    # keep-alive: the connections opened while the metadata was read and one more at most
+    # (one socket, two at most, before), not one per read
+    assert len(set(clients)) <= insitubatch.stores._WARM_CONNECTIONS + 1, clients
 
 
 def test_connections_outlive_the_bursts_that_opened_them(demo, server):
@@ -109,8 +121,8 @@ def test_connections_outlive_the_bursts_that_opened_them(demo, server):
     keys = [f"t2m/c/{i}/0/0" for i in range(5)] * 4
     seconds, nbytes = _ext.read_throughput(store, keys, 8, 8)
     assert len(seconds) == 8 and nbytes > 0
-    clients = {r["client"] for r in server.requests}
-    assert len(server.requests) == 8 * len(keys)
+    clients = {r["client"] for r in _chunk_reads(server)}
+    assert len(_chunk_reads(server)) == 8 * len(keys)
     assert len(clients) <= 9, len(clients)  # 12-15 before
 
 
@@ -142,6 +154,44 @@ def test_a_burst_of_reads_opens_its_connections_at_once(demo):
         assert len({r["client"] for r in srv.requests}) == parties
 
 
+def _wait_for(predicate, seconds: float = 10.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
+
+
+def test_opening_geometries_warms_the_connections_the_first_block_reads_on(demo, server):
+    # Over a link where a connection costs round trips of its own, the first block's reads
+    # would each open one after the metadata arrived: they are opened while it is read.
+    server.clear_log()
+    geoms = open_geometries(insitubatch.store(server.url + "/demo.zarr"), ["t2m"])
+    assert geoms["t2m"].shape[0] > 0
+    warm = insitubatch.stores._WARM_CONNECTIONS
+    _wait_for(lambda: sum(map(_warming, server.requests)) == warm)
+    assert [r["path"] for r in server.requests if not _warming(r)] == ["/demo.zarr/zarr.json"]
+    # With a per-host connection limit the warming reads would queue ahead of the metadata's.
+    server.clear_log()
+    open_geometries(insitubatch.store(server.url + "/demo.zarr", max_connections_per_host=4), ["t2m"])
+    time.sleep(0.3)
+    assert [r["path"] for r in server.requests] == ["/demo.zarr/zarr.json"]
+
+
+def test_warm_connections_are_the_ones_a_burst_reads_on(demo, server):
+    store = insitubatch.store(server.url + "/demo.zarr", io_threads=1)
+    server.clear_log()
+    store.warm_connections("zarr.json", 4)
+    _wait_for(lambda: sum(map(_warming, server.requests)) == 4)
+    time.sleep(0.3)  # their answers are back: the connections are idle in the pool
+    warmed = {r["client"] for r in server.requests if _warming(r)}
+    assert len(warmed) == 4
+    _ext.read_throughput(store, [f"t2m/c/{i}/0/0" for i in range(4)], 4, 1)
+    assert {r["client"] for r in _chunk_reads(server)} == warmed
+    local = insitubatch.store(str(demo[0]))
+    assert not local.remote
+    local.warm_connections("zarr.json", 4)  # nothing to open
+
+
 def test_a_dataset_over_open_geometries_reads_the_metadata_once(demo, server):
     # Over a network each metadata read is a round trip before the first chunk read: the
     # dataset takes the hierarchy open_geometries read from the same store object.
@@ -150,7 +200,7 @@ def test_a_dataset_over_open_geometries_reads_the_metadata_once(demo, server):
     geoms = open_geometries(store, ["t2m"])
     ds = InSituDataset(store, split_by_chunk(geoms["t2m"], fractions=(1.0, 0.0, 0.0)), geoms, batch_size=8)
     try:
-        assert [r["path"] for r in server.requests] == ["/demo.zarr/zarr.json"]
+        assert [r["path"] for r in server.requests if not _warming(r)] == ["/demo.zarr/zarr.json"]
         batch = next(iter(ds.train))
         np.testing.assert_array_equal(batch.arrays["t2m"], oracle(demo[0], "t2m")[batch.sample_indices])
     finally:

@@ -104,6 +104,16 @@ void BindStores(nb::module_& m) {
           },
           nb::arg("prefix") = "", "Every key under `prefix`, sorted.")
       .def("describe", &Store::Describe, nb::arg("key") = "", "Where `key` lives, as a path or URL.")
+      .def_prop_ro("remote", &Store::remote, "Whether its reads cross a network (HTTP, S3, GCS, Azure).")
+      .def(
+          "warm_connections",
+          [](Store& store, const std::string& key, size_t connections) {
+            nb::gil_scoped_release release;
+            store.WarmConnections(key, connections);
+          },
+          nb::arg("key"), nb::arg("connections"),
+          "Opens up to `connections` connections to a remote store's server in the background (one-byte "
+          "reads of `key`, answers dropped); nothing on a local store.")
       .def_prop_ro("writable", &Store::writable, "Whether write/delete are served (opened with read_only=False).")
       .def(
           "write",

@@ -27,6 +27,15 @@ class Store:
         """Where `key` lives, as a path or URL."""
 
     @property
+    def remote(self) -> bool:
+        """Whether its reads cross a network (HTTP, S3, GCS, Azure)."""
+
+    def warm_connections(self, key: str, connections: int) -> None:
+        """
+        Opens up to `connections` connections to a remote store's server in the background (one-byte reads of `key`, answers dropped); nothing on a local store.
+        """
+
+    @property
     def writable(self) -> bool:
         """Whether write/delete are served (opened with read_only=False)."""
 

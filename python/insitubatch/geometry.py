@@ -206,6 +206,9 @@ def open_geometries(store: Any, variables: Sequence[str] | None = None, *, sampl
             f" (did you mean [{variables!r}]?)"
         )
     store = _native(store)
+    from .stores import warm_connections  # lazy, as in _native
+
+    warm_connections(store)  # a dataset's first block follows: its connections open meanwhile
     hierarchy = _ext.open_hierarchy(store)
     return {path: replace(g, _opened=(store, hierarchy))
             for path, g in geometries_of(hierarchy, store, variables, sample_axis=sample_axis).items()}

@@ -461,6 +461,21 @@ def _with_recipe(native: Store, url: str, options: dict[str, Any]) -> Store:
     return native
 
 
+# A dataset's first block is 16 chunk reads by default (block_chunks), each wanting a connection.
+_WARM_CONNECTIONS = 16
+
+
+def warm_connections(native: Any) -> None:
+    """Opens the connections a dataset's first block will read on, while the metadata is
+    read: over a link where a new connection costs round trips of its own (TCP, TLS), the
+    first batch's reads then start on open ones, one round trip after the metadata instead
+    of a connection setup and a round trip. Each is a one-byte read of ``zarr.json`` whose
+    answer is dropped. Not done with a per-host connection limit (the warm reads would queue
+    ahead of the metadata's) or on a local store."""
+    if native.remote and connection_limit(native) is None:
+        native.warm_connections("zarr.json", _WARM_CONNECTIONS)
+
+
 def connection_limit(native: Any) -> tuple[int, int] | None:
     """(max_connections_per_host, io_threads) of a store opened with a per-host connection
     limit, else None (no limit: the default). Each IO thread keeps its own connections, so

@@ -27,6 +27,10 @@ class CountingStore final : public Store {
     return inner_->Generations(prefix, keys);
   }
   std::string Describe(std::string_view key) const override { return inner_->Describe(key); }
+  // Not counted: no data is read for the caller.
+  void WarmConnections(const std::string& key, size_t connections) override {
+    inner_->WarmConnections(key, connections);
+  }
 
   bool writable() const override { return inner_->writable(); }
   Result<bool> Write(std::string key, std::string_view value, WriteMode mode) override;

@@ -30,6 +30,14 @@ Result<ReadResult> Store::Read(std::string key, ByteRange range) {
   return future.get();
 }
 
+void Store::WarmConnections(const std::string& key, size_t connections) {
+  if (!remote()) return;
+  ByteRange first_byte;
+  first_byte.kind = ByteRange::Kind::kRange;
+  first_byte.length = 1;
+  for (size_t i = 0; i < connections; ++i) ReadAsync(key, first_byte, [](Result<ReadResult>) {});
+}
+
 Result<ReadResult> Store::ReadInline(const std::string& key, ByteRange range) {
   // Only file-like stores read on the caller; any other answers through its own path.
   return Read(key, range);

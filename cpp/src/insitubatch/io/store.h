@@ -100,6 +100,11 @@ class Store {
   // round trip, so the engine asks for the first batch's reads at once instead of first
   // learning, a few reads at a time, how fast the store answers.
   virtual bool remote() const { return false; }
+  // Opens up to `connections` connections to a remote store's server in the background,
+  // each by a one-byte read of `key` whose answer is dropped, while the caller waits on the
+  // read that needs an answer. Where a connection costs round trips of its own, the first
+  // batch's reads then go out on open connections. A local store does nothing.
+  virtual void WarmConnections(const std::string& key, size_t connections);
   // The read on the calling thread; called only where reads_inline().
   virtual Result<ReadResult> ReadInline(const std::string& key, ByteRange range);
 
