@@ -461,8 +461,9 @@ def _with_recipe(native: Store, url: str, options: dict[str, Any]) -> Store:
     return native
 
 
-# A dataset's first block is 16 chunk reads by default (block_chunks), each wanting a connection.
-_WARM_CONNECTIONS = 16
+# The first batch's reads, each wanting a connection: up to 32 (the default batch_size, at one
+# sample per chunk; a block is 16 chunks by default).
+_WARM_CONNECTIONS = 32
 
 
 def warm_connections(native: Any) -> None:
