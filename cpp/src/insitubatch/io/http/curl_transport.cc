@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "insitubatch/io/http/curl_errors.h"
 #include "insitubatch/io/http/host_protocols.h"
 #include "insitubatch/util/thread_pool.h"
 
@@ -41,26 +42,6 @@ void GlobalInitOnce() {
   std::call_once(once, [] { curl_global_init(CURL_GLOBAL_DEFAULT); });
 }
 
-// curl errors worth another attempt: the network or the server hiccuped.
-bool IsTransientCurlError(CURLcode code) {
-  switch (code) {
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_CONNECT:
-    case CURLE_OPERATION_TIMEDOUT:
-    case CURLE_PARTIAL_FILE:
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-    case CURLE_GOT_NOTHING:
-    case CURLE_HTTP2:
-    case CURLE_HTTP2_STREAM:
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_AGAIN:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool IEquals(std::string_view a, std::string_view b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
            return std::tolower(static_cast<unsigned char>(x)) == std::tolower(static_cast<unsigned char>(y));
@@ -81,79 +62,6 @@ constexpr int kIdlePollMs = 1000;
 constexpr int kCancelPollMs = 50;
 
 double SecondsBetween(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
-
-std::string Seconds(double s) {
-  char text[32];
-  std::snprintf(text, sizeof(text), s < 10 ? "%.2f s" : "%.1f s", s);
-  return text;
-}
-
-// A failed transfer in words a user can act on: which phase failed (DNS, connect, TLS,
-// waiting for the reply, mid-body) and after how long. `connect_failure`: the attempt
-// never reached a server.
-std::string DescribeTransferFailure(CURLcode code, const char* errbuf, CURL* easy, double attempt_s,
-                                    const TransportOptions& o, const CaBundle& ca, bool* connect_failure) {
-  const std::string curl_text = errbuf[0] != '\0' ? errbuf : curl_easy_strerror(code);
-  const std::string after = " after " + Seconds(attempt_s);
-  curl_off_t connected_us = 0;
-  curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected_us);
-  *connect_failure = false;
-  switch (code) {
-    case CURLE_COULDNT_RESOLVE_HOST:
-    case CURLE_COULDNT_RESOLVE_PROXY:
-      *connect_failure = true;
-      return "DNS lookup failed" + after + " (" + curl_text + ")";
-    case CURLE_COULDNT_CONNECT: {
-      *connect_failure = true;
-      long os_errno = 0;
-      curl_easy_getinfo(easy, CURLINFO_OS_ERRNO, &os_errno);
-      if (os_errno == ECONNREFUSED) {
-        return "connection refused" + after + ": nothing listens there (" + curl_text + ")";
-      }
-      if (os_errno == ENETUNREACH || os_errno == EHOSTUNREACH) {
-        return "host unreachable" + after + " (" + curl_text + ")";
-      }
-      return "could not connect" + after + " (" + curl_text + ")";
-    }
-    case CURLE_OPERATION_TIMEDOUT:
-      if (connected_us == 0 && attempt_s * 1000 >= 0.9 * o.connect_timeout.count()) {
-        *connect_failure = true;
-        return "connect timed out" + after +
-               ": nothing accepted the connection within "
-               "connect_timeout=" +
-               Seconds(o.connect_timeout.count() / 1000.0);
-      }
-      if (connected_us == 0) {  // queued for a connection (others to the host were busy)
-        return "timed out" + after +
-               " waiting for a connection to the server: timeout=" + Seconds(o.timeout.count() / 1000.0) +
-               " covers the whole request";
-      }
-      return "read timed out" + after +
-             ": the reply did not complete within timeout=" + Seconds(o.timeout.count() / 1000.0);
-    case CURLE_PEER_FAILED_VERIFICATION:
-    case CURLE_SSL_CACERT_BADFILE:
-      return "TLS certificate verification failed" + after + " (" + curl_text + ") with the CA certificates in " +
-             ca.Describe() +
-             "; name the right ones with ca_file or SSL_CERT_FILE, or pass verify_tls=False only for a " +
-             "server you trust";
-    case CURLE_SSL_CONNECT_ERROR:
-    case CURLE_SSL_CERTPROBLEM:
-    case CURLE_SSL_CIPHER:
-      return "TLS handshake failed" + after + " (" + curl_text + ")";
-    case CURLE_RECV_ERROR:
-    case CURLE_SEND_ERROR:
-      if (curl_text.find("reset") != std::string::npos) {
-        return "connection reset by the server" + after + " (" + curl_text + ")";
-      }
-      return "network error" + after + " (" + curl_text + ")";
-    case CURLE_GOT_NOTHING:
-      return "the server closed the connection without replying" + after;
-    case CURLE_PARTIAL_FILE:
-      return "the body ended early" + after + " (" + curl_text + ")";
-    default:
-      return curl_text + after;
-  }
-}
 
 struct Transfer {
   HttpRequest request;
@@ -692,7 +600,7 @@ class CurlTransport::Worker {
     }
     if (t->attempt > 1) {
       const std::string when = " (gave up after " + std::to_string(t->attempt) + " attempts in " +
-                               Seconds(SecondsBetween(t->first_start, now)) + ")";
+                               SecondsText(SecondsBetween(t->first_start, now)) + ")";
       error = Status(error.code(), error.message() + when).set_detail(error.detail());
     }
     Fail(std::move(t), std::move(error));
