@@ -31,6 +31,12 @@ from urllib.parse import unquote, urlsplit
 _RANGE_RE = re.compile(r"^bytes=(\d*)-(\d*)$")
 
 
+class _BacklogHTTPServer(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: a client opening dozens of connections at once
+    # (the stores warm 32 while the metadata is read) would see SYNs dropped and retried 1 s later.
+    request_queue_size = 256
+
+
 class _Server:
     """Runs a ThreadingHTTPServer on 127.0.0.1:<free port> in a daemon thread."""
 
@@ -44,7 +50,7 @@ class _Server:
         self.url = f"http://127.0.0.1:{self.port}"
 
     def _serve(self) -> None:
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler)
+        self.httpd = _BacklogHTTPServer(("127.0.0.1", self.port), self._handler)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)

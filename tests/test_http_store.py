@@ -168,7 +168,7 @@ def test_opening_geometries_warms_the_connections_the_first_block_reads_on(demo,
     geoms = open_geometries(insitubatch.store(server.url + "/demo.zarr"), ["t2m"])
     assert geoms["t2m"].shape[0] > 0
     warm = insitubatch.stores._WARM_CONNECTIONS
-    _wait_for(lambda: sum(map(_warming, server.requests)) == warm)
+    _wait_for(lambda: sum(map(_warming, server.requests)) >= warm)
     assert [r["path"] for r in server.requests if not _warming(r)] == ["/demo.zarr/zarr.json"]
     # With a per-host connection limit the warming reads would queue ahead of the metadata's.
     server.clear_log()
@@ -186,7 +186,8 @@ def test_warm_connections_are_the_ones_a_burst_reads_on(demo, server):
     warmed = {r["client"] for r in server.requests if _warming(r)}
     assert len(warmed) == 4
     _ext.read_throughput(store, [f"t2m/c/{i}/0/0" for i in range(4)], 4, 1)
-    assert {r["client"] for r in _chunk_reads(server)} == warmed
+    # A read may go on a connection an earlier one of the burst freed; none opens its own.
+    assert {r["client"] for r in _chunk_reads(server)} <= warmed
     local = insitubatch.store(str(demo[0]))
     assert not local.remote
     local.warm_connections("zarr.json", 4)  # nothing to open
