@@ -108,7 +108,7 @@ def test_persisted_chunks_revive_in_a_new_process_after_sigkill(era, tmp_path):
         it = iter(ds.train)
         for _ in range(3):
             next(it)
-        print("ready", ds.decode_threads, flush=True)
+        print("ready", ds.decode_threads or os.cpu_count(), flush=True)  # 0: one per core
         signal.pause()
     """)
     child = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
