@@ -461,9 +461,9 @@ def _with_recipe(native: Store, url: str, options: dict[str, Any]) -> Store:
     return native
 
 
-# The first batch's reads, each wanting a connection: up to 32 (the default batch_size, at one
-# sample per chunk; a block is 16 chunks by default).
-_WARM_CONNECTIONS = 32
+# The first batch's reads, each wanting a connection: at one sample per chunk, as many as the
+# default batch_size (the engine's, read here rather than restated).
+_WARM_CONNECTIONS: int = _ext.PassSpec().batch_size
 
 
 def warm_connections(native: Any) -> None:
