@@ -191,6 +191,12 @@ def test_warm_connections_are_the_ones_a_burst_reads_on(demo, server):
     local = insitubatch.store(str(demo[0]))
     assert not local.remote
     local.warm_connections("zarr.json", 4)  # nothing to open
+    with pytest.raises(ValueError, match="connections must be at most 1024, got 1025"):
+        store.warm_connections("zarr.json", 1025)
+    with pytest.raises(ValueError, match="key"):
+        store.warm_connections("../zarr.json", 1)
+    with pytest.raises(TypeError):
+        store.warm_connections("zarr.json", -1)
 
 
 def test_a_dataset_over_open_geometries_reads_the_metadata_once(demo, server):

@@ -108,12 +108,17 @@ void BindStores(nb::module_& m) {
       .def(
           "warm_connections",
           [](Store& store, const std::string& key, size_t connections) {
-            nb::gil_scoped_release release;
-            store.WarmConnections(key, connections);
+            Status status;
+            {
+              nb::gil_scoped_release release;
+              status = store.WarmConnections(key, connections);
+            }
+            ThrowIfError(status);
           },
           nb::arg("key"), nb::arg("connections"),
           "Opens up to `connections` connections to a remote store's server in the background (one-byte "
-          "reads of `key`, answers dropped); nothing on a local store.")
+          "reads of `key`, answers dropped); nothing on a local store. ValueError for a bad key or more than "
+          "1024 connections.")
       .def_prop_ro("writable", &Store::writable, "Whether write/delete are served (opened with read_only=False).")
       .def(
           "write",

@@ -32,7 +32,7 @@ class Store:
 
     def warm_connections(self, key: str, connections: int) -> None:
         """
-        Opens up to `connections` connections to a remote store's server in the background (one-byte reads of `key`, answers dropped); nothing on a local store.
+        Opens up to `connections` connections to a remote store's server in the background (one-byte reads of `key`, answers dropped); nothing on a local store. ValueError for a bad key or more than 1024 connections.
         """
 
     @property

@@ -28,8 +28,8 @@ class CountingStore final : public Store {
   }
   std::string Describe(std::string_view key) const override { return inner_->Describe(key); }
   // Not counted: no data is read for the caller.
-  void WarmConnections(const std::string& key, size_t connections) override {
-    inner_->WarmConnections(key, connections);
+  Status WarmConnections(const std::string& key, size_t connections) override {
+    return inner_->WarmConnections(key, connections);
   }
 
   bool writable() const override { return inner_->writable(); }

@@ -30,12 +30,18 @@ Result<ReadResult> Store::Read(std::string key, ByteRange range) {
   return future.get();
 }
 
-void Store::WarmConnections(const std::string& key, size_t connections) {
-  if (!remote()) return;
+Status Store::WarmConnections(const std::string& key, size_t connections) {
+  INSITU_RETURN_IF_ERROR(ValidateKey(key));
+  if (connections > kMaxWarmConnections) {
+    return InvalidArgument("warm_connections: connections must be at most " + std::to_string(kMaxWarmConnections) +
+                           ", got " + std::to_string(connections));
+  }
+  if (!remote()) return Status::Ok();
   ByteRange first_byte;
   first_byte.kind = ByteRange::Kind::kRange;
   first_byte.length = 1;
   for (size_t i = 0; i < connections; ++i) ReadAsync(key, first_byte, [](Result<ReadResult>) {});
+  return Status::Ok();
 }
 
 Result<ReadResult> Store::ReadInline(const std::string& key, ByteRange range) {

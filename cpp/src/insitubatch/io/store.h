@@ -104,7 +104,9 @@ class Store {
   // each by a one-byte read of `key` whose answer is dropped, while the caller waits on the
   // read that needs an answer. Where a connection costs round trips of its own, the first
   // batch's reads then go out on open connections. A local store does nothing.
-  virtual void WarmConnections(const std::string& key, size_t connections);
+  // InvalidArgument for a bad key or more than kMaxWarmConnections.
+  virtual Status WarmConnections(const std::string& key, size_t connections);
+  static constexpr size_t kMaxWarmConnections = 1024;
   // The read on the calling thread; called only where reads_inline().
   virtual Result<ReadResult> ReadInline(const std::string& key, ByteRange range);
 
