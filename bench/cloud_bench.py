@@ -4,7 +4,9 @@ The stores of bench/coldstart_bench.py (zarr v3, one float32 variable, zstd leve
 consolidated metadata; 1, 4, 16 samples per chunk and sharded: 16 per shard, inner chunks of
 1) served over HTTP by bench/cloud_server.py on 127.0.0.1, which answers every request
 `--latencies` ms late, a new connection's first request `--connect-ms` later still (default:
-one more latency, its handshake), optionally no faster than `--rate-mb-s`. Each engine runs
+one more latency, its handshake), optionally no faster than `--rate-mb-s`. With `--protocol
+s3` every engine (and the floor and the link) reads through its S3 client instead: signed
+GetObject requests, path-style, the stores' folder as the bucket, the same server. Each engine runs
 in a fresh process, with the same reads in flight (`--inflight`), for `--epochs` shuffled
 epochs (batch 32, `block_chunks` 16):
 
@@ -75,6 +77,19 @@ ENGINES = ("ours", "tensorstore", "zarr", "zarrs", "original", "floor", "link", 
 LIMITS = ("floor", "link", "decode")  # not loaders: the first batch's floor and the two ceilings
 PEERS = ("tensorstore", "zarr", "zarrs", "original")
 PROBES = 16
+# --protocol s3: every engine reads the same files through its S3 client, path-style
+# (bucket = the stores' folder), signing with these throwaway keys (the server checks none;
+# the signing's CPU is the client's, as against a real bucket).
+S3_ENV = {"AWS_ACCESS_KEY_ID": "cloudbench", "AWS_SECRET_ACCESS_KEY": "cloudbench-secret", "AWS_REGION": "us-east-1"}
+
+
+def our_store(cfg: dict):
+    """Our store over the served store, by cfg's protocol."""
+    from insitubatch import store
+
+    if cfg["protocol"] == "s3":
+        return store(f"s3://{cfg['bucket']}/{cfg['name']}", endpoint=cfg["endpoint"], region=S3_ENV["AWS_REGION"])
+    return store(f"{cfg['endpoint']}/{cfg['bucket']}/{cfg['name']}")
 
 
 # -- references (parent only) -----------------------------------------------------------------
@@ -174,10 +189,10 @@ def _epochs(cfg: dict, open_engine, run_epoch) -> dict:
 
 
 def _insitubatch_dataset(cfg: dict, open_store):
-    """An InSituDataset over the served store, for ours and the original alike."""
+    """An InSituDataset over the served store (open_store(cfg)), for ours and the original alike."""
     from insitubatch import InSituDataset, open_geometries, split_by_chunk
 
-    s = open_store(cfg["url"])
+    s = open_store(cfg)
     geoms = open_geometries(s, [VAR])
     manifest = split_by_chunk(geoms[VAR], fractions=(1.0, 0.0, 0.0))
     return InSituDataset(s, manifest, geoms, batch_size=cfg["batch_size"], block_chunks=cfg["block_chunks"],
@@ -185,7 +200,7 @@ def _insitubatch_dataset(cfg: dict, open_store):
 
 
 def run_ours(cfg: dict) -> dict:
-    from insitubatch import store
+    import insitubatch  # noqa: F401  (imported before the clock starts, as every engine is)
 
     def run_epoch(ds, epoch, e):
         ds.set_epoch(epoch)
@@ -195,7 +210,7 @@ def run_ours(cfg: dict) -> dict:
         return {"inflight_peak": p.depths.inflight_peak, "limiting_stage": p.limiting_stage,
                 "budget_bytes": p.depths.budget_bytes, "waited": p.waited.total_s}
 
-    return _epochs(cfg, lambda: _insitubatch_dataset(cfg, store), run_epoch)
+    return _epochs(cfg, lambda: _insitubatch_dataset(cfg, our_store), run_epoch)
 
 
 def run_original(cfg: dict) -> dict:
@@ -206,7 +221,12 @@ def run_original(cfg: dict) -> dict:
         for batch in ds.train:
             e.add(batch.sample_indices, batch.arrays[VAR])
 
-    open_store = lambda url: obstore_store(url, client_options={"allow_http": True})  # noqa: E731
+    def open_store(cfg):
+        if cfg["protocol"] == "s3":
+            return obstore_store(f"s3://{cfg['bucket']}/{cfg['name']}", endpoint=cfg["endpoint"],
+                                 region=S3_ENV["AWS_REGION"], client_options={"allow_http": True})
+        return obstore_store(f"{cfg['endpoint']}/{cfg['bucket']}/{cfg['name']}", client_options={"allow_http": True})
+
     return _epochs(cfg, lambda: _insitubatch_dataset(cfg, open_store), run_epoch)
 
 
@@ -251,9 +271,15 @@ def run_tensorstore(cfg: dict) -> dict:
     n, outer = cfg["samples"], cfg["outer"]
 
     def open_engine():
-        ctx = ts.Context({"http_request_concurrency": {"limit": cfg["inflight"]}})
-        return ts.open({"driver": "zarr3", "kvstore": {"driver": "http", "base_url": cfg["url"] + "/" + VAR + "/"}},
-                       read=True, context=ctx).result()
+        if cfg["protocol"] == "s3":
+            ctx = ts.Context({"s3_request_concurrency": {"limit": cfg["inflight"]}})
+            kvstore = {"driver": "s3", "bucket": cfg["bucket"], "path": f"{cfg['name']}/{VAR}/",
+                       "endpoint": cfg["endpoint"], "aws_region": S3_ENV["AWS_REGION"],
+                       "aws_credentials": {"type": "environment"}}
+        else:
+            ctx = ts.Context({"http_request_concurrency": {"limit": cfg["inflight"]}})
+            kvstore = {"driver": "http", "base_url": f"{cfg['endpoint']}/{cfg['bucket']}/{cfg['name']}/{VAR}/"}
+        return ts.open({"driver": "zarr3", "kvstore": kvstore}, read=True, context=ctx).result()
 
     def run_epoch(arr, epoch, e):
         def start(chunks):
@@ -266,7 +292,7 @@ def run_tensorstore(cfg: dict) -> dict:
 
 def run_zarr(cfg: dict, zarrs: bool = False) -> dict:
     import zarr
-    from obstore.store import HTTPStore
+    from obstore.store import HTTPStore, S3Store
     from zarr.core.sync import _get_loop
 
     zarr.config.set({"async.concurrency": cfg["inflight"]})
@@ -282,8 +308,13 @@ def run_zarr(cfg: dict, zarrs: bool = False) -> dict:
     n, outer = cfg["samples"], cfg["outer"]
 
     def open_engine():
-        store = zarr.storage.ObjectStore(HTTPStore.from_url(cfg["url"], client_options={"allow_http": True}),
-                                         read_only=True)
+        if cfg["protocol"] == "s3":
+            obj = S3Store(cfg["bucket"], prefix=cfg["name"], endpoint=cfg["endpoint"], region=S3_ENV["AWS_REGION"],
+                          access_key_id=S3_ENV["AWS_ACCESS_KEY_ID"], secret_access_key=S3_ENV["AWS_SECRET_ACCESS_KEY"],
+                          client_options={"allow_http": True})
+        else:
+            obj = HTTPStore.from_url(f"{cfg['endpoint']}/{cfg['bucket']}/{cfg['name']}", client_options={"allow_http": True})
+        store = zarr.storage.ObjectStore(obj, read_only=True)
         return zarr.open_array(store, path=VAR, mode="r")
 
     def run_epoch(arr, epoch, e):
@@ -301,7 +332,7 @@ def run_zarr(cfg: dict, zarrs: bool = False) -> dict:
 def run_floor(cfg: dict) -> dict:
     """The first batch's floor: its chunks fetched (fresh process, new connections, no
     metadata) and decoded (from local copies of the same bytes)."""
-    from insitubatch import _ext, store
+    from insitubatch import _ext
 
     frames = json.loads(pathlib.Path(cfg["frames"]).read_text())
     keys = json.loads(pathlib.Path(cfg["keys"]).read_text())
@@ -312,17 +343,17 @@ def run_floor(cfg: dict) -> dict:
             break
         first += chunks
         held += len(samples)
-    s = store(cfg["url"])
+    s = our_store(cfg)
     fetch, nbytes = _ext.read_throughput(s, [keys[c] for c in first], cfg["inflight"], 1)
     decode = _ext.zstd_decode_floor([f for c in first for f in frames[c]], cfg["frame_bytes"], cfg["threads"])
     return {"ttfb_s": fetch[0] + decode, "fetch_s": fetch[0], "decode_s": decode, "bytes": nbytes}
 
 
 def run_link(cfg: dict) -> dict:
-    from insitubatch import _ext, store
+    from insitubatch import _ext
 
     keys = json.loads(pathlib.Path(cfg["keys"]).read_text())
-    s = store(cfg["url"])
+    s = our_store(cfg)
     seconds, nbytes = _ext.read_throughput(s, keys, cfg["link_concurrency"], 3)
     return {"pass_s": seconds, "epoch_s": min(seconds[1:]), "bytes": nbytes, "samples": cfg["samples"]}
 
@@ -364,9 +395,10 @@ def available(engine: str) -> str:
 
 def run_child(cfg: dict, timeout: float) -> dict:
     python = str(cs.ORIG_PYTHON) if cfg["engine"] == "original" else sys.executable
+    env = os.environ | (S3_ENV if cfg["protocol"] == "s3" else {})
     try:
         proc = subprocess.run([python, str(pathlib.Path(__file__).resolve()), "--child", json.dumps(cfg)],
-                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+                              capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
         return {"failed": f"timed out after {timeout:.0f} s"}
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
@@ -395,7 +427,7 @@ def check_run(res: dict, n: int, digests: list[int]) -> str:
 
 
 def server_view(st: dict) -> dict:
-    return {k: st[k] for k in ("cpu_s", "requests", "connections", "bytes", "size_median", "inflight_peak",
+    return {k: st[k] for k in ("cpu_s", "requests", "signed", "connections", "bytes", "size_median", "inflight_peak",
                                "inflight_mean", "requests_per_connection_max")}
 
 
@@ -531,6 +563,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--latencies", default="5,20,50", help="ms added to every request")
     p.add_argument("--connect-ms", type=float, default=None,
                    help="ms added to a new connection's first request (default: one more latency)")
+    p.add_argument("--protocol", choices=("http", "s3"), default="http",
+                   help="how every engine reads: plain HTTP Range GETs, or S3 GetObject (path-style, signed)")
     p.add_argument("--rate-mb-s", type=float, default=0.0, help="the link's rate (0: unlimited)")
     p.add_argument("--inflight", type=int, default=64, help="reads in flight, for every engine")
     p.add_argument("--link-concurrency", type=int, default=None, help="the link limit's (default: 2 x inflight)")
@@ -546,7 +580,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="the floor's decode threads")
     p.add_argument("--timeout", type=float, default=900, help="seconds per engine process")
     p.add_argument("--data", default=str(HERE / "data" / "coldstart"), help="stores folder")
-    p.add_argument("--json", default=str(RESULTS / "cloud.json"))
+    p.add_argument("--json", default=None, help="default: bench/results/cloud.json (cloud_s3.json for s3)")
     p.add_argument("--child", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -559,7 +593,7 @@ def main(argv: list[str] | None = None) -> dict:
     if unknown or args.rounds < 1 or args.epochs < 1:
         p.error(f"unknown layout or engine {unknown}" if unknown else "--rounds and --epochs must be >= 1")
     field = tuple(int(v) for v in args.field.split("x"))
-    data = pathlib.Path(args.data)
+    data = pathlib.Path(args.data).resolve()
     stores, refs, frames, keys = {}, {}, {}, {}
     for layout in layouts:
         t = time.perf_counter()
@@ -577,7 +611,9 @@ def main(argv: list[str] | None = None) -> dict:
     load = []
     for lat in latencies:
         connect = lat if args.connect_ms is None else args.connect_ms
-        with CloudServer(data, latency_ms=lat, connect_ms=connect, rate_mb_s=args.rate_mb_s) as server:
+        # Served from the stores' parent: the folder's name is the bucket (path-style S3), the
+        # same path over plain HTTP.
+        with CloudServer(data.parent, latency_ms=lat, connect_ms=connect, rate_mb_s=args.rate_mb_s) as server:
             for rnd in range(args.rounds):
                 for layout in layouts:
                     spc, shard = cs.layout_chunks(layout)
@@ -588,7 +624,8 @@ def main(argv: list[str] | None = None) -> dict:
                         if skipped[engine]:
                             rows.append(row | {"skipped": skipped[engine]})
                             continue
-                        cfg = {"engine": engine, "url": f"{server.url}/{stores[layout].name}",
+                        cfg = {"engine": engine, "protocol": args.protocol, "endpoint": server.url,
+                               "bucket": data.name, "name": stores[layout].name,
                                "samples": args.samples, "field": field, "outer": shard or spc,
                                "batch_size": args.batch_size, "block_chunks": args.block_chunks,
                                "inflight": args.inflight,
@@ -632,8 +669,9 @@ def main(argv: list[str] | None = None) -> dict:
                           "load_average_median": statistics.median(load) if load else None,
                           "load_average_range": [min(load), max(load)] if load else None},
               "table": table, "rows": rows, "markdown": text}
-    pathlib.Path(args.json).parent.mkdir(parents=True, exist_ok=True)
-    pathlib.Path(args.json).write_text(json.dumps(result, indent=1))
+    out = pathlib.Path(args.json or RESULTS / ("cloud_s3.json" if args.protocol == "s3" else "cloud.json"))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
     bad = [r for r in rows if r.get("failed") or r.get("check")]
     for r in bad:
         print(f"FAILED: +{r['latency_ms']:g} ms round {r['round']} {r['layout']} {r['engine']}:"

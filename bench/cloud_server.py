@@ -32,6 +32,7 @@ import socket
 import subprocess
 import sys
 import time
+from email.utils import formatdate
 from urllib.parse import unquote
 
 STATS_PATH = b"/__server__/stats"
@@ -52,6 +53,7 @@ class Stats:
         self.t0 = time.monotonic()
         self.cpu0 = cpu_seconds()
         self.requests = 0
+        self.signed = 0  # requests with an Authorization header (S3's SigV4; checked by no one)
         self.connections = 0
         self.bytes = 0
         self.sizes: list[int] = []
@@ -82,6 +84,7 @@ class Stats:
         sizes = sorted(self.sizes)
         return {
             "cpu_s": cpu_seconds() - self.cpu0, "wall_s": now - self.t0, "requests": self.requests,
+            "signed": self.signed,
             "connections": self.connections, "bytes": self.bytes,
             "requests_per_connection_max": max(self.per_connection.values(), default=0),
             "size_median": sizes[len(sizes) // 2] if sizes else 0,
@@ -95,7 +98,8 @@ class Stats:
 
 
 class Conn:
-    __slots__ = ("sock", "fd", "inbuf", "busy", "fresh", "out", "file", "offset", "left", "id", "received", "size", "what")
+    __slots__ = ("sock", "fd", "inbuf", "busy", "fresh", "out", "file", "offset", "left", "id", "received", "size", "what",
+                 "signed")
 
     def __init__(self, sock: socket.socket, cid: int) -> None:
         self.sock, self.fd, self.id = sock, sock.fileno(), cid
@@ -107,6 +111,8 @@ class Conn:
         self.offset = self.left = 0
         self.received = 0.0
         self.size = 0
+        self.what = ""
+        self.signed = False
 
 
 def parse_range(value: str, size: int) -> tuple[int, int] | None:
@@ -136,7 +142,9 @@ class Server:
         self.files: dict[str, tuple[int, int]] = {}  # path -> (fd, size), kept open
         self.next_id = 0
 
-    def open_file(self, path: str) -> tuple[int, int] | None:
+    def open_file(self, path: str) -> tuple[int, int, str] | None:
+        """(fd, size, validators): the file's ETag and Last-Modified headers, as an object
+        store sends them (tensorstore's S3 driver requires the ETag)."""
         hit = self.files.get(path)
         if hit is not None:
             return hit
@@ -144,7 +152,10 @@ class Server:
         if not (full == self.root or full.startswith(self.root + os.sep)) or not os.path.isfile(full):
             return None
         fd = os.open(full, os.O_RDONLY)
-        hit = (fd, os.fstat(fd).st_size)
+        st = os.fstat(fd)
+        validators = (f'ETag: "{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}"\r\n'
+                      f"Last-Modified: {formatdate(st.st_mtime, usegmt=True)}\r\n")
+        hit = (fd, st.st_size, validators)
         self.files[path] = hit
         return hit
 
@@ -250,7 +261,8 @@ class Server:
         if method not in ("GET", "HEAD"):
             status = 405
         elif found is not None:
-            fd, size = found
+            fd, size, validators = found
+            extra = validators
             rng = headers.get("range")
             span = parse_range(rng, size) if rng else (0, size)
             if span is None:
@@ -259,7 +271,7 @@ class Server:
                 status = 206 if rng else 200
                 c.file, c.offset, c.left = fd, span[0], span[1] - span[0]
                 if rng:
-                    extra = f"Content-Range: bytes {span[0]}-{span[1] - 1}/{size}\r\n"
+                    extra += f"Content-Range: bytes {span[0]}-{span[1] - 1}/{size}\r\n"
         reason = {200: "OK", 206: "Partial Content", 404: "Not Found", 405: "Method Not Allowed",
                   416: "Range Not Satisfiable"}[status]
         length = c.left
@@ -269,6 +281,7 @@ class Server:
             c.left = 0
         c.size = c.left
         c.what = f"{method} {path} {headers.get('range', '')}"
+        c.signed = "authorization" in headers
         due = c.received + self.latency + (self.connect if c.fresh else 0.0)
         if self.rate > 0 and c.left:
             self.link_free = max(self.link_free, due) + c.left / self.rate
@@ -302,6 +315,7 @@ class Server:
             now = time.monotonic()
             st = self.stats
             st.requests += 1
+            st.signed += c.signed
             st.bytes += c.size
             st.sizes.append(c.size)
             st.spans.append((c.received - st.t0, now - st.t0))

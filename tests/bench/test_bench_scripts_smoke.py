@@ -112,6 +112,24 @@ def test_cloud_bench(tmp_path):
     assert runs and all(row["check"] == "" and "check_epoch" in row for row in runs)
     # The server saw every run's requests and measured its own CPU.
     assert all(row["server"]["requests"] > 0 and row["server"]["cpu_s"] >= 0 for row in runs)
+    # Plain HTTP: nothing signed.
+    assert all(row["server"]["signed"] == 0 for row in r["rows"])
+
+
+@pytest.mark.timeout(300)
+def test_cloud_bench_over_s3(tmp_path):
+    """--protocol s3: every engine, the floor and the link read through their S3 clients
+    (signed GetObject, path-style) from the same server, each epoch checked."""
+    pytest.importorskip("obstore")
+    r = _run(tmp_path, "cloud_bench.py", "--protocol", "s3", "--samples", "64", "--field", "8x16", "--latencies", "5",
+             "--rounds", "1", "--inflight", "8", "--layouts", "c4,shard16", "--data", str(tmp_path / "bucket"),
+             timeout=240)
+    ran = [row for row in r["rows"] if "skipped" not in row and row["engine"] != "decode"]
+    assert {row["engine"] for row in ran} >= {"ours", "floor", "link"}
+    for row in ran:  # every request signed: each read went through an S3 client
+        assert row["server"]["requests"] > 0 and row["server"]["signed"] == row["server"]["requests"], row
+    runs = [row for row in ran if row["engine"] not in ("floor", "link")]
+    assert all(row["check"] == "" and "check_epoch" in row for row in runs)
 
 
 @pytest.mark.timeout(400)
