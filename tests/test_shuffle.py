@@ -174,3 +174,65 @@ def test_large_order_is_fast_and_complete():
 def test_bad_arguments_raise(call, match):
     with pytest.raises(InvalidArgumentError, match=match):
         call()
+
+
+def _original_order(ids, spc, n_samples, block_chunks, seed, epoch):
+    """The original insitubatch's shuffle, as it reads: numpy permutes the chunks, then each
+    block's (k, 2) rows in place with one generator shared by the blocks."""
+    perm = np.random.default_rng((seed, epoch)).permutation(np.asarray(ids, dtype=np.int64))
+    rng = np.random.default_rng((seed, epoch, 7919))
+    blocks = []
+    for start in range(0, len(perm), block_chunks):
+        chunks = perm[start:start + block_chunks]
+        rows = np.array([[c, w] for c in chunks for w in range(min(spc, n_samples - c * spc))], dtype=np.int64)
+        rng.shuffle(rows)
+        blocks.append(rows.reshape(-1, 2))
+    return np.concatenate(blocks) if blocks else np.zeros((0, 2), dtype=np.int64)
+
+
+@pytest.mark.parametrize("case", range(40))
+def test_the_engines_order_is_the_originals_draw_for_draw(case):
+    """The engine draws the shuffled order from numpy's own bit generators (one call per
+    epoch); it must be the original's numpy shuffle exactly: grids with a short last chunk,
+    subsets of the grid, blocks of one chunk to more than there are, seeds across 64 bits."""
+    from insitubatch import shuffle
+
+    assert shuffle._native_draws_numpys()  # this numpy: the engine's path is the one taken
+    rng = np.random.default_rng(case)
+    spc = int(rng.integers(1, 13))
+    n_samples = int(rng.integers(0, 900))
+    grid = -(-n_samples // spc)
+    ids = rng.permutation(grid)[: int(rng.integers(0, grid + 1))] if grid else np.zeros(0, dtype=np.int64)
+    block_chunks = int(rng.integers(1, 30))
+    seed, epoch = int(rng.integers(0, 2**63)), int(rng.integers(0, 10**6))
+    order = block_shuffled_order(ids, spc, n_samples, block_chunks=block_chunks, seed=seed, epoch=epoch)
+    np.testing.assert_array_equal(order.rows, _original_order(ids, spc, n_samples, block_chunks, seed, epoch))
+
+
+def test_numpys_own_loop_stands_in_when_the_engines_draws_would_differ(monkeypatch):
+    from insitubatch import shuffle
+
+    args = (np.arange(40, dtype=np.int64), 4, 157, 3, 11, 2)
+    native = shuffle.epoch_order(*args)
+    monkeypatch.setattr(shuffle, "_native_ok", False)
+    monkeypatch.setattr(shuffle._ext, "shuffled_order", None)  # not called on that path
+    plain = shuffle.epoch_order(*args)
+    for x, y in zip(native, plain):
+        np.testing.assert_array_equal(x, y)
+    with pytest.raises(InvalidArgumentError, match="listed twice"):
+        shuffle.epoch_order(np.array([1, 1]), 4, 157, 3, 0, 0)
+
+
+def test_the_engines_order_rejects_what_is_not_a_bit_generator():
+    import ctypes
+
+    from insitubatch import _ext
+
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype, new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    other = new_capsule(ctypes.c_void_p(1), b"SomethingElse", None)
+    bits = np.random.default_rng(0).bit_generator.capsule
+    with pytest.raises(InvalidArgumentError, match="not a numpy BitGenerator capsule"):
+        _ext.shuffled_order(np.arange(3, dtype=np.int64), 1, 3, 1, bits, other)
+    with pytest.raises(InvalidArgumentError, match="listed twice"):  # the engine's own checks first
+        _ext.shuffled_order(np.array([1, 1], dtype=np.int64), 1, 3, 1, bits, bits)

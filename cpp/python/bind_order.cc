@@ -1,7 +1,7 @@
-// Epoch-order bindings: the sequential order and the shuffle-quality score of
-// insitubatch.shuffle as thin calls into engine/order.h. (The shuffled order is built
-// in Python with numpy's PCG64, draw for draw the original insitubatch's, and handed to the
-// engine.) Results are numpy arrays whose memory a C++ vector owns.
+// Epoch-order bindings: the sequential and shuffled orders and the shuffle-quality score of
+// insitubatch.shuffle as thin calls into engine/order.h. (The shuffled order is the original
+// insitubatch's, drawn from numpy's own PCG64 through its bit generator's capsule.) Results
+// are numpy arrays whose memory a C++ vector owns.
 
 #include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
@@ -34,6 +34,22 @@ nb::object VectorToNumpy(std::vector<int64_t> values, std::initializer_list<size
 }
 
 std::span<const int64_t> AsSpan(const ChunkIds& ids) { return {ids.data(), ids.shape(0)}; }
+
+// The draws of a numpy bit generator, from its `capsule` (numpy/random/bitgen.h's bitgen_t).
+engine::UniformBits NumpyBits(const nb::capsule& capsule) {
+  struct NumpyBitgen {
+    void* state;
+    uint64_t (*next_uint64)(void*);
+    uint32_t (*next_uint32)(void*);
+    double (*next_double)(void*);
+    uint64_t (*next_raw)(void*);
+  };
+  if (!PyCapsule_IsValid(capsule.ptr(), "BitGenerator")) {
+    ThrowIfError(InvalidArgument("epoch order: not a numpy BitGenerator capsule"));
+  }
+  const auto* g = static_cast<const NumpyBitgen*>(PyCapsule_GetPointer(capsule.ptr(), "BitGenerator"));
+  return {g->state, g->next_uint64, g->next_uint32};
+}
 
 // (rows (N, 2) [chunk, within], block_start (n_blocks + 1,)).
 std::pair<nb::object, nb::object> OrderToNumpy(engine::EpochOrder order) {
@@ -140,6 +156,24 @@ void BindOrder(nb::module_& m) {
       },
       nb::arg("chunk_ids"), nb::arg("spc"), nb::arg("n_samples"), nb::arg("block_chunks"),
       "Raises InvalidArgumentError unless the arguments describe a valid epoch order.");
+
+  m.def(
+      "shuffled_order",
+      [](const ChunkIds& chunk_ids, int64_t spc, int64_t n_samples, int64_t block_chunks, nb::capsule chunk_bits,
+         nb::capsule row_bits) {
+        ThrowIfError(engine::CheckOrderArgs(AsSpan(chunk_ids), spc, n_samples, block_chunks));
+        const engine::UniformBits chunks = NumpyBits(chunk_bits), rows = NumpyBits(row_bits);
+        Result<engine::EpochOrder> order = [&] {
+          nb::gil_scoped_release release;  // the caller holds both generators' locks
+          return engine::ShuffledOrder(AsSpan(chunk_ids), spc, n_samples, block_chunks, chunks, rows);
+        }();
+        return OrderToNumpy(ValueOrThrow(std::move(order)));
+      },
+      nb::arg("chunk_ids"), nb::arg("spc"), nb::arg("n_samples"), nb::arg("block_chunks"), nb::arg("chunk_bits"),
+      nb::arg("row_bits"),
+      "The shuffled order, draw for draw numpy's (engine/order.h): the chunks permuted by the\n"
+      "bit generator `chunk_bits`, each block's rows by `row_bits` (numpy BitGenerator capsules;\n"
+      "hold their locks): (rows (N, 2), block_start).");
 
   m.def(
       "sequential_order",

@@ -5,6 +5,7 @@ from typing import Annotated, overload
 
 import numpy
 from numpy.typing import NDArray
+from typing_extensions import CapsuleType
 
 
 def _mark_exiting() -> None:
@@ -963,6 +964,13 @@ class PatchGrid:
 def check_order_args(chunk_ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], spc: int, n_samples: int, block_chunks: int) -> None:
     """
     Raises InvalidArgumentError unless the arguments describe a valid epoch order.
+    """
+
+def shuffled_order(chunk_ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], spc: int, n_samples: int, block_chunks: int, chunk_bits: CapsuleType, row_bits: CapsuleType) -> tuple[object, object]:
+    """
+    The shuffled order, draw for draw numpy's (engine/order.h): the chunks permuted by the
+    bit generator `chunk_bits`, each block's rows by `row_bits` (numpy BitGenerator capsules;
+    hold their locks): (rows (N, 2), block_start).
     """
 
 def sequential_order(chunk_ids: Annotated[NDArray[numpy.int64], dict(shape=(None,), order='C', device='cpu', writable=False)], spc: int, n_samples: int, block_chunks: int) -> tuple[object, object]:

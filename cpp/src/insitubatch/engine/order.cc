@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string>
-#include <unordered_set>
+#include <utility>
 
 namespace insitubatch::engine {
 namespace {
@@ -49,18 +49,30 @@ Status CheckOrderArgs(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n
     return InvalidArgument("epoch order: block_chunks must be >= 1, got " + std::to_string(block_chunks));
   }
   const int64_t n_chunks = n_samples / spc + (n_samples % spc != 0 ? 1 : 0);
-  std::unordered_set<int64_t> seen;
-  seen.reserve(chunk_ids.size());
   for (int64_t c : chunk_ids) {
     if (c < 0 || c >= n_chunks) {
       return InvalidArgument("epoch order: chunk id " + std::to_string(c) + " is outside the anchor grid [0, " +
                              std::to_string(n_chunks) + ") of " + std::to_string(n_samples) + " samples at " +
                              std::to_string(spc) + " per chunk");
     }
-    if (!seen.insert(c).second) {
-      return InvalidArgument("epoch order: chunk id " + std::to_string(c) +
-                             " is listed twice (each sample must appear once per epoch)");
+  }
+  auto twice = [](int64_t c) {
+    return InvalidArgument("epoch order: chunk id " + std::to_string(c) +
+                           " is listed twice (each sample must appear once per epoch)");
+  };
+  // A bit per grid chunk when the ids cover a fair share of the grid (a million ids: ~2 ms,
+  // where a hash set took ~50); a sorted copy when they are a few on a vast grid.
+  if (static_cast<uint64_t>(n_chunks) <= 64 * static_cast<uint64_t>(chunk_ids.size()) + 4096) {
+    std::vector<bool> seen(static_cast<size_t>(n_chunks));
+    for (int64_t c : chunk_ids) {
+      if (seen[static_cast<size_t>(c)]) return twice(c);
+      seen[static_cast<size_t>(c)] = true;
     }
+  } else {
+    std::vector<int64_t> sorted(chunk_ids.begin(), chunk_ids.end());
+    std::sort(sorted.begin(), sorted.end());
+    auto repeated = std::adjacent_find(sorted.begin(), sorted.end());
+    if (repeated != sorted.end()) return twice(*repeated);
   }
   return Status::Ok();
 }
@@ -115,6 +127,60 @@ double ShuffleQuality(const EpochOrder& order, int64_t spc) {
 double ShuffleQuality(std::span<const int64_t> chunk_within_pairs, int64_t spc) {
   return Quality(chunk_within_pairs.size() / 2,
                  [&](size_t i) { return chunk_within_pairs[2 * i] * spc + chunk_within_pairs[2 * i + 1]; });
+}
+
+namespace {
+
+// numpy's random_interval (numpy/random/src/distributions/distributions.c): a value in
+// [0, max], drawn under the smallest all-ones mask covering max and redrawn until <= max.
+uint64_t RandomInterval(const UniformBits& bits, uint64_t max) {
+  if (max == 0) return 0;
+  uint64_t mask = max;
+  mask |= mask >> 1;
+  mask |= mask >> 2;
+  mask |= mask >> 4;
+  mask |= mask >> 8;
+  mask |= mask >> 16;
+  mask |= mask >> 32;
+  uint64_t value;
+  if (max <= 0xffffffffULL) {
+    while ((value = (bits.next_uint32(bits.state) & mask)) > max) {
+    }
+  } else {
+    while ((value = (bits.next_uint64(bits.state) & mask)) > max) {
+    }
+  }
+  return value;
+}
+
+// Generator.shuffle's 1-D loop (numpy's _shuffle_raw) over n items, the swaps done by `swap`.
+template <class Swap>
+void NumpyShuffle(int64_t n, const UniformBits& bits, Swap&& swap) {
+  for (int64_t i = n - 1; i >= 1; --i) swap(i, static_cast<int64_t>(RandomInterval(bits, static_cast<uint64_t>(i))));
+}
+
+}  // namespace
+
+Result<EpochOrder> ShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples,
+                                 int64_t block_chunks, const UniformBits& chunk_bits, const UniformBits& row_bits) {
+  for (const UniformBits* bits : {&chunk_bits, &row_bits}) {
+    if (bits->next_uint32 == nullptr || bits->next_uint64 == nullptr) {
+      return InvalidArgument("epoch order: a bit generator without next_uint32 / next_uint64");
+    }
+  }
+  std::vector<int64_t> perm(chunk_ids.begin(), chunk_ids.end());
+  NumpyShuffle(static_cast<int64_t>(perm.size()), chunk_bits,
+               [&](int64_t i, int64_t j) { std::swap(perm[i], perm[j]); });
+  EpochOrder order = SequentialOrder(perm, spc, n_samples, block_chunks);
+  for (size_t b = 0; b < order.blocks(); ++b) {
+    int64_t* chunk = order.chunk.data() + order.block_start[b];
+    int64_t* within = order.within.data() + order.block_start[b];
+    NumpyShuffle(order.block_start[b + 1] - order.block_start[b], row_bits, [&](int64_t i, int64_t j) {
+      std::swap(chunk[i], chunk[j]);
+      std::swap(within[i], within[j]);
+    });
+  }
+  return order;
 }
 
 }  // namespace insitubatch::engine

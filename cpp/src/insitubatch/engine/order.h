@@ -4,15 +4,17 @@
 // blocks. Pure functions of (chunk ids, seed, epoch), so any epoch's order can be
 // recomputed (resume, distributed ranks, eviction by next use).
 //
-// The shuffled order is built in Python with numpy (insitubatch/shuffle.py), draw for draw
-// the original insitubatch's, and handed to the engine; the sequential order, the window-edge
-// filter and the shuffle-quality score are here. (The engine's tests build shuffled orders
-// with their own portable RNG: engine/order_testutil.h.)
+// The shuffled order is the original insitubatch's, draw for draw: numpy's generators
+// (insitubatch/shuffle.py keys them) drive ShuffledOrder below through their bit generators,
+// and shuffle.py keeps the same order in numpy alone for a numpy that would draw otherwise.
+// The sequential order, the window-edge filter and the shuffle-quality score are here too. (The engine's tests build
+// shuffled orders with their own portable RNG: engine/order_testutil.h.)
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "insitubatch/util/result.h"
 #include "insitubatch/util/status.h"
 
 namespace insitubatch::engine {
@@ -47,6 +49,25 @@ EpochOrder SequentialOrder(std::span<const int64_t> chunk_ids, int64_t spc, int6
 // Removes rows whose anchor lies outside [lo, hi) (windowed edge anchors), keeping
 // block boundaries consistent (a block may become empty).
 void KeepAnchorsIn(EpochOrder& order, int64_t spc, int64_t lo, int64_t hi);
+
+// A source of uniform bits, as numpy's bit generators expose theirs (numpy/random/bitgen.h:
+// the state and its next_uint32 / next_uint64), so a draw here is numpy's own.
+struct UniformBits {
+  void* state = nullptr;
+  uint64_t (*next_uint64)(void* state) = nullptr;
+  uint32_t (*next_uint32)(void* state) = nullptr;
+};
+
+// The shuffled order, draw for draw numpy's: the chunks permuted as
+// `Generator.permutation(chunk_ids)` would with `chunk_bits`, their rows laid out as
+// SequentialOrder does, then each block's rows permuted, block after block, as
+// `Generator.permutation(block size)` would with `row_bits` (insitubatch/shuffle.py builds the
+// same with numpy). numpy's permutation of a 1-D array is Fisher-Yates from the top, each swap
+// index by `random_interval`: the smallest all-ones mask over the bound, a 32-bit draw while
+// the bound fits 32 bits, redrawn until within it. One pass over the rows, where numpy costs
+// a call per block. Expects CheckOrderArgs to pass; InvalidArgument without a generator.
+Result<EpochOrder> ShuffledOrder(std::span<const int64_t> chunk_ids, int64_t spc, int64_t n_samples,
+                                 int64_t block_chunks, const UniformBits& chunk_bits, const UniformBits& row_bits);
 
 // mean(|diff(rank)|) / (n / 3), clipped to 1; 0 when fewer than 2 rows.
 double ShuffleQuality(const EpochOrder& order, int64_t spc);

@@ -302,6 +302,73 @@ TEST(ShuffleQualityTest, PairsOverloadMatches) {
   EXPECT_EQ(ShuffleQuality(std::span<const int64_t>{}, 8), 0.0);
 }
 
+// ----------------------------------------------------------------------- ShuffledOrder
+
+// A bit source that replays `values` (as numpy's next_uint32 / next_uint64 would yield them)
+// and counts the draws.
+struct Scripted {
+  std::vector<uint64_t> values;
+  size_t next = 0;
+  static uint32_t Next32(void* self) { return static_cast<uint32_t>(Next64(self)); }
+  static uint64_t Next64(void* self) {
+    auto* s = static_cast<Scripted*>(self);
+    return s->next < s->values.size() ? s->values[s->next++] : 0;
+  }
+  UniformBits bits() { return {this, &Next64, &Next32}; }
+};
+
+TEST(ShuffledOrderTest, FisherYatesFromTheTopWithMaskedRedraws) {
+  // Four chunks of one row, one block. The chunks, as numpy's loop swaps them:
+  // i = 3: mask 3, draw 2 -> swap(3, 2): [0 1 3 2];
+  // i = 2: mask 3, draw 7 & 3 = 3 > 2 is redrawn, draw 0 -> swap(2, 0): [3 1 0 2];
+  // i = 1: mask 1, draw 5 & 1 = 1 -> swap(1, 1): [3 1 0 2].
+  // Then the block's rows, every draw 0 (the empty script): swap(3, 0): [2 1 0 3],
+  // swap(2, 0): [0 1 2 3], swap(1, 0): [1 0 2 3].
+  Scripted chunks{{2, 7, 0, 5}};
+  Scripted rows{{}};
+  auto order = ShuffledOrder(Iota(4), 1, 4, 4, chunks.bits(), rows.bits()).value();
+  EXPECT_EQ(chunks.next, 4u);
+  EXPECT_EQ(order.chunk, (std::vector<int64_t>{1, 0, 2, 3}));
+  EXPECT_EQ(order.within, (std::vector<int64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(order.block_start, (std::vector<int64_t>{0, 4}));
+}
+
+TEST(ShuffledOrderTest, BlocksShuffleInTurnWithOneGeneratorAndKeepTheirRows) {
+  // Chunks of 3 rows over 5 samples (chunk 1 holds 2), blocks of one chunk. The chunk
+  // permutation draws 0 (swap(1, 0)): chunks [1 0]. Block 0 (chunk 1, rows 0 1) draws 1 for
+  // i = 1: no move; block 1 (chunk 0, rows 0 1 2) draws 0 for i = 2, then 1 for i = 1.
+  Scripted chunks{{0}};
+  Scripted rows{{1, 0, 1}};
+  auto order = ShuffledOrder(Iota(2), 3, 5, 1, chunks.bits(), rows.bits()).value();
+  EXPECT_EQ(rows.next, 3u);
+  EXPECT_EQ(order.block_start, (std::vector<int64_t>{0, 2, 5}));
+  EXPECT_EQ(order.chunk, (std::vector<int64_t>{1, 1, 0, 0, 0}));
+  // Block 1: [0 1 2] -swap(2,0)-> [2 1 0] -swap(1,1)-> [2 1 0].
+  EXPECT_EQ(order.within, (std::vector<int64_t>{0, 1, 2, 1, 0}));
+}
+
+TEST(ShuffledOrderTest, IsAPermutationOfTheSequentialOrderBlockByBlock) {
+  Rng rng(7, 1, 0);
+  struct FromRng {
+    static uint64_t Next64(void* r) { return static_cast<Rng*>(r)->Next(); }
+    static uint32_t Next32(void* r) { return static_cast<uint32_t>(static_cast<Rng*>(r)->Next()); }
+  };
+  const UniformBits bits{&rng, &FromRng::Next64, &FromRng::Next32};
+  const auto ids = Iota(50);
+  auto order = ShuffledOrder(ids, 8, 397, 4, bits, bits).value();
+  ExpectWellFormed(order);
+  auto anchors = Anchors(order, 8);
+  std::sort(anchors.begin(), anchors.end());
+  EXPECT_EQ(anchors, Iota(397));
+  for (size_t b = 0; b < order.blocks(); ++b) {  // a block's rows come from at most 4 chunks
+    std::set<int64_t> chunks(order.chunk.begin() + order.block_start[b],
+                             order.chunk.begin() + order.block_start[b + 1]);
+    EXPECT_LE(chunks.size(), 4u);
+  }
+  EXPECT_TRUE(ShuffledOrder({}, 8, 0, 4, bits, bits).value().chunk.empty());
+  EXPECT_EQ(ShuffledOrder(ids, 8, 397, 4, UniformBits{}, bits).status().code(), StatusCode::kInvalidArgument);
+}
+
 // --------------------------------------------------------------------- CheckOrderArgs
 
 TEST(CheckOrderArgsTest, AcceptsValidAndRejectsBad) {
@@ -317,7 +384,11 @@ TEST(CheckOrderArgsTest, AcceptsValidAndRejectsBad) {
       << off_grid.message();
   EXPECT_FALSE(CheckOrderArgs(std::vector<int64_t>{-1}, 8, 37, 2).ok());
   Status dup = CheckOrderArgs(std::vector<int64_t>{1, 2, 1}, 8, 37, 2);
-  EXPECT_NE(dup.message().find("listed twice"), std::string::npos) << dup.message();
+  EXPECT_NE(dup.message().find("chunk id 1 is listed twice"), std::string::npos) << dup.message();
+  // A few ids on a vast grid (no bit per grid chunk): the repeat is still found.
+  Status sparse = CheckOrderArgs(std::vector<int64_t>{900000000, 7, 900000000}, 1, 1000000000, 2);
+  EXPECT_NE(sparse.message().find("chunk id 900000000 is listed twice"), std::string::npos) << sparse.message();
+  EXPECT_TRUE(CheckOrderArgs(std::vector<int64_t>{900000000, 7}, 1, 1000000000, 2).ok());
 }
 
 }  // namespace
