@@ -193,7 +193,8 @@ def test_chunk_ids_as_ints_arrays_or_numpy_scalars_give_one_manifest():
                            chunks={"train": np.array([0, 3], dtype=np.uint16), "val": [np.int64(4)]})
     assert lists == arrays and all(type(c) is int for ids in arrays.chunks.values() for c in ids)
     for bad, match in (([0, True], "integer"), (np.array([0.0, 1.0]), "integer"), ([0, 5], "outside"),
-                       (np.array([-1, 0]), "outside")):
+                       (np.array([-1, 0]), "outside"), ([3, 1, 3], r"chunk ids \[3\] .* more than once"),
+                       (np.array([2, 2, 4, 4]), r"chunk ids \[2, 4\] .* more than once")):
         with pytest.raises(InvalidArgumentError, match=match):
             SplitManifest(n_chunks=5, sample_chunk_size=2, n_samples=10, chunks={"train": bad})
 

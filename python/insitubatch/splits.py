@@ -49,7 +49,7 @@ def _plain_ids(ids: Any, n_chunks: int) -> list[int] | None:
     out: list[int] | None
     if isinstance(ids, np.ndarray):
         out = ids.tolist() if ids.ndim == 1 and ids.dtype.kind in "iu" else None
-    elif isinstance(ids, range) or (isinstance(ids, (list, tuple)) and all(type(c) is int for c in ids)):
+    elif isinstance(ids, range) or (isinstance(ids, (list, tuple)) and not set(map(type, ids)) - {int}):
         out = list(ids)
     else:
         out = None
@@ -101,22 +101,26 @@ class SplitManifest:
                     f"SplitManifest: chunks[{key!r}] must be a list of chunk ids"
                 )
             plain = _plain_ids(ids, self.n_chunks)
-            chunks[key] = plain if plain is not None else [
-                arguments.integer(f"SplitManifest.chunks[{key!r}]", c, _INT64) for c in ids]
-            bad = [c for c in chunks[key] if not 0 <= c < self.n_chunks]
-            if bad:
-                raise InvalidArgumentError(
-                    f"SplitManifest: chunks[{key!r}] has ids {bad[:5]} outside [0, {self.n_chunks})"
-                )
+            if plain is None:
+                chunks[key] = [arguments.integer(f"SplitManifest.chunks[{key!r}]", c, _INT64) for c in ids]
+                bad = [c for c in chunks[key] if not 0 <= c < self.n_chunks]
+                if bad:
+                    raise InvalidArgumentError(
+                        f"SplitManifest: chunks[{key!r}] has ids {bad[:5]} outside [0, {self.n_chunks})"
+                    )
+            else:
+                chunks[key] = plain
             # Splits partition anchors: a chunk listed twice would yield its samples twice.
-            counts = Counter(chunks[key])
-            repeated = sorted(c for c, k in counts.items() if k > 1 or c in seen)
-            seen.update(counts)
-            if repeated:
+            # (One set per split; the repeats are counted only to name them.)
+            distinct = set(chunks[key])
+            if len(distinct) != len(chunks[key]) or not seen.isdisjoint(distinct):
+                counts = Counter(chunks[key])
+                repeated = sorted(c for c, k in counts.items() if k > 1 or c in seen)
                 raise InvalidArgumentError(
                     f"SplitManifest: chunk ids {repeated[:5]} of chunks[{key!r}] are listed"
                     " more than once"
                 )
+            seen |= distinct
         self.chunks = chunks
 
     def chunk_ids(self, split: str) -> list[int]:
@@ -225,9 +229,7 @@ def split_by_chunk(
         n_chunks=geom.n_chunks,
         sample_chunk_size=spc,
         n_samples=n_samples,
-        chunks={
-            name: sorted(int(c) for c in part) for name, part in zip(_SPLITS, parts, strict=True)
-        },
+        chunks={name: np.sort(part).tolist() for name, part in zip(_SPLITS, parts, strict=True)},
         seed=seed,
     )
 
