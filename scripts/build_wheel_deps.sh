@@ -151,7 +151,7 @@ for a in "$@"; do
     *) args+=("$a") ;;
   esac
 done
-exec "${link[@]}" "${args[@]}"'
+"${link[@]}" "${args[@]}"  # not exec: the EXIT trap removes $tmp (each link left one behind)'
 GCC=$toolchain/$triple-gcc
 write_if_changed "$toolchain/toolchain-gcc.cmake" "# Written by scripts/build_wheel_deps.sh: the codecs, compiled by $gcc, linked by zig.
 include($toolchain/toolchain.cmake)
