@@ -91,7 +91,8 @@ def _native_order(ids: np.ndarray, spc: int, n_samples: int, block_chunks: int, 
     permutation loop on numpy's own bit generators: one call for the whole epoch."""
     a, b = chunk_rng.bit_generator, row_rng.bit_generator
     with a.lock, b.lock:
-        return _ext.shuffled_order(ids, spc, n_samples, block_chunks, a.capsule, b.capsule)
+        rows, bounds = _ext.shuffled_order(ids, spc, n_samples, block_chunks, a.capsule, b.capsule)
+    return np.asarray(rows), np.asarray(bounds, dtype=np.int64)
 
 
 _native_ok: bool | None = None
