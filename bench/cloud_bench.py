@@ -83,13 +83,21 @@ PROBES = 16
 S3_ENV = {"AWS_ACCESS_KEY_ID": "cloudbench", "AWS_SECRET_ACCESS_KEY": "cloudbench-secret", "AWS_REGION": "us-east-1"}
 
 
+def served_url(cfg: dict) -> str:
+    """The served store's address: s3://bucket/store with --protocol s3 (the server at
+    cfg["endpoint"]), else its plain-HTTP URL (the same path)."""
+    if cfg["protocol"] == "s3":
+        return f"s3://{cfg['bucket']}/{cfg['name']}"
+    return f"{cfg['endpoint']}/{cfg['bucket']}/{cfg['name']}"
+
+
 def our_store(cfg: dict):
     """Our store over the served store, by cfg's protocol."""
     from insitubatch import store
 
     if cfg["protocol"] == "s3":
-        return store(f"s3://{cfg['bucket']}/{cfg['name']}", endpoint=cfg["endpoint"], region=S3_ENV["AWS_REGION"])
-    return store(f"{cfg['endpoint']}/{cfg['bucket']}/{cfg['name']}")
+        return store(served_url(cfg), endpoint=cfg["endpoint"], region=S3_ENV["AWS_REGION"])
+    return store(served_url(cfg))
 
 
 # -- references (parent only) -----------------------------------------------------------------
@@ -223,9 +231,9 @@ def run_original(cfg: dict) -> dict:
 
     def open_store(cfg):
         if cfg["protocol"] == "s3":
-            return obstore_store(f"s3://{cfg['bucket']}/{cfg['name']}", endpoint=cfg["endpoint"],
-                                 region=S3_ENV["AWS_REGION"], client_options={"allow_http": True})
-        return obstore_store(f"{cfg['endpoint']}/{cfg['bucket']}/{cfg['name']}", client_options={"allow_http": True})
+            return obstore_store(served_url(cfg), endpoint=cfg["endpoint"], region=S3_ENV["AWS_REGION"],
+                                 client_options={"allow_http": True})
+        return obstore_store(served_url(cfg), client_options={"allow_http": True})
 
     return _epochs(cfg, lambda: _insitubatch_dataset(cfg, open_store), run_epoch)
 
@@ -278,7 +286,7 @@ def run_tensorstore(cfg: dict) -> dict:
                        "aws_credentials": {"type": "environment"}}
         else:
             ctx = ts.Context({"http_request_concurrency": {"limit": cfg["inflight"]}})
-            kvstore = {"driver": "http", "base_url": f"{cfg['endpoint']}/{cfg['bucket']}/{cfg['name']}/{VAR}/"}
+            kvstore = {"driver": "http", "base_url": f"{served_url(cfg)}/{VAR}/"}
         return ts.open({"driver": "zarr3", "kvstore": kvstore}, read=True, context=ctx).result()
 
     def run_epoch(arr, epoch, e):
@@ -313,7 +321,7 @@ def run_zarr(cfg: dict, zarrs: bool = False) -> dict:
                           access_key_id=S3_ENV["AWS_ACCESS_KEY_ID"], secret_access_key=S3_ENV["AWS_SECRET_ACCESS_KEY"],
                           client_options={"allow_http": True})
         else:
-            obj = HTTPStore.from_url(f"{cfg['endpoint']}/{cfg['bucket']}/{cfg['name']}", client_options={"allow_http": True})
+            obj = HTTPStore.from_url(served_url(cfg), client_options={"allow_http": True})
         store = zarr.storage.ObjectStore(obj, read_only=True)
         return zarr.open_array(store, path=VAR, mode="r")
 
