@@ -5,7 +5,9 @@
 # zig's clang), into a prefix that scripts/build_wheels.sh compiles the extension against.
 # Also writes that target's compiler wrappers and CMake toolchain files.
 #
-#   scripts/build_wheel_deps.sh --target x86_64|aarch64 [--zig PATH]
+#   scripts/build_wheel_deps.sh --target x86_64|aarch64 [--zig PATH] [--lock FILE]
+#   scripts/build_wheel_deps.sh --target x86_64 --sources-only   fetch the sources; print the
+#                                                lock as fetched (see "sources" below)
 #
 # The prefix, <cache>/<target>-<key>, is kept: <key> hashes the lock file, this script, zstd's trainer and the
 # zig and GCC versions, so a run that changes none of them only checks it is there (seconds), and any
@@ -13,19 +15,22 @@
 # wheel-deps: outside the checkout, as ccache's and zig's own caches are, because CI builds
 # in a fresh clone, whose build/ is empty. Sources are fetched once into <cache>/src with
 # `apt-get source` (a private apt state, the mirrors this machine's apt uses) and checked
-# against the lock's SHA-256. The compiler wrappers and the CMake toolchain file go to
-# build/wheel-toolchain/<target>. JOBS sets -j (default 2). Prints the prefix last.
+# against the lock's SHA-256 (or, where Debian has moved past a pin, its signed index's).
+# The compiler wrappers and the CMake toolchain file go to build/wheel-toolchain/<target>.
+# JOBS sets -j (default 2). Prints the prefix last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 LOCK=$ROOT/requirements/wheel-deps.lock
 GLIBC=2.17  # manylinux2014
-target="" zig=""
+target="" zig="" sources_only=0
 while (($#)); do
   case $1 in
     --target) target=$2; shift 2 ;;
     --zig) zig=$2; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0"; exit 0 ;;
+    --lock) LOCK=$(realpath "$2"); shift 2 ;;
+    --sources-only) sources_only=1; shift ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "build_wheel_deps: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -157,32 +162,35 @@ write_if_changed "$toolchain/toolchain-gcc.cmake" "# Written by scripts/build_wh
 include($toolchain/toolchain.cmake)
 set(CMAKE_C_COMPILER $GCC)"
 
-if [[ -f $prefix/.complete ]]; then
+# --- sources: apt-get source (a private apt state with deb-src entries for the mirrors this
+# machine's apt already uses), each .orig tarball checked against the lock. A pin Debian has
+# since moved past (its security archive keeps only the newest release of each package, and a
+# point release can replace a suite's) would otherwise stop every build, CI's included, the
+# day Debian moves: the newest upstream tarball the line's suites carry is taken instead,
+# checked against the SHA-256 of Debian's signed index, and the build says so
+# (INSITU_WHEEL_DEPS_STRICT=1, as `build_wheels.sh --check` sets, refuses instead). SOURCES is
+# the lock as fetched, and the prefix keeps a copy of the one it was built from.
+SRC=$CACHE/src
+SOURCES=$CACHE/sources-$target.lock
+if ((!sources_only)) && [[ -f $prefix/.complete ]]; then
+  if [[ -f $prefix/sources.lock ]] && ! cmp -s "$LOCK" "$prefix/sources.lock"; then
+    echo "build_wheel_deps: $target: this prefix was built from sources newer than the lock's pins" \
+      "($(diff <(grep -v '^#' "$LOCK") <(grep -v '^#' "$prefix/sources.lock") | awk '/^>/ {printf " %s", $5}')); update $LOCK" >&2
+  fi
   echo "build_wheel_deps: $target: cached ($prefix)"
   echo "$prefix"
   exit 0
 fi
 
-# --- sources: apt-get source (a private apt state with deb-src entries for the mirrors this
-# machine's apt already uses), each .orig tarball checked against the lock
-SRC=$CACHE/src
-fetch_sources() {
-  local apt=$CACHE/apt name pkg suite file sha uri
-  mkdir -p "$apt"/{lists/partial,archives/partial,sources} "$SRC"
-  local need=0
-  while read -r name pkg suite file sha; do
-    [[ -z $name || $name == \#* ]] && continue
-    [[ -f $SRC/$file && $(sha256sum "$SRC/$file" | cut -d' ' -f1) == "$sha" ]] || need=1
-  done < "$LOCK"
-  ((need)) || return 0
-  local main security
+apt_state() {  # a private apt state listing the lock's suites' sources; sets APT_CONFIG
+  local apt=$CACHE/apt main security suites security_suites
+  mkdir -p "$apt"/{lists/partial,archives/partial,sources}
   main=$(apt-get indextargets --format '$(REPO_URI) $(LABEL)' | awk '$2 == "Debian" {print $1; exit}')
   security=$(apt-get indextargets --format '$(REPO_URI) $(LABEL)' | awk '$2 == "Debian-Security" {print $1; exit}')
   [[ -n $main ]] || { echo "build_wheel_deps: this machine's apt has no Debian archive configured" >&2; exit 1; }
-  # Suites named *-security come from the security archive.
-  local suites security_suites
-  suites=$(awk '!/^#/ && NF && $3 !~ /-security$/ {print $3}' "$LOCK" | sort -u | tr '\n' ' ')
-  security_suites=$(awk '!/^#/ && NF && $3 ~ /-security$/ {print $3}' "$LOCK" | sort -u | tr '\n' ' ')
+  # Suites named *-security come from the security archive; a line may list several, by commas.
+  suites=$(awk '!/^#/ && NF {print $3}' "$LOCK" | tr ',' '\n' | grep -v -- '-security$' | sort -u | tr '\n' ' ' || true)
+  security_suites=$(awk '!/^#/ && NF {print $3}' "$LOCK" | tr ',' '\n' | grep -- '-security$' | sort -u | tr '\n' ' ' || true)
   local entry='Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n'
   {
     [[ -z $suites ]] || printf "$entry" "$main" "$suites"
@@ -202,23 +210,75 @@ APT::Sandbox::User "root";
 EOF
   export APT_CONFIG=$apt/apt.conf
   apt-get -qq update
-  while read -r name pkg suite file sha; do
+}
+orig_tarballs() {  # <package> <suite> -> "uri file sha256" of the upstream tarball the suite carries
+  apt-get source --print-uris --only-source --tar-only "$1/$2" 2>/dev/null |
+    awk -v p="$1_" 'index($2, p) == 1 && $2 ~ /^[^_]+_[^_]+\.orig\.tar\.[a-z0-9]+$/ && $4 ~ /^SHA256:/ {
+      gsub("\047", "", $1); print $1, $2, substr($4, 8) }'
+}
+fetch_sources() {  # writes SOURCES
+  local line name pkg suites file sha need=0
+  while read -r name pkg suites file sha; do
     [[ -z $name || $name == \#* ]] && continue
-    if [[ -f $SRC/$file && $(sha256sum "$SRC/$file" | cut -d' ' -f1) == "$sha" ]]; then continue; fi
-    uri=$(apt-get source --print-uris --only-source --tar-only "$pkg/$suite" 2>/dev/null |
-          awk -v f="$file" '$2 == f {gsub("\047", "", $1); print $1}')
-    if [[ -z $uri ]]; then
-      echo "build_wheel_deps: Debian's $suite no longer has $file ($pkg carries:" \
-        "$(apt-get source --print-uris --only-source --tar-only "$pkg/$suite" 2>/dev/null | awk '/orig/ {print $2}'));" \
-        "update $LOCK" >&2
+    [[ -f $SRC/$file && $(sha256sum "$SRC/$file" | cut -d' ' -f1) == "$sha" ]] || need=1
+  done < "$LOCK"
+  if ((!need)); then cp "$LOCK" "$SOURCES"; return 0; fi
+  mkdir -p "$SRC"
+  apt_state
+  local suite uri f s v carried candidates got
+  while IFS= read -r line; do
+    read -r name pkg suites file sha <<< "$line"
+    if [[ -z $name || $name == \#* ]]; then printf '%s\n' "$line"; continue; fi
+    # "version uri file sha256 suite" of each tarball the suites carry, the pin alone if one does
+    candidates="" carried=""
+    for suite in ${suites//,/ }; do
+      while read -r uri f s; do
+        carried+=" $f ($suite)"
+        if [[ $f == "$file" ]]; then
+          [[ $s == "$sha" ]] || { echo "build_wheel_deps: Debian's $suite lists $file with SHA-256 $s, not the lock's $sha" >&2; exit 1; }
+          candidates="pin $uri $f $s $suite"
+          break 2
+        fi
+        v=${f#"${pkg}_"}
+        candidates+="${v%.orig.tar.*} $uri $f $s $suite"$'\n'
+      done < <(orig_tarballs "$pkg" "$suite")
+    done
+    if [[ -z $candidates ]]; then
+      echo "build_wheel_deps: Debian's $suites carries no upstream tarball of $pkg; update $LOCK" >&2
       exit 1
     fi
-    echo "build_wheel_deps: fetching $file"
-    /usr/lib/apt/apt-helper -qq download-file "$uri" "$SRC/$file" "SHA256:$sha" >/dev/null
-  done < "$LOCK"
+    if [[ $candidates != pin\ * ]]; then
+      if [[ ${INSITU_WHEEL_DEPS_STRICT:-0} == 1 ]]; then
+        echo "build_wheel_deps: Debian's $suites no longer carries $file (it carries:$carried); update $LOCK" >&2
+        exit 1
+      fi
+      # Newest first (a mirror may list a release whose files it lacks: the next is tried).
+      candidates=$(sed '/^$/d' <<< "$candidates" | sort -u | sort -r -k1,1 -V)
+    fi
+    got=""
+    while read -r v uri f s suite; do
+      if [[ -f $SRC/$f && $(sha256sum "$SRC/$f" | cut -d' ' -f1) == "$s" ]]; then got=$f; break; fi
+      echo "build_wheel_deps: fetching $f" >&2
+      if /usr/lib/apt/apt-helper -qq download-file "$uri" "$SRC/$f" "SHA256:$s" >/dev/null; then got=$f; break; fi
+      rm -f "$SRC/$f"
+    done <<< "$candidates"
+    [[ -n $got ]] || { echo "build_wheel_deps: could not fetch $pkg's upstream tarball (tried:$carried)" >&2; exit 1; }
+    if [[ $got == "$file" ]]; then
+      printf '%s\n' "$line"
+    else
+      echo "build_wheel_deps: WARNING: Debian's $suites no longer carries the lock's $file; building $name from" \
+        "$got ($suite, SHA-256 from Debian's signed index). Update $LOCK to pin it." >&2
+      printf '%-12s %-16s %-23s %-42s %s\n' "$name" "$pkg" "$suite" "$got" "$s"
+    fi
+  done < "$LOCK" > "$SOURCES.new"
+  mv "$SOURCES.new" "$SOURCES"
   unset APT_CONFIG
 }
 fetch_sources
+if ((sources_only)); then
+  echo "$SOURCES"
+  exit 0
+fi
 
 # --- the build: each library into $prefix, from a fresh unpack
 work=$CACHE/work-$target
@@ -226,7 +286,7 @@ rm -rf "$work" "$prefix"
 mkdir -p "$work" "$prefix"
 unpack() {  # <name> -> cd into its fresh source tree
   local file
-  file=$(awk -v n="$1" '$1 == n {print $4}' "$LOCK")
+  file=$(awk -v n="$1" '$1 == n {print $4}' "$SOURCES")
   mkdir -p "$work/$1"
   tar -xf "$SRC/$file" -C "$work/$1" --strip-components=1
   cd "$work/$1"
@@ -366,6 +426,7 @@ rm -rf "$work"
 for old in "$CACHE/$target"-*; do
   [[ $old == "$prefix" ]] || rm -rf "$old"
 done
-echo "$zig_version $triple $(sha256sum "$LOCK" | cut -d' ' -f1)" > "$prefix/.complete"
+cp "$SOURCES" "$prefix/sources.lock"
+echo "$zig_version $triple $(sha256sum "$SOURCES" | cut -d' ' -f1)" > "$prefix/.complete"
 echo "build_wheel_deps: $target: built in $(( $(date +%s) - start )) s ($prefix)"
 echo "$prefix"

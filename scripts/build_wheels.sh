@@ -59,6 +59,8 @@ done
 if ((check)); then
   ((${#pythons[@]} == 0 && ${#archs[@]} == 0)) || { echo "build_wheels: --check builds everything; no --python or --arch" >&2; exit 2; }
   archs=(x86_64 aarch64)
+  # A release builds from the lock's pins exactly (scripts/build_wheel_deps.sh's "sources").
+  export INSITU_WHEEL_DEPS_STRICT=1
 fi
 ((${#archs[@]})) || archs=(x86_64)
 
