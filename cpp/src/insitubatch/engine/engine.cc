@@ -198,6 +198,7 @@ void Engine::WaitForReadRoom(const std::function<bool()>& cancelled) {
 }
 
 void Engine::WaitForReadPace(const std::function<bool()>& cancelled) {
+  if (remote_) return;
   std::unique_lock lock(reads_mutex_);
   while ((read_latency_s_ < 0 || decode_wall_s_ < 0) && outstanding_ > 0 && !cancelled()) {
     if (read_latency_s_ < 0 && !at_store_since_.empty() &&

@@ -199,7 +199,9 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   void WaitForReadRoom(const std::function<bool()>& cancelled);
   // Waits until a read has been answered and a tile decoded (what ReadsToKeepAtStoreLocked
   // needs), no read is outstanding, the store has left a read unanswered for long (it is
-  // no local disk), or `cancelled()` turns true.
+  // no local disk), or `cancelled()` turns true. Not at all over a store across a network
+  // (Store::remote), which gets every read at once until measured anyway: waiting held the
+  // second block's reads back by up to kUnansweredSeconds.
   void WaitForReadPace(const std::function<bool()>& cancelled);
   uint32_t inflight() const {
     std::lock_guard lock(reads_mutex_);
@@ -214,8 +216,12 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // explicit one lends what it holds beyond the passes' floors. At most max_inflight tiles:
   // what describe() accounts as reads in flight. `block_reads`: the tiles one block reads.
   // Nothing changes over a local store (neither Store::remote nor slower than
-  // kUnansweredSeconds a read).
+  // kUnansweredSeconds a read). Asked before a read and a decode are measured, it is
+  // answered by the decode thread that completes both: a pass whose floor is full waits in
+  // the pool meanwhile, and would otherwise ask again only once its first block is served.
   void SizeReadAhead(OwnerId owner, uint64_t block_reads);
+  // A closed pass's read-ahead is not sized after all.
+  void ForgetReadAhead(OwnerId owner);
 
   // Held while a pass's first batch is copied: its gather threads take that many cores
   // from the decoders, which start no new tile while cores - gather threads of them are
@@ -365,6 +371,8 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   size_t outstanding_ = 0;                       // queued + in flight (the destructor waits for zero)
   size_t issuers_waiting_ = 0;                   // threads in WaitForReadRoom (else decode threads issue)
   ReadTokenClock tokens_{config_.max_inflight};  // who holds the max_inflight tokens, over time
+  // Passes that asked SizeReadAhead before a read and a decode were measured: (owner, block reads).
+  std::vector<std::pair<OwnerId, uint64_t>> unsized_read_ahead_;
   // Cores shared between decode tasks and batch copies (GatherClaim).
   const uint32_t cores_ = std::max(1u, std::thread::hardware_concurrency());
   std::mutex cores_mutex_;

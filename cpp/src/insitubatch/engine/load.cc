@@ -256,7 +256,13 @@ void Engine::SizeReadAhead(OwnerId owner, uint64_t block_reads) {
   uint32_t wanted = 0;
   {
     std::lock_guard lock(reads_mutex_);
-    if (read_latency_s_ < 0 || decode_wall_s_ <= 0) return;  // nothing measured yet
+    if (read_latency_s_ < 0 || decode_wall_s_ <= 0) {  // nothing measured yet: sized once it is
+      auto same = [&](const auto& entry) { return entry.first == owner; };
+      if (std::none_of(unsized_read_ahead_.begin(), unsized_read_ahead_.end(), same)) {
+        unsized_read_ahead_.emplace_back(owner, block_reads);
+      }
+      return;
+    }
     // A local disk's reads never need it (and its cache must stay within the floor).
     if (!remote_ && read_latency_s_ <= kUnansweredSeconds) return;
     wanted = ReadsForLatencyLocked(read_latency_s_);
@@ -268,6 +274,11 @@ void Engine::SizeReadAhead(OwnerId owner, uint64_t block_reads) {
   const uint64_t budget = pool_.budget_bytes();
   const uint64_t spare = budget == 0 ? extra : (budget > floor * passes ? (budget - floor * passes) / passes : 0);
   pool_.GrowQuota(owner, floor + std::min(extra, spare));
+}
+
+void Engine::ForgetReadAhead(OwnerId owner) {
+  std::lock_guard lock(reads_mutex_);
+  std::erase_if(unsized_read_ahead_, [&](const auto& entry) { return entry.first == owner; });
 }
 
 void Engine::ObserveLocked(double& average, double sample) {
@@ -665,11 +676,18 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
   }
   read = TileRead{};  // drop the slot and stats before the engine may go
   const double wall_s = SecondsSince(decoded.started);
-  uint32_t inflight = 0;
+  std::vector<std::pair<OwnerId, uint64_t>> unsized;
   {
     std::lock_guard lock(reads_mutex_);
     if (decode_wall_s_ < 0) reads_cv_.notify_all();  // the first: a scheduler may wait for it
     ObserveLocked(decode_wall_s_, wall_s);
+    if (read_latency_s_ >= 0 && !unsized_read_ahead_.empty()) unsized.swap(unsized_read_ahead_);
+  }
+  // Before this read stops counting as outstanding (the engine may go once none is).
+  for (const auto& [owner, block_reads] : unsized) SizeReadAhead(owner, block_reads);
+  uint32_t inflight = 0;
+  {
+    std::lock_guard lock(reads_mutex_);
     inflight = --inflight_;
     --outstanding_;
   }

@@ -511,6 +511,7 @@ void Pass::Close(const std::string& reason) {
     if (scheduler_.joinable()) scheduler_.join();
     // Reads are not waited for: those of slots another pass still pins go on for it, the
     // rest end Cancelled on their own (ReleaseOwner raises their slots' flags).
+    engine_->ForgetReadAhead(owner_);
     engine_->pool().ReleaseOwner(owner_);
     {
       std::lock_guard lock(queue_mutex_);

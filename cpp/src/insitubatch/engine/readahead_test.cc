@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <thread>
 
 #include "insitubatch/engine/engine.h"
 #include "insitubatch/engine/engine_testutil.h"
@@ -94,6 +95,50 @@ TEST(ReadAheadTest, AStoreWithLatencyGetsReadsBeyondTheFloor) {
   EXPECT_GT(engine->pool().budget_bytes(), f.floor());
   // Never past max_inflight reads' worth of slots beyond the floor (describe()'s reads in flight).
   EXPECT_LE(engine->pool().budget_bytes(), f.floor() + 32 * f.slot());
+}
+
+// Before anything is measured a pass's read-ahead cannot be sized, and the first two blocks
+// fill its floor. It is sized as soon as the first reads and decodes are in: before, the
+// pass asked again only once a block had been served, a round trip or more later over a
+// real link, and here never, because one of the first block's reads is held at the store.
+TEST(ReadAheadTest, ReadAheadIsSizedOnceTheFirstReadsAreMeasured) {
+  Fixture f;
+  f.store->set_remote(true);
+  f.store->set_delay(std::chrono::milliseconds(100));  // answers after the pass has given up waiting
+  EngineConfig config;
+  config.budget_bytes = f.floor();
+  config.auto_budget = true;
+  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  config.max_inflight = 32;
+  config.decode_threads = 2;
+  config.pass_floor_bytes = f.floor();
+  auto engine = Engine::Create(f.sources, config).value();
+  std::vector<int64_t> chunks(kSamples);
+  std::iota(chunks.begin(), chunks.end(), 0);
+  PassSpec spec;
+  spec.split = "train";
+  spec.order = BlockShuffledOrder(chunks, 1, kSamples, kBlockChunks, /*seed=*/3, /*epoch=*/0);
+  spec.ref_spc = 1;
+  spec.batch_size = 4;
+  spec.labels = {{"t2m", 0, 0}};
+  const ArraySource& source = f.sources[0];
+  f.store->Hold(source.array->ChunkKey(source.PhysicalCoords(spec.order.chunk[0], 0)));
+  auto pass = engine->StartPass(std::move(spec)).value();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (f.store->total() <= 2 * kBlockChunks && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_GT(f.store->total(), 2 * kBlockChunks) << "the reads stopped at the floor";
+  f.store->ReleaseHeld();
+  size_t rows = 0;
+  for (;;) {
+    auto next = pass->Next();
+    ASSERT_TRUE(next.ok()) << next.status().ToString();
+    if (!next->has_value()) break;
+    rows += (**next).rows;
+  }
+  EXPECT_EQ(rows, static_cast<size_t>(kSamples));
+  pass->Close();
 }
 
 // An explicit budget is never grown, but what it holds beyond the pass's floor is lent to
