@@ -19,6 +19,8 @@ epochs (batch 32, `block_chunks` 16):
                  of the blocks ahead on zarr's loop, async.concurrency = inflight);
 * zarrs       -- the same with zarr-python's codec pipeline set to zarrs;
 * original    -- the PyPI insitubatch 0.2.0 in .venv-orig, max_inflight = inflight;
+* before      -- ours as an earlier revision (`--before REV`) built it (bench/engine_ab.py's
+                 build, installed apart), run exactly as ours: a change's A/B over the link;
 * floor       -- first batch only: a fresh process fetches the chunks the first batch draws
                  from (our libcurl store at `inflight`, no decode, no metadata: one round
                  trip plus the transfer, on new connections) and decodes them from local
@@ -73,7 +75,7 @@ from cloud_server import CloudServer  # noqa: E402
 RESULTS = HERE / "results"
 VAR = cs.VAR
 LAYOUTS = cs.LAYOUTS
-ENGINES = ("ours", "tensorstore", "zarr", "zarrs", "original", "floor", "link", "decode")
+ENGINES = ("ours", "tensorstore", "zarr", "zarrs", "original", "floor", "link", "decode", "before")
 LIMITS = ("floor", "link", "decode")  # not loaders: the first batch's floor and the two ceilings
 PEERS = ("tensorstore", "zarr", "zarrs", "original")
 PROBES = 16
@@ -382,7 +384,7 @@ def child(cfg: dict) -> dict:
         return {"floor": run_floor, "link": run_link, "decode": run_decode}[cfg["engine"]](cfg)
     cfg["_pos"] = probe_positions(tuple(cfg["field"]))
     cfg["_probes"] = np.load(cfg["probes"])
-    runners = {"ours": run_ours, "original": run_original, "tensorstore": run_tensorstore,
+    runners = {"ours": run_ours, "before": run_ours, "original": run_original, "tensorstore": run_tensorstore,
                "zarr": run_zarr, "zarrs": lambda c: run_zarr(c, zarrs=True)}
     out = runners[cfg["engine"]](cfg)
     out["ttfb_s"] = out["epochs"][0]["ttfb_s"]
@@ -404,6 +406,8 @@ def available(engine: str) -> str:
 def run_child(cfg: dict, timeout: float) -> dict:
     python = str(cs.ORIG_PYTHON) if cfg["engine"] == "original" else sys.executable
     env = os.environ | (S3_ENV if cfg["protocol"] == "s3" else {})
+    if cfg["engine"] == "before":  # the earlier build shadows the installed one
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [cfg["site"], env.get("PYTHONPATH", "")]))
     try:
         proc = subprocess.run([python, str(pathlib.Path(__file__).resolve()), "--child", json.dumps(cfg)],
                               capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
@@ -567,7 +571,8 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--samples", type=int, default=4096)
     p.add_argument("--field", default="181x360", help="HxW of one sample")
     p.add_argument("--layouts", default=",".join(LAYOUTS))
-    p.add_argument("--engines", default=",".join(ENGINES))
+    p.add_argument("--engines", default=",".join(e for e in ENGINES if e != "before"))
+    p.add_argument("--before", metavar="REV", help="the revision the 'before' engine is built from")
     p.add_argument("--latencies", default="5,20,50", help="ms added to every request")
     p.add_argument("--connect-ms", type=float, default=None,
                    help="ms added to a new connection's first request (default: one more latency)")
@@ -600,6 +605,13 @@ def main(argv: list[str] | None = None) -> dict:
     unknown = [x for x in layouts if x not in LAYOUTS] + [x for x in engines if x not in ENGINES]
     if unknown or args.rounds < 1 or args.epochs < 1:
         p.error(f"unknown layout or engine {unknown}" if unknown else "--rounds and --epochs must be >= 1")
+    if ("before" in engines) != (args.before is not None):
+        p.error("the 'before' engine and --before REV go together")
+    site = ""
+    if args.before:
+        import engine_ab  # noqa: PLC0415  (its build of an earlier revision: git and a compile)
+
+        site = str(engine_ab.build_revision(args.before))
     field = tuple(int(v) for v in args.field.split("x"))
     data = pathlib.Path(args.data).resolve()
     stores, refs, frames, keys = {}, {}, {}, {}
@@ -639,8 +651,8 @@ def main(argv: list[str] | None = None) -> dict:
                                "inflight": args.inflight,
                                "link_concurrency": args.link_concurrency or 2 * args.inflight,
                                "threads": args.threads,
-                               "epochs": args.epochs if engine == "ours" else args.peer_epochs,
-                               "budget_s": 0 if engine == "ours" else args.peer_budget,
+                               "epochs": args.epochs if engine in ("ours", "before") else args.peer_epochs,
+                               "budget_s": 0 if engine in ("ours", "before") else args.peer_budget, "site": site,
                                "check": rnd < args.check_rounds and engine not in LIMITS,
                                "probes": str(refs[layout][0]), "frames": str(frames[layout]),
                                "keys": str(keys[layout]), "frame_bytes": spc * field[0] * field[1] * 4}
