@@ -7,7 +7,7 @@
 #
 #   scripts/build_wheel_deps.sh --target x86_64|aarch64 [--zig PATH] [--lock FILE]
 #   scripts/build_wheel_deps.sh --target x86_64 --sources-only   fetch the sources; print the
-#                                                lock as fetched (see "sources" below)
+#                                                lock as fetched (this script's "sources" section)
 #
 # The prefix, <cache>/<target>-<key>, is kept: <key> hashes the lock file, this script, zstd's trainer and the
 # zig and GCC versions, so a run that changes none of them only checks it is there (seconds), and any
