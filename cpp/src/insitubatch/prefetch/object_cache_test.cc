@@ -263,7 +263,9 @@ TEST(ObjectCacheTest, KeySegmentsMapToNamesInjectively) {
     const std::string segment(n, 'a');
     const std::string got = name(segment);
     EXPECT_LE(got.size(), 200u) << n;
-    if (n <= 200) EXPECT_EQ(got, segment);  // short names stay readable
+    if (n <= 200) {
+      EXPECT_EQ(got, segment);  // short names stay readable
+    }
     names.insert(got);
   }
   EXPECT_EQ(names.size(), 4u);

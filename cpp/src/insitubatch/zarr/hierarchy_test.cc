@@ -462,7 +462,9 @@ TEST(HierarchyTest, AStoreThatCannotListOpensTheNodesNamedByPath) {
     auto md = hierarchy->ArrayMetadataAt("g/x");
     ASSERT_TRUE(md.ok()) << md.status().ToString();
     EXPECT_EQ(md->shape, (std::vector<uint64_t>{4}));
-    if (format == 2) EXPECT_EQ(md->attributes, Json({{"units", "K"}}));
+    if (format == 2) {
+      EXPECT_EQ(md->attributes, Json({{"units", "K"}}));
+    }
     ASSERT_TRUE(hierarchy->OpenArray("g/x").ok());
     EXPECT_EQ(store->reads(), reads);
     EXPECT_EQ(hierarchy->ArrayMetadataAt("g").status().code(), StatusCode::kInvalidArgument);
@@ -470,7 +472,9 @@ TEST(HierarchyTest, AStoreThatCannotListOpensTheNodesNamedByPath) {
     EXPECT_EQ(hierarchy->Kind("nope").status().code(), StatusCode::kNotFound);
     EXPECT_FALSE(hierarchy->ArrayMetadataAt("bad").ok());
     EXPECT_EQ(hierarchy->Kind("../x").status().code(), StatusCode::kInvalidArgument);
-    if (format == 2) EXPECT_EQ(hierarchy->Kind("both").status().code(), StatusCode::kInvalidArgument);
+    if (format == 2) {
+      EXPECT_EQ(hierarchy->Kind("both").status().code(), StatusCode::kInvalidArgument);
+    }
   }
 }
 
