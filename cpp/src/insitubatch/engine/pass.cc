@@ -532,19 +532,6 @@ void Pass::Close(const std::string& reason) {
 
 namespace {
 
-// (chunk, block) pairs of every block's reads, sorted by chunk then block.
-std::vector<std::pair<SlotKey, uint32_t>> ChunkBlocks(const PassPlan& plan) {
-  size_t n = 0;
-  for (const auto& reads : plan.block_reads) n += reads.size();
-  std::vector<std::pair<SlotKey, uint32_t>> out;
-  out.reserve(n);
-  for (size_t b = 0; b < plan.blocks(); ++b) {
-    for (const SlotKey& key : plan.block_reads[b]) out.emplace_back(key, static_cast<uint32_t>(b));
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 // Each chunk's first (lowest) block, from pairs sorted by chunk then block.
 std::vector<std::pair<SlotKey, uint32_t>> FirstBlocks(const std::vector<std::pair<SlotKey, uint32_t>>& sorted) {
   std::vector<std::pair<SlotKey, uint32_t>> out;
@@ -557,7 +544,7 @@ std::vector<std::pair<SlotKey, uint32_t>> FirstBlocks(const std::vector<std::pai
 }  // namespace
 
 void Pass::IndexNextUses(const std::optional<EpochOrder>& next_order) {
-  uses_ = ChunkBlocks(plan_);
+  uses_ = ChunkBlockPairs(plan_);
   if (next_order) {
     SetNextOrder(*next_order);
   } else if (!spec_.next_order_later) {  // the same order again: first uses are this pass's own
@@ -570,7 +557,7 @@ void Pass::SetNextOrder(const EpochOrder& next) {
   if (next_epoch_first_.load(std::memory_order_acquire) != nullptr) return;
   auto plan = BuildPlan(next, spec_.ref_spc, spec_.batch_size, spec_.labels, sources(), spec_.patches);
   if (!plan.ok()) return;  // no lookahead past this epoch: LRU decides among the rest
-  PublishNextEpoch(FirstBlocks(ChunkBlocks(*plan)));
+  PublishNextEpoch(FirstBlocks(ChunkBlockPairs(*plan)));
 }
 
 void Pass::PublishNextEpoch(ChunkBlockIndex first) {

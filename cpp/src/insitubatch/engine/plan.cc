@@ -1,6 +1,7 @@
 #include "insitubatch/engine/plan.h"
 
 #include <algorithm>
+#include <limits>
 
 namespace insitubatch::engine {
 namespace {
@@ -170,6 +171,50 @@ Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size
   }
   plan.order = std::move(order);
   return plan;
+}
+
+std::vector<std::pair<SlotKey, uint32_t>> ChunkBlockPairs(const PassPlan& plan) {
+  size_t n = 0;
+  uint32_t sources = 0;
+  int64_t lo = std::numeric_limits<int64_t>::max();
+  int64_t hi = std::numeric_limits<int64_t>::min();
+  for (const auto& reads : plan.block_reads) {
+    n += reads.size();
+    for (const SlotKey& key : reads) {
+      sources = std::max(sources, key.source + 1);
+      lo = std::min(lo, key.chunk);
+      hi = std::max(hi, key.chunk);
+    }
+  }
+  std::vector<std::pair<SlotKey, uint32_t>> out;
+  if (n == 0) return out;
+  // Chunk ids are dense on their grid, and the pairs come block by block (each chunk's
+  // blocks in ascending order), so a stable counting sort by key orders them by key, then
+  // block, in one pass: std::sort took ~0.1 s of a million-chunk epoch's start. A sparse
+  // key range (a few chunks of a vast grid) sorts as before.
+  const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
+  const uint64_t dense = 4 * static_cast<uint64_t>(n) + 1024;
+  if (span > dense / sources || n >= std::numeric_limits<uint32_t>::max()) {
+    out.reserve(n);
+    for (size_t b = 0; b < plan.blocks(); ++b) {
+      for (const SlotKey& key : plan.block_reads[b]) out.emplace_back(key, static_cast<uint32_t>(b));
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+  auto bucket = [&](const SlotKey& key) {
+    return key.source * span + (static_cast<uint64_t>(key.chunk) - static_cast<uint64_t>(lo));
+  };
+  std::vector<uint32_t> start(sources * span + 1, 0);
+  for (const auto& reads : plan.block_reads) {
+    for (const SlotKey& key : reads) ++start[bucket(key) + 1];
+  }
+  for (size_t i = 1; i < start.size(); ++i) start[i] += start[i - 1];
+  out.resize(n);
+  for (size_t b = 0; b < plan.blocks(); ++b) {
+    for (const SlotKey& key : plan.block_reads[b]) out[start[bucket(key)]++] = {key, static_cast<uint32_t>(b)};
+  }
+  return out;
 }
 
 }  // namespace insitubatch::engine

@@ -14,6 +14,7 @@
 // once its own chunks are decoded.
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "insitubatch/engine/order.h"
@@ -45,6 +46,10 @@ struct PassPlan {
   int64_t anchor(size_t row) const { return order.anchor(row, ref_spc) / per_anchor; }
   uint64_t patch(size_t row) const { return static_cast<uint64_t>(order.anchor(row, ref_spc) % per_anchor); }
 };
+
+// (chunk, block) pairs of every block's reads, sorted by chunk then block: eviction by
+// next use looks a chunk's next block up in them.
+std::vector<std::pair<SlotKey, uint32_t>> ChunkBlockPairs(const PassPlan& plan);
 
 // `patches` (inactive: none) is checked against every patched label's resident field.
 Result<PassPlan> BuildPlan(EpochOrder order, int64_t ref_spc, int64_t batch_size, const std::vector<Label>& labels,
