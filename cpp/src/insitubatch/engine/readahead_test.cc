@@ -36,12 +36,16 @@ struct Fixture {
   uint64_t slot() const { return sources[0].slot_bytes(); }
   uint64_t floor() const { return 2 * kBlockChunks * slot(); }
 
-  // One shuffled pass in batches of 4; every row checked against the stored values.
-  PassStats Run(EngineConfig config, Engine** engine_out = nullptr) {
+  // An engine over the store: 32 reads in flight, 2 decode threads, the floor's quota.
+  std::shared_ptr<Engine> Create(EngineConfig config) const {
     config.max_inflight = 32;
     config.decode_threads = 2;
     config.pass_floor_bytes = floor();
-    engine_ = Engine::Create(sources, config).value();
+    return Engine::Create(sources, config).value();
+  }
+
+  // One shuffled pass in batches of 4.
+  static PassSpec Spec() {
     std::vector<int64_t> chunks(kSamples);
     std::iota(chunks.begin(), chunks.end(), 0);
     PassSpec spec;
@@ -50,10 +54,14 @@ struct Fixture {
     spec.ref_spc = 1;
     spec.batch_size = 4;
     spec.labels = {{"t2m", 0, 0}};
-    auto pass = engine_->StartPass(std::move(spec)).value();
+    return spec;
+  }
+
+  // Every batch of `pass`: every row checked against the stored values, every sample once.
+  static PassStats Drain(Pass& pass) {
     std::vector<int64_t> seen;
     for (;;) {
-      auto next = pass->Next();
+      auto next = pass.Next();
       EXPECT_TRUE(next.ok()) << next.status().ToString();
       if (!next.ok() || !next->has_value()) break;
       const auto* values = reinterpret_cast<const float*>((**next).arrays[0]->data());
@@ -68,9 +76,16 @@ struct Fixture {
     std::sort(seen.begin(), seen.end());
     EXPECT_EQ(seen.size(), static_cast<size_t>(kSamples));
     EXPECT_TRUE(std::adjacent_find(seen.begin(), seen.end()) == seen.end());
-    pass->Close();
+    pass.Close();
+    return pass.stats();
+  }
+
+  // One shuffled pass in batches of 4, drained.
+  PassStats Run(EngineConfig config, Engine** engine_out = nullptr) {
+    engine_ = Create(config);
+    auto pass = engine_->StartPass(Spec()).value();
     if (engine_out != nullptr) *engine_out = engine_.get();
-    return pass->stats();
+    return Drain(*pass);
   }
 
  private:
@@ -109,18 +124,8 @@ TEST(ReadAheadTest, ReadAheadIsSizedOnceTheFirstReadsAreMeasured) {
   config.budget_bytes = f.floor();
   config.auto_budget = true;
   config.max_auto_budget_bytes = uint64_t{1} << 30;
-  config.max_inflight = 32;
-  config.decode_threads = 2;
-  config.pass_floor_bytes = f.floor();
-  auto engine = Engine::Create(f.sources, config).value();
-  std::vector<int64_t> chunks(kSamples);
-  std::iota(chunks.begin(), chunks.end(), 0);
-  PassSpec spec;
-  spec.split = "train";
-  spec.order = BlockShuffledOrder(chunks, 1, kSamples, kBlockChunks, /*seed=*/3, /*epoch=*/0);
-  spec.ref_spc = 1;
-  spec.batch_size = 4;
-  spec.labels = {{"t2m", 0, 0}};
+  auto engine = f.Create(config);
+  PassSpec spec = Fixture::Spec();
   const ArraySource& source = f.sources[0];
   f.store->Hold(source.array->ChunkKey(source.PhysicalCoords(spec.order.chunk[0], 0)));
   auto pass = engine->StartPass(std::move(spec)).value();
@@ -130,15 +135,7 @@ TEST(ReadAheadTest, ReadAheadIsSizedOnceTheFirstReadsAreMeasured) {
   }
   EXPECT_GT(f.store->total(), 2 * kBlockChunks) << "the reads stopped at the floor";
   f.store->ReleaseHeld();
-  size_t rows = 0;
-  for (;;) {
-    auto next = pass->Next();
-    ASSERT_TRUE(next.ok()) << next.status().ToString();
-    if (!next->has_value()) break;
-    rows += (**next).rows;
-  }
-  EXPECT_EQ(rows, static_cast<size_t>(kSamples));
-  pass->Close();
+  Fixture::Drain(*pass);
 }
 
 // An explicit budget is never grown, but what it holds beyond the pass's floor is lent to
