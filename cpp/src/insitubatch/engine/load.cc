@@ -677,16 +677,21 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
   read = TileRead{};  // drop the slot and stats before the engine may go
   const double wall_s = SecondsSince(decoded.started);
   std::vector<std::pair<OwnerId, uint64_t>> unsized;
+  uint32_t inflight = 0;
   {
     std::lock_guard lock(reads_mutex_);
     if (decode_wall_s_ < 0) reads_cv_.notify_all();  // the first: a scheduler may wait for it
     ObserveLocked(decode_wall_s_, wall_s);
-    if (read_latency_s_ >= 0 && !unsized_read_ahead_.empty()) unsized.swap(unsized_read_ahead_);
+    if (read_latency_s_ >= 0 && !unsized_read_ahead_.empty()) {
+      unsized.swap(unsized_read_ahead_);
+    } else {
+      inflight = --inflight_;
+      --outstanding_;
+    }
   }
-  // Before this read stops counting as outstanding (the engine may go once none is).
-  for (const auto& [owner, block_reads] : unsized) SizeReadAhead(owner, block_reads);
-  uint32_t inflight = 0;
-  {
+  if (!unsized.empty()) {
+    // Before this read stops counting as outstanding (the engine may go once none is).
+    for (const auto& [owner, block_reads] : unsized) SizeReadAhead(owner, block_reads);
     std::lock_guard lock(reads_mutex_);
     inflight = --inflight_;
     --outstanding_;
