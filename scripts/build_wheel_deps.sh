@@ -189,8 +189,10 @@ apt_state() {  # a private apt state listing the lock's suites' sources; sets AP
   security=$(apt-get indextargets --format '$(REPO_URI) $(LABEL)' | awk '$2 == "Debian-Security" {print $1; exit}')
   [[ -n $main ]] || { echo "build_wheel_deps: this machine's apt has no Debian archive configured" >&2; exit 1; }
   # Suites named *-security come from the security archive; a line may list several, by commas.
-  suites=$(awk '!/^#/ && NF {print $3}' "$LOCK" | tr ',' '\n' | grep -v -- '-security$' | sort -u | tr '\n' ' ' || true)
-  security_suites=$(awk '!/^#/ && NF {print $3}' "$LOCK" | tr ',' '\n' | grep -- '-security$' | sort -u | tr '\n' ' ' || true)
+  local all
+  all=$(awk '!/^#/ && NF {print $3}' "$LOCK" | tr ',' '\n' | sort -u)
+  suites=$(grep -v -- '-security$' <<< "$all" | tr '\n' ' ' || true)
+  security_suites=$(grep -- '-security$' <<< "$all" | tr '\n' ' ' || true)
   local entry='Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n'
   {
     [[ -z $suites ]] || printf "$entry" "$main" "$suites"
@@ -216,11 +218,14 @@ orig_tarballs() {  # <package> <suite> -> "uri file sha256" of the upstream tarb
     awk -v p="$1_" 'index($2, p) == 1 && $2 ~ /^[^_]+_[^_]+\.orig\.tar\.[a-z0-9]+$/ && $4 ~ /^SHA256:/ {
       gsub("\047", "", $1); print $1, $2, substr($4, 8) }'
 }
+have_source() {  # <file> <sha256>: fetched already, and intact
+  [[ -f $SRC/$1 && $(sha256sum "$SRC/$1" | cut -d' ' -f1) == "$2" ]]
+}
 fetch_sources() {  # writes SOURCES
   local line name pkg suites file sha need=0
   while read -r name pkg suites file sha; do
     [[ -z $name || $name == \#* ]] && continue
-    [[ -f $SRC/$file && $(sha256sum "$SRC/$file" | cut -d' ' -f1) == "$sha" ]] || need=1
+    have_source "$file" "$sha" || need=1
   done < "$LOCK"
   if ((!need)); then cp "$LOCK" "$SOURCES"; return 0; fi
   mkdir -p "$SRC"
@@ -257,7 +262,7 @@ fetch_sources() {  # writes SOURCES
     fi
     got=""
     while read -r v uri f s suite; do
-      if [[ -f $SRC/$f && $(sha256sum "$SRC/$f" | cut -d' ' -f1) == "$s" ]]; then got=$f; break; fi
+      if have_source "$f" "$s"; then got=$f; break; fi
       echo "build_wheel_deps: fetching $f" >&2
       if /usr/lib/apt/apt-helper -qq download-file "$uri" "$SRC/$f" "SHA256:$s" >/dev/null; then got=$f; break; fi
       rm -f "$SRC/$f"
