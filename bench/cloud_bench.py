@@ -611,6 +611,9 @@ def main(argv: list[str] | None = None) -> dict:
     if args.before:
         import engine_ab  # noqa: PLC0415  (its build of an earlier revision: git and a compile)
 
+        if subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{args.before}^{{commit}}"], cwd=ROOT,
+                          capture_output=True).returncode != 0:
+            p.error(f"--before {args.before}: no such revision in this checkout")
         site = str(engine_ab.build_revision(args.before))
     field = tuple(int(v) for v in args.field.split("x"))
     data = pathlib.Path(args.data).resolve()

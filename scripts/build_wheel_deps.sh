@@ -28,7 +28,7 @@ while (($#)); do
   case $1 in
     --target) target=$2; shift 2 ;;
     --zig) zig=$2; shift 2 ;;
-    --lock) LOCK=$(realpath "$2"); shift 2 ;;
+    --lock) LOCK=$(realpath -e "${2:-}" 2>/dev/null) || { echo "build_wheel_deps: --lock: no file ${2:-}" >&2; exit 2; }; shift 2 ;;
     --sources-only) sources_only=1; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "build_wheel_deps: unknown argument $1" >&2; exit 2 ;;

@@ -117,6 +117,25 @@ def test_cloud_bench(tmp_path):
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("args, says", [
+    (["--engines", "ours,before"], "the 'before' engine and --before REV go together"),
+    (["--engines", "ours", "--before", "HEAD"], "the 'before' engine and --before REV go together"),
+    (["--engines", "ours,before", "--before", "no-such-revision"], "--before no-such-revision: no such revision"),
+])
+def test_cloud_bench_before_arguments(tmp_path, args, says):
+    """The 'before' engine (an earlier revision's build) and --before come together, and an
+    unknown revision is named before anything is built."""
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "cloud_bench.py"), *args, "--data", str(tmp_path)],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+
+
+def test_build_wheel_deps_names_a_missing_lock(tmp_path):
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "build_wheel_deps.sh"), "--target", "x86_64", "--lock",
+                           str(tmp_path / "none.lock"), "--sources-only"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and f"--lock: no file {tmp_path / 'none.lock'}" in proc.stderr, proc.stderr
+
+
 def test_cloud_bench_over_s3(tmp_path):
     """--protocol s3: every engine, the floor and the link read through their S3 clients
     (signed GetObject, path-style) from the same server, each epoch checked."""
