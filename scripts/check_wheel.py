@@ -299,6 +299,20 @@ def scratch_dir() -> str | None:
     return "/dev/shm" if tmpfs and stat.f_bavail * stat.f_frsize >= 4 << 30 else None
 
 
+def check_cpu_paths(debug_report: str) -> None:
+    """The wheel's hand-vectorized loops are taken where this CPU offers them: zig's
+    compiler runtime answers __builtin_cpu_supports with "no" for everything, which once left
+    every wheel on the portable CRC-32C and batch copy."""
+    row = next(line.split(":", 1)[1].strip() for line in debug_report.splitlines() if line.strip().startswith("cpu paths"))
+    with open("/proc/cpuinfo") as f:
+        flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    for flag, path in (("sse4_2", "crc32c sse4.2"), ("avx2", "avx2 streaming stores")):
+        if (flag in flags) != (path in row):
+            raise SystemExit(f"check_wheel: the wheel's cpu paths ({row}) disagree with /proc/cpuinfo's {flag}"
+                             f" ({'present' if flag in flags else 'absent'})")
+    step(f"cpu paths as /proc/cpuinfo offers them: {row}")
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("wheel", type=Path)
@@ -322,6 +336,7 @@ def main() -> int:
             raise SystemExit(f"check_wheel: print_debug_info does not report a repaired wheel:\n{out}")
         step("quickstart on a local store: every batch equals zarr-python's values; debug info: "
              + next(line.strip() for line in out.splitlines() if "repaired wheel" in line))
+        check_cpu_paths(out)
 
         from tls_ca import https_range_server, make_test_ca
 

@@ -13,6 +13,8 @@ import re
 import tomllib
 from pathlib import Path
 
+import pytest
+
 import insitubatch
 
 # The row's library -> its own version call (restype char*), or None where the library has
@@ -74,3 +76,27 @@ def test_the_report_opens_with_the_one_version_pyproject_defines():
     assert re.match(rf"insitubatch debug info\n  insitubatch +: {re.escape(version)}\n", out.getvalue()), out.getvalue()
     assert insitubatch.__version__ == version
     assert tuple(int(part) for part in version.split(".")) > (0, 2, 0)
+
+
+def proc_cpu_flags() -> set[str]:
+    """The kernel's flags for the first CPU (empty where /proc/cpuinfo has none)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    except OSError:
+        return set()
+
+
+def test_the_cpu_paths_are_the_ones_this_cpu_offers():
+    """The loops compiled for more than the baseline (CRC-32C on SSE4.2, the batch copy's
+    AVX2 streaming stores) are taken exactly where the kernel lists the feature: the
+    features are read from the CPU, not from a compiler runtime that may never fill them in
+    (zig's did not, in the wheels)."""
+    flags = proc_cpu_flags()
+    if not flags:
+        pytest.skip("no CPU flags in /proc/cpuinfo")
+    cpu = insitubatch._ext.build_info()["cpu"]
+    assert cpu == {"sse4.2": "sse4_2" in flags, "avx2": "avx2" in flags}, (cpu, sorted(flags & {"sse4_2", "avx2"}))
+    row = insitubatch.debug_info()["cpu paths"]
+    assert ("crc32c sse4.2" in row) == ("sse4_2" in flags), row
+    assert ("avx2 streaming stores" in row) == ("avx2" in flags), row

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "bindings.h"
+#include "insitubatch/util/cpu_features.h"
 
 namespace insitubatch::python {
 namespace {
@@ -74,6 +75,11 @@ void BindBuildInfo(nb::module_& m) {
     AddLibrary(libs, "bzip2", BZ2_bzlibVersion(), reinterpret_cast<const void*>(&BZ2_bzlibVersion));
     AddLibrary(libs, "liblzma", lzma_version_string(), reinterpret_cast<const void*>(&lzma_version_string));
     d["libraries"] = libs;
+    // The CPU features the hand-vectorized loops found (CRC-32C, the batch copy's streaming stores).
+    nb::dict cpu;
+    cpu["sse4.2"] = HostCpu().sse42;
+    cpu["avx2"] = HostCpu().avx2;
+    d["cpu"] = cpu;
     d["curl_tls_backend"] = curl->ssl_version != nullptr ? curl->ssl_version : "";
     return d;
   });

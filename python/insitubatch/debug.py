@@ -56,6 +56,13 @@ def _build_kind(build: dict[str, Any]) -> str:
     return f"source build ({static}{build['build_type']}, system libraries; wheel tag {tag or 'none'})"
 
 
+def _cpu_paths(cpu: dict[str, bool]) -> str:
+    """Which of the loops compiled for more than the baseline x86-64 this machine takes."""
+    crc = "sse4.2" if cpu["sse4.2"] else "tables (no sse4.2)"
+    copy = "avx2 streaming stores" if cpu["avx2"] else "memcpy (no avx2)"
+    return f"crc32c {crc}, batch copy {copy}"
+
+
 def _ca_bundle() -> str:
     """What a store opened now verifies TLS servers with, or why none can be chosen."""
     from . import _ext
@@ -85,6 +92,7 @@ def debug_info() -> "OrderedDict[str, str]":
     for lib in build["libraries"]:
         path = os.path.normpath(lib["path"]) if lib["path"] else "linked in"
         info[f"  {lib['name']}"] = f"{lib['version']} ({path})"
+    info["cpu paths"] = _cpu_paths(build["cpu"])
     info["TLS CA bundle"] = _ca_bundle()
     for dist in _STACK:
         info[dist] = _version(dist)

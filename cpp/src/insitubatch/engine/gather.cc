@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "insitubatch/util/buffer.h"
+#include "insitubatch/util/cpu_features.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -41,10 +42,7 @@ __attribute__((target("avx2"))) void StreamAvx2(std::byte* dst, const std::byte*
   std::memcpy(dst + i, src + i, n - i);
 }
 
-bool HasAvx2() {
-  static const bool has = __builtin_cpu_supports("avx2");
-  return has;
-}
+bool HasAvx2() { return HostCpu().avx2; }
 #endif
 
 constexpr size_t kStreamingRunBytes = 1024;

@@ -6,6 +6,8 @@
 #include <bit>
 #include <cstring>
 
+#include "insitubatch/util/cpu_features.h"
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <nmmintrin.h>
 #define INSITU_CRC32C_X86 1
@@ -109,15 +111,14 @@ using ExtendFn = uint32_t (*)(uint32_t, const uint8_t*, size_t);
 
 ExtendFn PickExtend() {
 #ifdef INSITU_CRC32C_X86
-  if (__builtin_cpu_supports("sse4.2")) return ExtendSse42;
+  if (HostCpu().sse42) return ExtendSse42;
 #endif
   return ExtendPortable;
 }
 
 bool HasSse42() {
 #ifdef INSITU_CRC32C_X86
-  static const bool has = __builtin_cpu_supports("sse4.2");
-  return has;
+  return HostCpu().sse42;
 #else
   return false;
 #endif
@@ -192,9 +193,6 @@ uint32_t Crc32c(std::span<const std::byte> data) { return Crc32cExtend(0, data);
 namespace {
 // Set up as the library loads, before any of its threads runs (why: BootId's in util/env.cc).
 [[maybe_unused]] const bool kPickedAtLoad = [] {
-#ifdef INSITU_CRC32C_X86
-  __builtin_cpu_init();  // a constructor may run before the runtime's own has read the CPU
-#endif
   const std::byte byte{0};
   Crc32c(std::span(&byte, 1));
   return HasSse42();
