@@ -74,7 +74,8 @@ void PatchGrid::Origin(int64_t anchor, uint64_t p, int64_t epoch, std::span<int6
     const uint64_t choices = pads() ? extent[i] : extent[i] - size[i] + 1;
     // 128-bit multiply-shift: an unbiased-enough map of 64 random bits onto [0, choices).
     const uint64_t bits = Mix(key ^ Mix(p * axes() + i));
-    out[i] = static_cast<int64_t>((static_cast<unsigned __int128>(bits) * choices) >> 64);
+    __extension__ using Wide = unsigned __int128;  // a GCC/clang extension (-Wpedantic)
+    out[i] = static_cast<int64_t>((static_cast<Wide>(bits) * choices) >> 64);
   }
 }
 

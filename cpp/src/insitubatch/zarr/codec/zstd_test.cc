@@ -208,7 +208,9 @@ struct Reports {
     for (size_t i = 0; i < ranges.size(); ++i) {
       EXPECT_EQ(ranges[i].first, next) << "range " << i;
       EXPECT_GT(ranges[i].second, 0u);
-      if (i + 1 < ranges.size()) EXPECT_EQ(ranges[i].second % granule, 0u) << "range " << i;
+      if (i + 1 < ranges.size()) {
+        EXPECT_EQ(ranges[i].second % granule, 0u) << "range " << i;
+      }
       next = ranges[i].first + ranges[i].second;
     }
     EXPECT_EQ(next, out_size);
