@@ -1,7 +1,8 @@
 """The aarch64 wheel's smoke run, under qemu-user: Debian's arm64 CPython (an unpacked tree,
 scripts/debian_python.sh) runs the wheel from a fresh venv outside the checkout (`python -I`),
 with PyPI's aarch64 wheels of numpy and zarr beside it: zarr (arm64) writes a store and the
-wheel reads it back exactly; HTTPS from a loopback server whose certificate a throwaway CA
+wheel reads it back exactly, and reads a store whose chunks end in the crc32c codec with
+ARMv8's CRC32 instructions; HTTPS from a loopback server whose certificate a throwaway CA
 signed; S3 from moto (on the build machine, x86-64); one planfetch epoch through the native
 prefetcher from that moto, every object's bytes checked. Run by scripts/check_wheel_aarch64.sh
 with the repo venv's Python, which serves the data.
@@ -22,6 +23,8 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+
+import numpy as np
 
 from check_wheel import client_env, scratch_dir, start_moto, step, upload_store
 
@@ -52,8 +55,13 @@ WRITE_AND_READ = """
         assert np.array_equal(batch.arrays["t2m"], want[batch.sample_indices])
         rows += len(batch)
     ds.close()
+    crc = np.load("crc_values.npy")  # every chunk's crc32c checked by the wheel as it reads
+    checked = store("crc.zarr")
+    for c in range(len(crc) // 4):
+        assert np.array_equal(read_chunk(checked, "x", (c, 0, 0)), crc[4 * c:4 * c + 4]), c
     import platform
-    print(platform.machine(), f"numpy {np.__version__}, zarr {zarr.__version__};", rows, "train rows exact")
+    print(platform.machine(), f"numpy {np.__version__}, zarr {zarr.__version__};", rows, "train rows exact;",
+          len(crc) // 4, "crc32c-checked chunks exact")
     insitubatch.print_debug_info()
 """
 
@@ -101,6 +109,19 @@ PLANFETCH = """
 """
 
 
+def write_crc32c_store(path: Path) -> np.ndarray:
+    """A store whose chunks (64 KiB each) end in the crc32c codec, written by the build
+    machine's zarr: the client checks each chunk's checksum as it reads it."""
+    import zarr
+    from zarr.codecs import Crc32cCodec
+
+    values = np.random.default_rng(1).random((24, 64, 64), dtype="float32")
+    arr = zarr.create_array(zarr.storage.LocalStore(path), name="x", shape=values.shape, chunks=(4, 64, 64),
+                            dtype="float32", compressors=[Crc32cCodec()], fill_value=0.0)
+    arr[...] = values
+    return values
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("wheel", type=Path)
@@ -135,6 +156,7 @@ def main() -> int:
         python = tmp / "venv" / "bin" / "python"
         work = tmp / "work"
         work.mkdir()
+        np.save(work / "crc_values.npy", write_crc32c_store(work / "crc.zarr"))
 
         def client(code: str, env: dict[str, str] | None = None) -> str:
             prologue = textwrap.dedent(f"""
@@ -155,8 +177,11 @@ def main() -> int:
         build = next((line.strip() for line in out.splitlines() if "repaired wheel" in line), None)
         if not out.startswith("aarch64 ") or build is None or "manylinux_2_17_aarch64" not in build:
             raise SystemExit(f"check_wheel_aarch64: not the aarch64 repaired wheel:\n{out}")
+        cpu = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("cpu paths")), "")
+        if "crc32c armv8 crc32" not in cpu:  # qemu's default CPU ("max") has the CRC32 extension
+            raise SystemExit(f"check_wheel_aarch64: the wheel did not take ARMv8's CRC32 path (cpu paths: {cpu!r}):\n{out}")
         step(f"local store written by zarr (arm64), read exactly: {out.splitlines()[0]} ({time.monotonic() - t0:.0f} s);"
-             f" debug info: {build}")
+             f" debug info: {build}; cpu paths: {cpu}")
 
         from tls_ca import https_range_server, make_test_ca
 
@@ -174,7 +199,6 @@ def main() -> int:
         moto, endpoint = start_moto()
         try:
             import boto3
-            import numpy as np
 
             upload_store(endpoint, work / "era5.zarr")
             s3 = boto3.client("s3", endpoint_url=endpoint)

@@ -3,7 +3,8 @@
 # wheel): auditwheel's verdict (manylinux_2_17_aarch64, no library outside the policy), the
 # symbols check (scripts/check_wheel_symbols.py), then the smoke run under qemu-user with
 # Debian's arm64 CPython (scripts/check_wheel_aarch64.py): a local store written by zarr and
-# read exactly, HTTPS with a throwaway CA, S3 from moto, one planfetch epoch.
+# read exactly, a crc32c-checked store read on ARMv8's CRC32 instructions, HTTPS with a
+# throwaway CA, S3 from moto, one planfetch epoch.
 #
 #   scripts/check_wheel_aarch64.sh [--python 3.11|3.13]   (3.11: Debian 12's; 3.13: Debian 13's)
 #

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import io
 import os
+import platform
 import re
 import tomllib
 from pathlib import Path
@@ -79,24 +80,30 @@ def test_the_report_opens_with_the_one_version_pyproject_defines():
 
 
 def proc_cpu_flags() -> set[str]:
-    """The kernel's flags for the first CPU (empty where /proc/cpuinfo has none)."""
+    """The kernel's flags for the first CPU: x86's "flags", ARM's "Features" (empty where
+    /proc/cpuinfo has neither)."""
     try:
         with open("/proc/cpuinfo") as f:
-            return next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+            return next((set(line.split(":", 1)[1].split()) for line in f
+                         if line.startswith(("flags", "Features"))), set())
     except OSError:
         return set()
 
 
 def test_the_cpu_paths_are_the_ones_this_cpu_offers():
-    """The loops compiled for more than the baseline (CRC-32C on SSE4.2, the batch copy's
-    AVX2 streaming stores) are taken exactly where the kernel lists the feature: the
-    features are read from the CPU, not from a compiler runtime that may never fill them in
-    (zig's did not, in the wheels)."""
+    """The loops compiled for more than the baseline (CRC-32C on SSE4.2 or ARMv8's CRC32
+    extension, the batch copy's AVX2 streaming stores) are taken exactly where the kernel
+    lists the feature: the features are read from the CPU, not from a compiler runtime that
+    may never fill them in (zig's did not, in the wheels)."""
     flags = proc_cpu_flags()
     if not flags:
         pytest.skip("no CPU flags in /proc/cpuinfo")
     cpu = insitubatch._ext.build_info()["cpu"]
-    assert cpu == {"sse4.2": "sse4_2" in flags, "avx2": "avx2" in flags}, (cpu, sorted(flags & {"sse4_2", "avx2"}))
+    arm = platform.machine() == "aarch64"
+    want = {"sse4.2": not arm and "sse4_2" in flags, "avx2": not arm and "avx2" in flags,
+            "arm crc32": arm and "crc32" in flags}
+    assert cpu == want, (cpu, sorted(flags & {"sse4_2", "avx2", "crc32"}))
     row = insitubatch.debug_info()["cpu paths"]
-    assert ("crc32c sse4.2" in row) == ("sse4_2" in flags), row
-    assert ("avx2 streaming stores" in row) == ("avx2" in flags), row
+    assert ("crc32c sse4.2" in row) == want["sse4.2"], row
+    assert ("crc32c armv8 crc32" in row) == want["arm crc32"], row
+    assert ("avx2 streaming stores" in row) == want["avx2"], row

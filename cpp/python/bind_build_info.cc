@@ -79,6 +79,7 @@ void BindBuildInfo(nb::module_& m) {
     nb::dict cpu;
     cpu["sse4.2"] = HostCpu().sse42;
     cpu["avx2"] = HostCpu().avx2;
+    cpu["arm crc32"] = HostCpu().arm_crc32;
     d["cpu"] = cpu;
     d["curl_tls_backend"] = curl->ssl_version != nullptr ? curl->ssl_version : "";
     return d;

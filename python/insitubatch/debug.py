@@ -57,9 +57,9 @@ def _build_kind(build: dict[str, Any]) -> str:
 
 
 def _cpu_paths(cpu: dict[str, bool]) -> str:
-    """Which of the loops compiled for more than the baseline x86-64 this machine takes."""
-    crc = "sse4.2" if cpu["sse4.2"] else "tables (no sse4.2)"
-    copy = "avx2 streaming stores" if cpu["avx2"] else "memcpy (no avx2)"
+    """Which of the loops compiled for more than the architecture's baseline this machine takes."""
+    crc = "sse4.2" if cpu["sse4.2"] else "armv8 crc32" if cpu["arm crc32"] else "tables"
+    copy = "avx2 streaming stores" if cpu["avx2"] else "memcpy"
     return f"crc32c {crc}, batch copy {copy}"
 
 

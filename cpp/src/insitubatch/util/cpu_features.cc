@@ -5,6 +5,9 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #define INSITU_CPUID 1
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#define INSITU_HWCAP 1
 #endif
 
 namespace insitubatch {
@@ -30,6 +33,9 @@ CpuFeatures Detect() {
   // AVX state (XCR0 bits 1 and 2), which OSXSAVE says may be asked.
   const bool os_saves_avx = (c & bit_OSXSAVE) != 0 && (c & bit_AVX) != 0 && (ReadXcr0() & 0x6) == 0x6;
   if (os_saves_avx && __get_cpuid_count(7, 0, &a, &b, &c, &d) != 0) f.avx2 = (b & bit_AVX2) != 0;
+#elif defined(INSITU_HWCAP)
+  constexpr unsigned long kHwcapCrc32 = 1UL << 7;  // HWCAP_CRC32 of the kernel's asm/hwcap.h
+  f.arm_crc32 = (getauxval(AT_HWCAP) & kHwcapCrc32) != 0;
 #endif
   return f;
 }

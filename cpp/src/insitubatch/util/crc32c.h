@@ -4,7 +4,7 @@
 // codec and the sharding index, and of every file the disk cache writes (its log records
 // it; a revived file is verified against it). SSE4.2 when the CPU has it -- three lanes at
 // once over a large buffer, so the instruction's latency is hidden (about 3x one lane) --
-// slice-by-8 tables else.
+// ARMv8's CRC32 instructions where the CPU has them, slice-by-8 tables else.
 
 #include <cstddef>
 #include <cstdint>
@@ -21,8 +21,9 @@ uint32_t Crc32cExtend(uint32_t crc, std::span<const std::byte> data);
 uint32_t Crc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t length_b);
 
 namespace internal_crc {
-// The implementations behind Crc32c, for tests: the table version, the SSE4.2 version
-// over one lane, and over three (each the table result where the CPU lacks SSE4.2).
+// The implementations behind Crc32c, for tests: the table version, the hardware version
+// (SSE4.2 or ARMv8 CRC32) over one lane, and over three lanes (SSE4.2 only); each the table
+// result where the CPU lacks the instructions.
 uint32_t Crc32cPortable(std::span<const std::byte> data);
 uint32_t Crc32cHardware(std::span<const std::byte> data);
 uint32_t Crc32cThreeLanes(std::span<const std::byte> data);
