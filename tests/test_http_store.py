@@ -219,7 +219,8 @@ def test_a_dataset_over_open_geometries_reads_the_metadata_once(demo, server):
     server.clear_log()
     other = InSituDataset(insitubatch.store(server.url + "/demo.zarr"), ds.manifest, geoms, batch_size=8)
     other.close()
-    assert [r["path"] for r in server.requests] == ["/demo.zarr/zarr.json"]
+    # (The first store's warming reads may still arrive after clear_log(): not counted.)
+    assert [r["path"] for r in server.requests if not _warming(r)] == ["/demo.zarr/zarr.json"]
 
 
 def test_max_inflight_above_the_stores_connection_limit_is_said(demo, server, caplog):
