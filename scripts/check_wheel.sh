@@ -4,8 +4,8 @@
 # glibc 2.17's symbols; the bundled libraries from build/wheel-deps, built once per pin set),
 # checks auditwheel's verdict, the symbols the wheel needs from the system, the extension's
 # exports and stripping, then installs the wheel into a fresh venv and uses it from outside
-# the checkout (scripts/check_wheel.py, the extras included), and finally installs the sdist
-# itself, as pip does for a user, into another fresh venv.
+# the checkout (scripts/check_wheel.py, the extras included), runs the Python suite on the
+# wheel, and finally installs the sdist itself, as pip does for a user, into another fresh venv.
 #
 #   scripts/check_wheel.sh            build, then check
 #   scripts/check_wheel.sh --built    check the wheel already in build/wheelhouse
@@ -36,6 +36,21 @@ tmp=$(mktemp -d /tmp/insitubatch-check-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 
 env -u LD_LIBRARY_PATH .venv/bin/python scripts/check_wheel.py "$wheel" --python "$base"
+
+# The whole Python suite again, on the wheel: unpacked ahead of the source build on the path,
+# so every test (and every process a test starts) imports it. A wheel-only difference (another
+# compiler, C++ runtime, compiler runtime and codec builds) shows here, as the CPU features
+# zig's compiler-rt never filled in would have. Only the source build's own report is left out.
+start=$(date +%s)
+.venv/bin/python -m zipfile -e "$wheel" "$tmp/wheel-site"
+env -u LD_LIBRARY_PATH PYTHONPATH="$tmp/wheel-site" .venv/bin/python -c "
+import insitubatch, sys
+assert insitubatch.__file__.startswith(sys.argv[1]), insitubatch.__file__
+assert insitubatch.debug_info()['build'].startswith('repaired wheel'), insitubatch.debug_info()['build']" "$tmp/wheel-site"
+env -u LD_LIBRARY_PATH PYTHONPATH="$tmp/wheel-site" .venv/bin/python -m pytest -q -p no:cacheprovider tests \
+  --deselect tests/test_debug_info.py::test_source_build_reports_itself_and_every_librarys_own_version ||
+  { echo "check_wheel: the Python suite fails on $(basename "$wheel") (above)" >&2; exit 1; }
+echo "check_wheel: the Python suite passed on $(basename "$wheel"); $(( $(date +%s) - start )) s"
 
 # The sdist as pip installs it for a user: unpacked into a temporary directory and built in
 # isolation, with its build requirements (pyproject.toml's [build-system]) from the index.
