@@ -42,7 +42,10 @@ __attribute__((target("avx2"))) void StreamAvx2(std::byte* dst, const std::byte*
   std::memcpy(dst + i, src + i, n - i);
 }
 
-bool HasAvx2() { return HostCpu().avx2; }
+bool HasAvx2() {
+  static const bool has = HostCpu().avx2;  // asked per copied run: kept here, inlined
+  return has;
+}
 #endif
 
 constexpr size_t kStreamingRunBytes = 1024;
