@@ -303,12 +303,12 @@ def check_cpu_paths(debug_report: str) -> None:
     """The wheel's hand-vectorized loops are taken where this CPU offers them: zig's
     compiler runtime answers __builtin_cpu_supports with "no" for everything, which once left
     every wheel on the portable CRC-32C and batch copy."""
-    row = next((line.split(":", 1)[1].strip() for line in debug_report.splitlines()
-                if line.strip().startswith("cpu paths")), None)
+    from cpu_flags import cpu_paths_row, proc_cpu_flags
+
+    row = cpu_paths_row(debug_report)
     if row is None:
         raise SystemExit(f"check_wheel: print_debug_info has no cpu paths row:\n{debug_report}")
-    with open("/proc/cpuinfo") as f:
-        flags = next((set(line.split(":", 1)[1].split()) for line in f if line.startswith("flags")), set())
+    flags = proc_cpu_flags()
     for flag, path in (("sse4_2", "crc32c sse4.2"), ("avx2", "avx2 streaming stores")):
         if (flag in flags) != (path in row):
             raise SystemExit(f"check_wheel: the wheel's cpu paths ({row}) disagree with /proc/cpuinfo's {flag}"

@@ -177,7 +177,9 @@ def main() -> int:
         build = next((line.strip() for line in out.splitlines() if "repaired wheel" in line), None)
         if not out.startswith("aarch64 ") or build is None or "manylinux_2_17_aarch64" not in build:
             raise SystemExit(f"check_wheel_aarch64: not the aarch64 repaired wheel:\n{out}")
-        cpu = next((line.split(":", 1)[1].strip() for line in out.splitlines() if line.strip().startswith("cpu paths")), "")
+        from cpu_flags import cpu_paths_row
+
+        cpu = cpu_paths_row(out) or ""
         if "crc32c armv8 crc32" not in cpu:  # qemu's default CPU ("max") has the CRC32 extension
             raise SystemExit(f"check_wheel_aarch64: the wheel did not take ARMv8's CRC32 path (cpu paths: {cpu!r}):\n{out}")
         step(f"local store written by zarr (arm64), read exactly: {out.splitlines()[0]} ({time.monotonic() - t0:.0f} s);"

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 import insitubatch
+from cpu_flags import proc_cpu_flags
 
 # The row's library -> its own version call (restype char*), or None where the library has
 # no runtime call (libdeflate: the header's version, compiled in).
@@ -77,17 +78,6 @@ def test_the_report_opens_with_the_one_version_pyproject_defines():
     assert re.match(rf"insitubatch debug info\n  insitubatch +: {re.escape(version)}\n", out.getvalue()), out.getvalue()
     assert insitubatch.__version__ == version
     assert tuple(int(part) for part in version.split(".")) > (0, 2, 0)
-
-
-def proc_cpu_flags() -> set[str]:
-    """The kernel's flags for the first CPU: x86's "flags", ARM's "Features" (empty where
-    /proc/cpuinfo has neither)."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            return next((set(line.split(":", 1)[1].split()) for line in f
-                         if line.startswith(("flags", "Features"))), set())
-    except OSError:
-        return set()
 
 
 def test_the_cpu_paths_are_the_ones_this_cpu_offers():
