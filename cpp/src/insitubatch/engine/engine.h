@@ -216,9 +216,11 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // explicit one lends what it holds beyond the passes' floors. At most max_inflight tiles:
   // what describe() accounts as reads in flight. `block_reads`: the tiles one block reads.
   // Nothing changes over a local store (neither Store::remote nor slower than
-  // kUnansweredSeconds a read). Asked before a read and a decode are measured, it is
-  // answered by the decode thread that completes both: a pass whose floor is full waits in
-  // the pool meanwhile, and would otherwise ask again only once its first block is served.
+  // kUnansweredSeconds a read). Over a store across a network, asked before anything is
+  // measured, it sizes for max_inflight reads at once (what such a store gets until
+  // measured). Over any other, it is answered by the decode thread that completes the first
+  // read and decode: a pass whose floor is full waits in the pool meanwhile, and would
+  // otherwise ask again only once its first block is served.
   void SizeReadAhead(OwnerId owner, uint64_t block_reads);
   // A closed pass's read-ahead is not sized after all.
   void ForgetReadAhead(OwnerId owner);

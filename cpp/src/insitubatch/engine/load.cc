@@ -256,7 +256,11 @@ void Engine::SizeReadAhead(OwnerId owner, uint64_t block_reads) {
   uint32_t wanted = 0;
   {
     std::lock_guard lock(reads_mutex_);
-    if (read_latency_s_ < 0 || decode_wall_s_ <= 0) {  // nothing measured yet: sized once it is
+    // Nothing measured yet: a store across a network gets every read at once until it is
+    // (ReadsForLatencyLocked), so its pass may pin that many now; waiting for the first
+    // answer held the first round trip's reads at the floor's two blocks. Any other store
+    // is sized once measured.
+    if (!remote_ && (read_latency_s_ < 0 || decode_wall_s_ <= 0)) {
       auto same = [&](const auto& entry) { return entry.first == owner; };
       if (std::none_of(unsized_read_ahead_.begin(), unsized_read_ahead_.end(), same)) {
         unsized_read_ahead_.emplace_back(owner, block_reads);
@@ -265,7 +269,7 @@ void Engine::SizeReadAhead(OwnerId owner, uint64_t block_reads) {
     }
     // A local disk's reads never need it (and its cache must stay within the floor).
     if (!remote_ && read_latency_s_ <= kUnansweredSeconds) return;
-    wanted = ReadsForLatencyLocked(read_latency_s_);
+    wanted = ReadsForLatencyLocked(std::max(read_latency_s_, 0.0));
   }
   if (wanted <= block_reads) return;
   const uint64_t extra = (wanted - block_reads) * widest_tile_bytes_;

@@ -112,13 +112,36 @@ TEST(ReadAheadTest, AStoreWithLatencyGetsReadsBeyondTheFloor) {
   EXPECT_LE(engine->pool().budget_bytes(), f.floor() + 32 * f.slot());
 }
 
-// Before anything is measured a pass's read-ahead cannot be sized, and the first two blocks
-// fill its floor. It is sized as soon as the first reads and decodes are in: before, the
-// pass asked again only once a block had been served, a round trip or more later over a
-// real link, and here never, because one of the first block's reads is held at the store.
-TEST(ReadAheadTest, ReadAheadIsSizedOnceTheFirstReadsAreMeasured) {
+// A store across a network gets its reads ahead before any read is answered: what nothing
+// measured yet allows it (max_inflight). Before, they waited for the first answer, and the
+// first round trip after the metadata carried only the floor's two blocks. Here no read is
+// ever answered until the pass has more than the floor's reads at the store.
+TEST(ReadAheadTest, AStoreAcrossANetworkReadsAheadBeforeItsFirstAnswer) {
   Fixture f;
   f.store->set_remote(true);
+  f.store->set_stalled(true);
+  EngineConfig config;
+  config.budget_bytes = f.floor();
+  config.auto_budget = true;
+  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  auto engine = f.Create(config);
+  auto pass = engine->StartPass(Fixture::Spec()).value();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (f.store->total() < 32 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(f.store->total(), 32) << "the unanswered reads stopped short of max_inflight";
+  f.store->set_stalled(false);
+  Fixture::Drain(*pass);
+}
+
+// A store that says nothing of a network but answers slowly: before anything is measured
+// its pass's read-ahead cannot be sized, and the first two blocks fill its floor. It is
+// sized as soon as the first reads and decodes are in: before, the pass asked again only
+// once a block had been served, and here never, because one of the first block's reads is
+// held at the store.
+TEST(ReadAheadTest, ReadAheadIsSizedOnceTheFirstReadsAreMeasured) {
+  Fixture f;
   f.store->set_delay(std::chrono::milliseconds(100));  // answers after the pass has given up waiting
   EngineConfig config;
   config.budget_bytes = f.floor();
