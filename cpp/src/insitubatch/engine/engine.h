@@ -211,17 +211,17 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // the next, so at most one block's reads can be at the store; a store whose latency
   // needs more reads in flight than that (the bandwidth-delay product: threads x latency /
   // decode time, ReadsToKeepAtStoreLocked, from the smoothed latency) would be held back by
-  // the pool, not by max_inflight. So `owner` may pin that many more tiles (at the widest),
-  // the automatic budget grows by as much for each live pass (within its ceiling) and an
-  // explicit one lends what it holds beyond the passes' floors. At most max_inflight tiles:
-  // what describe() accounts as reads in flight. `block_reads`: the tiles one block reads.
-  // Nothing changes over a local store (neither Store::remote nor slower than
-  // kUnansweredSeconds a read). Over a store across a network, asked before anything is
-  // measured, it sizes for max_inflight reads at once (what such a store gets until
-  // measured). Over any other, it is answered by the decode thread that completes the first
-  // read and decode: a pass whose floor is full waits in the pool meanwhile, and would
-  // otherwise ask again only once its first block is served.
-  void SizeReadAhead(OwnerId owner, uint64_t block_reads);
+  // the pool, not by max_inflight. So `owner` may pin that many tiles (at the widest)
+  // beyond its floor, the automatic budget grows by as much for each live pass (within its
+  // ceiling) and an explicit one lends what it holds beyond the passes' floors. At most
+  // max_inflight tiles: what describe() accounts as reads in flight. Nothing changes over
+  // a local store (neither Store::remote nor slower than kUnansweredSeconds a read). Over
+  // a store across a network, asked before anything is measured, it sizes for
+  // max_inflight reads at once (what such a store gets until measured). Over any other, it
+  // is answered by the decode thread that completes the first read and decode: a pass
+  // whose floor is full waits in the pool meanwhile, and would otherwise ask again only
+  // once its first block is served.
+  void SizeReadAhead(OwnerId owner);
   // A closed pass's read-ahead is not sized after all.
   void ForgetReadAhead(OwnerId owner);
 
@@ -373,8 +373,8 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   size_t outstanding_ = 0;                       // queued + in flight (the destructor waits for zero)
   size_t issuers_waiting_ = 0;                   // threads in WaitForReadRoom (else decode threads issue)
   ReadTokenClock tokens_{config_.max_inflight};  // who holds the max_inflight tokens, over time
-  // Passes that asked SizeReadAhead before a read and a decode were measured: (owner, block reads).
-  std::vector<std::pair<OwnerId, uint64_t>> unsized_read_ahead_;
+  // Passes that asked SizeReadAhead before a read and a decode were measured.
+  std::vector<OwnerId> unsized_read_ahead_;
   // Cores shared between decode tasks and batch copies (GatherClaim).
   const uint32_t cores_ = std::max(1u, std::thread::hardware_concurrency());
   std::mutex cores_mutex_;

@@ -250,7 +250,7 @@ uint32_t Engine::ReadsForLatencyLocked(double latency) const {
   return static_cast<uint32_t>(std::clamp(std::ceil(needed), 1.0, static_cast<double>(config_.max_inflight)));
 }
 
-void Engine::SizeReadAhead(OwnerId owner, uint64_t block_reads) {
+void Engine::SizeReadAhead(OwnerId owner) {
   const uint64_t floor = config_.pass_floor_bytes;
   if (floor == 0) return;  // no per-pass quota: only the budget bounds the reads ahead
   uint32_t wanted = 0;
@@ -261,9 +261,8 @@ void Engine::SizeReadAhead(OwnerId owner, uint64_t block_reads) {
     // answer held the first round trip's reads at the floor's two blocks. Any other store
     // is sized once measured.
     if (!remote_ && (read_latency_s_ < 0 || decode_wall_s_ <= 0)) {
-      auto same = [&](const auto& entry) { return entry.first == owner; };
-      if (std::none_of(unsized_read_ahead_.begin(), unsized_read_ahead_.end(), same)) {
-        unsized_read_ahead_.emplace_back(owner, block_reads);
+      if (std::find(unsized_read_ahead_.begin(), unsized_read_ahead_.end(), owner) == unsized_read_ahead_.end()) {
+        unsized_read_ahead_.push_back(owner);
       }
       return;
     }
@@ -271,8 +270,10 @@ void Engine::SizeReadAhead(OwnerId owner, uint64_t block_reads) {
     if (!remote_ && read_latency_s_ <= kUnansweredSeconds) return;
     wanted = ReadsForLatencyLocked(std::max(read_latency_s_, 0.0));
   }
-  if (wanted <= block_reads) return;
-  const uint64_t extra = (wanted - block_reads) * widest_tile_bytes_;
+  // Beyond the floor as a whole: its blocks hold decoded chunks waiting to be served, which
+  // are no reads in flight (counting the floor's second block as read-ahead held a round
+  // trip's reads back whenever a burst of answers filled it).
+  const uint64_t extra = uint64_t{wanted} * widest_tile_bytes_;
   const uint64_t passes = std::max<uint64_t>(1, live_passes_.load());
   if (config_.auto_budget) pool_.GrowBudget(std::min(config_.max_auto_budget_bytes, (floor + extra) * passes));
   const uint64_t budget = pool_.budget_bytes();
@@ -282,7 +283,7 @@ void Engine::SizeReadAhead(OwnerId owner, uint64_t block_reads) {
 
 void Engine::ForgetReadAhead(OwnerId owner) {
   std::lock_guard lock(reads_mutex_);
-  std::erase_if(unsized_read_ahead_, [&](const auto& entry) { return entry.first == owner; });
+  std::erase(unsized_read_ahead_, owner);
 }
 
 void Engine::ObserveLocked(double& average, double sample) {
@@ -680,7 +681,7 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
   }
   read = TileRead{};  // drop the slot and stats before the engine may go
   const double wall_s = SecondsSince(decoded.started);
-  std::vector<std::pair<OwnerId, uint64_t>> unsized;
+  std::vector<OwnerId> unsized;
   uint32_t inflight = 0;
   {
     std::lock_guard lock(reads_mutex_);
@@ -695,7 +696,7 @@ void Engine::FinishTile(TileRead read, TileDecoded decoded) {
   }
   if (!unsized.empty()) {
     // Before this read stops counting as outstanding (the engine may go once none is).
-    for (const auto& [owner, block_reads] : unsized) SizeReadAhead(owner, block_reads);
+    for (const OwnerId owner : unsized) SizeReadAhead(owner);
     std::lock_guard lock(reads_mutex_);
     inflight = --inflight_;
     --outstanding_;

@@ -106,8 +106,6 @@ void Pass::ScheduleBlocks() {
     // it was told about that block then).
     WaitForReadRoom();
     engine_->ExpectBlockReads(plan_.block_reads[b]);
-    uint64_t block_tiles = 0;
-    for (const SlotKey& key : plan_.block_reads[b]) block_tiles += engine_->sources_[key.source].stored.tiles;
     for (const SlotKey& key : plan_.block_reads[b]) {
       const ArraySource& source = engine_->sources_[key.source];
       // The first batch's chunks are all asked for at once, whatever the store; what
@@ -121,7 +119,7 @@ void Pass::ScheduleBlocks() {
       // Paced by the store: the next chunk is admitted once the reads queued before it
       // have started, so admissions run only as far ahead as the IO can use.
       WaitForReadRoom();
-      engine_->SizeReadAhead(owner_, block_tiles);
+      engine_->SizeReadAhead(owner_);
       std::shared_ptr<Slot> slot;
       std::vector<SlotKey> removed;  // a recorded pass's evictions
       const auto t0 = std::chrono::steady_clock::now();

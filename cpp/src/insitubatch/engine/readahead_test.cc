@@ -135,6 +135,30 @@ TEST(ReadAheadTest, AStoreAcrossANetworkReadsAheadBeforeItsFirstAnswer) {
   Fixture::Drain(*pass);
 }
 
+// Chunks decoded and waiting to be served are no reads in flight: a pass over a store
+// across a network may pin max_inflight reads' worth of slots beyond its whole floor, and
+// the automatic budget grows to exactly that (what describe() accounts: the floor plus
+// max_inflight reads). Before, the floor's second block counted as read-ahead, and a burst
+// of answers that filled it held back one block's reads.
+TEST(ReadAheadTest, ChunksWaitingToBeServedLeaveTheReadsAheadTheirRoom) {
+  Fixture f;
+  f.store->set_remote(true);
+  f.store->set_stalled(true);
+  EngineConfig config;
+  config.budget_bytes = f.floor();
+  config.auto_budget = true;
+  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  auto engine = f.Create(config);
+  auto pass = engine->StartPass(Fixture::Spec()).value();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (f.store->total() < 32 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(engine->pool().budget_bytes(), f.floor() + 32 * f.slot());
+  f.store->set_stalled(false);
+  Fixture::Drain(*pass);
+}
+
 // A store that says nothing of a network but answers slowly: before anything is measured
 // its pass's read-ahead cannot be sized, and the first two blocks fill its floor. It is
 // sized as soon as the first reads and decodes are in: before, the pass asked again only
