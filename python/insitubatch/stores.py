@@ -461,9 +461,9 @@ def _with_recipe(native: Store, url: str, options: dict[str, Any]) -> Store:
     return native
 
 
-# The first batch's reads, each wanting a connection: at one sample per chunk, as many as the
-# default batch_size (the engine's, read here rather than restated).
-_WARM_CONNECTIONS: int = _ext.PassSpec().batch_size
+# The reads a dataset sends at once after the metadata, each wanting a connection: over a
+# store across a network, max_inflight (the engine's default, read here rather than restated).
+_WARM_CONNECTIONS: int = _ext.EngineConfig().max_inflight
 
 
 def warm_connections(native: Any) -> None:
