@@ -254,26 +254,30 @@ void Engine::SizeReadAhead(OwnerId owner) {
   const uint64_t floor = config_.pass_floor_bytes;
   if (floor == 0) return;  // no per-pass quota: only the budget bounds the reads ahead
   uint32_t wanted = 0;
+  uint64_t most = std::numeric_limits<uint64_t>::max();
   {
     std::lock_guard lock(reads_mutex_);
-    // Nothing measured yet: a store across a network gets every read at once until it is
-    // (ReadsForLatencyLocked), so its pass may pin that many now; waiting for the first
-    // answer held the first round trip's reads at the floor's two blocks. Any other store
-    // is sized once measured.
-    if (!remote_ && (read_latency_s_ < 0 || decode_wall_s_ <= 0)) {
+    if (read_latency_s_ < 0 || decode_wall_s_ <= 0) {  // sized (again) once measured
       if (std::find(unsized_read_ahead_.begin(), unsized_read_ahead_.end(), owner) == unsized_read_ahead_.end()) {
         unsized_read_ahead_.push_back(owner);
       }
-      return;
+      if (!remote_) return;
+      // A store across a network gets every read at once until measured
+      // (ReadsForLatencyLocked), so its pass may pin them now, within the unmeasured
+      // bytes: waiting for the first answer held the first round trip's reads at the
+      // floor's two blocks.
+      wanted = config_.max_inflight;
+      most = config_.unmeasured_read_ahead_bytes;
+    } else {
+      // A local disk's reads never need it (and its cache must stay within the floor).
+      if (!remote_ && read_latency_s_ <= kUnansweredSeconds) return;
+      wanted = ReadsForLatencyLocked(read_latency_s_);
     }
-    // A local disk's reads never need it (and its cache must stay within the floor).
-    if (!remote_ && read_latency_s_ <= kUnansweredSeconds) return;
-    wanted = ReadsForLatencyLocked(std::max(read_latency_s_, 0.0));
   }
   // Beyond the floor as a whole: its blocks hold decoded chunks waiting to be served, which
   // are no reads in flight (counting the floor's second block as read-ahead held a round
   // trip's reads back whenever a burst of answers filled it).
-  const uint64_t extra = uint64_t{wanted} * widest_tile_bytes_;
+  const uint64_t extra = std::min(uint64_t{wanted} * widest_tile_bytes_, most);
   const uint64_t passes = std::max<uint64_t>(1, live_passes_.load());
   if (config_.auto_budget) pool_.GrowBudget(std::min(config_.max_auto_budget_bytes, (floor + extra) * passes));
   const uint64_t budget = pool_.budget_bytes();

@@ -135,6 +135,32 @@ TEST(ReadAheadTest, AStoreAcrossANetworkReadsAheadBeforeItsFirstAnswer) {
   Fixture::Drain(*pass);
 }
 
+// Before anything is measured, that read-ahead is bounded in bytes too: a first block of
+// large chunks would otherwise share the link with max_inflight of them (a round trip's
+// worth of a fast link is what a store it knows nothing of gets). Here 4 slots' worth:
+// the floor's 8 reads and 4 more reach the store, and no more until one is answered.
+TEST(ReadAheadTest, ReadsAheadBeforeTheFirstAnswerStayWithinTheUnmeasuredBytes) {
+  Fixture f;
+  f.store->set_remote(true);
+  f.store->set_stalled(true);
+  EngineConfig config;
+  config.budget_bytes = f.floor();
+  config.auto_budget = true;
+  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  config.unmeasured_read_ahead_bytes = 4 * f.slot();
+  auto engine = f.Create(config);
+  auto pass = engine->StartPass(Fixture::Spec()).value();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (f.store->total() < 2 * kBlockChunks + 4 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // and none past them
+  EXPECT_EQ(f.store->total(), 2 * kBlockChunks + 4);
+  EXPECT_EQ(engine->pool().budget_bytes(), f.floor() + 4 * f.slot());
+  f.store->set_stalled(false);
+  Fixture::Drain(*pass);
+}
+
 // Chunks decoded and waiting to be served are no reads in flight: a pass over a store
 // across a network may pin max_inflight reads' worth of slots beyond its whole floor, and
 // the automatic budget grows to exactly that (what describe() accounts: the floor plus
