@@ -36,6 +36,23 @@ struct Fixture {
   uint64_t slot() const { return sources[0].slot_bytes(); }
   uint64_t floor() const { return 2 * kBlockChunks * slot(); }
 
+  // The automatic budget, as a dataset's: it starts at the floor and may grow.
+  EngineConfig AutoBudget() const {
+    EngineConfig config;
+    config.budget_bytes = floor();
+    config.auto_budget = true;
+    config.max_auto_budget_bytes = uint64_t{1} << 30;
+    return config;
+  }
+
+  // Waits (20 s at most) until the store has been asked for more than `reads` reads.
+  void WaitForMoreReadsThan(int reads) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (store->total() <= reads && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+
   // An engine over the store: 32 reads in flight, 2 decode threads, the floor's quota.
   std::shared_ptr<Engine> Create(EngineConfig config) const {
     config.max_inflight = 32;
@@ -100,10 +117,7 @@ TEST(ReadAheadTest, AStoreWithLatencyGetsReadsBeyondTheFloor) {
   Fixture f;
   f.store->set_remote(true);
   f.store->set_delay(std::chrono::milliseconds(20));
-  EngineConfig config;
-  config.budget_bytes = f.floor();
-  config.auto_budget = true;
-  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  EngineConfig config = f.AutoBudget();
   Engine* engine = nullptr;
   const PassStats stats = f.Run(config, &engine);
   EXPECT_GT(stats.depths.inflight_peak, 12u);
@@ -120,16 +134,10 @@ TEST(ReadAheadTest, AStoreAcrossANetworkReadsAheadBeforeItsFirstAnswer) {
   Fixture f;
   f.store->set_remote(true);
   f.store->set_stalled(true);
-  EngineConfig config;
-  config.budget_bytes = f.floor();
-  config.auto_budget = true;
-  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  EngineConfig config = f.AutoBudget();
   auto engine = f.Create(config);
   auto pass = engine->StartPass(Fixture::Spec()).value();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (f.store->total() < 32 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  f.WaitForMoreReadsThan(31);
   EXPECT_EQ(f.store->total(), 32) << "the unanswered reads stopped short of max_inflight";
   f.store->set_stalled(false);
   Fixture::Drain(*pass);
@@ -143,17 +151,11 @@ TEST(ReadAheadTest, ReadsAheadBeforeTheFirstAnswerStayWithinTheUnmeasuredBytes) 
   Fixture f;
   f.store->set_remote(true);
   f.store->set_stalled(true);
-  EngineConfig config;
-  config.budget_bytes = f.floor();
-  config.auto_budget = true;
-  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  EngineConfig config = f.AutoBudget();
   config.unmeasured_read_ahead_bytes = 4 * f.slot();
   auto engine = f.Create(config);
   auto pass = engine->StartPass(Fixture::Spec()).value();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (f.store->total() < 2 * kBlockChunks + 4 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  f.WaitForMoreReadsThan(2 * kBlockChunks + 3);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));  // and none past them
   EXPECT_EQ(f.store->total(), 2 * kBlockChunks + 4);
   EXPECT_EQ(engine->pool().budget_bytes(), f.floor() + 4 * f.slot());
@@ -170,16 +172,10 @@ TEST(ReadAheadTest, ChunksWaitingToBeServedLeaveTheReadsAheadTheirRoom) {
   Fixture f;
   f.store->set_remote(true);
   f.store->set_stalled(true);
-  EngineConfig config;
-  config.budget_bytes = f.floor();
-  config.auto_budget = true;
-  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  EngineConfig config = f.AutoBudget();
   auto engine = f.Create(config);
   auto pass = engine->StartPass(Fixture::Spec()).value();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (f.store->total() < 32 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  f.WaitForMoreReadsThan(31);
   EXPECT_EQ(engine->pool().budget_bytes(), f.floor() + 32 * f.slot());
   f.store->set_stalled(false);
   Fixture::Drain(*pass);
@@ -193,19 +189,13 @@ TEST(ReadAheadTest, ChunksWaitingToBeServedLeaveTheReadsAheadTheirRoom) {
 TEST(ReadAheadTest, ReadAheadIsSizedOnceTheFirstReadsAreMeasured) {
   Fixture f;
   f.store->set_delay(std::chrono::milliseconds(100));  // answers after the pass has given up waiting
-  EngineConfig config;
-  config.budget_bytes = f.floor();
-  config.auto_budget = true;
-  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  EngineConfig config = f.AutoBudget();
   auto engine = f.Create(config);
   PassSpec spec = Fixture::Spec();
   const ArraySource& source = f.sources[0];
   f.store->Hold(source.array->ChunkKey(source.PhysicalCoords(spec.order.chunk[0], 0)));
   auto pass = engine->StartPass(std::move(spec)).value();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (f.store->total() <= 2 * kBlockChunks && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  f.WaitForMoreReadsThan(2 * kBlockChunks);
   EXPECT_GT(f.store->total(), 2 * kBlockChunks) << "the reads stopped at the floor";
   f.store->ReleaseHeld();
   Fixture::Drain(*pass);
@@ -230,10 +220,7 @@ TEST(ReadAheadTest, AnExplicitBudgetLendsItsRoomBeyondTheFloor) {
 TEST(ReadAheadTest, AStoreWithoutLatencyStaysAtTheFloor) {
   Fixture f;
   f.store->set_inline(true);
-  EngineConfig config;
-  config.budget_bytes = f.floor();
-  config.auto_budget = true;
-  config.max_auto_budget_bytes = uint64_t{1} << 30;
+  EngineConfig config = f.AutoBudget();
   Engine* engine = nullptr;
   const PassStats stats = f.Run(config, &engine);
   EXPECT_EQ(engine->pool().budget_bytes(), f.floor());
