@@ -92,12 +92,14 @@ struct EngineConfig {
   // run concurrently, up to `max_auto_budget_bytes` (0 = half the machine's memory).
   bool auto_budget = false;
   uint64_t max_auto_budget_bytes = 0;
-  // What a pass over a store across a network may pin beyond its floor before the first
-  // read and decode are measured: max_inflight reads, but at most this many bytes, so a
-  // first block of large chunks does not share the link and the cores with many more
-  // (measured on 2 cores: 64 reads of 260 KB at once shortened a first pass by up to 15 %;
-  // 64 of 4 MB, decode-bound, lengthened it by up to 30 %). Only until measured. 0 = none.
-  uint64_t unmeasured_read_ahead_bytes = uint64_t{8} << 20;
+  // What a pass may pin beyond its floor until the engine's first batch is gathered: over a store
+  // across a network, max_inflight reads before anything is measured, the measured number
+  // after, but at most this many bytes either way, so a first block of large chunks does
+  // not share the link and the cores with many more (measured on 2 cores: 64 reads of
+  // 260 KB at once shortened a first pass by up to 15 %; 64 of 4 MB, decode-bound,
+  // lengthened it by up to 30 %, and the measured read-ahead landing during the first
+  // batch's decode delayed it by 5-15 ms). 0 = none.
+  uint64_t first_batch_read_ahead_bytes = uint64_t{8} << 20;
   // The disk tier to open the backing from (dir empty = none): the binding opens it, with
   // the arrays' fingerprints, when `backing` is null.
   DiskCacheOptions disk_cache;
@@ -223,11 +225,17 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   // max_inflight tiles: what describe() accounts as reads in flight. Nothing changes over
   // a local store (neither Store::remote nor slower than kUnansweredSeconds a read). Over
   // a store across a network, asked before anything is measured, it sizes for
-  // max_inflight reads at once (what such a store gets until measured), within
-  // unmeasured_read_ahead_bytes. Either way it is answered (again) by the decode thread
-  // that completes the first read and decode: a pass whose floor is full waits in the pool
-  // meanwhile, and would otherwise ask again only once its first block is served.
+  // max_inflight reads at once (what such a store gets until measured). Until the engine's
+  // first batch is out (FirstBatchOut), within first_batch_read_ahead_bytes. Asked before
+  // measured, it is answered again by the decode thread that completes the first read and
+  // decode: a pass whose floor is full waits in the pool meanwhile, and would otherwise
+  // ask again only once its first block is served.
   void SizeReadAhead(OwnerId owner);
+  // `owner` has gathered its first batch: the bound on the read-ahead is lifted for every
+  // pass (a later pass's start is throughput, not a user's first wait: bounding each
+  // pass's start cost a second pass 4-8 %), and `owner`'s is sized again (its scheduler
+  // may be parked in the pool; another pass's is sized at its next admission).
+  void FirstBatchOut(OwnerId owner);
   // A closed pass's read-ahead is not sized after all.
   void ForgetReadAhead(OwnerId owner);
 
@@ -381,6 +389,7 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   ReadTokenClock tokens_{config_.max_inflight};  // who holds the max_inflight tokens, over time
   // Passes that asked SizeReadAhead before a read and a decode were measured.
   std::vector<OwnerId> unsized_read_ahead_;
+  std::atomic<bool> first_batch_out_{false};  // FirstBatchOut: the read-ahead's bound is lifted
   // Cores shared between decode tasks and batch copies (GatherClaim).
   const uint32_t cores_ = std::max(1u, std::thread::hardware_concurrency());
   std::mutex cores_mutex_;

@@ -254,7 +254,11 @@ void Engine::SizeReadAhead(OwnerId owner) {
   const uint64_t floor = config_.pass_floor_bytes;
   if (floor == 0) return;  // no per-pass quota: only the budget bounds the reads ahead
   uint32_t wanted = 0;
-  uint64_t most = std::numeric_limits<uint64_t>::max();
+  // Until the first batch is out, what lands beyond its chunks takes the link and the
+  // cores from them.
+  const uint64_t most = first_batch_out_.load() || config_.first_batch_read_ahead_bytes == 0
+                            ? std::numeric_limits<uint64_t>::max()
+                            : config_.first_batch_read_ahead_bytes;
   {
     std::lock_guard lock(reads_mutex_);
     if (read_latency_s_ < 0 || decode_wall_s_ <= 0) {  // sized (again) once measured
@@ -263,11 +267,9 @@ void Engine::SizeReadAhead(OwnerId owner) {
       }
       if (!remote_) return;
       // A store across a network gets every read at once until measured
-      // (ReadsForLatencyLocked), so its pass may pin them now, within the unmeasured
-      // bytes: waiting for the first answer held the first round trip's reads at the
-      // floor's two blocks.
+      // (ReadsForLatencyLocked), so its pass may pin them now: waiting for the first
+      // answer held the first round trip's reads at the floor's two blocks.
       wanted = config_.max_inflight;
-      most = config_.unmeasured_read_ahead_bytes;
     } else {
       // A local disk's reads never need it (and its cache must stay within the floor).
       if (!remote_ && read_latency_s_ <= kUnansweredSeconds) return;
@@ -283,6 +285,11 @@ void Engine::SizeReadAhead(OwnerId owner) {
   const uint64_t budget = pool_.budget_bytes();
   const uint64_t spare = budget == 0 ? extra : (budget > floor * passes ? (budget - floor * passes) / passes : 0);
   pool_.GrowQuota(owner, floor + std::min(extra, spare));
+}
+
+void Engine::FirstBatchOut(OwnerId owner) {
+  first_batch_out_ = true;
+  SizeReadAhead(owner);
 }
 
 void Engine::ForgetReadAhead(OwnerId owner) {

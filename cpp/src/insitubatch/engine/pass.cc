@@ -383,6 +383,7 @@ void Pass::ProduceBatches() {
     if (cancelled_.load()) break;
     if (k == 0 && failure.ok()) WarmFirstBatchBuffers();
     Result<BatchData> batch = failure.ok() ? GatherBatch(k) : Result<BatchData>(failure);
+    if (k == 0 && batch.ok()) engine_->FirstBatchOut(owner_);
     if (batch.ok()) {
       for (size_t b : plan_.release_after_batch[k]) {
         for (const SlotKey& key : plan_.block_reads[b]) engine_->pool().Unpin(owner_, key);
