@@ -233,7 +233,7 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   void SizeReadAhead(OwnerId owner);
   // `owner` has gathered its first batch: the bound on the read-ahead is lifted for every
   // pass (a later pass's start is throughput, not a user's first wait: bounding each
-  // pass's start cost a second pass 4-8 %), and `owner`'s is sized again (its scheduler
+  // pass's start cost a second pass 5-8 %), and `owner`'s is sized again (its scheduler
   // may be parked in the pool; another pass's is sized at its next admission).
   void FirstBatchOut(OwnerId owner);
   // A closed pass's read-ahead is not sized after all.
