@@ -53,6 +53,13 @@ struct Fixture {
     }
   }
 
+  // Holds the read of `spec`'s first chunk at the store (until ReleaseHeld): the first
+  // batch cannot be gathered meanwhile.
+  void HoldFirstRead(const PassSpec& spec) const {
+    const ArraySource& source = sources[0];
+    store->Hold(source.array->ChunkKey(source.PhysicalCoords(spec.order.chunk[0], 0)));
+  }
+
   // An engine over the store: 32 reads in flight, 2 decode threads, the floor's quota.
   std::shared_ptr<Engine> Create(EngineConfig config) const {
     config.max_inflight = 32;
@@ -178,8 +185,7 @@ TEST(ReadAheadTest, MeasuredReadsAheadWaitForTheFirstBatch) {
   config.first_batch_read_ahead_bytes = 4 * f.slot();
   auto engine = f.Create(config);
   PassSpec spec = Fixture::Spec();
-  const ArraySource& source = f.sources[0];
-  f.store->Hold(source.array->ChunkKey(source.PhysicalCoords(spec.order.chunk[0], 0)));
+  f.HoldFirstRead(spec);
   auto pass = engine->StartPass(std::move(spec)).value();
   f.WaitForMoreReadsThan(2 * kBlockChunks + 3);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // answered and measured
@@ -230,8 +236,7 @@ TEST(ReadAheadTest, ReadAheadIsSizedOnceTheFirstReadsAreMeasured) {
   EngineConfig config = f.AutoBudget();
   auto engine = f.Create(config);
   PassSpec spec = Fixture::Spec();
-  const ArraySource& source = f.sources[0];
-  f.store->Hold(source.array->ChunkKey(source.PhysicalCoords(spec.order.chunk[0], 0)));
+  f.HoldFirstRead(spec);
   auto pass = engine->StartPass(std::move(spec)).value();
   f.WaitForMoreReadsThan(2 * kBlockChunks);
   EXPECT_GT(f.store->total(), 2 * kBlockChunks) << "the reads stopped at the floor";
