@@ -103,6 +103,20 @@ void BindStores(nb::module_& m) {
             return ValueOrThrow(store.List(prefix));
           },
           nb::arg("prefix") = "", "Every key under `prefix`, sorted.")
+      .def(
+          "list_dir",
+          [](Store& store, const std::string& dir) {
+            DirListing listing;
+            {
+              nb::gil_scoped_release release;
+              listing = ValueOrThrow(store.ListDir(dir));
+            }
+            return nb::make_tuple(listing.keys, listing.dirs);
+          },
+          nb::arg("dir") = "",
+          "One level below `dir` ('' = the root, else 'a/b'): (the keys directly in it, its subdirectories), "
+          "each sorted. UnsupportedError (a NotImplementedError) where the store lists only whole prefixes (use "
+          "list()).")
       .def("describe", &Store::Describe, nb::arg("key") = "", "Where `key` lives, as a path or URL.")
       .def_prop_ro("remote", &Store::remote, "Whether its reads cross a network (HTTP, S3, GCS, Azure).")
       .def(
@@ -168,13 +182,15 @@ void BindStores(nb::module_& m) {
       .def("erase", &MemoryStore::Erase, nb::arg("key"));
 
   nb::class_<CountingStore, Store>(m, "CountingStore", nb::dynamic_attr(),
-                                   "Wraps a store and counts reads (and writes) per key.")
+                                   "Wraps a store and counts reads (and writes, and listings) per key.")
       .def(
           "__init__",
           [](CountingStore* self, std::shared_ptr<Store> inner) { new (self) CountingStore(std::move(inner)); },
           nb::arg("inner"))
       .def("reads", &CountingStore::reads, "Reads per key since the last reset.")
       .def("writes", &CountingStore::writes, "Writes per key since the last reset.")
+      .def("lists", &CountingStore::lists,
+           "Listings since the last reset, per prefix: list(p) as 'p*', list_dir(d) as 'd/' ('/' for the root).")
       .def_prop_ro("total_reads", &CountingStore::total_reads)
       .def("reset", &CountingStore::Reset);
 

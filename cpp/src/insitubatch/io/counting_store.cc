@@ -19,6 +19,27 @@ Result<bool> CountingStore::Write(std::string key, std::string_view value, Write
   return inner_->Write(std::move(key), value, mode);
 }
 
+Result<std::vector<std::string>> CountingStore::List(std::string_view prefix) {
+  {
+    std::lock_guard lock(mutex_);
+    ++lists_[std::string(prefix) + "*"];
+  }
+  return inner_->List(prefix);
+}
+
+Result<DirListing> CountingStore::ListDir(std::string_view dir) {
+  {
+    std::lock_guard lock(mutex_);
+    ++lists_[std::string(dir) + "/"];
+  }
+  return inner_->ListDir(dir);
+}
+
+std::map<std::string, uint64_t> CountingStore::lists() const {
+  std::lock_guard lock(mutex_);
+  return lists_;
+}
+
 std::map<std::string, uint64_t> CountingStore::writes() const {
   std::lock_guard lock(mutex_);
   return writes_;
@@ -38,6 +59,7 @@ void CountingStore::Reset() {
   std::lock_guard lock(mutex_);
   reads_.clear();
   writes_.clear();
+  lists_.clear();
   total_ = 0;
 }
 

@@ -1,8 +1,8 @@
 #pragma once
 
-// CountingStore: wraps another store and counts reads (and writes) per key. Tests use it to prove
-// decode-once ("each stored chunk fetched once per epoch"); tools use it to see what a
-// pass actually fetched.
+// CountingStore: wraps another store and counts reads (and writes, and listings) per key. Tests
+// use it to prove decode-once ("each stored chunk fetched once per epoch") and how a hierarchy
+// is listed; tools use it to see what a pass actually fetched.
 
 #include <map>
 #include <memory>
@@ -19,7 +19,8 @@ class CountingStore final : public Store {
 
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
-  Result<std::vector<std::string>> List(std::string_view prefix) override { return inner_->List(prefix); }
+  Result<std::vector<std::string>> List(std::string_view prefix) override;
+  Result<DirListing> ListDir(std::string_view dir) override;
   Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override {
     return inner_->ListGenerations(prefix);
   }
@@ -40,6 +41,9 @@ class CountingStore final : public Store {
   std::map<std::string, uint64_t> reads() const;
   // Writes per key that reached the inner store (whether or not they succeeded).
   std::map<std::string, uint64_t> writes() const;
+  // Listings asked of the inner store, per prefix: List() as "<prefix>*", ListDir() as
+  // "<dir>/" ("/" for the root).
+  std::map<std::string, uint64_t> lists() const;
   uint64_t total_reads() const;
   void Reset();
 
@@ -48,6 +52,7 @@ class CountingStore final : public Store {
   mutable std::mutex mutex_;
   std::map<std::string, uint64_t> reads_;
   std::map<std::string, uint64_t> writes_;
+  std::map<std::string, uint64_t> lists_;
   uint64_t total_ = 0;
 };
 

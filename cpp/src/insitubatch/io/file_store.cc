@@ -353,6 +353,30 @@ Result<std::vector<std::string>> FileStore::List(std::string_view prefix) {
   return keys;
 }
 
+Result<DirListing> FileStore::ListDir(std::string_view dir) {
+  namespace fs = std::filesystem;
+  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
+  const fs::path base = dir.empty() ? fs::path(root_) : fs::path(root_) / std::string(dir);
+  const std::string prefix = dir.empty() ? "" : std::string(dir) + "/";
+  DirListing out;
+  std::error_code ec;
+  if (!fs::is_directory(base, ec)) return out;
+  fs::directory_iterator it(base, ec), end;
+  for (; !ec && it != end; it.increment(ec)) {
+    std::error_code type_ec;
+    const std::string name = it->path().filename().native();
+    if (it->is_symlink(type_ec) ? false : it->is_directory(type_ec)) {
+      out.dirs.push_back(prefix + name);
+    } else if (it->is_regular_file(type_ec) && !IsWriteTempName(name)) {
+      out.keys.push_back(prefix + name);
+    }
+  }
+  if (ec) return IoError("listing " + base.string() + ": " + ec.message()).set_detail(ec.value());
+  std::sort(out.keys.begin(), out.keys.end());
+  std::sort(out.dirs.begin(), out.dirs.end());
+  return out;
+}
+
 Result<bool> FileStore::Write(std::string key, std::string_view value, WriteMode mode) {
   namespace fs = std::filesystem;
   INSITU_RETURN_IF_ERROR(CheckWritable(key));

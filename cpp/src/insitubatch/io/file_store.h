@@ -25,6 +25,9 @@ class FileStore final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
+  // One directory's entries, by List()'s rules: regular files (through symlinks too) but not
+  // the store's write temporaries, and the directories it would walk into (not symlinked ones).
+  Result<DirListing> ListDir(std::string_view dir) override;
   // The keys List() gives, each with a stat relative to its directory (what a read's
   // fstat sees).
   Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override;

@@ -426,5 +426,31 @@ TEST_F(FileStoreTest, ListGenerationsListsWhatListLists) {
   EXPECT_EQ(store->ListGenerations("../x").status().code(), StatusCode::kInvalidArgument);
 }
 
+// One level at a time, by List()'s rules: files through symlinks, no write temporaries, and
+// the directories List() walks into (not a symlinked one); what lies deeper is left out.
+TEST_F(FileStoreTest, ListDirListsOneLevelAsListDoes) {
+  for (const char* key : {"zarr.json", "a/zarr.json", "a/c/0/0", "a/c/1/0", "ab/c/0", "b/0", "a/.0.insitu-write-1-2"}) {
+    Write(key, key);
+  }
+  fs::create_symlink(fs::path(root_) / "b/0", fs::path(root_) / "a/linked_file");
+  fs::create_directory_symlink(fs::path(root_) / "b", fs::path(root_) / "a/linked_dir");
+  fs::create_directories(fs::path(root_) / "a/empty");
+  auto store = Open();
+  auto root = store->ListDir("");
+  ASSERT_TRUE(root.ok()) << root.status().ToString();
+  EXPECT_THAT(root->keys, ElementsAre("zarr.json"));
+  EXPECT_THAT(root->dirs, ElementsAre("a", "ab", "b"));
+  auto a = store->ListDir("a");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_THAT(a->keys, ElementsAre("a/linked_file", "a/zarr.json"));
+  EXPECT_THAT(a->dirs, ElementsAre("a/c", "a/empty"));
+  EXPECT_THAT(store->ListDir("a/c")->dirs, ElementsAre("a/c/0", "a/c/1"));
+  EXPECT_TRUE(store->ListDir("missing")->keys.empty());
+  EXPECT_TRUE(store->ListDir("zarr.json")->dirs.empty());  // a file, not a directory
+  for (const char* bad : {"../x", "a/", "/a", "a//c"}) {
+    EXPECT_EQ(store->ListDir(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace insitubatch

@@ -1,5 +1,6 @@
 #include "insitubatch/io/memory_store.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <utility>
@@ -98,6 +99,26 @@ Result<std::vector<std::string>> MemoryStore::List(std::string_view prefix) {
     keys.push_back(it->first);
   }
   return keys;  // std::map order is sorted order
+}
+
+Result<DirListing> MemoryStore::ListDir(std::string_view dir) {
+  const std::string prefix = dir.empty() ? "" : std::string(dir) + "/";
+  std::lock_guard lock(mutex_);
+  DirListing out;
+  for (auto it = objects_.lower_bound(prefix); it != objects_.end() && it->first.starts_with(prefix);) {
+    const size_t slash = it->first.find('/', prefix.size());
+    if (slash == std::string::npos) {
+      out.keys.push_back(it->first);
+      ++it;
+      continue;
+    }
+    // Keys under one subdirectory are adjacent in sorted order: skip past them ('0' follows '/').
+    out.dirs.push_back(it->first.substr(0, slash));
+    it = objects_.lower_bound(out.dirs.back() + "0");
+  }
+  // Keys come in key order ("a-b/x" before "a/x"): the directories, in their own.
+  std::sort(out.dirs.begin(), out.dirs.end());
+  return out;
 }
 
 Result<std::vector<ObjectGeneration>> MemoryStore::ListGenerations(std::string_view prefix) {

@@ -23,6 +23,7 @@ class MemoryStore final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
+  Result<DirListing> ListDir(std::string_view dir) override;
   Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override;
   std::string Describe(std::string_view key) const override;
 

@@ -196,5 +196,21 @@ TEST(MemoryStoreTest, GenerationsFollowTheBytes) {
   EXPECT_EQ(other.Read("k")->generation, g);
 }
 
+TEST(MemoryStoreTest, ListDirListsOneLevel) {
+  MemoryStore store;
+  for (const char* key : {"zarr.json", "a/zarr.json", "a/c/0", "a/c/1", "a-b/x", "a.b", "ab/c/0", "b//x"}) {
+    store.Set(key, key);
+  }
+  auto root = store.ListDir("");
+  ASSERT_TRUE(root.ok());
+  EXPECT_THAT(root->keys, ElementsAre("a.b", "zarr.json"));
+  EXPECT_THAT(root->dirs, ElementsAre("a", "a-b", "ab", "b"));
+  EXPECT_THAT(store.ListDir("a")->keys, ElementsAre("a/zarr.json"));
+  EXPECT_THAT(store.ListDir("a")->dirs, ElementsAre("a/c"));
+  EXPECT_THAT(store.ListDir("a/c")->keys, ElementsAre("a/c/0", "a/c/1"));
+  EXPECT_THAT(store.ListDir("b")->dirs, ElementsAre("b/"));  // "b//x": an empty name, as listed
+  EXPECT_TRUE(store.ListDir("nope")->keys.empty());
+}
+
 }  // namespace
 }  // namespace insitubatch

@@ -49,6 +49,10 @@ Result<ReadResult> Store::ReadInline(const std::string& key, ByteRange range) {
   return Read(key, range);
 }
 
+Result<DirListing> Store::ListDir(std::string_view dir) {
+  return Unimplemented("cannot list " + Describe(dir) + " a directory at a time");
+}
+
 Result<std::vector<ObjectGeneration>> Store::ListGenerations(std::string_view prefix) {
   return Unimplemented("cannot list " + Describe(prefix) + " with object generations");
 }

@@ -79,6 +79,12 @@ struct ObjectGeneration {
   friend bool operator==(const ObjectGeneration&, const ObjectGeneration&) = default;
 };
 
+// One level of a store's keys (Store::ListDir): what lies directly in a directory.
+struct DirListing {
+  std::vector<std::string> keys;  // the objects directly in it, as full keys, sorted
+  std::vector<std::string> dirs;  // its subdirectories, as full paths without a trailing '/', sorted
+};
+
 class Store {
  public:
   virtual ~Store() = default;
@@ -118,6 +124,12 @@ class Store {
 
   // Every key under `prefix` ("" = all), sorted. Keys are relative to the store root.
   virtual Result<std::vector<std::string>> List(std::string_view prefix) = 0;
+  // One level below `dir` ("" = the root, else "a/b"): its objects and its subdirectories,
+  // without what lies deeper. A hierarchy without consolidated metadata is walked this
+  // way, a group at a time, instead of listing every chunk key (a page per 1000 on S3).
+  // Unimplemented (the default) where a store can only list a whole prefix: the caller
+  // lists with List() instead.
+  virtual Result<DirListing> ListDir(std::string_view dir);
 
   // Every object under `prefix` with its generation, as List() orders them: what the disk
   // cache revalidates its chunks against in one listing (a page per 1000 objects on S3)

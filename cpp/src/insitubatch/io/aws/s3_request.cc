@@ -130,6 +130,7 @@ Result<ListObjectsPage> ParseListObjectsV2(std::string_view xml) {
     return InvalidArgument("ListObjectsV2 reply repeats <NextContinuationToken>");
   }
   if (!tokens.empty()) page.next_token = std::move(tokens[0]);
+  INSITU_ASSIGN_OR_RETURN(page.prefixes, XmlElementTexts(xml, "Prefix"));
   if (page.truncated && page.next_token.empty()) {
     return InvalidArgument("ListObjectsV2 reply is truncated but has no continuation token");
   }

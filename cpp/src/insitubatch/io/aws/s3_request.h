@@ -70,6 +70,9 @@ struct ListObjectsPage {
   std::vector<std::string> etags;  // parallel to `keys` (one per <Contents>), or empty when they do not pair up
   bool truncated = false;
   std::string next_token;
+  // Every <Prefix> text in document order: the request's prefix echoed and, in a listing
+  // with a delimiter, each <CommonPrefixes> entry.
+  std::vector<std::string> prefixes;
 };
 // InvalidArgument when the document is not a ListBucketResult, an element is malformed,
 // or a truncated page carries no continuation token.

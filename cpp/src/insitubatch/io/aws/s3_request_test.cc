@@ -117,6 +117,19 @@ TEST(ListObjectsV2Test, ParsesPages) {
   EXPECT_FALSE(last->truncated);
 }
 
+TEST(ListObjectsV2Test, ADelimitedPageNamesItsCommonPrefixes) {
+  const char* xml =
+      "<ListBucketResult><Name>b</Name><Prefix>p/</Prefix><Delimiter>/</Delimiter><IsTruncated>false</IsTruncated>"
+      "<Contents><Key>p/zarr.json</Key><Size>3</Size></Contents>"
+      "<CommonPrefixes><Prefix>p/a&amp;b/</Prefix></CommonPrefixes>"
+      "<CommonPrefixes><Prefix>p/t2m/</Prefix></CommonPrefixes></ListBucketResult>";
+  auto page = ParseListObjectsV2(xml);
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_THAT(page->keys, ElementsAre("p/zarr.json"));
+  EXPECT_THAT(page->prefixes, ElementsAre("p/", "p/a&b/", "p/t2m/"));  // the request's echo first
+  EXPECT_FALSE(ParseListObjectsV2("<ListBucketResult><CommonPrefixes><Prefix>a/</CommonPrefixes>").ok());
+}
+
 TEST(ListObjectsV2Test, RejectsMalformedReplies) {
   EXPECT_FALSE(ParseListObjectsV2("<Error><Code>AccessDenied</Code></Error>").ok());
   EXPECT_FALSE(ParseListObjectsV2("<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>").ok());

@@ -166,28 +166,49 @@ Result<std::vector<ObjectGeneration>> S3Store::Listing(std::string_view prefix, 
   // The bucket prefix of the listing: "<store prefix>/" then the caller's prefix.
   const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
   const std::string list_prefix = root + std::string(prefix);
+  return CollectListingGenerations("listing " + Describe(""), root, "key", "continuation token",
+                                   [&](const std::string& token) -> Result<ListPage> {
+                                     return ListingPage(list_prefix, token, generations, /*delimited=*/false);
+                                   });
+}
+
+Result<DirListing> S3Store::ListDir(std::string_view dir) {
+  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
+  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
+  const std::string list_prefix = root + (dir.empty() ? "" : std::string(dir) + "/");
+  return CollectDirListing("listing " + Describe(dir), root, dir, "key", "continuation token",
+                           [&](const std::string& token) -> Result<ListPage> {
+                             return ListingPage(list_prefix, token, /*generations=*/false, /*delimited=*/true);
+                           });
+}
+
+Result<ListPage> S3Store::ListingPage(const std::string& list_prefix, const std::string& token, bool generations,
+                                      bool delimited) {
   const std::string path = endpoint_.bucket_path.empty() ? "/" : endpoint_.bucket_path;
   const std::string context = "listing " + Describe("");
-  return CollectListingGenerations(
-      context, root, "key", "continuation token", [&](const std::string& token) -> Result<ListPage> {
-        std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"}, {"prefix", list_prefix}};
-        if (!token.empty()) query.push_back({"continuation-token", token});
-        HttpRequest request = MakeRequest(path, std::move(query), Describe(""), ByteRange::All());
-        request.max_body_bytes = kMaxListBody;
-        INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
-        if (response.status != 200) return ListError(response.status, response);
-        const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
-        auto page = ParseListObjectsV2(body);
-        if (!page.ok()) return page.status().WithContext(context);
-        if (!generations) {
-          page->etags.clear();
-        } else if (page->etags.empty() && !page->keys.empty()) {
-          return Unimplemented(context + ": the listing carries no ETags");
-        }
-        for (std::string& etag : page->etags) etag = QuotedEtag(etag);
-        return ListPage{std::move(page->keys), page->truncated ? std::move(page->next_token) : std::string(),
-                        std::move(page->etags)};
-      });
+  std::vector<std::pair<std::string, std::string>> query = {{"list-type", "2"}, {"prefix", list_prefix}};
+  if (delimited) query.push_back({"delimiter", "/"});
+  if (!token.empty()) query.push_back({"continuation-token", token});
+  HttpRequest request = MakeRequest(path, std::move(query), Describe(""), ByteRange::All());
+  request.max_body_bytes = kMaxListBody;
+  INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
+  if (response.status != 200) return ListError(response.status, response);
+  const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
+  auto page = ParseListObjectsV2(body);
+  if (!page.ok()) return page.status().WithContext(context);
+  if (!generations) {
+    page->etags.clear();
+  } else if (page->etags.empty() && !page->keys.empty()) {
+    return Unimplemented(context + ": the listing carries no ETags");
+  }
+  for (std::string& etag : page->etags) etag = QuotedEtag(etag);
+  ListPage out{
+      std::move(page->keys), page->truncated ? std::move(page->next_token) : std::string(), std::move(page->etags), {}};
+  // Every <Prefix>: the request's own echoed, then each CommonPrefixes entry.
+  for (std::string& prefix : page->prefixes) {
+    if (delimited && prefix != list_prefix) out.dirs.push_back(std::move(prefix));
+  }
+  return out;
 }
 
 }  // namespace insitubatch

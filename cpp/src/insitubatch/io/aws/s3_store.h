@@ -16,6 +16,7 @@
 #include "insitubatch/io/aws/aws_credentials.h"
 #include "insitubatch/io/aws/s3_request.h"
 #include "insitubatch/io/http/curl_transport.h"
+#include "insitubatch/io/http/http_store.h"
 #include "insitubatch/io/store.h"
 
 namespace insitubatch {
@@ -44,6 +45,8 @@ class S3Store final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
+  // ListObjectsV2 with delimiter "/": a page per 1000 entries of the one level.
+  Result<DirListing> ListDir(std::string_view dir) override;
   bool remote() const override { return true; }
   // ListObjectsV2's ETags: one request per 1000 objects.
   Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override;
@@ -72,6 +75,10 @@ class S3Store final : public Store {
                           ByteRange range) const;
   Status ListError(long status, const HttpResponse& response) const;
   Result<std::vector<ObjectGeneration>> Listing(std::string_view prefix, bool generations);
+  // One ListObjectsV2 page of `list_prefix` (a bucket prefix) from `token`; with `delimited`,
+  // grouped by "/" (ListPage::dirs: the CommonPrefixes).
+  Result<ListPage> ListingPage(const std::string& list_prefix, const std::string& token, bool generations,
+                               bool delimited);
   // The request path of an object ("/bucket/prefix/key", percent-encoded).
   std::string ObjectPath(std::string_view key) const;
   // A failed write or delete: the HTTP error, and the permission it needs on 401/403.

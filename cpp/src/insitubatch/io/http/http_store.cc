@@ -85,13 +85,29 @@ std::string HttpStore::Describe(std::string_view key) const {
   return redacted_ + "/" + std::string(key);
 }
 
-Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::string& context, const std::string& root,
-                                                                std::string_view item, std::string_view token_noun,
-                                                                const ListPageFetch& fetch) {
-  constexpr size_t kMaxListPages = 100000;
+namespace {
+
+// Every page of a listing from token "" on: the objects (names stripped of `root`, sorted,
+// unique, without "directory marker" names ending in '/') and the directories (ListPage::dirs,
+// stripped of `root`, as given).
+struct CollectedPages {
   std::vector<ObjectGeneration> objects;
+  std::vector<std::string> dirs;
+};
+
+Result<CollectedPages> CollectPages(const std::string& context, const std::string& root, std::string_view item,
+                                    std::string_view token_noun, const ListPageFetch& fetch) {
+  constexpr size_t kMaxListPages = 100000;
+  CollectedPages out;
   std::set<std::string> seen_tokens;
   std::string token;
+  auto stripped = [&](std::string& name) -> Result<std::string> {
+    if (!name.starts_with(root)) {
+      return IoError(context + ": the reply holds " + std::string(item) + " \"" + name +
+                     "\" outside the requested prefix");
+    }
+    return name.substr(root.size());
+  };
   for (size_t page_no = 0;; ++page_no) {
     if (page_no == kMaxListPages) {
       return IoError(context + ": more than " + std::to_string(kMaxListPages) + " pages");
@@ -101,12 +117,12 @@ Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::strin
       return IoError(context + ": the reply's " + std::string(item) + "s and versions do not pair up");
     }
     for (size_t i = 0; i < page.names.size(); ++i) {
-      std::string& name = page.names[i];
-      if (!name.starts_with(root)) {
-        return IoError(context + ": the reply holds " + std::string(item) + " \"" + name +
-                       "\" outside the requested prefix");
-      }
-      objects.push_back({name.substr(root.size()), page.generations.empty() ? "" : std::move(page.generations[i])});
+      INSITU_ASSIGN_OR_RETURN(std::string key, stripped(page.names[i]));
+      out.objects.push_back({std::move(key), page.generations.empty() ? "" : std::move(page.generations[i])});
+    }
+    for (std::string& dir : page.dirs) {
+      INSITU_ASSIGN_OR_RETURN(std::string path, stripped(dir));
+      out.dirs.push_back(std::move(path));
     }
     if (page.next.empty()) break;
     if (!seen_tokens.insert(page.next).second) {
@@ -114,6 +130,7 @@ Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::strin
     }
     token = std::move(page.next);
   }
+  std::vector<ObjectGeneration>& objects = out.objects;
   std::stable_sort(objects.begin(), objects.end(),
                    [](const ObjectGeneration& a, const ObjectGeneration& b) { return a.key < b.key; });
   objects.erase(std::unique(objects.begin(), objects.end(),
@@ -121,7 +138,45 @@ Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::strin
                 objects.end());
   // "Directory marker" objects ("a/b/") are not keys a store can read.
   std::erase_if(objects, [](const ObjectGeneration& o) { return o.key.empty() || o.key.back() == '/'; });
-  return objects;
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::string& context, const std::string& root,
+                                                                std::string_view item, std::string_view token_noun,
+                                                                const ListPageFetch& fetch) {
+  INSITU_ASSIGN_OR_RETURN(CollectedPages pages, CollectPages(context, root, item, token_noun, fetch));
+  return std::move(pages.objects);
+}
+
+Result<DirListing> CollectDirListing(const std::string& context, const std::string& root, std::string_view dir,
+                                     std::string_view item, std::string_view token_noun, const ListPageFetch& fetch) {
+  INSITU_ASSIGN_OR_RETURN(CollectedPages pages, CollectPages(context, root, item, token_noun, fetch));
+  const std::string prefix = dir.empty() ? "" : std::string(dir) + "/";
+  DirListing out;
+  for (ObjectGeneration& o : pages.objects) {
+    if (!o.key.starts_with(prefix)) continue;
+    // A server that ignores the delimiter answers the objects below the subdirectories too:
+    // each stands for its subdirectory, as a common prefix would.
+    if (const size_t slash = o.key.find('/', prefix.size()); slash != std::string::npos) {
+      out.dirs.push_back(o.key.substr(0, slash));
+    } else {
+      out.keys.push_back(std::move(o.key));
+    }
+  }
+  for (std::string& path : pages.dirs) {
+    if (path.ends_with('/')) path.pop_back();
+    const std::string_view name = std::string_view(path).substr(std::min(prefix.size(), path.size()));
+    if (!path.starts_with(prefix) || name.find('/') != std::string_view::npos) {
+      return IoError(context + ": the reply names \"" + path + "/\" as a directory directly in " +
+                     (dir.empty() ? std::string("the root") : "\"" + std::string(dir) + "\""));
+    }
+    out.dirs.push_back(std::move(path));  // "a/" for keys "a//...": a name no key path can take
+  }
+  std::sort(out.dirs.begin(), out.dirs.end());
+  out.dirs.erase(std::unique(out.dirs.begin(), out.dirs.end()), out.dirs.end());
+  return out;
 }
 
 Result<std::vector<std::string>> CollectListing(const std::string& context, const std::string& root,

@@ -71,6 +71,7 @@ struct ListPage {
   std::vector<std::string> names;
   std::string next;
   std::vector<std::string> generations;  // parallel to `names` (a listing with generations), or empty
+  std::vector<std::string> dirs;         // a directory listing's subdirectories, full names (a trailing '/' allowed)
 };
 using ListPageFetch = std::function<Result<ListPage>(const std::string& token)>;
 
@@ -85,5 +86,10 @@ Result<std::vector<std::string>> CollectListing(const std::string& context, cons
 Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::string& context, const std::string& root,
                                                                 std::string_view item, std::string_view token_noun,
                                                                 const ListPageFetch& fetch);
+// One level below `dir` (Store::ListDir) from a delimiter listing of `root` + `dir` + "/":
+// the objects directly in it and its subdirectories (ListPage::dirs, and the first level of
+// any deeper name a server answered anyway), each as a full key of the store.
+Result<DirListing> CollectDirListing(const std::string& context, const std::string& root, std::string_view dir,
+                                     std::string_view item, std::string_view token_noun, const ListPageFetch& fetch);
 
 }  // namespace insitubatch
