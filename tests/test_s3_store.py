@@ -62,6 +62,26 @@ def test_listing_paginates_and_opens_unconsolidated_groups(moto, demo_dirs):
     assert check_every_chunk(plain, demo_dirs[1]) == 26
 
 
+def test_unconsolidated_groups_are_walked_a_level_at_a_time(moto, demo_dirs):
+    """Without consolidated metadata nothing is listed for arrays named by path, and asking
+    for every array lists each group once, with a delimiter (moto's ListObjectsV2), never an
+    array's folder of chunks."""
+    plain = open_s3(moto, f"s3://{BUCKET}/stores/plain.zarr")
+    assert plain.list_dir() == (["zarr.json"], ["labels", "sh", "t2m"])
+    assert plain.list_dir("labels") == (["labels/zarr.json"], ["labels/masks"])
+    assert plain.list_dir("t2m/c") == ([], sorted(f"t2m/c/{k}" for k in {p.split("/")[2] for p in plain.list("t2m/c/")}))
+    many = open_s3(moto, f"s3://{BUCKET}/many")
+    assert many.list_dir() == ([f"k{i:05d}" for i in range(MANY_KEYS)], [])  # two delimited pages
+    counted = _ext.CountingStore(plain)
+    named = open_geometries(counted, ["t2m", "labels/masks"])
+    assert counted.lists() == {}
+    every = open_geometries(counted)
+    assert sorted(every) == ["labels/masks", "sh", "t2m"]
+    assert counted.lists() == {"/": 1, "labels/": 1}
+    assert named["t2m"].shape == every["t2m"].shape
+    assert check_every_chunk(plain, demo_dirs[1]) == 26
+
+
 def test_missing_bucket_and_prefix(moto):
     with pytest.raises(insitubatch.NotFoundError, match="bucket no-such-bucket does not exist"):
         open_s3(moto, "s3://no-such-bucket/x.zarr").read("zarr.json")
@@ -78,6 +98,7 @@ def test_signed_requests_pass_moto_verification(moto_auth, demo_dirs):
     store = open_s3(moto_auth)
     assert check_every_chunk(store, demo_dirs[0], arrays=["t2m", "sh"]) == 10  # GETs and ranges
     assert len(open_s3(moto_auth, f"s3://{BUCKET}/many").list()) == MANY_KEYS  # signed query
+    assert open_s3(moto_auth, f"s3://{BUCKET}/stores/plain.zarr").list_dir()[1] == ["labels", "sh", "t2m"]  # delimiter=/
 
 
 def test_wrong_secret_is_a_clear_error_without_the_secret(moto_auth):

@@ -155,8 +155,13 @@ void BindZarr(nb::module_& m) {
   nb::class_<Hierarchy>(m, "Hierarchy", "The groups and arrays of a zarr store.")
       .def_prop_ro("zarr_format", &Hierarchy::zarr_format)
       .def_prop_ro("consolidated", &Hierarchy::consolidated)
-      .def("array_paths", [](const Hierarchy& h) { return ValueOrThrow(h.ArrayPaths()); })
-      // Without the GIL: a store that cannot list reads a node's documents when first asked.
+      // Without the GIL: a hierarchy without consolidated metadata reads a node's documents
+      // when first asked for it, and walks the store when first asked for every array.
+      .def("array_paths",
+           [](const Hierarchy& h) {
+             nb::gil_scoped_release release;
+             return ValueOrThrow(h.ArrayPaths());
+           })
       .def("kind",
            [](const Hierarchy& h, const std::string& path) {
              nb::gil_scoped_release release;

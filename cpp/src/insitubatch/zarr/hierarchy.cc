@@ -1,6 +1,8 @@
 #include "insitubatch/zarr/hierarchy.h"
 
+#include <algorithm>
 #include <condition_variable>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <utility>
@@ -16,6 +18,9 @@ using internal_metadata::Error;
 using internal_metadata::Find;
 using internal_metadata::Require;
 using internal_metadata::RequireString;
+
+// Why a hierarchy is listed, said with a listing's error.
+constexpr const char* kUnconsolidated = "(no consolidated metadata; arrays named by path open without a listing)";
 
 // Metadata reads issued at once while discovering an unconsolidated hierarchy (one round
 // trip per document would make opening a remote store slow).
@@ -55,12 +60,17 @@ Result<std::vector<std::optional<std::string>>> ReadAll(Store& store, const std:
   return texts;
 }
 
+// A document's text as JSON, nullopt when absent.
+Result<std::optional<Json>> ParseDocument(const std::optional<std::string>& text, const std::string& where) {
+  if (!text) return std::optional<Json>();
+  INSITU_ASSIGN_OR_RETURN(Json document, ParseJson(*text, where));
+  return std::optional<Json>(std::move(document));
+}
+
 // The JSON document at `key`, nullopt when the key is absent.
 Result<std::optional<Json>> ReadJson(Store& store, const std::string& key) {
   INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store, {key}));
-  if (!texts[0]) return std::optional<Json>();
-  INSITU_ASSIGN_OR_RETURN(Json document, ParseJson(*texts[0], store.Describe(key)));
-  return std::optional<Json>(std::move(document));
+  return ParseDocument(texts[0], store.Describe(key));
 }
 
 // Splits "a/b/.zarray" into ("a/b", ".zarray"); "" for a root document.
@@ -245,26 +255,115 @@ class HierarchyBuilder {
   Status ReadV2Node(const std::string& path) {
     const std::string prefix = path.empty() ? "" : path + "/";
     INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store_, {prefix + ".zarray", prefix + ".zgroup", prefix + ".zattrs"}));
-    if (texts[0] && texts[1]) {
+    return AddV2Node(path, texts[0], texts[1], texts[2]);
+  }
+
+  // A v2 node from its documents' texts (nullopt: absent); nothing when neither .zarray nor
+  // .zgroup exists.
+  Status AddV2Node(const std::string& path, const std::optional<std::string>& zarray,
+                   const std::optional<std::string>& zgroup, const std::optional<std::string>& zattrs) {
+    if (zarray && zgroup) {
       return Error(StatusCode::kInvalidArgument, store_.Describe(path), "both .zarray and .zgroup are present");
     }
-    if (texts[0]) return AddV2Array(path, *texts[0], texts[2]);
-    if (texts[1]) {
-      const std::string where = store_.Describe(prefix + ".zgroup");
-      INSITU_ASSIGN_OR_RETURN(Json group, ParseJson(*texts[1], where));
+    if (zarray) return AddV2Array(path, *zarray, zattrs);
+    if (zgroup) {
+      const std::string where = store_.Describe(path.empty() ? ".zgroup" : path + "/.zgroup");
+      INSITU_ASSIGN_OR_RETURN(Json group, ParseJson(*zgroup, where));
       INSITU_RETURN_IF_ERROR(CheckObject(group, ".zgroup", where));
       nodes_[path] = NodeKind::kGroup;
     }
     return Status::Ok();
   }
 
+  // Every node below the root, a level at a time: the directories of a level listed alone
+  // (Store::ListDir, concurrently), then the documents of every subdirectory read at once.
+  // A group's subdirectories, and those of a directory that is no node (it may hold nodes
+  // deeper), make the next level; an array's directory is never listed, so its chunk keys
+  // cost nothing. A store that cannot list a directory at a time is listed whole.
+  Status Walk(int zarr_format) {
+    std::vector<std::string> level = {""};
+    while (!level.empty()) {
+      Result<std::vector<DirListing>> listings = ListDirs(level);
+      if (listings.status().code() == StatusCode::kUnimplemented) {
+        INSITU_ASSIGN_OR_RETURN(auto keys, ListAll());
+        return zarr_format == 3 ? DiscoverV3(keys) : DiscoverV2(keys);
+      }
+      if (!listings.ok()) return listings.status().WithContext(ListingContext());
+      std::vector<std::string> children;
+      for (const DirListing& listing : *listings) {
+        for (const std::string& dir : listing.dirs) {
+          // A name no node can have ("a\\b"): nothing of zarr's is under it.
+          if (ValidateNodePath(dir).ok()) children.push_back(dir);
+        }
+      }
+      INSITU_ASSIGN_OR_RETURN(level, zarr_format == 3 ? ReadV3Level(children) : ReadV2Level(children));
+    }
+    return Status::Ok();
+  }
+
+  // A v3 level's nodes from their zarr.json: the directories to list next.
+  Result<std::vector<std::string>> ReadV3Level(const std::vector<std::string>& dirs) {
+    std::vector<std::string> documents;
+    for (const std::string& dir : dirs) documents.push_back(dir + "/zarr.json");
+    INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store_, documents));
+    std::vector<std::string> next;
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      if (!texts[i]) {
+        next.push_back(dirs[i]);
+        continue;
+      }
+      const std::string where = store_.Describe(documents[i]);
+      INSITU_ASSIGN_OR_RETURN(Json document, ParseJson(*texts[i], where));
+      INSITU_RETURN_IF_ERROR(AddV3Node(dirs[i], document, where));
+      if (nodes_[dirs[i]] == NodeKind::kGroup) next.push_back(dirs[i]);
+    }
+    return next;
+  }
+
+  // The same for v2, from each directory's .zarray, .zgroup and .zattrs.
+  Result<std::vector<std::string>> ReadV2Level(const std::vector<std::string>& dirs) {
+    std::vector<std::string> documents;
+    for (const std::string& dir : dirs) {
+      for (const char* leaf : {"/.zarray", "/.zgroup", "/.zattrs"}) documents.push_back(dir + leaf);
+    }
+    INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store_, documents));
+    std::vector<std::string> next;
+    for (size_t i = 0; i < dirs.size(); ++i) {
+      INSITU_RETURN_IF_ERROR(AddV2Node(dirs[i], texts[3 * i], texts[3 * i + 1], texts[3 * i + 2]));
+      auto kind = nodes_.find(dirs[i]);
+      if (kind == nodes_.end() || kind->second == NodeKind::kGroup) next.push_back(dirs[i]);
+    }
+    return next;
+  }
+
+  // Store::ListDir of each directory, at most kMaxInflightReads at once.
+  Result<std::vector<DirListing>> ListDirs(const std::vector<std::string>& dirs) {
+    std::vector<DirListing> out;
+    out.reserve(dirs.size());
+    for (size_t start = 0; start < dirs.size(); start += kMaxInflightReads) {
+      const size_t end = std::min(dirs.size(), start + kMaxInflightReads);
+      std::vector<std::future<Result<DirListing>>> pending;
+      for (size_t i = start + 1; i < end; ++i) {
+        pending.push_back(std::async(std::launch::async, [this, &dirs, i] { return store_.ListDir(dirs[i]); }));
+      }
+      Result<DirListing> first = store_.ListDir(dirs[start]);
+      std::vector<Result<DirListing>> results;
+      results.push_back(std::move(first));
+      for (auto& f : pending) results.push_back(f.get());  // every thread joined before returning
+      for (Result<DirListing>& r : results) {
+        if (!r.ok()) return r.status();
+        out.push_back(std::move(r).value());
+      }
+    }
+    return out;
+  }
+
+  std::string ListingContext() const { return "listing " + store_.Describe("") + " " + kUnconsolidated; }
+
   // The store's keys; Unimplemented from a store that cannot list.
   Result<std::vector<std::string>> ListAll() {
     auto keys = store_.List("");
-    if (!keys.ok()) {
-      return keys.status().WithContext("listing " + store_.Describe("") +
-                                       " (no consolidated metadata; arrays named by path open without a listing)");
-    }
+    if (!keys.ok()) return keys.status().WithContext(ListingContext());
     return keys;
   }
 
@@ -321,18 +420,9 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
   h.store_ = std::move(store);
   Store& s = *h.store_;
   HierarchyBuilder builder(s, h.nodes_, h.array_metadata_);
-  // The store's keys; nullopt from a store that cannot list (plain HTTP), whose nodes are
-  // then read from their own documents when first asked for, as zarr-python opens
-  // group["name"].
-  auto list = [&h, &builder]() -> Result<std::optional<std::vector<std::string>>> {
-    Result<std::vector<std::string>> keys = builder.ListAll();
-    if (keys.ok()) return std::optional(std::move(*keys));
-    if (keys.status().code() != StatusCode::kUnimplemented) return keys.status();
-    h.unlisted_ = keys.status();
-    h.lazy_mutex_ = std::make_shared<std::mutex>();
-    return std::optional<std::vector<std::string>>();
-  };
 
+  // zarr.json first, alone: a v3 store (the common case) is asked for nothing it lacks,
+  // which a server logs as a failure (S3 without s3:ListBucket, as AccessDenied).
   INSITU_ASSIGN_OR_RETURN(std::optional<Json> root, ReadJson(s, "zarr.json"));
   if (root) {
     const std::string where = s.Describe("zarr.json");
@@ -346,26 +436,26 @@ Result<Hierarchy> Hierarchy::Open(std::shared_ptr<Store> store) {
       h.consolidated_ = true;
       INSITU_RETURN_IF_ERROR(builder.AddV3Consolidated(*consolidated, where));
     } else {
-      INSITU_ASSIGN_OR_RETURN(auto keys, list());
-      if (keys) INSITU_RETURN_IF_ERROR(builder.DiscoverV3(*keys));
+      h.lazy_mutex_ = std::make_shared<std::mutex>();
     }
     return h;
   }
 
+  // A v2 store: its root documents and .zmetadata together, in one more round trip.
   h.zarr_format_ = 2;
-  INSITU_RETURN_IF_ERROR(builder.ReadV2Node(""));
+  INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(s, {".zarray", ".zgroup", ".zattrs", ".zmetadata"}));
+  INSITU_RETURN_IF_ERROR(builder.AddV2Node("", texts[0], texts[1], texts[2]));
   const auto root_kind = h.nodes_.find("");
   if (root_kind == h.nodes_.end()) {
     return NotFound("no zarr metadata (zarr.json, .zgroup or .zarray) at the root of " + s.Describe(""));
   }
   if (root_kind->second == NodeKind::kArray) return std::move(h).RootArrayChecked();
-  INSITU_ASSIGN_OR_RETURN(std::optional<Json> zmetadata, ReadJson(s, ".zmetadata"));
+  INSITU_ASSIGN_OR_RETURN(std::optional<Json> zmetadata, ParseDocument(texts[3], s.Describe(".zmetadata")));
   if (zmetadata) {
     h.consolidated_ = true;
     INSITU_RETURN_IF_ERROR(builder.AddV2Consolidated(*zmetadata, s.Describe(".zmetadata")));
   } else {
-    INSITU_ASSIGN_OR_RETURN(auto keys, list());
-    if (keys) INSITU_RETURN_IF_ERROR(builder.DiscoverV2(*keys));
+    h.lazy_mutex_ = std::make_shared<std::mutex>();
   }
   return h;
 }
@@ -378,7 +468,15 @@ Result<Hierarchy> Hierarchy::RootArrayChecked() && {
 }
 
 Result<std::vector<std::string>> Hierarchy::ArrayPaths() const {
-  if (!unlisted_.ok()) return unlisted_;
+  auto lock = LockLazy();
+  if (lazy_mutex_ && !walked_) {
+    if (!unlisted_.ok()) return unlisted_;
+    HierarchyBuilder builder(*store_, nodes_, array_metadata_);
+    Status walked = builder.Walk(zarr_format_);
+    if (walked.code() == StatusCode::kUnimplemented) unlisted_ = walked;  // a store that cannot list
+    INSITU_RETURN_IF_ERROR(walked);
+    walked_ = true;
+  }
   std::vector<std::string> paths;
   for (const auto& [path, md] : array_metadata_) paths.push_back(path);
   return paths;
@@ -392,7 +490,7 @@ Result<NodeKind> Hierarchy::Kind(std::string_view path) const {
   INSITU_RETURN_IF_ERROR(ValidateNodePath(path));
   auto lock = LockLazy();
   auto it = nodes_.find(path);
-  if (it == nodes_.end() && lazy_mutex_) {
+  if (it == nodes_.end() && lazy_mutex_ && !walked_) {
     HierarchyBuilder builder(*store_, nodes_, array_metadata_);
     const std::string key(path);
     INSITU_RETURN_IF_ERROR(zarr_format_ == 3 ? builder.ReadV3Node(key) : builder.ReadV2Node(key));

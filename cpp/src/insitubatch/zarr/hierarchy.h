@@ -2,8 +2,10 @@
 
 // Hierarchy: the groups and arrays of one zarr store, read from metadata only (no chunk
 // data). Uses consolidated metadata when present (v3 inline `consolidated_metadata`, v2
-// `.zmetadata`), otherwise lists the store; a store that cannot list (plain HTTP) still
-// opens the nodes named by path, each from its own documents.
+// `.zmetadata`). Without it, a node named by path is read from its own documents when first
+// asked for (as zarr-python opens group["name"]), and the whole hierarchy is walked, a
+// directory level at a time, only when every array is asked for (ArrayPaths); a store that
+// cannot list (plain HTTP) still opens the nodes named by path.
 
 #include <map>
 #include <memory>
@@ -27,7 +29,8 @@ class Hierarchy {
   static Result<Hierarchy> Open(std::shared_ptr<Store> store);
 
   // Paths of every array in the hierarchy, sorted ("" for a root array); Unimplemented
-  // when the store cannot list and holds no consolidated metadata.
+  // when the store cannot list and holds no consolidated metadata. Without consolidated
+  // metadata the first call walks the store (a listing and a round of reads per level).
   Result<std::vector<std::string>> ArrayPaths() const;
   // NotFound when nothing lives at `path`.
   Result<NodeKind> Kind(std::string_view path) const;
@@ -51,10 +54,13 @@ class Hierarchy {
   std::shared_ptr<Store> store_;
   int zarr_format_ = 3;
   bool consolidated_ = false;
-  // Set for a store that cannot list: why ArrayPaths() fails, and the lock under which
-  // nodes asked for by path are read and added.
-  Status unlisted_ = Status::Ok();
+  // Set for a hierarchy without consolidated metadata: the lock under which nodes asked for
+  // by path are read and added, and the walk of every node (ArrayPaths) runs.
   std::shared_ptr<std::mutex> lazy_mutex_;
+  // Whether that walk ran (the tables then hold every node), and for a store that cannot
+  // list, why it cannot (what ArrayPaths() returns).
+  mutable bool walked_ = false;
+  mutable Status unlisted_ = Status::Ok();
   mutable std::map<std::string, NodeKind, std::less<>> nodes_;                        // path -> kind
   mutable std::map<std::string, Result<ArrayMetadata>, std::less<>> array_metadata_;  // arrays only
 };

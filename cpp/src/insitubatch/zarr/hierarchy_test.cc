@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <fstream>
 #include <mutex>
@@ -13,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "insitubatch/io/counting_store.h"
 #include "insitubatch/io/memory_store.h"
 
 namespace insitubatch::zarr {
@@ -269,15 +271,6 @@ TEST(HierarchyTest, ConsolidatedKeysWithTraversalAreRejected) {
   EXPECT_THAT(status.message(), HasSubstr("\"a/../../etc/.zarray\""));
 }
 
-TEST(HierarchyTest, ListedKeysWithTraversalAreRejected) {
-  auto store = std::make_shared<MemoryStore>();
-  store->Set("zarr.json", kGroupV3);
-  store->Set("a//zarr.json", kArrayV3);
-  Status status = OpenStatus(store);
-  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
-  EXPECT_THAT(status.message(), HasSubstr("\"a//zarr.json\""));
-}
-
 TEST(HierarchyTest, MalformedConsolidatedMetadata) {
   struct Case {
     std::string root;
@@ -432,6 +425,20 @@ TEST(HierarchyTest, ListingFailureIsReportedWithContext) {
   EXPECT_THAT(status.message(), HasSubstr("cannot list"));
 }
 
+TEST(HierarchyTest, ListedKeysWithTraversalAreRejected) {
+  auto store = std::make_shared<MemoryStore>();
+  store->Set("zarr.json", kGroupV3);
+  store->Set("a//zarr.json", kArrayV3);
+  // Walked a directory at a time, "a//" is a directory no node path can name: passed over.
+  auto walked = Hierarchy::Open(store);
+  ASSERT_TRUE(walked.ok()) << walked.status().ToString();
+  EXPECT_THAT(*walked->ArrayPaths(), testing::IsEmpty());
+  // Listed whole (a store that cannot list a directory at a time), the key is refused.
+  Status status = OpenStatus(std::make_shared<WrappedStore>(store));
+  EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+  EXPECT_THAT(status.message(), HasSubstr("\"a//zarr.json\""));
+}
+
 TEST(HierarchyTest, AStoreThatCannotListOpensTheNodesNamedByPath) {
   for (int format : {2, 3}) {
     auto inner = std::make_shared<MemoryStore>();
@@ -474,6 +481,178 @@ TEST(HierarchyTest, AStoreThatCannotListOpensTheNodesNamedByPath) {
     EXPECT_EQ(hierarchy->Kind("../x").status().code(), StatusCode::kInvalidArgument);
     if (format == 2) {
       EXPECT_EQ(hierarchy->Kind("both").status().code(), StatusCode::kInvalidArgument);
+    }
+  }
+}
+
+// Without consolidated metadata: opening reads the root document alone, a node named by
+// path reads its own, and asking for every array walks the store a directory level at a
+// time, listing the groups (and a directory that is no node) but never an array's
+// directory, where its chunk keys lie.
+TEST(HierarchyTest, AnUnconsolidatedStoreIsWalkedByGroupsNotChunkKeys) {
+  for (int format : {2, 3}) {
+    SCOPED_TRACE(format);
+    auto inner = std::make_shared<MemoryStore>();
+    auto node = [&](const std::string& path, bool array) {
+      const std::string prefix = path.empty() ? "" : path + "/";
+      if (format == 3) {
+        inner->Set(prefix + "zarr.json", array ? kArrayV3 : kGroupV3);
+      } else {
+        inner->Set(prefix + (array ? ".zarray" : ".zgroup"), array ? kArrayV2 : R"({"zarr_format": 2})");
+      }
+    };
+    node("", false);
+    node("a", true);
+    node("g", false);
+    node("g/b", true);
+    node("loose/deeper/c", true);  // under a directory that is no node, as a whole listing finds it
+    for (int i = 0; i < 300; ++i) {
+      inner->Set("a/c/" + std::to_string(i), "chunk");
+      inner->Set("g/b/" + std::to_string(i), "chunk");
+    }
+    inner->Set("notes.txt", "not zarr");
+    auto store = std::make_shared<CountingStore>(inner);
+    auto hierarchy = Hierarchy::Open(store);
+    ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+    EXPECT_FALSE(hierarchy->consolidated());
+    EXPECT_TRUE(store->lists().empty());
+    EXPECT_EQ(*hierarchy->Kind("g/b"), NodeKind::kArray);
+    EXPECT_TRUE(store->lists().empty());
+    const uint64_t named_reads = store->total_reads();
+    EXPECT_EQ(named_reads, format == 3 ? 2u : 8u);  // the root's documents (v2: after zarr.json), then g/b's
+
+    EXPECT_THAT(*hierarchy->ArrayPaths(), ElementsAre("a", "g/b", "loose/deeper/c"));
+    std::map<std::string, uint64_t> expected_lists = {{"/", 1}, {"g/", 1}, {"loose/", 1}, {"loose/deeper/", 1}};
+    EXPECT_EQ(store->lists(), expected_lists);
+    for (const auto& [key, n] : store->reads()) {
+      EXPECT_EQ(n, key == "g/b/zarr.json" || key.starts_with("g/b/.z") ? 2u : 1u) << key;
+      EXPECT_FALSE(key.starts_with("a/c/") || key.starts_with("g/b/0")) << key;  // no chunk read
+    }
+    // Walked once: the tables answer from now on, absent paths included.
+    const uint64_t walked_reads = store->total_reads();
+    EXPECT_THAT(*hierarchy->ArrayPaths(), ElementsAre("a", "g/b", "loose/deeper/c"));
+    EXPECT_EQ(hierarchy->Kind("nope").status().code(), StatusCode::kNotFound);
+    EXPECT_EQ(*hierarchy->Kind("loose/deeper/c"), NodeKind::kArray);
+    EXPECT_EQ(store->total_reads(), walked_reads);
+    EXPECT_EQ(store->lists(), expected_lists);
+  }
+}
+
+// A store that lists only whole prefixes is listed once, as before the walk.
+TEST(HierarchyTest, AStoreWithoutDirectoryListingsIsListedWhole) {
+  auto inner = std::make_shared<MemoryStore>();
+  inner->Set("zarr.json", kGroupV3);
+  inner->Set("g/zarr.json", kGroupV3);
+  inner->Set("g/x/zarr.json", kArrayV3);
+  inner->Set("g/x/c/0", "chunk");
+  auto store = std::make_shared<CountingStore>(std::make_shared<WrappedStore>(inner));
+  auto hierarchy = Hierarchy::Open(store);
+  ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+  EXPECT_THAT(*hierarchy->ArrayPaths(), ElementsAre("g/x"));
+  EXPECT_EQ(store->lists(), (std::map<std::string, uint64_t>{{"/", 1}, {"*", 1}}));
+}
+
+// Answers the reads asked for together (none more for 5 ms) at once, as a link answers one
+// round trip's requests, and counts those rounds; a listing is a round of its own.
+class RoundTripStore : public Store {
+ public:
+  explicit RoundTripStore(std::shared_ptr<MemoryStore> inner) : inner_(std::move(inner)) {
+    thread_ = std::thread([this] { Serve(); });
+  }
+  ~RoundTripStore() override {
+    {
+      std::lock_guard lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  using Store::ReadAsync;
+  void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override {
+    std::lock_guard lock(mutex_);
+    pending_.push_back({std::move(key), range, std::move(done)});
+    last_ = std::chrono::steady_clock::now();
+    cv_.notify_all();
+  }
+  Result<std::vector<std::string>> List(std::string_view prefix) override {
+    ++rounds_;
+    return inner_->List(prefix);
+  }
+  Result<DirListing> ListDir(std::string_view dir) override {
+    ++rounds_;
+    return inner_->ListDir(dir);
+  }
+  std::string Describe(std::string_view key) const override { return "rounds://" + std::string(key); }
+  int rounds() const { return rounds_; }
+
+ private:
+  struct Pending {
+    std::string key;
+    ByteRange range;
+    ReadCallback done;
+  };
+  void Serve() {
+    std::unique_lock lock(mutex_);
+    for (;;) {
+      cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
+      if (stop_) return;
+      if (std::chrono::steady_clock::now() - last_ < std::chrono::milliseconds(5)) {
+        cv_.wait_for(lock, std::chrono::milliseconds(1));
+        continue;
+      }
+      std::vector<Pending> round;
+      round.swap(pending_);
+      ++rounds_;
+      lock.unlock();
+      for (Pending& p : round) inner_->ReadAsync(p.key, p.range, std::move(p.done));
+      lock.lock();
+    }
+  }
+  std::shared_ptr<MemoryStore> inner_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<Pending> pending_;
+  std::chrono::steady_clock::time_point last_;
+  bool stop_ = false;
+  std::atomic<int> rounds_{0};
+  std::thread thread_;
+};
+
+// Opening costs the round trips the format needs: one for a consolidated v3 store, two for
+// v2 (zarr.json first; then .zgroup and .zmetadata together, not one after the other);
+// without consolidation, one more for a node named by path, and a listing and a round of
+// reads per level for them all.
+TEST(HierarchyTest, OpeningTakesOneRoundTripPerLevel) {
+  for (int format : {2, 3}) {
+    for (bool consolidated : {true, false}) {
+      SCOPED_TRACE(std::to_string(format) + (consolidated ? " consolidated" : " plain"));
+      auto inner = std::make_shared<MemoryStore>();
+      if (format == 3) {
+        inner->Set("zarr.json", consolidated ? Consolidated(R"("x": )" + std::string(kArrayV3) + R"(, "y": )" +
+                                                            std::string(kArrayV3))
+                                             : std::string(kGroupV3));
+        inner->Set("x/zarr.json", kArrayV3);
+        inner->Set("y/zarr.json", kArrayV3);
+      } else {
+        inner->Set(".zgroup", R"({"zarr_format": 2})");
+        inner->Set("x/.zarray", kArrayV2);
+        inner->Set("y/.zarray", kArrayV2);
+        if (consolidated) {
+          inner->Set(".zmetadata", R"({"zarr_consolidated_format": 1, "metadata": {".zgroup": {"zarr_format": 2},
+            "x/.zarray": )" + std::string(kArrayV2) +
+                                       R"(, "y/.zarray": )" + std::string(kArrayV2) + "}}");
+        }
+      }
+      auto store = std::make_shared<RoundTripStore>(inner);
+      auto hierarchy = Hierarchy::Open(store);
+      ASSERT_TRUE(hierarchy.ok()) << hierarchy.status().ToString();
+      EXPECT_EQ(hierarchy->consolidated(), consolidated);
+      const int opened = format == 3 ? 1 : 2;  // v2: after zarr.json, its root documents and .zmetadata at once
+      EXPECT_EQ(store->rounds(), opened);
+      EXPECT_EQ(*hierarchy->Kind("y"), NodeKind::kArray);
+      EXPECT_EQ(store->rounds(), opened + (consolidated ? 0 : 1));
+      EXPECT_THAT(*hierarchy->ArrayPaths(), ElementsAre("x", "y"));
+      EXPECT_EQ(store->rounds(), opened + (consolidated ? 0 : 3));
     }
   }
 }
