@@ -8,7 +8,10 @@ server's; its own CPU is measured (getrusage) and reported, so a reader can see 
 from the client on the same cores.
 
 One thread, one epoll loop, bodies sent with sendfile from the page cache: about as little
-CPU per request as Python allows. It runs in its own process:
+CPU per request as Python allows. S3's ListObjectsV2 (``GET /<bucket>?list-type=2``,
+path-style: a folder under the root is a bucket) is answered too, with ``prefix``,
+``delimiter``, ``max-keys`` (at most 1000) and continuation tokens, delayed like any request:
+what a client that lists (a hierarchy without consolidated metadata) pays in round trips. It runs in its own process:
 
     python bench/cloud_server.py ROOT [--latency-ms 20] [--connect-ms 20] [--rate-mb-s 0]
 
@@ -21,6 +24,7 @@ requests in flight over time) and ``GET /__server__/reset`` (zeroes them).
 from __future__ import annotations
 
 import argparse
+import bisect
 import errno
 import heapq
 import json
@@ -33,8 +37,10 @@ import subprocess
 import sys
 import time
 from email.utils import formatdate
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
+from xml.sax.saxutils import escape
 
+LIST_PAGE = 1000  # S3's most keys per ListObjectsV2 page
 STATS_PATH = b"/__server__/stats"
 RESET_PATH = b"/__server__/reset"
 MAX_HEADER = 16384
@@ -140,6 +146,8 @@ class Server:
         self.link_free = 0.0  # when the emulated link has sent everything queued on it
         self.stats = Stats()
         self.files: dict[str, tuple[int, int]] = {}  # path -> (fd, size), kept open
+        self.listings: dict[str, list[str]] = {}  # bucket -> its keys, sorted
+        self.entries: dict[tuple[str, str], str] = {}  # (bucket, key) -> its listing's fields
         self.next_id = 0
 
     def open_file(self, path: str) -> tuple[int, int, str] | None:
@@ -158,6 +166,66 @@ class Server:
         hit = (fd, st.st_size, validators)
         self.files[path] = hit
         return hit
+
+    def bucket_keys(self, bucket: str) -> list[str] | None:
+        """Every file under the folder `bucket` as a sorted key list (read once: the stores do
+        not change while served), or None when there is no such folder."""
+        hit = self.listings.get(bucket)
+        if hit is None:
+            base = os.path.realpath(os.path.join(self.root, bucket))
+            if os.path.dirname(base) != self.root or not os.path.isdir(base):
+                return None
+            hit = sorted(os.path.relpath(os.path.join(d, f), base) for d, _, files in os.walk(base) for f in files)
+            self.listings[bucket] = hit
+            for key in hit:  # what each <Contents> says of it, as a GET's validators do
+                st = os.stat(os.path.join(base, key))
+                self.entries[(bucket, key)] = (
+                    f"<Size>{st.st_size}</Size><ETag>&quot;{st.st_ino:x}-{st.st_size:x}-{st.st_mtime_ns:x}&quot;</ETag>"
+                    f"<LastModified>{time.strftime('%Y-%m-%dT%H:%M:%S.000Z', time.gmtime(st.st_mtime))}</LastModified>")
+        return hit
+
+    def list_objects(self, bucket: str, query: str) -> bytes | None:
+        """A ListObjectsV2 reply's XML (prefix, delimiter, max-keys, continuation-token)."""
+        keys = self.bucket_keys(bucket)
+        if keys is None:
+            return None
+        q = {k: v[0] for k, v in parse_qs(query, keep_blank_values=True).items()}
+        prefix, delimiter = q.get("prefix", ""), q.get("delimiter", "")
+        limit = max(1, min(LIST_PAGE, int(q.get("max-keys", LIST_PAGE))))
+        after = q.get("continuation-token", "")
+        entries: list[tuple[str, bool]] = []  # (key or common prefix, is a prefix)
+        i = bisect.bisect_right(keys, after) if after else bisect.bisect_left(keys, prefix)
+        truncated = False
+        while i < len(keys) and keys[i].startswith(prefix):
+            key = keys[i]
+            cut = key.find(delimiter, len(prefix)) if delimiter else -1
+            if len(entries) == limit:
+                truncated = True
+                break
+            if cut >= 0:
+                common = key[:cut + len(delimiter)]
+                entries.append((common, True))
+                i = bisect.bisect_left(keys, common[:-1] + chr(ord(common[-1]) + 1))
+            else:
+                entries.append((key, False))
+                i += 1
+        parts = [f"<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>{escape(bucket)}</Name>"
+                 f"<Prefix>{escape(prefix)}</Prefix><KeyCount>{len(entries)}</KeyCount><MaxKeys>{limit}</MaxKeys>"]
+        if delimiter:
+            parts.append(f"<Delimiter>{escape(delimiter)}</Delimiter>")
+        parts.append(f"<IsTruncated>{'true' if truncated else 'false'}</IsTruncated>")
+        if truncated:  # the last entry answered: the next page starts past it (and past its keys)
+            last, is_prefix = entries[-1]
+            token = last[:-1] + chr(ord(last[-1]) + 1) if is_prefix else last
+            parts.append(f"<NextContinuationToken>{escape(token)}</NextContinuationToken>")
+        for name, is_prefix in entries:
+            if not is_prefix:
+                parts.append(f"<Contents><Key>{escape(name)}</Key>{self.entries[(bucket, name)]}</Contents>")
+        for name, is_prefix in entries:
+            if is_prefix:
+                parts.append(f"<CommonPrefixes><Prefix>{escape(name)}</Prefix></CommonPrefixes>")
+        parts.append("</ListBucketResult>")
+        return "".join(parts).encode()
 
     def run(self) -> None:
         self.listener.setblocking(False)
@@ -255,10 +323,15 @@ class Server:
             c.file, c.left, c.size = -1, 0, -1  # not counted
             self.send(c)
             return
-        found = self.open_file(unquote(path)) if method in ("GET", "HEAD") else None
+        listing = None
+        if method == "GET" and "list-type=2" in query and unquote(path).strip("/").count("/") == 0:
+            listing = self.list_objects(unquote(path).strip("/"), query)
+        found = self.open_file(unquote(path)) if method in ("GET", "HEAD") and listing is None else None
         status, c.file, c.offset, c.left = 404, -1, 0, 0
         extra = ""
-        if method not in ("GET", "HEAD"):
+        if listing is not None:
+            status = 200
+        elif method not in ("GET", "HEAD"):
             status = 405
         elif found is not None:
             fd, size, validators = found
@@ -274,13 +347,14 @@ class Server:
                     extra += f"Content-Range: bytes {span[0]}-{span[1] - 1}/{size}\r\n"
         reason = {200: "OK", 206: "Partial Content", 404: "Not Found", 405: "Method Not Allowed",
                   416: "Range Not Satisfiable"}[status]
-        length = c.left
+        length = c.left if listing is None else len(listing)
         c.out = (f"HTTP/1.1 {status} {reason}\r\nContent-Length: {length}\r\n{extra}"
-                 f"Content-Type: application/octet-stream\r\n\r\n").encode()
+                 f"Content-Type: {'application/xml' if listing is not None else 'application/octet-stream'}\r\n\r\n"
+                 ).encode() + (listing or b"")
         if method == "HEAD":
             c.left = 0
-        c.size = c.left
-        c.what = f"{method} {path} {headers.get('range', '')}"
+        c.size = c.left if listing is None else len(listing)
+        c.what = f"{method} {path} {headers.get('range', '')}" + (f"?{query}" if listing is not None else "")
         c.signed = "authorization" in headers
         due = c.received + self.latency + (self.connect if c.fresh else 0.0)
         if self.rate > 0 and c.left:

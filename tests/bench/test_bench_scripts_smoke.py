@@ -4,6 +4,7 @@ not checked: speed is never a test's business)."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import pathlib
@@ -199,3 +200,18 @@ def test_decode_instructions_refuses_a_missing_wheel_or_library_before_running_a
         proc = subprocess.run([sys.executable, str(ROOT / "bench" / "decode_instructions.py"), *args],
                               capture_output=True, text=True, timeout=60, cwd=ROOT)
         assert proc.returncode == 2 and message in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(300)
+def test_open_bench(tmp_path):
+    """Opening over S3 with listings: every engine finds every array (the script checks their
+    shapes); without consolidated metadata ours lists each group once for every array and
+    nothing for a named one."""
+    engines = "ours,zarr" if importlib.util.find_spec("obstore") else "ours"
+    r = _run(tmp_path, "open_bench.py", "--latencies", "2", "--rounds", "1", "--rows", "40", "--engines", engines,
+             "--data", str(tmp_path / "bucket"), timeout=240)
+    rows = [row for row in r["results"] if row["engine"] == "ours"]
+    assert rows and all("failed" not in row for row in r["results"])
+    for row in rows:
+        plain = row["store"].endswith("plain")
+        assert row["lists"] == (2 if plain and not row["named"] else 0), row
