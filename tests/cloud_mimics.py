@@ -44,6 +44,17 @@ from servers import _QuietHandler, _Server, serve_file_bytes
 GCS_MIN_PART = 5 << 20  # every part of an XML API multipart upload but the last
 
 
+def delimited(names: list[str], prefix: str, delimiter: str) -> list[tuple[str, bool]]:
+    """A listing's entries in name order, as GCS and Azure give them: with a delimiter, each
+    name past it below `prefix` stands once for its "directory" (prefix + segment + delimiter)."""
+    if not delimiter:
+        return [(n, False) for n in names]
+    out: dict[str, bool] = {}
+    for n in names:
+        cut = n.find(delimiter, len(prefix))
+        out.setdefault(n[:cut + len(delimiter)] if cut >= 0 else n, cut >= 0)
+    return sorted(out.items())
+
 def _object_path(root: Path, name: str) -> Path | None:
     """``root/name`` when it stays inside ``root`` (None otherwise)."""
     target = (root / name).resolve()
@@ -119,11 +130,13 @@ class _GcsHandler(_QuietHandler):
             return
         prefix = query.get("prefix", [""])[0]
         names = sorted(p.relative_to(bucket_dir).as_posix() for p in bucket_dir.rglob("*") if p.is_file())
-        names = [n for n in names if n.startswith(prefix)]
+        entries = delimited([n for n in names if n.startswith(prefix)], prefix, query.get("delimiter", [""])[0])
         start = int(query.get("pageToken", ["0"])[0])
-        page = names[start:start + self.owner.page_size]
-        reply: dict = {"kind": "storage#objects", "items": [{"name": n} for n in page]}
-        if start + self.owner.page_size < len(names):
+        page = entries[start:start + self.owner.page_size]
+        reply: dict = {"kind": "storage#objects", "items": [{"name": n} for n, is_dir in page if not is_dir]}
+        if any(is_dir for _, is_dir in page):
+            reply["prefixes"] = [n for n, is_dir in page if is_dir]
+        if start + self.owner.page_size < len(entries):
             reply["nextPageToken"] = str(start + self.owner.page_size)
         self.send_body(200, json.dumps(reply).encode(), {"Content-Type": "application/json"}, head)
 
@@ -385,12 +398,13 @@ class _AzureHandler(_QuietHandler):
     def _list(self, root: Path, query: dict[str, list[str]], head: bool) -> None:
         prefix = query.get("prefix", [""])[0]
         names = sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file())
-        names = [n for n in names if n.startswith(prefix)]
+        entries = delimited([n for n in names if n.startswith(prefix)], prefix, query.get("delimiter", [""])[0])
         start = int(query.get("marker", ["0"])[0])
-        page = names[start:start + self.owner.page_size]
-        blobs = "".join(f"<Blob><Name>{escape(n)}</Name><Properties><Content-Length>{(root / n).stat().st_size}"
-                        "</Content-Length></Properties></Blob>" for n in page)
-        marker = str(start + self.owner.page_size) if start + self.owner.page_size < len(names) else ""
+        page = entries[start:start + self.owner.page_size]
+        blobs = "".join(f"<BlobPrefix><Name>{escape(n)}</Name></BlobPrefix>" if is_dir else
+                        f"<Blob><Name>{escape(n)}</Name><Properties><Content-Length>{(root / n).stat().st_size}"
+                        "</Content-Length></Properties></Blob>" for n, is_dir in page)
+        marker = str(start + self.owner.page_size) if start + self.owner.page_size < len(entries) else ""
         body = (f'<?xml version="1.0" encoding="utf-8"?><EnumerationResults ContainerName="c">'
                 f"<Prefix>{escape(prefix)}</Prefix><Blobs>{blobs}</Blobs><NextMarker>{marker}</NextMarker>"
                 "</EnumerationResults>").encode()

@@ -75,6 +75,20 @@ def test_listing_pages_open_a_store_without_consolidated_metadata(azure, demo_di
     check_dataset_streams_exact(store, demo_dirs[1], _ext.CountingStore(store))
 
 
+def test_unconsolidated_groups_are_walked_a_level_at_a_time(azure, demo_dirs):
+    """List Blobs with delimiter "/" (<BlobPrefix> entries, 4 a page here, signed as the SDK
+    signs them): a named array lists nothing, every array lists each group once."""
+    store = insitubatch.store(f"https://{ACCOUNT}.blob.core.windows.net/data/stores/plain.zarr",
+                              account_key=KEY, endpoint=azure.url)
+    assert store.list_dir() == (["zarr.json"], ["labels", "sh", "t2m"])
+    assert store.list_dir("labels") == (["labels/zarr.json"], ["labels/masks"])
+    counted = _ext.CountingStore(store)
+    assert sorted(open_geometries(counted, ["t2m"])) == ["t2m"] and counted.lists() == {}
+    assert sorted(open_geometries(counted)) == ["labels/masks", "sh", "t2m"]
+    assert counted.lists() == {"/": 1, "labels/": 1}
+    check_dataset_streams_exact(store, demo_dirs[1], _ext.CountingStore(store))
+
+
 def test_string_to_sign_matches_the_sdk_for_listing_queries():
     from azure.core.pipeline import PipelineContext, PipelineRequest
     from azure.core.pipeline.transport import HttpRequest

@@ -92,6 +92,21 @@ def test_listing_paginates_and_opens_unconsolidated_groups(gcs, demo_dirs):
     assert check_every_chunk(store, demo_dirs[1]) == 26
 
 
+def test_unconsolidated_groups_are_walked_a_level_at_a_time(gcs, demo_dirs):
+    """objects.list with delimiter "/" (4 entries a page here): a named array lists nothing,
+    every array lists each group once, never an array's chunks."""
+    private, _ = gcs
+    store = insitubatch.store(f"gs://{BUCKET}/stores/plain.zarr", endpoint=private.url, token=GCS_TOKEN)
+    assert store.list_dir() == (["zarr.json"], ["labels", "sh", "t2m"])
+    assert store.list_dir("labels") == (["labels/zarr.json"], ["labels/masks"])
+    chunks = {k.split("/")[2] for k in store.list("t2m/c/")}
+    assert store.list_dir("t2m/c") == ([], sorted(f"t2m/c/{c}" for c in chunks))
+    counted = _ext.CountingStore(store)
+    assert sorted(open_geometries(counted, ["t2m"])) == ["t2m"] and counted.lists() == {}
+    assert sorted(open_geometries(counted)) == ["labels/masks", "sh", "t2m"]
+    assert counted.lists() == {"/": 1, "labels/": 1}
+
+
 def test_missing_bucket(gcs):
     store = insitubatch.store("gs://no-such-bucket/x", endpoint=gcs[0].url, token=GCS_TOKEN)
     with pytest.raises(insitubatch.NotFoundError, match="no-such-bucket"):

@@ -177,29 +177,53 @@ std::string Rfc1123Date(SystemTime when) {
   return text;
 }
 
+namespace {
+
+// A listed name holding characters XML cannot carry comes percent-encoded, marked
+// Encoded="true": decoded in place.
+Status DecodeListedName(XmlElement& name) {
+  if (!XmlHasAttribute(name.attributes, "Encoded", "true")) return Status::Ok();
+  std::optional<std::string> decoded = PercentDecode(name.text, /*strict=*/true);
+  if (!decoded) {
+    return InvalidArgument("Azure List Blobs reply: <Name Encoded=\"true\"> \"" + name.text.substr(0, 200) +
+                           "\" is not percent-encoded");
+  }
+  name.text = std::move(*decoded);
+  return Status::Ok();
+}
+
+}  // namespace
+
 Result<AzureListPage> ParseAzureListPage(std::string_view xml) {
   if (xml.find("<EnumerationResults") == std::string_view::npos) {
     return InvalidArgument("Azure List Blobs reply is not an <EnumerationResults> document");
   }
   AzureListPage page;
-  INSITU_ASSIGN_OR_RETURN(std::vector<XmlElement> names, XmlElements(xml, "Name"));
+  // A listing with a delimiter holds <BlobPrefix><Name>p/a/</Name></BlobPrefix> beside the
+  // blobs: each is read as a subdirectory and cut out before the blobs' names are read.
+  std::string blobs;
+  size_t pos = 0;
+  for (size_t open; (open = xml.find("<BlobPrefix>", pos)) != std::string_view::npos;) {
+    const size_t close = xml.find("</BlobPrefix>", open);
+    if (close == std::string_view::npos) return InvalidArgument("Azure List Blobs reply: <BlobPrefix> is never closed");
+    INSITU_ASSIGN_OR_RETURN(std::vector<XmlElement> prefix, XmlElements(xml.substr(open, close - open), "Name"));
+    if (prefix.size() != 1) return InvalidArgument("Azure List Blobs reply: a <BlobPrefix> without one <Name>");
+    INSITU_RETURN_IF_ERROR(DecodeListedName(prefix.front()));
+    page.prefixes.push_back(std::move(prefix.front().text));
+    blobs.append(xml.substr(pos, open - pos));
+    pos = close + std::string_view("</BlobPrefix>").size();
+  }
+  blobs.append(xml.substr(pos));
+  INSITU_ASSIGN_OR_RETURN(std::vector<XmlElement> names, XmlElements(blobs, "Name"));
   for (XmlElement& name : names) {
-    // A name holding characters XML cannot carry comes percent-encoded, marked Encoded="true".
-    if (XmlHasAttribute(name.attributes, "Encoded", "true")) {
-      std::optional<std::string> decoded = PercentDecode(name.text, /*strict=*/true);
-      if (!decoded) {
-        return InvalidArgument("Azure List Blobs reply: <Name Encoded=\"true\"> \"" + name.text.substr(0, 200) +
-                               "\" is not percent-encoded");
-      }
-      name.text = std::move(*decoded);
-    }
+    INSITU_RETURN_IF_ERROR(DecodeListedName(name));
     page.names.push_back(std::move(name.text));
   }
   // One <Properties><Etag> per <Blob>, bare ("0x8D..."), where a read's ETag header quotes it.
-  INSITU_ASSIGN_OR_RETURN(page.etags, XmlElementTexts(xml, "Etag"));
+  INSITU_ASSIGN_OR_RETURN(page.etags, XmlElementTexts(blobs, "Etag"));
   if (page.etags.size() != page.names.size()) page.etags.clear();
   for (std::string& etag : page.etags) etag = QuotedEtag(etag);
-  INSITU_ASSIGN_OR_RETURN(std::vector<std::string> markers, XmlElementTexts(xml, "NextMarker"));
+  INSITU_ASSIGN_OR_RETURN(std::vector<std::string> markers, XmlElementTexts(blobs, "NextMarker"));
   if (markers.size() > 1) return InvalidArgument("Azure List Blobs reply holds more than one <NextMarker>");
   if (!markers.empty()) page.next_marker = std::move(markers.front());
   return page;
@@ -355,41 +379,59 @@ Result<std::vector<ObjectGeneration>> AzureStore::ListGenerations(std::string_vi
 
 Result<std::vector<ObjectGeneration>> AzureStore::Listing(std::string_view prefix, bool generations) {
   const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
+  const std::string list_prefix = root + std::string(prefix);
+  return CollectListingGenerations("listing " + Describe(""), root, "blob", "NextMarker",
+                                   [&](const std::string& marker) -> Result<ListPage> {
+                                     return ListingPage(list_prefix, marker, generations, /*delimited=*/false);
+                                   });
+}
+
+Result<DirListing> AzureStore::ListDir(std::string_view dir) {
+  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
+  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
+  const std::string list_prefix = root + (dir.empty() ? "" : std::string(dir) + "/");
+  return CollectDirListing("listing " + Describe(dir), root, dir, "blob", "NextMarker",
+                           [&](const std::string& marker) -> Result<ListPage> {
+                             return ListingPage(list_prefix, marker, /*generations=*/false, /*delimited=*/true);
+                           });
+}
+
+Result<ListPage> AzureStore::ListingPage(const std::string& list_prefix, const std::string& marker, bool generations,
+                                         bool delimited) {
   const std::string context = "listing " + Describe("");
-  return CollectListingGenerations(
-      context, root, "blob", "NextMarker", [&](const std::string& marker) -> Result<ListPage> {
-        QueryPairs query = {{"restype", "container"}, {"comp", "list"}, {"prefix", root + std::string(prefix)}};
-        if (!marker.empty()) query.emplace_back("marker", marker);
-        HttpRequest request;
-        request.url = Url(container_path_, query);
-        request.where = Describe("");
-        request.max_body_bytes = kMaxListBody;
-        Authorize(request, container_path_, std::move(query));
-        INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
-        if (response.status != 200) {
-          const std::string what = DescribeHttpError(response.status, response.error_body);
-          const int detail = static_cast<int>(response.status);
-          if (response.status == 404) {
-            return NotFound(context + ": " + what + " (no container " + location_.container + " in account " +
-                            account_ + "?)")
-                .set_detail(detail);
-          }
-          std::string message = context + ": " + what;
-          if (response.status == 401 || response.status == 403) {
-            message += "; listing needs the List permission (a SAS token needs sp=l; consolidated metadata avoids it)";
-          }
-          return IoError(std::move(message)).set_detail(detail);
-        }
-        const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
-        auto page = ParseAzureListPage(body);
-        if (!page.ok()) return page.status().WithContext(context);
-        if (!generations) {
-          page->etags.clear();
-        } else if (page->etags.empty() && !page->names.empty()) {
-          return Unimplemented(context + ": the listing carries no ETags");
-        }
-        return ListPage{std::move(page->names), std::move(page->next_marker), std::move(page->etags)};
-      });
+  QueryPairs query = {{"restype", "container"}, {"comp", "list"}, {"prefix", list_prefix}};
+  if (delimited) query.emplace_back("delimiter", "/");
+  if (!marker.empty()) query.emplace_back("marker", marker);
+  HttpRequest request;
+  request.url = Url(container_path_, query);
+  request.where = Describe("");
+  request.max_body_bytes = kMaxListBody;
+  Authorize(request, container_path_, std::move(query));
+  INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
+  if (response.status != 200) {
+    const std::string what = DescribeHttpError(response.status, response.error_body);
+    const int detail = static_cast<int>(response.status);
+    if (response.status == 404) {
+      return NotFound(context + ": " + what + " (no container " + location_.container + " in account " + account_ +
+                      "?)")
+          .set_detail(detail);
+    }
+    std::string message = context + ": " + what;
+    if (response.status == 401 || response.status == 403) {
+      message += "; listing needs the List permission (a SAS token needs sp=l; consolidated metadata avoids it)";
+    }
+    return IoError(std::move(message)).set_detail(detail);
+  }
+  const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
+  auto page = ParseAzureListPage(body);
+  if (!page.ok()) return page.status().WithContext(context);
+  if (!generations) {
+    page->etags.clear();
+  } else if (page->etags.empty() && !page->names.empty()) {
+    return Unimplemented(context + ": the listing carries no ETags");
+  }
+  return ListPage{std::move(page->names), std::move(page->next_marker), std::move(page->etags),
+                  std::move(page->prefixes)};
 }
 
 }  // namespace insitubatch

@@ -29,6 +29,7 @@
 #include "insitubatch/io/azure/azure_credentials.h"
 #include "insitubatch/io/http/curl_transport.h"
 #include "insitubatch/io/http/http_request.h"
+#include "insitubatch/io/http/http_store.h"
 #include "insitubatch/io/store.h"
 
 namespace insitubatch {
@@ -74,6 +75,7 @@ struct AzureListPage {
   std::string next_marker;
   std::vector<std::string>
       etags;  // parallel to `names`, quoted as a read's ETag header; empty when they do not pair up
+  std::vector<std::string> prefixes;  // a listing with a delimiter: its <BlobPrefix> names ("p/a/")
 };
 Result<AzureListPage> ParseAzureListPage(std::string_view xml);
 
@@ -85,6 +87,8 @@ class AzureStore final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
+  // List Blobs with delimiter "/": a page per 5000 entries of the one level.
+  Result<DirListing> ListDir(std::string_view dir) override;
   bool remote() const override { return true; }
   // List Blobs' <Etag>s: one request per 5000 blobs.
   Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override;
@@ -106,6 +110,10 @@ class AzureStore final : public Store {
   AzureStore() = default;
   std::string BlobName(std::string_view key) const;
   Result<std::vector<ObjectGeneration>> Listing(std::string_view prefix, bool generations);
+  // One List Blobs page of `list_prefix` from `marker`; with `delimited`, grouped by "/"
+  // (ListPage::dirs: the <BlobPrefix> names).
+  Result<ListPage> ListingPage(const std::string& list_prefix, const std::string& marker, bool generations,
+                               bool delimited);
   // Query pairs -> the URL to send (SAS parameters appended) for a path below the origin.
   std::string Url(const std::string& path, const QueryPairs& query) const;
   void Authorize(HttpRequest& request, std::string path, QueryPairs query) const;

@@ -125,6 +125,20 @@ TEST(AzureListTest, NamesAndMarker) {
   EXPECT_FALSE(ParseAzureListPage("<EnumerationResults><Name>a<b></Name></EnumerationResults>").ok());
 }
 
+TEST(AzureListTest, ADelimitedPageNamesItsBlobPrefixes) {
+  auto page = ParseAzureListPage(
+      R"(<EnumerationResults ContainerName="c"><Prefix>p/</Prefix><Delimiter>/</Delimiter><Blobs>)"
+      R"(<BlobPrefix><Name>p/labels/</Name></BlobPrefix>)"
+      R"(<Blob><Name>p/zarr.json</Name><Properties><Etag>0x1</Etag></Properties></Blob>)"
+      R"(<BlobPrefix><Name Encoded="true">p/a%01b/</Name></BlobPrefix></Blobs><NextMarker /></EnumerationResults>)");
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_EQ(page->names, (std::vector<std::string>{"p/zarr.json"}));
+  EXPECT_EQ(page->etags, (std::vector<std::string>{"\"0x1\""}));  // paired with the blob alone
+  EXPECT_EQ(page->prefixes, (std::vector<std::string>{"p/labels/", std::string("p/a\x01") + "b/"}));
+  EXPECT_FALSE(ParseAzureListPage("<EnumerationResults><Blobs><BlobPrefix><Name>a/</Name></Blobs>").ok());
+  EXPECT_FALSE(ParseAzureListPage("<EnumerationResults><BlobPrefix></BlobPrefix></EnumerationResults>").ok());
+}
+
 TEST(AzureListTest, EncodedNamesArePercentDecoded) {
   // Azure percent-encodes a name holding characters XML cannot carry and marks it so.
   auto page = ParseAzureListPage(R"(<EnumerationResults><Blobs><Blob><Name Encoded="true">p/a%01b%25</Name></Blob>)"

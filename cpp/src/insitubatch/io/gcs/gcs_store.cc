@@ -21,6 +21,13 @@ Result<GcsListPage> ParseGcsListPage(std::string_view text) {
   }
   GcsListPage page;
   bool every_generation = true;
+  if (auto prefixes = json.find("prefixes"); prefixes != json.end()) {  // a delimited listing's subdirectories
+    if (!prefixes->is_array()) return InvalidArgument("GCS objects.list: \"prefixes\" is not a list");
+    for (const auto& prefix : *prefixes) {
+      if (!prefix.is_string()) return InvalidArgument("GCS objects.list: a prefix is not a string");
+      page.prefixes.push_back(prefix.get<std::string>());
+    }
+  }
   if (auto items = json.find("items"); items != json.end()) {
     if (!items->is_array()) return InvalidArgument("GCS objects.list: \"items\" is not a list");
     for (const auto& item : *items) {
@@ -152,38 +159,56 @@ Result<std::vector<ObjectGeneration>> GcsStore::ListGenerations(std::string_view
 Result<std::vector<ObjectGeneration>> GcsStore::Listing(std::string_view prefix, bool generations) {
   const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
   const std::string list_prefix = root + std::string(prefix);
+  return CollectListingGenerations("listing " + Describe(""), root, "object", "page token",
+                                   [&](const std::string& token) -> Result<ListPage> {
+                                     return ListingPage(list_prefix, token, generations, /*delimited=*/false);
+                                   });
+}
+
+Result<DirListing> GcsStore::ListDir(std::string_view dir) {
+  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
+  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
+  const std::string list_prefix = root + (dir.empty() ? "" : std::string(dir) + "/");
+  return CollectDirListing("listing " + Describe(dir), root, dir, "object", "page token",
+                           [&](const std::string& token) -> Result<ListPage> {
+                             return ListingPage(list_prefix, token, /*generations=*/false, /*delimited=*/true);
+                           });
+}
+
+Result<ListPage> GcsStore::ListingPage(const std::string& list_prefix, const std::string& token, bool generations,
+                                       bool delimited) {
   const std::string context = "listing " + Describe("");
-  return CollectListingGenerations(
-      context, root, "object", "page token", [&](const std::string& token) -> Result<ListPage> {
-        std::vector<std::pair<std::string, std::string>> query = {
-            {"prefix", list_prefix},
-            {"fields", generations ? "items(name,generation),nextPageToken" : "items(name),nextPageToken"}};
-        if (!token.empty()) query.push_back({"pageToken", token});
-        HttpRequest request;
-        request.url = origin_ + base_path_ + "/storage/v1/b/" + PercentEncode(location_.bucket, /*keep_slash=*/false) +
-                      "/o?" + CanonicalQueryString(std::move(query));
-        request.where = Describe("");
-        Authorize(request);
-        request.max_body_bytes = kMaxListBody;
-        INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
-        if (response.status != 200) {
-          const std::string what = DescribeHttpError(response.status, response.error_body);
-          const int detail = static_cast<int>(response.status);
-          if (response.status == 404) return NotFound(context + ": " + what).set_detail(detail);
-          std::string message = context + ": " + what;
-          if (response.status == 401 || response.status == 403) {
-            message += "; listing needs storage.objects.list permission (consolidated metadata avoids it)";
-          }
-          return IoError(std::move(message)).set_detail(detail);
-        }
-        const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
-        auto page = ParseGcsListPage(body);
-        if (!page.ok()) return page.status().WithContext(context);
-        if (generations && page->generations.empty() && !page->names.empty()) {
-          return Unimplemented(context + ": the listing carries no object generations");
-        }
-        return ListPage{std::move(page->names), std::move(page->next_page_token), std::move(page->generations)};
-      });
+  std::vector<std::pair<std::string, std::string>> query = {
+      {"prefix", list_prefix},
+      {"fields", std::string(generations ? "items(name,generation)" : "items(name)") +
+                     (delimited ? ",prefixes,nextPageToken" : ",nextPageToken")}};
+  if (delimited) query.push_back({"delimiter", "/"});
+  if (!token.empty()) query.push_back({"pageToken", token});
+  HttpRequest request;
+  request.url = origin_ + base_path_ + "/storage/v1/b/" + PercentEncode(location_.bucket, /*keep_slash=*/false) +
+                "/o?" + CanonicalQueryString(std::move(query));
+  request.where = Describe("");
+  Authorize(request);
+  request.max_body_bytes = kMaxListBody;
+  INSITU_ASSIGN_OR_RETURN(HttpResponse response, transport_->Send(std::move(request)));
+  if (response.status != 200) {
+    const std::string what = DescribeHttpError(response.status, response.error_body);
+    const int detail = static_cast<int>(response.status);
+    if (response.status == 404) return NotFound(context + ": " + what).set_detail(detail);
+    std::string message = context + ": " + what;
+    if (response.status == 401 || response.status == 403) {
+      message += "; listing needs storage.objects.list permission (consolidated metadata avoids it)";
+    }
+    return IoError(std::move(message)).set_detail(detail);
+  }
+  const std::string_view body(reinterpret_cast<const char*>(response.body.data()), response.body.size());
+  auto page = ParseGcsListPage(body);
+  if (!page.ok()) return page.status().WithContext(context);
+  if (generations && page->generations.empty() && !page->names.empty()) {
+    return Unimplemented(context + ": the listing carries no object generations");
+  }
+  return ListPage{std::move(page->names), std::move(page->next_page_token), std::move(page->generations),
+                  std::move(page->prefixes)};
 }
 
 }  // namespace insitubatch

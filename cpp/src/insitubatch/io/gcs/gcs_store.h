@@ -24,6 +24,7 @@
 #include "insitubatch/io/aws/s3_request.h"       // BucketUrl
 #include "insitubatch/io/gcs/gcs_credentials.h"
 #include "insitubatch/io/http/curl_transport.h"
+#include "insitubatch/io/http/http_store.h"
 #include "insitubatch/io/store.h"
 
 namespace insitubatch {
@@ -47,9 +48,11 @@ struct GcsListPage {
   std::vector<std::string> names;
   std::string next_page_token;
   std::vector<std::string> generations;  // parallel to `names` when every item has one, else empty
+  std::vector<std::string> prefixes;     // a listing with a delimiter: its subdirectories ("p/a/")
 };
 // Parses a JSON API objects.list reply ({"items": [{"name": ..., "generation": ...}],
-// "nextPageToken": ...}); a generation in ReadResult's form ("x-goog-generation:<n>").
+// "prefixes": [...], "nextPageToken": ...}); a generation in ReadResult's form
+// ("x-goog-generation:<n>").
 Result<GcsListPage> ParseGcsListPage(std::string_view json);
 
 class GcsStore final : public Store {
@@ -60,6 +63,8 @@ class GcsStore final : public Store {
   using Store::ReadAsync;
   void ReadAsync(std::string key, ByteRange range, ReadCallback done, CancelRef cancel) override;
   Result<std::vector<std::string>> List(std::string_view prefix) override;
+  // objects.list with delimiter "/": a page per 1000 entries of the one level.
+  Result<DirListing> ListDir(std::string_view dir) override;
   bool remote() const override { return true; }
   // objects.list with each object's generation: one request per 1000 objects.
   Result<std::vector<ObjectGeneration>> ListGenerations(std::string_view prefix) override;
@@ -90,6 +95,10 @@ class GcsStore final : public Store {
   Status DeleteStatus(const std::string& key, const Result<HttpResponse>& reply) const;
   Result<bool> WriteMultipart(const std::string& key, std::string_view value);
   Result<std::vector<ObjectGeneration>> Listing(std::string_view prefix, bool generations);
+  // One objects.list page of `list_prefix` from `token`; with `delimited`, grouped by "/"
+  // (ListPage::dirs: the reply's prefixes).
+  Result<ListPage> ListingPage(const std::string& list_prefix, const std::string& token, bool generations,
+                               bool delimited);
 
   BucketUrl location_;
   std::string origin_;     // scheme://authority

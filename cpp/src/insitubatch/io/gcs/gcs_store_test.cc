@@ -35,6 +35,15 @@ TEST(GcsListPageTest, ParsesItemsAndToken) {
   EXPECT_TRUE(empty->next_page_token.empty());
 }
 
+TEST(GcsListPageTest, ADelimitedPageNamesItsPrefixes) {
+  auto page = ParseGcsListPage(R"({"items": [{"name": "p/zarr.json"}], "prefixes": ["p/labels/", "p/t2m/"]})");
+  ASSERT_TRUE(page.ok()) << page.status().ToString();
+  EXPECT_THAT(page->names, ElementsAre("p/zarr.json"));
+  EXPECT_THAT(page->prefixes, ElementsAre("p/labels/", "p/t2m/"));
+  EXPECT_FALSE(ParseGcsListPage(R"({"prefixes": "p/a/"})").ok());
+  EXPECT_FALSE(ParseGcsListPage(R"({"prefixes": [1]})").ok());
+}
+
 TEST(GcsListPageTest, RejectsMalformedReplies) {
   for (const char* bad : {"", "[]", "{", R"({"items": {}})", R"({"items": [{"size": 1}]})",
                           R"({"items": [{"name": 3}]})", R"({"items": [], "nextPageToken": 5})"}) {
