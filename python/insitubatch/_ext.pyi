@@ -24,6 +24,11 @@ class Store:
     def list(self, prefix: str = '') -> list[str]:
         """Every key under `prefix`, sorted."""
 
+    def list_dir(self, dir: str = '') -> tuple:
+        """
+        One level below `dir` ('' = the root, else 'a/b'): (the keys directly in it, its subdirectories), each sorted. UnsupportedError (a NotImplementedError) where the store lists only whole prefixes (use list()).
+        """
+
     def describe(self, key: str = '') -> str:
         """Where `key` lives, as a path or URL."""
 
@@ -69,7 +74,7 @@ class MemoryStore(Store):
     def erase(self, key: str) -> None: ...
 
 class CountingStore(Store):
-    """Wraps a store and counts reads (and writes) per key."""
+    """Wraps a store and counts reads (and writes, and listings) per key."""
 
     def __init__(self, inner: Store) -> None: ...
 
@@ -78,6 +83,11 @@ class CountingStore(Store):
 
     def writes(self) -> dict[str, int]:
         """Writes per key since the last reset."""
+
+    def lists(self) -> dict[str, int]:
+        """
+        Listings since the last reset, per prefix: list(p) as 'p*', list_dir(d) as 'd/' ('/' for the root).
+        """
 
     @property
     def total_reads(self) -> int: ...
