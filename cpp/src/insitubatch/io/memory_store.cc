@@ -112,9 +112,11 @@ Result<DirListing> MemoryStore::ListDir(std::string_view dir) {
       ++it;
       continue;
     }
-    // Keys under one subdirectory are adjacent in sorted order: skip past them ('0' follows '/').
-    out.dirs.push_back(it->first.substr(0, slash));
-    it = objects_.lower_bound(out.dirs.back() + "0");
+    // Keys under one subdirectory are adjacent in sorted order: skip past them ('0' follows
+    // '/'). An empty name (keys "a//x") is no directory a key path can name.
+    const std::string sub = it->first.substr(0, slash);
+    if (slash > prefix.size()) out.dirs.push_back(sub);
+    it = objects_.lower_bound(sub + "0");
   }
   // Keys come in key order ("a-b/x" before "a/x"): the directories, in their own.
   std::sort(out.dirs.begin(), out.dirs.end());

@@ -208,7 +208,7 @@ TEST(MemoryStoreTest, ListDirListsOneLevel) {
   EXPECT_THAT(store.ListDir("a")->keys, ElementsAre("a/zarr.json"));
   EXPECT_THAT(store.ListDir("a")->dirs, ElementsAre("a/c"));
   EXPECT_THAT(store.ListDir("a/c")->keys, ElementsAre("a/c/0", "a/c/1"));
-  EXPECT_THAT(store.ListDir("b")->dirs, ElementsAre("b/"));  // "b//x": an empty name, as listed
+  EXPECT_TRUE(store.ListDir("b")->dirs.empty());  // "b//x": an empty name, no directory a key can name
   EXPECT_TRUE(store.ListDir("nope")->keys.empty());
 }
 

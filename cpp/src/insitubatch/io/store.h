@@ -83,6 +83,7 @@ struct ObjectGeneration {
 struct DirListing {
   std::vector<std::string> keys;  // the objects directly in it, as full keys, sorted
   std::vector<std::string> dirs;  // its subdirectories, as full paths without a trailing '/', sorted
+                                  // (none of an empty name: keys "a//x" are in no directory a path names)
 };
 
 class Store {

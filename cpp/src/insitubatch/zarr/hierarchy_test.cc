@@ -433,6 +433,12 @@ TEST(HierarchyTest, ListedKeysWithTraversalAreRejected) {
   auto walked = Hierarchy::Open(store);
   ASSERT_TRUE(walked.ok()) << walked.status().ToString();
   EXPECT_THAT(*walked->ArrayPaths(), testing::IsEmpty());
+  auto rooted = std::make_shared<MemoryStore>();  // and so is "/b", a key's leading '/'
+  rooted->Set("zarr.json", kGroupV3);
+  rooted->Set("/b/zarr.json", kArrayV3);
+  auto rooted_walk = Hierarchy::Open(rooted);
+  ASSERT_TRUE(rooted_walk.ok()) << rooted_walk.status().ToString();
+  EXPECT_THAT(*rooted_walk->ArrayPaths(), testing::IsEmpty());
   // Listed whole (a store that cannot list a directory at a time), the key is refused.
   Status status = OpenStatus(std::make_shared<WrappedStore>(store));
   EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);

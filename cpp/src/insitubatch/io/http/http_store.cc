@@ -160,7 +160,7 @@ Result<DirListing> CollectDirListing(const std::string& context, const std::stri
     // A server that ignores the delimiter answers the objects below the subdirectories too:
     // each stands for its subdirectory, as a common prefix would.
     if (const size_t slash = o.key.find('/', prefix.size()); slash != std::string::npos) {
-      out.dirs.push_back(o.key.substr(0, slash));
+      if (slash > prefix.size()) out.dirs.push_back(o.key.substr(0, slash));
     } else {
       out.keys.push_back(std::move(o.key));
     }
@@ -172,7 +172,8 @@ Result<DirListing> CollectDirListing(const std::string& context, const std::stri
       return IoError(context + ": the reply names \"" + path + "/\" as a directory directly in " +
                      (dir.empty() ? std::string("the root") : "\"" + std::string(dir) + "\""));
     }
-    out.dirs.push_back(std::move(path));  // "a/" for keys "a//...": a name no key path can take
+    // An empty name (keys "a//x", or "/x" at the root) is no directory a key path can name.
+    if (!name.empty()) out.dirs.push_back(std::move(path));
   }
   std::sort(out.dirs.begin(), out.dirs.end());
   out.dirs.erase(std::unique(out.dirs.begin(), out.dirs.end()), out.dirs.end());

@@ -24,7 +24,7 @@ ListPageFetch Pages(std::map<std::string, ListPage> pages) {
 
 TEST(CollectDirListingTest, OneLevelAcrossPages) {
   std::map<std::string, ListPage> pages;
-  pages[""] = {{"root/g/zarr.json"}, "t1", {}, {"root/g/a/", "root/g/b/"}};
+  pages[""] = {{"root/g/zarr.json", "root/g//x"}, "t1", {}, {"root/g/a/", "root/g/b/", "root/g//"}};
   pages["t1"] = {{"root/g/z.txt", "root/g/"}, "", {}, {"root/g/c/", "root/g/a/"}};
   auto listing = CollectDirListing("listing x", "root/", "g", "key", "token", Pages(pages));
   ASSERT_TRUE(listing.ok()) << listing.status().ToString();
