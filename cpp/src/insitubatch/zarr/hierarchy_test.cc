@@ -558,8 +558,9 @@ TEST(HierarchyTest, AStoreWithoutDirectoryListingsIsListedWhole) {
   EXPECT_EQ(store->lists(), (std::map<std::string, uint64_t>{{"/", 1}, {"*", 1}}));
 }
 
-// Answers the reads asked for together (none more for 5 ms) at once, as a link answers one
-// round trip's requests, and counts those rounds; a listing is a round of its own.
+// Answers the reads asked for together (none more for 30 ms: wide enough that a loaded
+// machine does not split one burst) at once, as a link answers one round trip's requests,
+// and counts those rounds; a listing is a round of its own.
 class RoundTripStore : public Store {
  public:
   explicit RoundTripStore(std::shared_ptr<MemoryStore> inner) : inner_(std::move(inner)) {
@@ -602,7 +603,7 @@ class RoundTripStore : public Store {
     for (;;) {
       cv_.wait(lock, [&] { return stop_ || !pending_.empty(); });
       if (stop_) return;
-      if (std::chrono::steady_clock::now() - last_ < std::chrono::milliseconds(5)) {
+      if (std::chrono::steady_clock::now() - last_ < std::chrono::milliseconds(30)) {
         cv_.wait_for(lock, std::chrono::milliseconds(1));
         continue;
       }
