@@ -17,7 +17,8 @@ from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteReques
 from zarr.core.buffer import default_buffer_prototype
 
 import insitubatch
-from insitubatch import InSituDataset, obstore_store, open_geometries, split_by_chunk
+from insitubatch import InSituDataset, _ext, obstore_store, open_geometries, split_by_chunk
+from insitubatch.zarr_store import ZarrStore
 
 PROTO = default_buffer_prototype()
 
@@ -50,6 +51,17 @@ def test_the_store_methods_agree_with_zarrs_local_store(cf):
     for prefix in ("", "t2m", "t2m/", "t2m/c"):
         assert run(collect(ours.list_dir(prefix))) == run(collect(theirs.list_dir(prefix))), prefix
     assert run(collect(ours.list_prefix("t2m/"))) == run(collect(theirs.list_prefix("t2m/")))
+    # A directory level is one listing of it, not of every key below (what zarr-python and
+    # xarray walk a group without consolidated metadata with).
+    counted = _ext.CountingStore(insitubatch.local_store(path))
+    assert run(collect(ZarrStore(counted).list_dir("t2m"))) == run(collect(theirs.list_dir("t2m")))
+    assert counted.lists() == {"t2m/": 1}
+    # A store that lists whole prefixes only (references): the same names, from its listing.
+    refs = insitubatch.reference_store({"version": 1, "refs": {"zarr.json": "{}", "g/a/zarr.json": "{}",
+                                                               "g/b": "x", "g/a/c/0": "y"}})
+    with pytest.raises(insitubatch.UnsupportedError):
+        refs.list_dir("g")
+    assert run(collect(ZarrStore(refs).list_dir("g"))) == ["a", "b"]
     key = "t2m/c/1/0/0"
     for byte_range in (None, RangeByteRequest(3, 11), OffsetByteRequest(5), SuffixByteRequest(7)):
         assert run(ours.get(key, PROTO, byte_range)).to_bytes() == run(theirs.get(key, PROTO, byte_range)).to_bytes()

@@ -21,7 +21,7 @@ from typing import Any, AsyncIterator, Callable, Iterable, TypeVar
 from zarr.abc.store import ByteRequest, OffsetByteRequest, RangeByteRequest, Store, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 
-from .errors import InvalidArgumentError
+from .errors import InvalidArgumentError, UnsupportedError
 
 
 def _read(native: Any, key: str, byte_range: ByteRequest | None) -> bytes | None:
@@ -191,6 +191,14 @@ class ZarrStore(Store):
 
     async def list_dir(self, prefix: str) -> AsyncIterator[str]:
         base = prefix.rstrip("/") + "/" if prefix.strip("/") else ""
+        try:  # one directory level, where the store lists one: not every chunk key below it
+            keys, dirs = await asyncio.to_thread(self._native.list_dir, base.rstrip("/"))
+        except (UnsupportedError, InvalidArgumentError):  # lists whole prefixes only; or an odd prefix
+            pass
+        else:
+            for name in sorted({path[len(base):] for path in (*keys, *dirs)}):
+                yield name
+            return
         seen: set[str] = set()
         for key in await self._keys(base):
             name = key[len(base):].split("/", 1)[0]
