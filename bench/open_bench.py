@@ -13,7 +13,9 @@ Each engine runs in a fresh process, `--rounds` times, interleaved:
 * before -- the same calls in an earlier revision's build (`--before REV`, built as
             bench/engine_ab.py builds one);
 * zarr   -- zarr-python 3 on obstore's S3Store: `open_group(...).members(max_depth=None)`
-            (every array) or `open_group(...)["a0"]` (named).
+            (every array) or `open_group(...)["a0"]` (named);
+* zarr-ours, zarr-before -- the same zarr-python calls on ours' zarr-python face
+            (`insitubatch.obstore_store`), of this checkout or of `--before REV`'s build.
 
 Each run reports its seconds (from before the store is opened, imports excluded) and what
 the server answered: requests, of which listings. Every engine must find the same arrays
@@ -92,12 +94,18 @@ def child(cfg: dict) -> dict:
         import zarr
         from obstore.store import S3Store
 
+        from insitubatch import obstore_store
+
         zarr.config.set({"async.concurrency": 64})
         t0 = time.perf_counter()
-        obj = S3Store(bucket, prefix=f"{cfg['store']}.zarr", endpoint=cfg["endpoint"], region=ENV["AWS_REGION"],
-                      access_key_id=ENV["AWS_ACCESS_KEY_ID"], secret_access_key=ENV["AWS_SECRET_ACCESS_KEY"],
-                      client_options={"allow_http": True})
-        group = zarr.open_group(zarr.storage.ObjectStore(obj, read_only=True), mode="r")
+        if cfg["engine"] == "zarr":
+            obj = S3Store(bucket, prefix=f"{cfg['store']}.zarr", endpoint=cfg["endpoint"], region=ENV["AWS_REGION"],
+                          access_key_id=ENV["AWS_ACCESS_KEY_ID"], secret_access_key=ENV["AWS_SECRET_ACCESS_KEY"],
+                          client_options={"allow_http": True})
+            zstore = zarr.storage.ObjectStore(obj, read_only=True)
+        else:  # zarr-python on ours' zarr-python face
+            zstore = obstore_store(url, endpoint=cfg["endpoint"], region=ENV["AWS_REGION"])
+        group = zarr.open_group(zstore, mode="r")
         if named:
             shapes = {"a0": list(group["a0"].shape)}
         else:
@@ -124,7 +132,8 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--latencies", default="20,50", help="ms added to every request")
     p.add_argument("--rounds", type=int, default=3)
-    p.add_argument("--engines", default="ours,zarr")
+    p.add_argument("--engines", default="ours,zarr", help="of ours, zarr, zarr-ours (and with --before:"
+                   " before, zarr-before)")
     p.add_argument("--before", metavar="REV", help="adds the 'before' engine: this revision's build")
     p.add_argument("--stores", default=",".join(STORES))
     p.add_argument("--rows", type=int, default=4096, help="rows (chunks) per array")
@@ -136,7 +145,14 @@ def main() -> None:
         print(json.dumps(child(json.loads(args.child))))
         return
 
-    engines = args.engines.split(",") + (["before"] if args.before else [])
+    engines = args.engines.split(",")
+    unknown = set(engines) - {"ours", "zarr", "zarr-ours", "before", "zarr-before"}
+    if unknown:
+        p.error(f"--engines: unknown {sorted(unknown)}")
+    if args.before and not any(e.endswith("before") for e in engines):
+        engines.append("before")  # --before alone: the revision's own calls beside ours
+    if any(e.endswith("before") for e in engines) and not args.before:
+        p.error("the 'before' engines need --before REV")
     site = None
     if args.before:
         import engine_ab
@@ -157,7 +173,7 @@ def main() -> None:
                             cfg = {"engine": engine, "store": name, "named": named, "endpoint": server.url,
                                    "bucket": data.name}
                             server.reset()
-                            out = run_child(cfg, site if engine == "before" else None)
+                            out = run_child(cfg, site if engine.endswith("before") else None)
                             stats = server.stats(spans=True)
                             lists = sum("list-type=2" in path for path in stats["span_paths"])
                             row = {"latency_ms": latency, "round": r, "store": name, "named": named,
