@@ -10,8 +10,9 @@ from the client on the same cores.
 One thread, one epoll loop, bodies sent with sendfile from the page cache: about as little
 CPU per request as Python allows. S3's ListObjectsV2 (``GET /<bucket>?list-type=2``,
 path-style: a folder under the root is a bucket) is answered too, with ``prefix``,
-``delimiter``, ``max-keys`` (at most 1000) and continuation tokens, delayed like any request:
-what a client that lists (a hierarchy without consolidated metadata) pays in round trips. It runs in its own process:
+``delimiter``, ``max-keys`` (at most 1000) and continuation tokens, delayed like any
+request: what a client that lists (a hierarchy without consolidated metadata) pays in
+round trips. It runs in its own process:
 
     python bench/cloud_server.py ROOT [--latency-ms 20] [--connect-ms 20] [--rate-mb-s 0]
 

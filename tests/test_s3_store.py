@@ -69,6 +69,9 @@ def test_unconsolidated_groups_are_walked_a_level_at_a_time(moto, demo_dirs):
     plain = open_s3(moto, f"s3://{BUCKET}/stores/plain.zarr")
     assert plain.list_dir() == (["zarr.json"], ["labels", "sh", "t2m"])
     assert plain.list_dir("labels") == (["labels/zarr.json"], ["labels/masks"])
+    for bad in ("labels/", "../x", "/labels"):
+        with pytest.raises(insitubatch.InvalidArgumentError, match="invalid store key"):
+            plain.list_dir(bad)
     assert plain.list_dir("t2m/c") == ([], sorted(f"t2m/c/{k}" for k in {p.split("/")[2] for p in plain.list("t2m/c/")}))
     many = open_s3(moto, f"s3://{BUCKET}/many")
     assert many.list_dir() == ([f"k{i:05d}" for i in range(MANY_KEYS)], [])  # two delimited pages

@@ -45,6 +45,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto fetch = [&](const std::string& token) -> Result<ListPage> { return list_page; };
   (void)CollectListing("fuzz", root, "key", "token", fetch);
   (void)CollectListingGenerations("fuzz", root, "key", "token", fetch);
-  (void)CollectDirListing("fuzz", root, dir, "key", "token", fetch);
+  (void)CollectDirListing("fuzz", root, dir, "key", "token",
+                          [&](const std::string& list_prefix, const std::string& token) { return fetch(token); });
   return 0;
 }

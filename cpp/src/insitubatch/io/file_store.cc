@@ -355,7 +355,7 @@ Result<std::vector<std::string>> FileStore::List(std::string_view prefix) {
 
 Result<DirListing> FileStore::ListDir(std::string_view dir) {
   namespace fs = std::filesystem;
-  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
+  INSITU_RETURN_IF_ERROR(ValidateDir(dir));
   const fs::path base = dir.empty() ? fs::path(root_) : fs::path(root_) / std::string(dir);
   const std::string prefix = dir.empty() ? "" : std::string(dir) + "/";
   DirListing out;

@@ -102,6 +102,7 @@ Result<std::vector<std::string>> MemoryStore::List(std::string_view prefix) {
 }
 
 Result<DirListing> MemoryStore::ListDir(std::string_view dir) {
+  INSITU_RETURN_IF_ERROR(ValidateDir(dir));
   const std::string prefix = dir.empty() ? "" : std::string(dir) + "/";
   std::lock_guard lock(mutex_);
   DirListing out;

@@ -210,6 +210,9 @@ TEST(MemoryStoreTest, ListDirListsOneLevel) {
   EXPECT_THAT(store.ListDir("a/c")->keys, ElementsAre("a/c/0", "a/c/1"));
   EXPECT_TRUE(store.ListDir("b")->dirs.empty());  // "b//x": an empty name, no directory a key can name
   EXPECT_TRUE(store.ListDir("nope")->keys.empty());
+  for (const char* bad : {"../x", "a/", "/a"}) {
+    EXPECT_EQ(store.ListDir(bad).status().code(), StatusCode::kInvalidArgument) << bad;
+  }
 }
 
 }  // namespace

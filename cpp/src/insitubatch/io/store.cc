@@ -140,6 +140,8 @@ std::string_view StoreSchemeOf(std::string_view scheme) {
   return {};
 }
 
+Status ValidateDir(std::string_view dir) { return dir.empty() ? Status::Ok() : ValidateKey(dir); }
+
 Status ValidateKey(std::string_view key) {
   auto bad = [&](const char* why) { return InvalidArgument("invalid store key \"" + std::string(key) + "\": " + why); };
   if (key.empty()) return bad("empty");

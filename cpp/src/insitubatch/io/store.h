@@ -125,11 +125,10 @@ class Store {
 
   // Every key under `prefix` ("" = all), sorted. Keys are relative to the store root.
   virtual Result<std::vector<std::string>> List(std::string_view prefix) = 0;
-  // One level below `dir` ("" = the root, else "a/b"): its objects and its subdirectories,
-  // without what lies deeper. A hierarchy without consolidated metadata is walked this
-  // way, a group at a time, instead of listing every chunk key (a page per 1000 on S3).
-  // Unimplemented (the default) where a store can only list a whole prefix: the caller
-  // lists with List() instead.
+  // One level below `dir` ("" = the root, else "a/b"; InvalidArgument past ValidateDir): its objects and its
+  // subdirectories, without what lies deeper. A hierarchy without consolidated metadata is walked this way, a group at
+  // a time, instead of listing every chunk key (a page per 1000 on S3). Unimplemented (the default) where a store can
+  // only list a whole prefix: the caller lists with List() instead.
   virtual Result<DirListing> ListDir(std::string_view dir);
 
   // Every object under `prefix` with its generation, as List() orders them: what the disk
@@ -188,6 +187,8 @@ std::string_view StoreSchemeOf(std::string_view scheme);
 
 // Rejects keys that could escape the store root ("..", absolute, empty segments, NUL).
 Status ValidateKey(std::string_view key);
+// A directory for Store::ListDir: "" (the root) or a valid key without a trailing '/'.
+Status ValidateDir(std::string_view dir);
 
 // Whether the object at `key` is exactly `value`: a conditional create refused after a
 // retry asks it, since its own first attempt may have landed with the reply lost.

@@ -242,20 +242,10 @@ class HierarchyBuilder {
     return Status::Ok();
   }
 
-  // One node below the root, read from its own documents (for a store that cannot list);
-  // nothing is added when none of them exists.
-  Status ReadV3Node(const std::string& path) {
-    const std::string key = path + "/zarr.json";
-    INSITU_ASSIGN_OR_RETURN(std::optional<Json> document, ReadJson(store_, key));
-    if (!document) return Status::Ok();
-    return AddV3Node(path, *document, store_.Describe(key));
-  }
-
-  // The same for a v2 node, the root ("") included.
-  Status ReadV2Node(const std::string& path) {
-    const std::string prefix = path.empty() ? "" : path + "/";
-    INSITU_ASSIGN_OR_RETURN(auto texts, ReadAll(store_, {prefix + ".zarray", prefix + ".zgroup", prefix + ".zattrs"}));
-    return AddV2Node(path, texts[0], texts[1], texts[2]);
+  // One node below the root asked for by path, read from its own documents; nothing is
+  // added when none of them exists.
+  Status ReadNode(int zarr_format, const std::string& path) {
+    return (zarr_format == 3 ? ReadV3Level({path}) : ReadV2Level({path})).status();
   }
 
   // A v2 node from its documents' texts (nullopt: absent); nothing when neither .zarray nor
@@ -301,7 +291,7 @@ class HierarchyBuilder {
     return Status::Ok();
   }
 
-  // A v3 level's nodes from their zarr.json: the directories to list next.
+  // A v3 level's nodes (each below the root) from their zarr.json: the directories to list next.
   Result<std::vector<std::string>> ReadV3Level(const std::vector<std::string>& dirs) {
     std::vector<std::string> documents;
     for (const std::string& dir : dirs) documents.push_back(dir + "/zarr.json");
@@ -493,7 +483,7 @@ Result<NodeKind> Hierarchy::Kind(std::string_view path) const {
   if (it == nodes_.end() && lazy_mutex_ && !walked_) {
     HierarchyBuilder builder(*store_, nodes_, array_metadata_);
     const std::string key(path);
-    INSITU_RETURN_IF_ERROR(zarr_format_ == 3 ? builder.ReadV3Node(key) : builder.ReadV2Node(key));
+    INSITU_RETURN_IF_ERROR(builder.ReadNode(zarr_format_, key));
     it = nodes_.find(path);
   }
   if (it == nodes_.end()) {

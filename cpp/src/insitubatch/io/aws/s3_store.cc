@@ -173,11 +173,8 @@ Result<std::vector<ObjectGeneration>> S3Store::Listing(std::string_view prefix, 
 }
 
 Result<DirListing> S3Store::ListDir(std::string_view dir) {
-  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
-  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
-  const std::string list_prefix = root + (dir.empty() ? "" : std::string(dir) + "/");
-  return CollectDirListing("listing " + Describe(dir), root, dir, "key", "continuation token",
-                           [&](const std::string& token) -> Result<ListPage> {
+  return CollectDirListing("listing " + Describe(dir), location_.prefix.empty() ? "" : location_.prefix + "/", dir,
+                           "key", "continuation token", [&](const std::string& list_prefix, const std::string& token) {
                              return ListingPage(list_prefix, token, /*generations=*/false, /*delimited=*/true);
                            });
 }

@@ -387,11 +387,8 @@ Result<std::vector<ObjectGeneration>> AzureStore::Listing(std::string_view prefi
 }
 
 Result<DirListing> AzureStore::ListDir(std::string_view dir) {
-  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
-  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
-  const std::string list_prefix = root + (dir.empty() ? "" : std::string(dir) + "/");
-  return CollectDirListing("listing " + Describe(dir), root, dir, "blob", "NextMarker",
-                           [&](const std::string& marker) -> Result<ListPage> {
+  return CollectDirListing("listing " + Describe(dir), location_.prefix.empty() ? "" : location_.prefix + "/", dir,
+                           "blob", "NextMarker", [&](const std::string& list_prefix, const std::string& marker) {
                              return ListingPage(list_prefix, marker, /*generations=*/false, /*delimited=*/true);
                            });
 }

@@ -166,11 +166,8 @@ Result<std::vector<ObjectGeneration>> GcsStore::Listing(std::string_view prefix,
 }
 
 Result<DirListing> GcsStore::ListDir(std::string_view dir) {
-  if (!dir.empty()) INSITU_RETURN_IF_ERROR(ValidateKey(dir));
-  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
-  const std::string list_prefix = root + (dir.empty() ? "" : std::string(dir) + "/");
-  return CollectDirListing("listing " + Describe(dir), root, dir, "object", "page token",
-                           [&](const std::string& token) -> Result<ListPage> {
+  return CollectDirListing("listing " + Describe(dir), location_.prefix.empty() ? "" : location_.prefix + "/", dir,
+                           "object", "page token", [&](const std::string& list_prefix, const std::string& token) {
                              return ListingPage(list_prefix, token, /*generations=*/false, /*delimited=*/true);
                            });
 }

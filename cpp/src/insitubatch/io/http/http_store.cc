@@ -151,9 +151,13 @@ Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::strin
 }
 
 Result<DirListing> CollectDirListing(const std::string& context, const std::string& root, std::string_view dir,
-                                     std::string_view item, std::string_view token_noun, const ListPageFetch& fetch) {
-  INSITU_ASSIGN_OR_RETURN(CollectedPages pages, CollectPages(context, root, item, token_noun, fetch));
+                                     std::string_view item, std::string_view token_noun, const DirPageFetch& fetch) {
+  INSITU_RETURN_IF_ERROR(ValidateDir(dir));
   const std::string prefix = dir.empty() ? "" : std::string(dir) + "/";
+  const std::string list_prefix = root + prefix;
+  INSITU_ASSIGN_OR_RETURN(CollectedPages pages,
+                          CollectPages(context, root, item, token_noun,
+                                       [&](const std::string& token) { return fetch(list_prefix, token); }));
   DirListing out;
   for (ObjectGeneration& o : pages.objects) {
     if (!o.key.starts_with(prefix)) continue;

@@ -74,6 +74,8 @@ struct ListPage {
   std::vector<std::string> dirs;         // a directory listing's subdirectories, full names (a trailing '/' allowed)
 };
 using ListPageFetch = std::function<Result<ListPage>(const std::string& token)>;
+// One page of a delimited listing of the bucket prefix `list_prefix`, from `token`.
+using DirPageFetch = std::function<Result<ListPage>(const std::string& list_prefix, const std::string& token)>;
 
 // Follows a bucket store's listing from token "" page by page (at most 100000 pages; a
 // repeated token is an error), strips `root` from every name (a name outside it is an
@@ -86,10 +88,11 @@ Result<std::vector<std::string>> CollectListing(const std::string& context, cons
 Result<std::vector<ObjectGeneration>> CollectListingGenerations(const std::string& context, const std::string& root,
                                                                 std::string_view item, std::string_view token_noun,
                                                                 const ListPageFetch& fetch);
-// One level below `dir` (Store::ListDir) from a delimiter listing of `root` + `dir` + "/":
-// the objects directly in it and its subdirectories (ListPage::dirs, and the first level of
-// any deeper name a server answered anyway), each as a full key of the store.
+// Store::ListDir of a bucket store: `dir` checked (ValidateDir), then the delimiter listing
+// of `root` + `dir` + "/" fetched page by page: the objects directly in it and its
+// subdirectories (ListPage::dirs, and the first level of any deeper name a server answered
+// anyway), each as a full key of the store.
 Result<DirListing> CollectDirListing(const std::string& context, const std::string& root, std::string_view dir,
-                                     std::string_view item, std::string_view token_noun, const ListPageFetch& fetch);
+                                     std::string_view item, std::string_view token_noun, const DirPageFetch& fetch);
 
 }  // namespace insitubatch

@@ -13,9 +13,9 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-// A bucket's listing served from `pages` by token ("" first).
-ListPageFetch Pages(std::map<std::string, ListPage> pages) {
-  return [pages = std::move(pages)](const std::string& token) -> Result<ListPage> {
+// A bucket's listing served from `pages` by token ("" first), whatever the prefix asked.
+DirPageFetch Pages(std::map<std::string, ListPage> pages) {
+  return [pages = std::move(pages)](const std::string& list_prefix, const std::string& token) -> Result<ListPage> {
     auto it = pages.find(token);
     if (it == pages.end()) return IoError("no page " + token);
     return it->second;
@@ -56,6 +56,12 @@ TEST(CollectDirListingTest, HostileRepliesAreErrors) {
   looping["t"] = {{}, "t", {}, {}};
   status = CollectDirListing("listing x", "", "", "key", "token", Pages(looping)).status();
   EXPECT_THAT(status.message(), HasSubstr("repeated a token"));
+  // A directory that is no key is refused before anything is asked of the server.
+  for (const char* bad : {"../g", "g/", "/g"}) {
+    EXPECT_EQ(CollectDirListing("listing x", "", bad, "key", "token", Pages(looping)).status().code(),
+              StatusCode::kInvalidArgument)
+        << bad;
+  }
 }
 
 }  // namespace
