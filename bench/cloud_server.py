@@ -42,6 +42,8 @@ from urllib.parse import parse_qs, unquote
 from xml.sax.saxutils import escape
 
 LIST_PAGE = 1000  # S3's most keys per ListObjectsV2 page
+OPEN_FILES = 4096  # files kept open between requests, by default: a store of 16,384 chunk files
+#                    (or several stores in one run) would otherwise pass the descriptor limit
 STATS_PATH = b"/__server__/stats"
 RESET_PATH = b"/__server__/reset"
 MAX_HEADER = 16384
@@ -136,8 +138,10 @@ def parse_range(value: str, size: int) -> tuple[int, int] | None:
 
 
 class Server:
-    def __init__(self, root: str, latency: float, connect: float, rate: float, sock: socket.socket) -> None:
+    def __init__(self, root: str, latency: float, connect: float, rate: float, sock: socket.socket,
+                 open_files: int = OPEN_FILES) -> None:
         self.root = os.path.realpath(root)
+        self.open_files = open_files
         self.latency, self.connect, self.rate = latency, connect, rate
         self.listener = sock
         self.ep = select.epoll()
@@ -146,7 +150,7 @@ class Server:
         self.seq = 0
         self.link_free = 0.0  # when the emulated link has sent everything queued on it
         self.stats = Stats()
-        self.files: dict[str, tuple[int, int]] = {}  # path -> (fd, size), kept open
+        self.files: dict[str, tuple[int, int, str]] = {}  # path -> (fd, size, validators), kept open
         self.listings: dict[str, list[str]] = {}  # bucket -> its keys, sorted
         self.entries: dict[tuple[str, str], str] = {}  # (bucket, key) -> its listing's fields
         self.next_id = 0
@@ -157,6 +161,8 @@ class Server:
         hit = self.files.get(path)
         if hit is not None:
             return hit
+        if len(self.files) >= self.open_files:
+            self.close_idle_files()
         full = os.path.realpath(os.path.join(self.root, path.lstrip("/")))
         if not (full == self.root or full.startswith(self.root + os.sep)) or not os.path.isfile(full):
             return None
@@ -167,6 +173,14 @@ class Server:
         hit = (fd, st.st_size, validators)
         self.files[path] = hit
         return hit
+
+    def close_idle_files(self) -> None:
+        """Closes every kept file no connection is sending from."""
+        sending = {c.file for c in self.conns.values() if c.file >= 0}
+        for path, (fd, _size, _validators) in list(self.files.items()):
+            if fd not in sending:
+                os.close(fd)
+                del self.files[path]
 
     def bucket_keys(self, bucket: str) -> list[str] | None:
         """Every file under the folder `bucket` as a sorted key list (read once: the stores do
@@ -406,11 +420,12 @@ class Server:
 class CloudServer:
     """The server in its own process, on 127.0.0.1:<free port>; stopped on close."""
 
-    def __init__(self, root, latency_ms: float = 20.0, connect_ms: float = 20.0, rate_mb_s: float = 0.0) -> None:
+    def __init__(self, root, latency_ms: float = 20.0, connect_ms: float = 20.0, rate_mb_s: float = 0.0,
+                 open_files: int = OPEN_FILES) -> None:
         self.latency_ms, self.connect_ms, self.rate_mb_s = latency_ms, connect_ms, rate_mb_s
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), os.fspath(root), "--latency-ms", str(latency_ms),
-             "--connect-ms", str(connect_ms), "--rate-mb-s", str(rate_mb_s)],
+             "--connect-ms", str(connect_ms), "--rate-mb-s", str(rate_mb_s), "--open-files", str(open_files)],
             stdout=subprocess.PIPE, text=True, start_new_session=True)
         line = self.proc.stdout.readline()
         if not line.strip():
@@ -469,6 +484,7 @@ def main() -> None:
     p.add_argument("--connect-ms", type=float, default=20.0, help="added to a connection's first request")
     p.add_argument("--rate-mb-s", type=float, default=0.0, help="the link's rate, MB/s (0: unlimited)")
     p.add_argument("--port", type=int, default=0)
+    p.add_argument("--open-files", type=int, default=OPEN_FILES, help="files kept open between requests")
     a = p.parse_args()
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -476,7 +492,7 @@ def main() -> None:
     sock.listen(4096)
     print(sock.getsockname()[1], flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    Server(a.root, a.latency_ms / 1e3, a.connect_ms / 1e3, a.rate_mb_s * 1e6, sock).run()
+    Server(a.root, a.latency_ms / 1e3, a.connect_ms / 1e3, a.rate_mb_s * 1e6, sock, max(1, a.open_files)).run()
 
 
 if __name__ == "__main__":

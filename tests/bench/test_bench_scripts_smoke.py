@@ -117,6 +117,28 @@ def test_cloud_bench(tmp_path):
     assert all(row["server"]["signed"] == 0 for row in r["rows"])
 
 
+def test_cloud_server_keeps_a_bounded_number_of_files_open(tmp_path):
+    """More files than the server keeps open: each still answers whole, twice over, and the
+    server's descriptors stay near its bound (a 16,384-chunk store once ran it out of them)."""
+    import os
+    import urllib.request
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from cloud_server import CloudServer
+
+    files = {f"k{i}": os.urandom(100 + i) for i in range(40)}
+    for name, body in files.items():
+        (tmp_path / name).write_bytes(body)
+    with CloudServer(tmp_path, latency_ms=0, connect_ms=0, open_files=8) as server:
+        for _ in range(2):
+            for name, body in files.items():
+                with urllib.request.urlopen(f"{server.url}/{name}", timeout=10) as reply:
+                    assert reply.read() == body
+        open_now = len(os.listdir(f"/proc/{server.proc.pid}/fd"))
+        assert open_now < 8 + 12, open_now  # the kept files, stdio, the listener, epoll, a connection
+        assert server.stats()["requests"] == 80
+
+
 @pytest.mark.timeout(300)
 @pytest.mark.parametrize("args, says", [
     (["--engines", "ours,before"], "the 'before' engine and --before REV go together"),
