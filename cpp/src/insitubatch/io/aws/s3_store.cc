@@ -163,8 +163,7 @@ Result<std::vector<ObjectGeneration>> S3Store::ListGenerations(std::string_view 
 }
 
 Result<std::vector<ObjectGeneration>> S3Store::Listing(std::string_view prefix, bool generations) {
-  // The bucket prefix of the listing: "<store prefix>/" then the caller's prefix.
-  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
+  const std::string root = ListingRoot(location_.prefix);
   const std::string list_prefix = root + std::string(prefix);
   return CollectListingGenerations("listing " + Describe(""), root, "key", "continuation token",
                                    [&](const std::string& token) -> Result<ListPage> {
@@ -173,8 +172,8 @@ Result<std::vector<ObjectGeneration>> S3Store::Listing(std::string_view prefix, 
 }
 
 Result<DirListing> S3Store::ListDir(std::string_view dir) {
-  return CollectDirListing("listing " + Describe(dir), location_.prefix.empty() ? "" : location_.prefix + "/", dir,
-                           "key", "continuation token", [&](const std::string& list_prefix, const std::string& token) {
+  return CollectDirListing("listing " + Describe(dir), ListingRoot(location_.prefix), dir, "key", "continuation token",
+                           [&](const std::string& list_prefix, const std::string& token) {
                              return ListingPage(list_prefix, token, /*generations=*/false, /*delimited=*/true);
                            });
 }

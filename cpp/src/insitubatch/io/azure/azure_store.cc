@@ -378,7 +378,7 @@ Result<std::vector<ObjectGeneration>> AzureStore::ListGenerations(std::string_vi
 }
 
 Result<std::vector<ObjectGeneration>> AzureStore::Listing(std::string_view prefix, bool generations) {
-  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
+  const std::string root = ListingRoot(location_.prefix);
   const std::string list_prefix = root + std::string(prefix);
   return CollectListingGenerations("listing " + Describe(""), root, "blob", "NextMarker",
                                    [&](const std::string& marker) -> Result<ListPage> {
@@ -387,8 +387,8 @@ Result<std::vector<ObjectGeneration>> AzureStore::Listing(std::string_view prefi
 }
 
 Result<DirListing> AzureStore::ListDir(std::string_view dir) {
-  return CollectDirListing("listing " + Describe(dir), location_.prefix.empty() ? "" : location_.prefix + "/", dir,
-                           "blob", "NextMarker", [&](const std::string& list_prefix, const std::string& marker) {
+  return CollectDirListing("listing " + Describe(dir), ListingRoot(location_.prefix), dir, "blob", "NextMarker",
+                           [&](const std::string& list_prefix, const std::string& marker) {
                              return ListingPage(list_prefix, marker, /*generations=*/false, /*delimited=*/true);
                            });
 }

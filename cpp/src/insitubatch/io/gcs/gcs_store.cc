@@ -157,7 +157,7 @@ Result<std::vector<ObjectGeneration>> GcsStore::ListGenerations(std::string_view
 }
 
 Result<std::vector<ObjectGeneration>> GcsStore::Listing(std::string_view prefix, bool generations) {
-  const std::string root = location_.prefix.empty() ? "" : location_.prefix + "/";
+  const std::string root = ListingRoot(location_.prefix);
   const std::string list_prefix = root + std::string(prefix);
   return CollectListingGenerations("listing " + Describe(""), root, "object", "page token",
                                    [&](const std::string& token) -> Result<ListPage> {
@@ -166,8 +166,8 @@ Result<std::vector<ObjectGeneration>> GcsStore::Listing(std::string_view prefix,
 }
 
 Result<DirListing> GcsStore::ListDir(std::string_view dir) {
-  return CollectDirListing("listing " + Describe(dir), location_.prefix.empty() ? "" : location_.prefix + "/", dir,
-                           "object", "page token", [&](const std::string& list_prefix, const std::string& token) {
+  return CollectDirListing("listing " + Describe(dir), ListingRoot(location_.prefix), dir, "object", "page token",
+                           [&](const std::string& list_prefix, const std::string& token) {
                              return ListingPage(list_prefix, token, /*generations=*/false, /*delimited=*/true);
                            });
 }

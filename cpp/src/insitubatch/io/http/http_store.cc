@@ -184,6 +184,10 @@ Result<DirListing> CollectDirListing(const std::string& context, const std::stri
   return out;
 }
 
+std::string ListingRoot(std::string_view store_prefix) {
+  return store_prefix.empty() ? std::string() : std::string(store_prefix) + "/";
+}
+
 Result<std::vector<std::string>> CollectListing(const std::string& context, const std::string& root,
                                                 std::string_view item, std::string_view token_noun,
                                                 const ListPageFetch& fetch) {

@@ -77,6 +77,10 @@ using ListPageFetch = std::function<Result<ListPage>(const std::string& token)>;
 // One page of a delimited listing of the bucket prefix `list_prefix`, from `token`.
 using DirPageFetch = std::function<Result<ListPage>(const std::string& list_prefix, const std::string& token)>;
 
+// What a bucket store's names start with: "" for a store at the bucket's root, else its
+// prefix and "/" (a listing's `root` below).
+std::string ListingRoot(std::string_view store_prefix);
+
 // Follows a bucket store's listing from token "" page by page (at most 100000 pages; a
 // repeated token is an error), strips `root` from every name (a name outside it is an
 // error) and returns the keys sorted, unique, without "directory marker" names ending in
