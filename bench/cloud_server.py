@@ -486,13 +486,15 @@ def main() -> None:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--open-files", type=int, default=OPEN_FILES, help="files kept open between requests")
     a = p.parse_args()
+    if a.open_files < 1:
+        p.error(f"--open-files must be at least 1, got {a.open_files}")
     sock = socket.socket()
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", a.port))
     sock.listen(4096)
     print(sock.getsockname()[1], flush=True)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    Server(a.root, a.latency_ms / 1e3, a.connect_ms / 1e3, a.rate_mb_s * 1e6, sock, max(1, a.open_files)).run()
+    Server(a.root, a.latency_ms / 1e3, a.connect_ms / 1e3, a.rate_mb_s * 1e6, sock, a.open_files).run()
 
 
 if __name__ == "__main__":

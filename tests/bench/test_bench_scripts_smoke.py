@@ -137,6 +137,9 @@ def test_cloud_server_keeps_a_bounded_number_of_files_open(tmp_path):
         open_now = len(os.listdir(f"/proc/{server.proc.pid}/fd"))
         assert open_now < 8 + 12, open_now  # the kept files, stdio, the listener, epoll, a connection
         assert server.stats()["requests"] == 80
+    proc = subprocess.run([sys.executable, str(ROOT / "bench" / "cloud_server.py"), str(tmp_path), "--open-files", "0"],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--open-files must be at least 1, got 0" in proc.stderr, proc.stderr
 
 
 @pytest.mark.timeout(300)
