@@ -2,10 +2,11 @@
 
 // CurlTransport: HTTP(S) requests on libcurl multi. A few IO threads each own one CURLM
 // handle (so each keeps its own pool of reusable connections, multiplexed over HTTP/2
-// where the server offers it) and drive many transfers at once; nothing here blocks a
-// caller. Transient failures -- timeouts, resets, truncated bodies, 408/429/5xx -- are
-// retried with exponential backoff and full jitter per RetryPolicy, scheduled on the IO
-// thread's timer (no thread sleeps). Callbacks run on an IO thread and must not block.
+// where the server offers it) and drive many transfers at once, woken only by the
+// sockets that are ready (curl_events.h); nothing here blocks a caller. Transient
+// failures -- timeouts, resets, truncated bodies, 408/429/5xx -- are retried with
+// exponential backoff and full jitter per RetryPolicy, scheduled on the IO thread's
+// timer (no thread sleeps). Callbacks run on an IO thread and must not block.
 
 #include <atomic>
 #include <chrono>

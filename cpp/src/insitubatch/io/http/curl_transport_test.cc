@@ -198,6 +198,33 @@ TEST(CurlTransportTest, RaisedCancelFlagEndsTheReadWithinAFewPolls) {
   ::close(hole);
 }
 
+// Nothing but libcurl's timer ends a read its server accepted and never answers: the
+// IO loop must run that timer when it falls due, with no socket becoming ready.
+TEST(CurlTransportTest, AReadTheServerNeverAnswersEndsAtItsTimeout) {
+  // A listening port nothing accepts from: the kernel completes the connection into the
+  // backlog and takes the request, and no reply ever comes.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(silent, 4), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
+  HttpStoreOptions o = FastRetries(1);
+  o.transport.timeout = milliseconds(300);
+  auto store = HttpStore::Open("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), o).value();
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = store->Read("k", ByteRange::All());
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kIoError) << r.status().message();
+  EXPECT_THAT(r.status().message(), HasSubstr("read timed out")) << r.status().message();
+  EXPECT_GE(took, milliseconds(250));
+  EXPECT_LT(took, std::chrono::seconds(5));
+  ::close(silent);
+}
+
 TEST(CurlTransportTest, ARetriedReadReportsWhatItTook) {
   ScriptedServer server({Reply(503, "Service Unavailable", "busy"), Reply(200, "OK", "payload")});
   auto store = HttpStore::Open(server.url(), FastRetries(3)).value();
