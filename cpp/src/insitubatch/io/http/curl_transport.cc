@@ -300,18 +300,23 @@ class CurlTransport::Worker {
   static void Run(std::shared_ptr<Worker> self) { self->Loop(); }
 
   void Enqueue(std::unique_ptr<Transfer> t) {
+    bool wake = false;
     {
       std::lock_guard lock(mutex_);
       if (!stopping_) {
         incoming_.push_back(std::move(t));
         t = nullptr;
+        // One wake-up per batch the loop takes: a burst of 64 reads was 64 writes, and as
+        // many turns of the loop.
+        wake = !wake_sent_;
+        wake_sent_ = true;
       }
     }
     if (t != nullptr) {  // raced with shutdown
       Cancel(std::move(t));
       return;
     }
-    events_->Wake();
+    if (wake) events_->Wake();
   }
 
   void Stop() {
@@ -338,6 +343,7 @@ class CurlTransport::Worker {
       {
         std::lock_guard lock(mutex_);
         incoming.swap(incoming_);
+        wake_sent_ = false;
         stopping = stopping_;
       }
       if (stopping) {
@@ -640,6 +646,7 @@ class CurlTransport::Worker {
   std::unique_ptr<CurlEvents> events_;
   std::mutex mutex_;
   std::deque<std::unique_ptr<Transfer>> incoming_;
+  bool wake_sent_ = false;  // a Wake() the loop has not yet answered by taking incoming_
   bool stopping_ = false;
   // IO-thread only:
   std::unordered_map<CURL*, std::unique_ptr<Transfer>> active_;
