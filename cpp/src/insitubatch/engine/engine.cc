@@ -172,6 +172,7 @@ Result<std::shared_ptr<Pass>> Engine::StartPass(PassSpec spec) {
     pass->IndexNextUses(next_order);
     std::lock_guard lock(passes_mutex_);
     passes_.push_back(pass.get());
+    NextUseChanged();
   }
   INSITU_RETURN_IF_ERROR(pass->Start());
   return pass;

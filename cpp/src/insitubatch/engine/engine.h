@@ -401,6 +401,11 @@ class Engine : public std::enable_shared_from_this<Engine>, private NextUse {
   std::mutex start_mutex_;  // one StartPass sizes the budget at a time
   // Live passes, for eviction by next use (taken under the pool's lock: never the reverse).
   uint64_t Distance(SlotKey key) const override;
+  uint64_t Version() const override { return next_use_version_.load(std::memory_order_acquire); }
+  // After a pass moved on, began or ended (its state changed first): the pool's kept
+  // distances are stale.
+  void NextUseChanged() { next_use_version_.fetch_add(1, std::memory_order_acq_rel); }
+  std::atomic<uint64_t> next_use_version_{0};
   mutable std::mutex passes_mutex_;
   std::vector<const Pass*> passes_;
   ForkGuard fork_;

@@ -185,6 +185,7 @@ void Pass::ScheduleBlocks() {
       progress_cv_.notify_all();
     }
     scheduled_ = b + 1;
+    engine_->NextUseChanged();
   }
   WaitForReadRoom();  // the last reads start here too, not on a decoder
 }
@@ -496,6 +497,7 @@ void Pass::Close(const std::string& reason) {
     {
       std::lock_guard lock(engine_->passes_mutex_);
       std::erase(engine_->passes_, this);
+      engine_->NextUseChanged();
     }
     {
       std::lock_guard lock(queue_mutex_);
@@ -562,6 +564,7 @@ void Pass::SetNextOrder(const EpochOrder& next) {
 void Pass::PublishNextEpoch(ChunkBlockIndex first) {
   next_epoch_index_ = std::make_unique<const ChunkBlockIndex>(std::move(first));
   next_epoch_first_.store(next_epoch_index_.get(), std::memory_order_release);
+  engine_->NextUseChanged();
 }
 
 uint64_t Pass::NextUseDistance(SlotKey key) const {

@@ -76,7 +76,7 @@ void ChunkPool::TouchLocked(Slot& slot) {
     slot.in_lru = false;
   }
   if (slot.state == SlotState::kReady && slot.total_pins == 0) {
-    slot.lru_pos = lru_.insert(lru_.end(), slot.key);
+    slot.lru_pos = lru_.insert(lru_.end(), LruEntry{slot.key});
     slot.in_lru = true;
   }
 }
@@ -92,14 +92,20 @@ void ChunkPool::RemoveLocked(SlotMap::iterator it) {
   slots_.erase(it);
 }
 
-std::list<SlotKey>::iterator ChunkPool::VictimLocked() {
+std::list<LruEntry>::iterator ChunkPool::VictimLocked() {
   if (next_use_ == nullptr) return lru_.begin();
   // The one needed farthest ahead (Belady's rule, as far as the plans see); a scan of the
-  // evictable slots, least recently used first, so ties go to the older.
+  // evictable slots, least recently used first, so ties go to the older. Read before the
+  // distances: one that changes meanwhile leaves them tagged with the older version.
+  const uint64_t version = next_use_->Version();
   auto victim = lru_.begin();
   uint64_t farthest = 0;
   for (auto it = lru_.begin(); it != lru_.end(); ++it) {
-    const uint64_t d = next_use_->Distance(*it);
+    if (it->version != version) {
+      it->distance = next_use_->Distance(it->key);
+      it->version = version;
+    }
+    const uint64_t d = it->distance;
     if (d > farthest || it == lru_.begin()) {
       farthest = d;
       victim = it;
@@ -111,7 +117,7 @@ std::list<SlotKey>::iterator ChunkPool::VictimLocked() {
 
 bool ChunkPool::EvictForLocked(uint64_t charge) {
   while (!HasRoomLocked(charge) && !lru_.empty()) {
-    auto it = slots_.find(*VictimLocked());
+    auto it = slots_.find(VictimLocked()->key);
     RemoveLocked(it);
     ++evictions_;
   }
@@ -386,7 +392,7 @@ size_t ChunkPool::EvictUnpinned() {
   std::lock_guard lock(mutex_);
   size_t n = 0;
   while (!lru_.empty()) {
-    RemoveLocked(slots_.find(lru_.front()));
+    RemoveLocked(slots_.find(lru_.front().key));
     ++n;
   }
   dead = TakeGraveyard();  // declared before the lock: destroyed after it is released

@@ -205,6 +205,7 @@ TEST(ChunkPoolTest, NextUseEvictsTheChunkNeededFarthestAhead) {
     uint64_t Distance(SlotKey key) const override {
       return key.chunk == 1 ? NextUse::kNever : static_cast<uint64_t>(10 - key.chunk);
     }
+    uint64_t Version() const override { return 0; }
   } oracle;
   ChunkPool pool(300);
   pool.SetNextUse(&oracle);
@@ -219,6 +220,46 @@ TEST(ChunkPoolTest, NextUseEvictsTheChunkNeededFarthestAhead) {
   Admit(pool, a, 4);  // of 0 (pinned), 2 (distance 8) and 3 (pinned): 2 goes
   EXPECT_EQ(pool.WaitReady({0, 2}, kNever).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(pool.counters().evictions, 2u);
+}
+
+// The distances the pool keeps are asked for again once the plans say they moved on.
+TEST(ChunkPoolTest, NextUseDistancesAreAskedAgainWhenTheirVersionChanges) {
+  struct Plans final : NextUse {
+    uint64_t Distance(SlotKey key) const override {
+      ++asked;
+      return key.chunk == farthest ? 100 : 1;
+    }
+    uint64_t Version() const override { return version; }
+    int64_t farthest = 0;
+    uint64_t version = 0;
+    mutable int asked = 0;
+  } plans;
+  ChunkPool pool(300);
+  pool.SetNextUse(&plans);
+  OwnerId a = pool.RegisterOwner();
+  for (int64_t c : {0, 1, 2}) {
+    auto s = Admit(pool, a, c);
+    pool.TileDone(s, Status::Ok());
+    pool.Unpin(a, {0, c});
+  }
+  plans.farthest = 1;
+  ++plans.version;
+  auto s3 = Admit(pool, a, 3);  // chunk 1 is needed farthest ahead now
+  EXPECT_EQ(pool.WaitReady({0, 1}, kNever).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(plans.asked, 3);
+  pool.TileDone(s3, Status::Ok());
+  pool.Unpin(a, {0, 3});
+  auto s4 = Admit(pool, a, 4);  // the same version: only chunk 3, new to the list, is asked
+  EXPECT_EQ(plans.asked, 4);
+  pool.TileDone(s4, Status::Ok());
+  pool.Unpin(a, {0, 4});
+  plans.farthest = 3;  // kept at distance 1 until the version moves
+  ++plans.version;
+  Admit(pool, a, 5);  // asked again: chunk 3 goes, not chunk 2, the oldest of equals
+  EXPECT_EQ(plans.asked, 7);
+  EXPECT_EQ(pool.WaitReady({0, 3}, kNever).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(pool.WaitReady({0, 2}, kNever).ok());
+  EXPECT_EQ(pool.counters().evictions, 3u);
 }
 
 // 64 tiles of one slot delivered from 32 threads (TSan checks the publication edge).
