@@ -25,6 +25,15 @@ std::shared_ptr<Slot> Admit(ChunkPool& pool, OwnerId owner, int64_t chunk, uint6
   return slot;
 }
 
+// Admits each of `chunks`, fills and unpins it: READY and evictable, in that LRU order.
+void AdmitEvictable(ChunkPool& pool, OwnerId owner, std::initializer_list<int64_t> chunks) {
+  for (int64_t c : chunks) {
+    auto s = Admit(pool, owner, c);
+    pool.TileDone(s, Status::Ok());
+    pool.Unpin(owner, {0, c});
+  }
+}
+
 TEST(ChunkPoolTest, AdmitFillHit) {
   ChunkPool pool(0);
   OwnerId a = pool.RegisterOwner();
@@ -210,11 +219,7 @@ TEST(ChunkPoolTest, NextUseEvictsTheChunkNeededFarthestAhead) {
   ChunkPool pool(300);
   pool.SetNextUse(&oracle);
   OwnerId a = pool.RegisterOwner();
-  for (int64_t c : {0, 1, 2}) {
-    auto s = Admit(pool, a, c);
-    pool.TileDone(s, Status::Ok());
-    pool.Unpin(a, {0, c});
-  }
+  AdmitEvictable(pool, a, {0, 1, 2});
   Admit(pool, a, 3);  // LRU would drop chunk 0; chunk 1 is never needed again
   Admit(pool, a, 0, 100, Acquired::kHit);
   Admit(pool, a, 4);  // of 0 (pinned), 2 (distance 8) and 3 (pinned): 2 goes
@@ -237,22 +242,14 @@ TEST(ChunkPoolTest, NextUseDistancesAreAskedAgainWhenTheirVersionChanges) {
   ChunkPool pool(300);
   pool.SetNextUse(&plans);
   OwnerId a = pool.RegisterOwner();
-  for (int64_t c : {0, 1, 2}) {
-    auto s = Admit(pool, a, c);
-    pool.TileDone(s, Status::Ok());
-    pool.Unpin(a, {0, c});
-  }
+  AdmitEvictable(pool, a, {0, 1, 2});
   plans.farthest = 1;
   ++plans.version;
-  auto s3 = Admit(pool, a, 3);  // chunk 1 is needed farthest ahead now
+  AdmitEvictable(pool, a, {3});  // chunk 1 is needed farthest ahead now
   EXPECT_EQ(pool.WaitReady({0, 1}, kNever).status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(plans.asked, 3);
-  pool.TileDone(s3, Status::Ok());
-  pool.Unpin(a, {0, 3});
-  auto s4 = Admit(pool, a, 4);  // the same version: only chunk 3, new to the list, is asked
+  AdmitEvictable(pool, a, {4});  // the same version: only chunk 3, new to the list, is asked
   EXPECT_EQ(plans.asked, 4);
-  pool.TileDone(s4, Status::Ok());
-  pool.Unpin(a, {0, 4});
   plans.farthest = 3;  // kept at distance 1 until the version moves
   ++plans.version;
   Admit(pool, a, 5);  // asked again: chunk 3 goes, not chunk 2, the oldest of equals

@@ -35,6 +35,21 @@ std::string Text(const ReadResult& r) {
   return std::string(reinterpret_cast<const char*>(r.data.data()), r.data.size());
 }
 
+// A loopback port that listens and never accepts: the kernel queues up to `backlog`
+// connections (and takes their requests), and nothing ever answers. The listening socket
+// (for the test to close) and its URL.
+std::pair<int, std::string> ListeningPortNobodyAccepts(int backlog) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  EXPECT_EQ(::listen(fd, backlog), 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  return {fd, "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port))};
+}
+
 TEST(CurlTransportTest, RetriesA503ThenReadsTheObject) {
   ScriptedServer server({Reply(503, "Service Unavailable", "busy"), Reply(200, "OK", "payload")});
   auto store = HttpStore::Open(server.url() + "/root", FastRetries(3)).value();
@@ -176,15 +191,7 @@ TEST(CurlTransportTest, RaisedCancelFlagEndsTheReadWithinAFewPolls) {
   EXPECT_LT(std::chrono::steady_clock::now() - t0, milliseconds(500));
 
   // A port whose accept queue is full: the connect never completes, nothing is refused.
-  const int hole = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(hole, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(hole, 0), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(hole, reinterpret_cast<sockaddr*>(&addr), &len);
-  const std::string url = "http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  const auto [hole, url] = ListeningPortNobodyAccepts(0);
   auto stalled = HttpStore::Open(url, FastRetries(1)).value();
   auto stall_flag = std::make_shared<CancelFlag>();
   std::promise<Status> hanging;
@@ -201,19 +208,11 @@ TEST(CurlTransportTest, RaisedCancelFlagEndsTheReadWithinAFewPolls) {
 // Nothing but libcurl's timer ends a read its server accepted and never answers: the
 // IO loop must run that timer when it falls due, with no socket becoming ready.
 TEST(CurlTransportTest, AReadTheServerNeverAnswersEndsAtItsTimeout) {
-  // A listening port nothing accepts from: the kernel completes the connection into the
-  // backlog and takes the request, and no reply ever comes.
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
-  ASSERT_EQ(::listen(silent, 4), 0);
-  socklen_t len = sizeof(addr);
-  ::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
+  // The connection completes into the backlog and the request is taken: no reply comes.
+  const auto [silent, url] = ListeningPortNobodyAccepts(4);
   HttpStoreOptions o = FastRetries(1);
   o.transport.timeout = milliseconds(300);
-  auto store = HttpStore::Open("http://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)), o).value();
+  auto store = HttpStore::Open(url, o).value();
   const auto t0 = std::chrono::steady_clock::now();
   auto r = store->Read("k", ByteRange::All());
   const auto took = std::chrono::steady_clock::now() - t0;
