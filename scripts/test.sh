@@ -53,12 +53,14 @@ if ((!quick)); then
 fi
 
 if ((!quick)); then
-  stage "engine tests under ThreadSanitizer (clang)"
+  stage "engine and IO tests under ThreadSanitizer (clang)"
   cmake -S . -B build/tsan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DINSITU_SANITIZE=thread \
     -DCMAKE_C_COMPILER="$CLANG" -DCMAKE_CXX_COMPILER="$CLANGXX" >/dev/null
-  ninja -C build/tsan -j"$JOBS" engine_test util_test
+  ninja -C build/tsan -j"$JOBS" engine_test util_test io_test
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" build/tsan/cpp/util_test
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" build/tsan/cpp/engine_test
+  # The IO threads (HTTP transport, stores, downloads) hand work across threads too.
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 allocator_may_return_null=1" build/tsan/cpp/io_test
 fi
 
 stage "Python tests"
