@@ -27,24 +27,16 @@ uint32_t EpollEvents(int what) {
 }  // namespace
 
 Result<std::unique_ptr<CurlEvents>> CurlEvents::Create(CURLM* multi) {
-  const int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd < 0) return ResourceExhausted("the HTTP IO thread's epoll set: " + ErrnoText(errno));
-  const int wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  if (wake_fd < 0) {
-    const int err = errno;
-    close(epoll_fd);
-    return ResourceExhausted("the HTTP IO thread's wake eventfd: " + ErrnoText(err));
-  }
+  // Owned from here: the destructor closes whichever of the two was made.
+  std::unique_ptr<CurlEvents> events(
+      new CurlEvents(multi, epoll_create1(EPOLL_CLOEXEC), eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)));
   epoll_event wake{};
   wake.events = EPOLLIN;
-  wake.data.fd = wake_fd;
-  if (epoll_ctl(epoll_fd, EPOLL_CTL_ADD, wake_fd, &wake) != 0) {
-    const int err = errno;
-    close(wake_fd);
-    close(epoll_fd);
-    return ResourceExhausted("the HTTP IO thread's epoll set: " + ErrnoText(err));
+  wake.data.fd = events->wake_fd_;
+  if (events->epoll_fd_ < 0 || events->wake_fd_ < 0 ||
+      epoll_ctl(events->epoll_fd_, EPOLL_CTL_ADD, events->wake_fd_, &wake) != 0) {
+    return ResourceExhausted("the HTTP IO thread's epoll set and wake eventfd: " + ErrnoText(errno));
   }
-  std::unique_ptr<CurlEvents> events(new CurlEvents(multi, epoll_fd, wake_fd));
   curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, &CurlEvents::OnSocket);
   curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, events.get());
   curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, &CurlEvents::OnTimer);
@@ -60,8 +52,8 @@ CurlEvents::~CurlEvents() {
   // nowhere first.
   curl_multi_setopt(multi_, CURLMOPT_SOCKETFUNCTION, nullptr);
   curl_multi_setopt(multi_, CURLMOPT_TIMERFUNCTION, nullptr);
-  close(wake_fd_);
-  close(epoll_fd_);
+  if (wake_fd_ >= 0) close(wake_fd_);
+  if (epoll_fd_ >= 0) close(epoll_fd_);
 }
 
 void CurlEvents::Wake() {
@@ -125,7 +117,7 @@ void CurlEvents::WaitAndAct(std::chrono::milliseconds max_wait) {
     // A socket an earlier action in this turn closed is no longer libcurl's to be told of.
     if (!sockets_.contains(fd)) continue;
     int mask = 0;
-    if ((got & (EPOLLIN | EPOLLHUP | EPOLLRDHUP)) != 0) mask |= CURL_CSELECT_IN;
+    if ((got & (EPOLLIN | EPOLLHUP)) != 0) mask |= CURL_CSELECT_IN;
     if ((got & EPOLLOUT) != 0) mask |= CURL_CSELECT_OUT;
     if ((got & EPOLLERR) != 0) mask |= CURL_CSELECT_ERR;
     curl_multi_socket_action(multi_, fd, mask, &running);
